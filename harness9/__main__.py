@@ -1,0 +1,4 @@
+from harness9.cli import main
+
+if __name__ == "__main__":
+    main()

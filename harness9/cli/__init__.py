@@ -1,0 +1,99 @@
+"""The ``harness9`` command: parse, call, render. One place maps errors to exit codes.
+
+This package must stay cheap to import: ``sessions list`` runs from cron and
+must never pay for ``import litellm`` (seconds here). Model-calling code is
+imported inside the commands that need it.
+
+It is a package rather than one ``cli.py`` so each command group lives in a
+module small enough to read in one sitting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from harness9 import __version__
+from harness9.errors import ExitCode, HarnessError
+
+
+def _debug_enabled(ctx: click.Context | None) -> bool:
+    if os.environ.get("HARNESS9_DEBUG"):
+        return True
+    while ctx is not None:
+        if ctx.params.get("debug"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+def report_error(message: str) -> None:
+    """One line on stderr, the way every user-caused error is shown."""
+    typer.echo(f"harness9: {message}", err=True)
+
+
+class HarnessGroup(TyperGroup):
+    """Maps exceptions to one stderr line and a named exit code, for every subcommand."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except HarnessError as exc:
+            if _debug_enabled(ctx):
+                traceback.print_exc()
+            report_error(str(exc))
+            ctx.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            typer.echo("", err=True)
+            report_error("interrupted")
+            ctx.exit(int(ExitCode.INTERRUPTED))
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except BrokenPipeError:
+            # `harness9 sessions list | head` closing the pipe is not an error.
+            sys.stderr.close()
+            ctx.exit(int(ExitCode.OK))
+        except Exception as exc:  # the per-command error boundary: never a raw traceback
+            if _debug_enabled(ctx):
+                traceback.print_exc()
+                ctx.exit(int(ExitCode.ERROR))
+            report_error(
+                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+            )
+            ctx.exit(int(ExitCode.ERROR))
+
+
+app = typer.Typer(
+    name="harness9",
+    cls=HarnessGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="A terminal agent harness: resumable chat sessions whose context never overflows.",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"harness9 {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
+
+
+def main() -> None:
+    app(prog_name="harness9")

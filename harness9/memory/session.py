@@ -1,0 +1,113 @@
+"""The Session protocol and the records it hands out.
+
+A session is an append-only message log plus a todo list. Compaction never
+rewrites the log: it stores a *checkpoint* (the summary of everything up to a
+message id), and the view sent to the model is rebuilt from the latest one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from harness9.errors import HarnessError
+from harness9.schema import Message, TodoItem
+
+
+class SessionNotFoundError(HarnessError):
+    """No stored session has this id (malformed ids included)."""
+
+    def __init__(self, session_id: str, detail: str = "") -> None:
+        self.session_id = session_id
+        msg = f"no session with id {session_id!r}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class StoreError(HarnessError):
+    """The database could not be opened or written; the message names the file."""
+
+
+@dataclass(slots=True)
+class SessionInfo:
+    id: str
+    created_at: float  # Unix seconds
+    updated_at: float
+    message_count: int
+    title: str  # first user message, one line, at most 60 characters
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A message as stored: its row id orders the log and anchors checkpoints."""
+
+    id: int
+    message: Message
+    created_at: float
+
+
+@dataclass(slots=True)
+class CorruptRow:
+    """A row that could not be decoded; reported, never fatal."""
+
+    id: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """One compaction: everything up to ``last_message_id`` is replaced by ``summary``.
+
+    ``summary`` is empty for truncating strategies (budget, window): the folded
+    messages are then simply not sent any more.
+    """
+
+    last_message_id: int
+    summary: str
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    created_at: float = 0.0
+    id: int = 0
+
+
+@runtime_checkable
+class Session(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+    def get_messages(self, limit: int = 0) -> list[Message]:
+        """All messages oldest first (limit=0), or the newest ``limit`` oldest first."""
+        ...
+
+    def add_messages(self, msgs: list[Message]) -> None: ...
+
+    def pop_message(self) -> Message | None:
+        """Delete and return the newest message; None when there is none."""
+        ...
+
+    def clear(self) -> None: ...
+
+    def get_todos(self) -> list[TodoItem] | None:
+        """The saved todo list, or None when none was ever saved (or it is empty)."""
+        ...
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        """Replace the todo list atomically."""
+        ...
+
+
+@runtime_checkable
+class CheckpointedSession(Session, Protocol):
+    """A session that also stores message ids and compaction checkpoints."""
+
+    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        """Messages with their ids, oldest first; only ids > after_id."""
+        ...
+
+    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint: ...
+
+    def latest_checkpoint(self) -> Checkpoint | None: ...
+
+    def list_checkpoints(self) -> list[Checkpoint]: ...

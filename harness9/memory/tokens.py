@@ -1,0 +1,64 @@
+"""Zero-dependency token arithmetic.
+
+The estimate counts UTF-8 *bytes*, not characters: CJK text is about three
+bytes a character and close to one token each, so characters/4 would
+under-count it by a factor of four, while bytes/4 stays within the 20 %
+head-room the compaction threshold keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from harness9.schema import Message, ToolDefinition
+
+BYTES_PER_TOKEN = 4
+
+
+def message_bytes(msg: Message) -> int:
+    """UTF-8 bytes of everything in a message that reaches the model."""
+    n = len(msg.content.encode("utf-8", "surrogatepass"))
+    for tc in msg.tool_calls:
+        n += len(tc.id.encode("utf-8", "surrogatepass"))
+        n += len(tc.name.encode("utf-8", "surrogatepass"))
+        n += len(tc.arguments.encode("utf-8", "surrogatepass"))
+    n += len(msg.tool_call_id.encode("utf-8", "surrogatepass"))
+    return n
+
+
+def estimate_message_tokens(msg: Message) -> int:
+    return message_bytes(msg) // BYTES_PER_TOKEN
+
+
+def estimate_tokens(msgs: Iterable[Message]) -> int:
+    """Bytes of all messages summed, then divided by four (one rounding, not one per message)."""
+    return sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
+
+
+def estimate_tool_tokens(tools: Iterable[ToolDefinition]) -> int:
+    """Name + description + compact JSON of the parameter schema, in bytes / 4."""
+    total = 0
+    for t in tools:
+        schema = json.dumps(t.parameters, separators=(",", ":"), ensure_ascii=False)
+        total += len(t.name.encode("utf-8")) + len(t.description.encode("utf-8"))
+        total += len(schema.encode("utf-8"))
+    return total // BYTES_PER_TOKEN
+
+
+def format_token_count(n: int) -> str:
+    """500 -> "500", 45200 -> "45.2K", 1200000 -> "1.2M"."""
+    if n < 0:
+        return "-" + format_token_count(-n)
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        value, suffix = n / 1000, "K"
+    else:
+        value, suffix = n / 1_000_000, "M"
+    text = f"{value:.1f}"
+    if text.endswith(".0"):
+        text = text[:-2]
+    if suffix == "K" and text == "1000":  # 999_950..999_999 would read "1000K"
+        return "1M"
+    return text + suffix

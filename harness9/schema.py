@@ -1,0 +1,136 @@
+"""Plain records shared by every layer, and their OpenAI/litellm dict forms.
+
+Tool results use role ``tool`` (what litellm and the OpenAI API expect); the
+seed's "user message with a ToolCallID" maps onto this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLE_SYSTEM = "system"
+ROLE_USER = "user"
+ROLE_ASSISTANT = "assistant"
+ROLE_TOOL = "tool"
+ROLES = (ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL)
+
+# The first line of the message that stands for everything a compaction folded.
+SUMMARY_PREFIX = "[Conversation Summary]\n"
+# Content of the stub result inserted for a tool call whose real result was cut.
+TRUNCATED_STUB = "[context truncated]"
+
+TODO_STATUSES = ("pending", "in_progress", "completed")
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str = "{}"  # the JSON text exactly as the model produced it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        """Accepts both the OpenAI wire shape and the flat ``{id, name, arguments}`` one."""
+        fn = data.get("function")
+        if isinstance(fn, dict):
+            name, arguments = fn.get("name") or "", fn.get("arguments")
+        else:
+            name, arguments = data.get("name") or "", data.get("arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):
+            import json
+
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return cls(id=str(data.get("id") or ""), name=str(name), arguments=arguments)
+
+    def to_flat(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str = ""
+
+    @property
+    def is_summary(self) -> bool:
+        return self.role == ROLE_USER and self.content.startswith(SUMMARY_PREFIX)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI chat-completions form litellm accepts."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == ROLE_ASSISTANT and self.tool_calls:
+            out["content"] = self.content or None
+            out["tool_calls"] = [tc.to_dict() for tc in self.tool_calls]
+        else:
+            out["content"] = self.content
+        if self.role == ROLE_TOOL:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        content = data.get("content")
+        if content is None:
+            content = ""
+        elif isinstance(content, list):
+            # Content parts (text blocks): keep the text, which is all we store.
+            content = "".join(
+                part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+            )
+        calls = [ToolCall.from_dict(tc) for tc in (data.get("tool_calls") or [])]
+        return cls(
+            role=str(data.get("role") or ROLE_USER),
+            content=str(content),
+            tool_calls=calls,
+            tool_call_id=str(data.get("tool_call_id") or ""),
+        )
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class TodoItem:
+    content: str
+    status: str = "pending"  # pending | in_progress | completed
+
+    def to_dict(self) -> dict[str, str]:
+        return {"content": self.content, "status": self.status}
+
+
+@dataclass(slots=True)
+class ToolDefinition:
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def messages_to_dicts(msgs: list[Message]) -> list[dict[str, Any]]:
+    return [m.to_dict() for m in msgs]
