@@ -117,9 +117,7 @@ class TodoItem:
 class ToolDefinition:
     name: str
     description: str
-    parameters: dict[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def to_dict(self) -> dict[str, Any]:
         return {

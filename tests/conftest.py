@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Shared CI machines are noisy: no deadlines, and a fixed example budget.
 settings.register_profile(
@@ -41,32 +37,3 @@ def harness9_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in _MODEL_ENV:
         monkeypatch.delenv(name, raising=False)
     return home
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """Environment for a real ``python -m harness9`` subprocess running this checkout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.pop("FORCE_COLOR", None)
-    env.update(extra)
-    return env
-
-
-def run_cli(
-    *args: str,
-    input: str | None = None,
-    timeout: float = 120,
-    cwd: str | Path | None = None,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run the real entry point in a subprocess (stdin not a TTY)."""
-    return subprocess.run(
-        [sys.executable, "-m", "harness9", *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=cli_env(**(env or {})),
-        cwd=cwd,
-    )

@@ -1,0 +1,39 @@
+"""Helpers for tests that run the real ``harness9`` entry point in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """Environment for a real ``python -m harness9`` subprocess running this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.pop("FORCE_COLOR", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str,
+    input: str | None = None,
+    timeout: float = 120,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real entry point in a subprocess (stdin not a TTY)."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness9", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(**(env or {})),
+        cwd=cwd,
+    )
