@@ -95,5 +95,13 @@ def _root(
     """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
 
 
+# Command modules import only what their --help needs; heavy imports live inside the commands.
+from harness9.cli.chat import chat  # noqa: E402
+from harness9.cli.compact import compact  # noqa: E402
+
+app.command("chat")(chat)
+app.command("compact")(compact)
+
+
 def main() -> None:
     app(prog_name="harness9")
