@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -108,7 +109,7 @@ def _read_window(f: BinaryIO, rel: str, offset: int, limit: int) -> ToolResult:
     return ToolResult(content=body, metadata=meta)
 
 
-def _iter_lines(f: BinaryIO):
+def _iter_lines(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
     """Yield ``(line, was_cut)`` without ever holding more than MAX_LINE_BYTES of a line."""
     while True:
         line = f.readline(MAX_LINE_BYTES)
