@@ -111,3 +111,15 @@ def test_lookup_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     get_model_limits("qwen-plus")
     get_model_limits("no-such-model")
     assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    "name", ["gpt-4o", "gpt-4o-mini", "openai/gpt-4o", "deepseek-chat", "o3", "dashscope/qwen-plus"]
+)
+def test_reading_the_json_map_agrees_with_litellm_get_model_info(name: str) -> None:
+    from harness9.provider import load_litellm
+
+    info = load_litellm().get_model_info(name)
+    assert get_model_limits(name) == ModelLimits(
+        info["max_input_tokens"], info["max_output_tokens"]
+    )
