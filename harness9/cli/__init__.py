@@ -17,6 +17,7 @@ import traceback
 import click
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from harness9 import __version__
 from harness9.errors import ExitCode, HarnessError
@@ -52,7 +53,15 @@ class HarnessGroup(TyperGroup):
             typer.echo("", err=True)
             report_error("interrupted")
             ctx.exit(int(ExitCode.INTERRUPTED))
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except (
+            click.exceptions.Exit,
+            click.exceptions.Abort,
+            click.ClickException,
+            # Typer >= 0.25 vendors click: --help, usage errors and typer.Exit raise these.
+            typer.Exit,
+            typer.Abort,
+            TyperException,
+        ):
             raise
         except BrokenPipeError:
             # `harness9 sessions list | head` closing the pipe is not an error.
@@ -97,3 +106,9 @@ def _root(
 
 def main() -> None:
     app(prog_name="harness9")
+
+
+# Registered after `app` exists; each command group lives in its own module.
+from harness9.cli.sessions import sessions_app  # noqa: E402
+
+app.add_typer(sessions_app, name="sessions", help="List, show and delete stored chat sessions.")
