@@ -39,6 +39,7 @@ _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 _WHITESPACE_RE = re.compile(r"\s+")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _CHECKPOINT_COLUMNS = (
     "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
@@ -89,7 +90,7 @@ def _encode_calls(calls: list[ToolCall]) -> str | None:
 
 def _scrub_surrogates(text: str) -> str:
     # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
-    return text.encode("utf-8", "replace").decode("utf-8")
+    return _SURROGATE_RE.sub("\ufffd", text)
 
 
 def _scrub_message(m: Message) -> Message:
