@@ -113,7 +113,9 @@ def _checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
     }
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts) instead of the human view.")
+]
 
 
 @sessions_app.command("list")
