@@ -69,6 +69,15 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
+def _print_lines(infos: list[SessionInfo]) -> None:
+    import shutil
+
+    from harness9.ui.listing import session_lines
+
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    sys.stdout.write("\n".join(session_lines(infos, width)) + "\n")
+
+
 def _print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
 
@@ -134,9 +143,7 @@ def list_sessions(
     if as_json:
         _print_json([_info_json(i) for i in infos])
         return
-    from harness9.ui.render import render_session_table
-
-    render_session_table(_console(), infos)
+    _print_lines(infos)
 
 
 @sessions_app.command("show")
@@ -227,12 +234,10 @@ def delete_sessions(
 
 
 def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:
-    from harness9.ui.render import render_session_table
-
     what = _plural(len(targets), "session")
     if dry_run:
         typer.echo(f"Would delete {what}:")
-        render_session_table(_console(), targets)
+        _print_lines(targets)
         return
     if yes:
         return
@@ -241,6 +246,6 @@ def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) 
             f"refusing to delete {what} without --yes (stdin is not a terminal); nothing deleted"
         )
     typer.echo(f"About to delete {what}:")
-    render_session_table(_console(), targets)
+    _print_lines(targets)
     if not typer.confirm(f"Delete {what}?", default=False):
         raise NotConfirmedError("nothing deleted")

@@ -41,6 +41,10 @@ _WHITESPACE_RE = re.compile(r"\s+")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 _CHECKPOINT_COLUMNS = (
     "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
     "messages_before, messages_after, created_at"
@@ -464,21 +468,23 @@ class SQLiteSession:
             (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
             for m in msgs
         ]
-        title = _first_title(msgs)
         with self._m.transaction() as conn:
-            self._touch(conn, now, len(rows))  # first: fails cleanly if the session is gone
-            conn.executemany(
-                "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
+            # First, so a deleted session fails before anything is inserted. The title is
+            # set only while still empty: the first user message names the session.
+            cur = conn.execute(
+                "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
+                "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                (now, len(rows), _first_title(msgs), sid),
             )
-            # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
-            # consecutive ids, so the batch is exactly the last len(rows) ids.
-            (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
-            if title:
-                conn.execute(
-                    "UPDATE sessions SET title = ? WHERE id = ? AND title = ''", (title, sid)
-                )
+            if cur.rowcount == 0:
+                raise SessionNotFoundError(sid, "it was deleted")
+            if len(rows) == 1:
+                last = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+            else:
+                conn.executemany(_INSERT_MESSAGE, rows)
+                # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
+                # consecutive ids, so the batch is exactly the last len(rows) ids.
+                (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
         return list(range(last - len(rows) + 1, last + 1))
 
     def pop_message(self) -> Message | None:

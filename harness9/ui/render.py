@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from harness9.memory.session import Checkpoint, SessionInfo, StoredMessage
 from harness9.schema import TodoItem
+from harness9.ui.listing import local_time
 
 # C0/C1 controls except tab and newline, plus the bidi overrides that reorder what is shown.
 _UNSAFE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -38,25 +37,6 @@ def inert(text: str) -> str:
         ),
         text,
     )
-
-
-def local_time(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
-
-
-def render_session_table(console: Console, sessions: Sequence[SessionInfo]) -> None:
-    if not sessions:
-        console.print("No sessions.")
-        return
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    # Ids and times are what people copy: never squeeze them; the title gives way.
-    table.add_column("ID", no_wrap=True, min_width=36)
-    table.add_column("Updated", no_wrap=True, min_width=16)
-    table.add_column("Msgs", justify="right", no_wrap=True, min_width=4)
-    table.add_column("Title", overflow="ellipsis", no_wrap=True)
-    for s in sessions:
-        table.add_row(s.id, local_time(s.updated_at), str(s.message_count), Text(inert(s.title)))
-    console.print(table)
 
 
 def render_session(
