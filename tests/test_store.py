@@ -662,3 +662,9 @@ def test_two_managers_on_one_file_queue_instead_of_failing(db: Path):
         timer.join()
         sb.add_messages([Message("user", "second")])
         assert [m.content for m in sa.get_messages()] == ["waited", "second"]
+
+
+def test_title_of_a_message_led_by_a_long_run_of_blanks_is_still_found(manager: Manager):
+    s = manager.new_session()
+    s.add_messages([Message("user", " \n" * 2000 + "the actual question")])
+    assert manager.list_sessions()[0].title == "the actual question"

@@ -68,7 +68,10 @@ def is_session_id(value: object) -> bool:
 
 def make_title(content: str) -> str:
     """One line of at most TITLE_MAX_CHARS characters: what ``sessions list`` shows."""
-    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
+    head = content[:512]  # enough for the title unless it is mostly whitespace
+    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", head)).strip()
+    if len(text) <= TITLE_MAX_CHARS + 1 and len(content) > len(head):
+        text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
     if len(text) > TITLE_MAX_CHARS:
         text = text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
     return text
