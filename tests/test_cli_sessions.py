@@ -415,3 +415,10 @@ def test_delete_in_a_real_process_without_a_terminal_refuses():
         "nothing deleted\n"
     )
     assert stored_ids() == {sid}
+
+
+def test_subcommand_help_is_not_mistaken_for_an_error():
+    result = cli("sessions", "delete", "--help")
+    assert result.exit_code == 0
+    assert "--older-than AGE" in result.stdout
+    assert result.stderr == ""
