@@ -199,6 +199,9 @@ def process_median(cmd: list[str], env: dict[str, str], runs: int) -> float:
     return statistics.median(times)
 
 
+FLOOR_LABEL = 'python -c "import typer, pydantic"'
+
+
 def fmt_s(seconds: float) -> str:
     return f"{seconds * 1000:9.2f} ms"
 
@@ -245,12 +248,16 @@ def main() -> None:
         env.pop("FORCE_COLOR", None)
         py = sys.executable
         base = process_median([py, "-c", "pass"], env, args.runs)
+        # The floor any Typer command pays here: Typer >= 0.25 coerces every non-bool
+        # option through a pydantic TypeAdapter, so pydantic is imported too.
+        floor = process_median([py, "-c", "import typer, pydantic"], env, args.runs)
         listing = process_median([py, "-m", "harness9", "sessions", "list"], env, args.runs)
         as_json = process_median(
             [py, "-m", "harness9", "sessions", "list", "--json"], env, args.runs
         )
     print(f"{'whole process':<34} {'median':>12} {'vs python -c pass':>18}  target    ok")
     print(f"{'python -c pass':<34} {fmt_s(base):>12} {'1.00x':>18}")
+    print(f"{FLOOR_LABEL:<34} {fmt_s(floor):>12} {floor / base:17.2f}x  (framework floor)")
     for name, t in (
         ("harness9 sessions list", listing),
         ("harness9 sessions list --json", as_json),
