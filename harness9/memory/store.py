@@ -57,8 +57,9 @@ class AmbiguousSessionError(HarnessError):
     def __init__(self, prefix: str, matches: Sequence[str]) -> None:
         self.prefix = prefix
         self.matches = list(matches)
-        shown = ", ".join(m[:13] for m in self.matches[:3])
-        super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}, ...)")
+        shown = ", ".join(m[:13] + "…" for m in self.matches[:3])
+        more = ", ..." if len(self.matches) > 3 else ""
+        super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}{more})")
 
 
 def is_session_id(value: object) -> bool:
