@@ -150,36 +150,33 @@ def timed(fn: Callable[[], object]) -> float:
 def bench_pair(
     tmp: Path, msgs: list[Message], singles: list[Message], repeats: int
 ) -> dict[str, tuple[float, float]]:
-    results: dict[str, tuple[list[float], list[float]]] = {
-        k: ([], [])
-        for k in ("batch add 10,000", "get_messages(50)", "get_messages(0)", "200 single adds")
-    }
+    """Medians for (plain, store). Both sides run each step back to back, alternating
+    who goes first, so a burst of load on a shared machine hits both alike."""
+    names = ("batch add 10,000", "get_messages(50)", "get_messages(0)", "200 single adds")
+    results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in names}
     for rep in range(repeats):
-        # Alternate who goes first so cache warmth and noise do not favour one side.
-        order = ["plain", "store"] if rep % 2 == 0 else ["store", "plain"]
-        for who in order:
-            path = tmp / f"{who}-{rep}.db"
-            side = 0 if who == "plain" else 1
-            if who == "plain":
-                p = Plain(path)
-                add, get, close = p.add, p.get, p.close
-            else:
-                m = Manager(path)
-                s = m.new_session()
-                add, get, close = s.add_messages, s.get_messages, m.close
-            results["batch add 10,000"][side].append(timed(lambda add=add: add(msgs)))
-            results["get_messages(50)"][side].append(
-                statistics.median(timed(lambda get=get: get(50)) for _ in range(20))
-            )
-            got: list[Message] = []
-            results["get_messages(0)"][side].append(
-                timed(lambda get=get, got=got: got.extend(get(0)))
-            )
-            assert got == msgs, f"{who} did not read back what it wrote"
-            results["200 single adds"][side].append(
-                timed(lambda add=add: [add([m1]) for m1 in singles])
-            )
-            close()
+        plain = Plain(tmp / f"plain-{rep}.db")
+        manager = Manager(tmp / f"store-{rep}.db")
+        session = manager.new_session()
+        sides = [(0, plain.add, plain.get), (1, session.add_messages, session.get_messages)]
+        if rep % 2:
+            sides.reverse()
+
+        def both(name: str, step: Callable[[Callable, Callable], object], sides=sides) -> None:
+            for side, add, get in sides:
+                results[name][side].append(timed(lambda add=add, get=get: step(add, get)))
+
+        both("batch add 10,000", lambda add, get: add(msgs))
+        for _ in range(20):
+            both("get_messages(50)", lambda add, get: get(50))
+        for _ in range(3):
+            both("get_messages(0)", lambda add, get: get(0))
+        for side, _, get in sides:
+            assert get(0) == msgs, f"side {side} did not read back what it wrote"
+        for _ in range(5):
+            both("200 single adds", lambda add, get: [add([m]) for m in singles])
+        plain.close()
+        manager.close()
     return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in results.items()}
 
 
