@@ -3,6 +3,7 @@
 Never imports litellm, the engine or the UI.
 """
 
+from harness9.memory.mem_session import MemorySession
 from harness9.memory.session import (
     Checkpoint,
     CheckpointedSession,
@@ -13,6 +14,13 @@ from harness9.memory.session import (
     StoredMessage,
     StoreError,
 )
+from harness9.memory.store import (
+    AmbiguousSessionError,
+    Manager,
+    SQLiteSession,
+    is_session_id,
+    open_manager,
+)
 from harness9.memory.tokens import (
     estimate_message_tokens,
     estimate_tokens,
@@ -22,6 +30,12 @@ from harness9.memory.tokens import (
 )
 
 __all__ = [
+    "AmbiguousSessionError",
+    "Manager",
+    "MemorySession",
+    "SQLiteSession",
+    "is_session_id",
+    "open_manager",
     "Checkpoint",
     "CheckpointedSession",
     "CorruptRow",
