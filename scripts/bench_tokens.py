@@ -237,7 +237,7 @@ def cost_table(model: str, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--model", default="openai/gpt-4o-mini")
     args = parser.parse_args()
     accuracy_table(args.model)

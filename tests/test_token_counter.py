@@ -239,6 +239,7 @@ def test_models_with_a_bundled_tokenizer(model: str, family: str) -> None:
         "ollama/llama3",
         "ollama/llama-3",  # litellm would fetch this one from the network
         "openai/meta-llama/Llama-3-8B",  # an OpenAI-compatible route, not an OpenAI model
+        "ollama/gpt-oss:20b",  # litellm would count it with cl100k, not its o200k_harmony
         "gemini/gemini-2.0-flash",
         "hosted_vllm/qwen2.5-coder",
         "",

@@ -105,8 +105,9 @@ class TokenizerSpec:
 
 
 _TOKENIZER_DIR = "litellm.litellm_core_utils.tokenizers"
-# OpenAI chat models all use cl100k_base or o200k_base, both shipped with litellm.
-_OPENAI_NAME = re.compile(r"^(ft:)?(gpt-[345]|gpt-oss|chatgpt-|o[134](-|$))")
+# OpenAI's hosted chat models all use cl100k_base or o200k_base, both shipped with
+# litellm. Not gpt-oss: litellm counts it with cl100k_base, which is not its tokenizer.
+_OPENAI_NAME = re.compile(r"^(ft:)?(gpt-[345]|chatgpt-|o[134](-|$))")
 _CLAUDE_NAME = re.compile(r"^claude")
 # DeepSeek V3 and later (chat and reasoner are aliases of them) share one tokenizer.
 _DEEPSEEK_NAME = re.compile(r"^deepseek-(chat|reasoner|v3|v4)")
