@@ -1,4 +1,4 @@
-"""Talking to models: the litellm adapter and model limits.
+"""Talking to models: the litellm adapter, model limits and token counters.
 
 Importing this package is cheap: litellm is imported only when a model is
 called (``load_litellm``), and model limits are read from litellm's bundled
@@ -18,10 +18,17 @@ from harness9.provider.errors import (
 )
 from harness9.provider.limits import ModelLimits, get_model_limits
 from harness9.provider.llm import LLMProvider, load_litellm, preload_in_background
+from harness9.provider.tokens import (
+    ByteCounter,
+    TokenCounter,
+    TokenizerCounter,
+    make_token_counter,
+)
 
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
+    "ByteCounter",
     "ContextWindowExceededError",
     "LLMProvider",
     "ModelLimits",
@@ -30,8 +37,11 @@ __all__ = [
     "RateLimitError",
     "ServiceUnavailableError",
     "StreamInterruptedError",
+    "TokenCounter",
+    "TokenizerCounter",
     "TransientError",
     "get_model_limits",
     "load_litellm",
+    "make_token_counter",
     "preload_in_background",
 ]
