@@ -188,7 +188,8 @@ class TokenBudgetCompactor:
         non_system = len(msgs) - 1
         if non_system <= self.min_tail_messages:
             return nothing  # the protected tail is all there is
-        if not force and before <= self.max_tokens:
+        if not force and nothing.tokens_after <= self.max_tokens:
+            # Measured on the repaired history: that is what would be sent.
             return nothing
         target = min(self.max_tokens, before // 2) if force else self.max_tokens
         # kept_tokens(find_cut(t)) never decreases as t grows, so bisect on t.

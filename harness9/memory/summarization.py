@@ -196,7 +196,8 @@ class SummarizationCompactor:
         nothing = CompactionPlan(
             False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
         )
-        if not force and before <= self.max_tokens:
+        if not force and nothing.tokens_after <= self.max_tokens:
+            # Measured on the repaired history: that is what would be sent.
             return nothing
         cut = find_cut(msgs, self.min_tail_messages)
         if cut <= 1:
