@@ -33,7 +33,9 @@ from harness9.memory import (
     is_valid_tool_sequence,
     repair_orphaned_tool_pairs,
 )
+from harness9.memory.compaction import KeptSizer
 from harness9.memory.repair import match_tool_results
+from harness9.memory.tokens import message_bytes
 from harness9.schema import SUMMARY_PREFIX, Message
 
 texts = st.one_of(
@@ -74,11 +76,13 @@ histories = st.lists(turns(), max_size=25).map(lambda ts: [SYSTEM] + [m for t in
 def protected(msgs: list[Message], k: int) -> tuple[list[Message], list[Message]]:
     """(non-tool messages, in-block results) among the newest k messages."""
     start = len(msgs) - k
-    answers = match_tool_results(msgs)
+    slots = iter(match_tool_results(msgs))
     in_block: set[int] = set()
-    for owner, rs in enumerate(answers):
-        for r in rs:
-            if r >= 0 and all(m.role == "tool" for m in msgs[owner + 1 : r]):
+    for owner, m in enumerate(msgs):
+        if m.role != "assistant":
+            continue
+        for r in [next(slots) for _ in m.tool_calls]:
+            if r >= 0 and all(x.role == "tool" for x in msgs[owner + 1 : r]):
                 in_block.add(r)
     tail = range(start, len(msgs))
     plain = [msgs[i] for i in tail if msgs[i].role != "tool"]
@@ -169,3 +173,13 @@ def test_chunked_summarization_stays_within_the_summariser_window(msgs, min_tail
     res = compactor.compact_detailed(msgs, force=True)
     assert res.error is None  # the fake would refuse an oversized prompt
     assert_invariants(msgs, res.messages, min_tail)
+
+
+@given(histories, st.data())
+def test_kept_sizer_is_exact_for_every_cut_from_its_start(msgs, data):
+    sizes = [message_bytes(m) for m in msgs]
+    start = data.draw(st.integers(1, max(1, len(msgs) - 1)))
+    sizer = KeptSizer(msgs, sizes, start)
+    for cut in range(start, len(msgs) + 1):
+        kept = repair_orphaned_tool_pairs([msgs[0], *msgs[cut:]])
+        assert sizer.kept_bytes(cut) == sum(message_bytes(m) for m in kept)

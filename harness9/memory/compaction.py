@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Protocol, runtime_checkable
 
 from harness9.memory.repair import (
@@ -83,9 +84,12 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
     before them if that message made calls (the seed's backtrack of §6.3);
     results whose call is not adjacent are left for the repair to drop.
     """
-    n = len(msgs)
-    cut = max(1, n - max(tail_len, 0))
-    if cut >= n or msgs[cut].role != ROLE_TOOL:
+    return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
+
+
+def extend_cut(msgs: Sequence[Message], cut: int) -> int:
+    """``cut`` moved back to the call of the results it would begin with (see find_cut)."""
+    if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
         return cut
     first = cut
     while first > 1 and msgs[first - 1].role == ROLE_TOOL:
@@ -97,54 +101,61 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
 
 
 class KeptSizer:
-    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut, in O(1).
+    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in O(1).
 
-    Built in one linear pass: each message's bytes, plus the stubs the repair
-    will add to its unanswered calls, minus results the repair drops anyway.
-    A result whose call lies before the cut is dropped only for cuts between
-    the two, which a difference array accounts for. This replaces re-estimating
-    the candidate tail at every step of the search.
+    Built in one linear pass over ``msgs[start:]``: each message's bytes, plus
+    the stubs the repair will add to its unanswered calls, minus results the
+    repair drops anyway. A result whose call lies before the cut is dropped
+    only for cuts between the two, which a difference array accounts for.
+    This replaces re-estimating the candidate tail at every search step.
     """
 
-    __slots__ = ("_straddle", "_suffix", "_system_bytes")
+    __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
 
-    def __init__(self, msgs: Sequence[Message]) -> None:
-        n = len(msgs)
-        answers = match_tool_results(msgs)
+    def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
+        """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
+        part = msgs[start:]
+        # Matching the part alone is exact for cuts inside it: a result whose
+        # call lies before the part is unmatched, as it would be after the cut.
+        result = match_tool_results(part)
         stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
-        eff = [0] * n
-        diff = [0] * (n + 2)
-        for i, msg in enumerate(msgs):
-            if msg.role == ROLE_TOOL:
-                continue  # counted with its owner below; unanswerable results count 0
-            eff[i] = message_bytes(msg)
-            for pos, r in enumerate(answers[i]):
+        # What each message adds to a repaired suffix: results count with
+        # their call (0 when unanswerable), calls carry their stubs.
+        eff = [0 if m.role == ROLE_TOOL else sizes[start + j] for j, m in enumerate(part)]
+        # A result whose call lies before the cut is dropped: for cuts in (i, r].
+        diff = [0] * (len(part) + 1)
+        slot = 0  # calls are numbered in history order, as match_tool_results does
+        for i, m in enumerate(part):
+            if m.role != ROLE_ASSISTANT or not m.tool_calls:
+                continue
+            for tc in m.tool_calls:
+                r = result[slot]
+                slot += 1
                 if r < 0:
-                    call_id = msg.tool_calls[pos].id
-                    eff[i] += stub_bytes + len(call_id.encode("utf-8", "surrogatepass"))
+                    eff[i] += stub_bytes + len(tc.id.encode("utf-8", "surrogatepass"))
                 else:
-                    b = message_bytes(msgs[r])
-                    eff[r] = b
-                    # For i < cut <= r the owner is folded and the result dropped.
+                    eff[r] = b = sizes[start + r]
                     diff[i + 1] += b
                     diff[r + 1] -= b
-        suffix = [0] * (n + 1)
-        for i in range(n - 1, -1, -1):
-            suffix[i] = suffix[i + 1] + eff[i]
-        straddle = [0] * (n + 1)
-        running = 0
-        for c in range(n + 1):
-            running += diff[c]
-            straddle[c] = running
-        self._suffix = suffix
-        self._straddle = straddle
-        self._system_bytes = message_bytes(msgs[0]) if n else 0
+        self._start = start
+        self._suffix = [*accumulate(reversed(eff), initial=0)][::-1]
+        self._straddle = [*accumulate(diff)]
+        self._system_bytes = sizes[0]
 
     def kept_bytes(self, cut: int) -> int:
-        return self._system_bytes + self._suffix[cut] - self._straddle[cut]
+        j = cut - self._start
+        if j < 0:
+            raise ValueError(f"cut {cut} is before the measured part (from {self._start})")
+        return self._system_bytes + self._suffix[j] - self._straddle[j]
 
     def kept_tokens(self, cut: int) -> int:
         return self.kept_bytes(cut) // BYTES_PER_TOKEN
+
+
+def measure(msgs: Sequence[Message]) -> tuple[list[int], KeptSizer]:
+    """Per-message bytes and a sizer over the whole history."""
+    sizes = [message_bytes(m) for m in msgs]
+    return sizes, KeptSizer(msgs, sizes)
 
 
 def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> CompactionPlan:
@@ -180,20 +191,39 @@ class TokenBudgetCompactor:
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         if not starts_with_system(msgs):
             return unchanged_plan(self.strategy, msgs, self.max_tokens)
-        before = estimate_tokens(msgs)
-        sizer = KeptSizer(msgs)
-        nothing = CompactionPlan(
-            False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
-        )
-        non_system = len(msgs) - 1
-        if non_system <= self.min_tail_messages:
-            return nothing  # the protected tail is all there is
-        if not force and nothing.tokens_after <= self.max_tokens:
-            # Measured on the repaired history: that is what would be sent.
-            return nothing
+        sizes = [message_bytes(m) for m in msgs]
+        before = sum(sizes) // BYTES_PER_TOKEN
+
+        def nothing() -> CompactionPlan:
+            after = KeptSizer(msgs, sizes).kept_tokens(1)
+            return CompactionPlan(False, self.strategy, 1, before, after, self.max_tokens)
+
+        n = len(msgs)
+        if n - 1 <= self.min_tail_messages:
+            return nothing()  # the protected tail is all there is
+        if not force and before <= self.max_tokens:
+            plan = nothing()
+            # Measured on the repaired history (stubs included): what would be sent.
+            if plan.tokens_after <= self.max_tokens:
+                return plan
         target = min(self.max_tokens, before // 2) if force else self.max_tokens
+        # Every non-tool message of a kept suffix is sent, so once those alone
+        # exceed the target no earlier cut can fit: only the part after that
+        # point needs the exact (repair-aware) measure. On a long history this
+        # keeps the work beyond one size pass proportional to what is kept.
+        limit = target * BYTES_PER_TOKEN + BYTES_PER_TOKEN - 1 - sizes[0]
+        floor, acc = n, 0
+        while floor > 1:
+            if msgs[floor - 1].role != ROLE_TOOL:
+                acc += sizes[floor - 1]
+                if acc > limit:
+                    break
+            floor -= 1
+        min_cut = find_cut(msgs, self.min_tail_messages)
+        start = min(extend_cut(msgs, floor), min_cut)
+        sizer = KeptSizer(msgs, sizes, start)
         # kept_tokens(find_cut(t)) never decreases as t grows, so bisect on t.
-        lo, hi, best = self.min_tail_messages, non_system, self.min_tail_messages
+        lo, hi, best = self.min_tail_messages, n - start, self.min_tail_messages
         while lo <= hi:
             mid = (lo + hi) // 2
             if sizer.kept_tokens(find_cut(msgs, mid)) <= target:
@@ -202,7 +232,7 @@ class TokenBudgetCompactor:
                 hi = mid - 1
         cut = find_cut(msgs, best)
         if cut <= 1:
-            return nothing
+            return nothing()
         return CompactionPlan(
             True, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_tokens
         )
@@ -236,8 +266,8 @@ class SlidingWindowCompactor:
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         if not starts_with_system(msgs):
             return unchanged_plan(self.strategy, msgs, self.max_messages)
-        before = estimate_tokens(msgs)
-        sizer = KeptSizer(msgs)
+        sizes, sizer = measure(msgs)
+        before = sum(sizes) // BYTES_PER_TOKEN
         tail = self.max_messages - 1
         if force:
             tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))

@@ -19,7 +19,11 @@ from collections.abc import Sequence
 
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
-__all__ = ["is_valid_tool_sequence", "match_tool_results", "repair_orphaned_tool_pairs"]
+__all__ = [
+    "is_valid_tool_sequence",
+    "match_tool_results",
+    "repair_orphaned_tool_pairs",
+]
 
 
 def _has_calls(msg: Message) -> bool:
@@ -27,33 +31,56 @@ def _has_calls(msg: Message) -> bool:
     return msg.role == ROLE_ASSISTANT and bool(msg.tool_calls)
 
 
-def match_tool_results(msgs: Sequence[Message]) -> list[list[int]]:
-    """For each message, the index of the result answering each of its calls (-1: none).
+def match_tool_results(msgs: Sequence[Message]) -> list[int]:
+    """Match every tool result to the call it answers.
 
-    Non-assistant messages and assistant messages without calls get ``[]``.
+    Returns one slot per tool call, in history order (message by message,
+    call by call): the index of the result answering that call, or -1.
+
     A result answers the most recent assistant message that made a call with
     its id and whose call is still unanswered; a result that finds no such
     call is dropped by the repair. Reused ids (some local models number calls
     ``call_0`` every turn) therefore bind to the nearest call, and a newer call
     with the same id supersedes an older unanswered one.
     """
-    answers: list[list[int]] = [[] for _ in msgs]
-    # id -> positions (owner index, call position) of the newest assistant
-    # message with that id, still unanswered, oldest first.
-    open_calls: dict[str, deque[tuple[int, int]]] = {}
+    # Plain ints and no per-message containers, on purpose: on long histories the
+    # cyclic garbage collector's full passes over every live message would
+    # otherwise make the run time grow faster than linearly.
+    result: list[int] = []
+    # id -> slot of the newest unanswered call with that id (a deque of slots
+    # when one message repeats an id).
+    open_calls: dict[str, int | deque[int]] = {}
     for i, msg in enumerate(msgs):
-        if msg.role == ROLE_TOOL:
-            pending = open_calls.get(msg.tool_call_id)
-            if pending:
-                owner, pos = pending.popleft()
-                answers[owner][pos] = i
-        elif _has_calls(msg):
-            answers[i] = [-1] * len(msg.tool_calls)
-            fresh: dict[str, deque[tuple[int, int]]] = {}
-            for pos, tc in enumerate(msg.tool_calls):
-                fresh.setdefault(tc.id, deque()).append((i, pos))
+        role = msg.role
+        if role == ROLE_TOOL:
+            slot = open_calls.pop(msg.tool_call_id, None)
+            if slot is None:
+                continue
+            if type(slot) is not int:
+                queue = slot
+                slot = queue.popleft()
+                if queue:
+                    open_calls[msg.tool_call_id] = queue
+            result[slot] = i
+        elif role == ROLE_ASSISTANT and msg.tool_calls:
+            calls = msg.tool_calls
+            base = len(result)
+            if len(calls) == 1:  # the common case, without a temporary list
+                open_calls[calls[0].id] = base
+                result.append(-1)
+                continue
+            result.extend([-1] * len(calls))
+            fresh: dict[str, int | deque[int]] = {}
+            for pos, tc in enumerate(calls):
+                prev = fresh.get(tc.id)
+                if prev is None:
+                    fresh[tc.id] = base + pos
+                elif type(prev) is int:
+                    fresh[tc.id] = deque((prev, base + pos))
+                else:
+                    prev.append(base + pos)
             open_calls.update(fresh)
-    return answers
+    return result
 
 
 def stub_for(call_id: str) -> Message:
@@ -71,14 +98,20 @@ def repair_orphaned_tool_pairs(msgs: Sequence[Message]) -> list[Message]:
     Linear time, idempotent; the input list and its messages are not modified
     (kept messages are the same objects).
     """
-    answers = match_tool_results(msgs)
+    result = match_tool_results(msgs)
+    s = 0  # the slot of the next call, in the order match_tool_results numbers them
     out: list[Message] = []
-    for i, msg in enumerate(msgs):
-        if msg.role == ROLE_TOOL:
+    append = out.append
+    for msg in msgs:
+        role = msg.role
+        if role == ROLE_TOOL:
             continue  # every kept result is emitted inside its call's block
-        out.append(msg)
-        for pos, r in enumerate(answers[i]):
-            out.append(msgs[r] if r >= 0 else stub_for(msg.tool_calls[pos].id))
+        append(msg)
+        if role == ROLE_ASSISTANT and msg.tool_calls:
+            for tc in msg.tool_calls:
+                r = result[s]
+                append(msgs[r] if r >= 0 else stub_for(tc.id))
+                s += 1
     return out
 
 

@@ -22,9 +22,9 @@ from harness9.memory.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
-    KeptSizer,
     TokenBudgetCompactor,
     find_cut,
+    measure,
     starts_with_system,
     unchanged_plan,
 )
@@ -191,8 +191,8 @@ class SummarizationCompactor:
         """What would be folded; ``tokens_after`` assumes a summary of min(head, 1500) tokens."""
         if not starts_with_system(msgs):
             return unchanged_plan(self.strategy, msgs, self.max_tokens)
-        before = estimate_tokens(msgs)
-        sizer = KeptSizer(msgs)
+        sizes, sizer = measure(msgs)
+        before = sum(sizes) // BYTES_PER_TOKEN
         nothing = CompactionPlan(
             False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
         )
