@@ -13,23 +13,44 @@ from harness9.errors import UsageError
 
 def chat(
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Model to talk to, as litellm names it (env LLM_MODEL; default openai/gpt-4o-mini)."
+        None,
+        "--model",
+        "-m",
+        help="Model to talk to, as litellm names it (env LLM_MODEL; default openai/gpt-4o-mini).",
     ),
     api_base: str | None = typer.Option(
-        None, "--api-base", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env LLM_API_BASE)."
+        None,
+        "--api-base",
+        help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env LLM_API_BASE).",
     ),
     context_window: int | None = typer.Option(
-        None, "--context-window", min=1, help="Context window in tokens; overrides the model map (env HARNESS9_CONTEXT_WINDOW)."
+        None,
+        "--context-window",
+        min=1,
+        help="Context window in tokens; overrides the model map (env HARNESS9_CONTEXT_WINDOW).",
     ),
     resume: str | None = typer.Option(
-        None, "--resume", "-r", metavar="ID", help="Continue the session with this id (a unique prefix is enough)."
+        None,
+        "--resume",
+        "-r",
+        metavar="ID",
+        help="Continue the session with this id (a unique prefix is enough).",
     ),
-    continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the most recently updated session."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Run shell commands without asking for confirmation."),
+    continue_: bool = typer.Option(
+        False, "--continue", "-c", help="Continue the most recently updated session."
+    ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Run shell commands without asking for confirmation."
+    ),
     workdir: Path | None = typer.Option(
-        None, "--workdir", "-C", help="Directory the agent works in; file tools cannot leave it (default: current)."
+        None,
+        "--workdir",
+        "-C",
+        help="Directory the agent works in; file tools cannot leave it (default: current).",
     ),
-    no_stream: bool = typer.Option(False, "--no-stream", help="Wait for whole replies instead of streaming them."),
+    no_stream: bool = typer.Option(
+        False, "--no-stream", help="Wait for whole replies instead of streaming them."
+    ),
 ) -> None:
     """Chat with the agent. Sessions are saved as you go; resume them with --resume or /resume.
 
@@ -84,12 +105,20 @@ def chat(
             confirm=confirm,
             assume_yes=yes,
         )
-        reader = readline_reader(str(harness9_home() / "history")) if interactive else stdin_reader(sys.stdin)
+        reader = (
+            readline_reader(str(harness9_home() / "history"))
+            if interactive
+            else stdin_reader(sys.stdin)
+        )
         loop = ChatLoop(engine, manager, ChatIO(out, err, reader, interactive), settings.model)
         code = loop.run()
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session
-        if started_empty and current.session_id == session.session_id and not current.get_messages(limit=1):
+        if (
+            started_empty
+            and current.session_id == session.session_id
+            and not current.get_messages(limit=1)
+        ):
             manager.delete_session(current.session_id)
     raise typer.Exit(code)
 

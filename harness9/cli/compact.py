@@ -19,24 +19,46 @@ _MAX_ROWS = 40
 
 def compact(
     session: str | None = typer.Option(
-        None, "--session", "-s", metavar="ID", help="Session to compact (a unique id prefix is enough)."
+        None,
+        "--session",
+        "-s",
+        metavar="ID",
+        help="Session to compact (a unique id prefix is enough).",
     ),
-    last: bool = typer.Option(False, "--last", help="Compact the most recently updated session (the default)."),
+    last: bool = typer.Option(
+        False, "--last", help="Compact the most recently updated session (the default)."
+    ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Show what would be folded and what kept; call no model, write nothing."
+        False,
+        "--dry-run",
+        help="Show what would be folded and what kept; call no model, write nothing.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON object instead of a table."),
     strategy: str = typer.Option(
-        "summarize", "--strategy", help="summarize (LLM summary, default), budget (drop oldest to 80%), window (last 100 messages)."
+        "summarize",
+        "--strategy",
+        help="summarize (LLM summary, default), budget (drop oldest to 80%), window (last 100 messages).",
     ),
-    force: bool = typer.Option(False, "--force", help="Compact even when the context is under the threshold."),
+    force: bool = typer.Option(
+        False, "--force", help="Compact even when the context is under the threshold."
+    ),
     context_window: int | None = typer.Option(
-        None, "--context-window", min=1, help="Context window in tokens (env HARNESS9_CONTEXT_WINDOW)."
+        None,
+        "--context-window",
+        min=1,
+        help="Context window in tokens (env HARNESS9_CONTEXT_WINDOW).",
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Model whose window applies and who summarises (env LLM_MODEL)."),
-    api_base: str | None = typer.Option(None, "--api-base", help="OpenAI-compatible server URL (env LLM_API_BASE)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model whose window applies and who summarises (env LLM_MODEL)."
+    ),
+    api_base: str | None = typer.Option(
+        None, "--api-base", help="OpenAI-compatible server URL (env LLM_API_BASE)."
+    ),
     workdir: Path | None = typer.Option(
-        None, "--workdir", "-C", help="Directory whose AGENTS.md the system prompt includes (default: current)."
+        None,
+        "--workdir",
+        "-C",
+        help="Directory whose AGENTS.md the system prompt includes (default: current).",
     ),
 ) -> None:
     """Fold old messages of a session into a summary checkpoint, as chat does on overflow.
@@ -110,7 +132,7 @@ def compact(
             if status is None:
                 return
             if isinstance(event, ev.CompactionProgress):
-                status.update(f"summarising part {event.chunk + 1} of {event.total}…")
+                status.update(f"summarising part {event.chunk} of {event.total}…")
 
         engine.on_event = on_event
         if status is not None:
@@ -184,7 +206,11 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
         folded = i < folded_end
         preview = inert(msg.content.splitlines()[0] if msg.content else "")
         if msg.tool_calls:
-            preview = " ".join(f"{tc.name}({inert(tc.arguments)})" for tc in msg.tool_calls) + " " + preview
+            preview = (
+                " ".join(f"{tc.name}({inert(tc.arguments)})" for tc in msg.tool_calls)
+                + " "
+                + preview
+            )
         table.add_row(
             str(i),
             msg.role + (" (summary)" if msg.is_summary else ""),

@@ -27,7 +27,15 @@ from harness9.provider.errors import (
     ProviderError,
     StreamInterruptedError,
 )
-from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, Message, ToolCall, ToolDefinition, Usage
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_TOOL,
+    ROLE_USER,
+    Message,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
@@ -58,7 +66,9 @@ class Offloader(Protocol):
 class CompactionTrigger(Protocol):
     """Decides, before each model call, whether to compact early (phase-2 smart triggers)."""
 
-    def should_compact(self, session_id: str, iteration: int, tokens: int, tools_used: list[str]) -> bool: ...
+    def should_compact(
+        self, session_id: str, iteration: int, tokens: int, tools_used: list[str]
+    ) -> bool: ...
 
     def compacted(self, session_id: str, iteration: int) -> None: ...
 
@@ -183,7 +193,9 @@ class AgentEngine:
         comp = self.compactor
         return view, (comp.plan(view.messages, force=force) if comp is not None else None)  # type: ignore[attr-defined]
 
-    def compact_now(self, *, instructions: str | None = None, force: bool = True) -> ev.Compaction | None:
+    def compact_now(
+        self, *, instructions: str | None = None, force: bool = True
+    ) -> ev.Compaction | None:
         """Compact the current session immediately (/compact, `harness9 compact`).
 
         Returns the notice, or None when nothing was folded (under the threshold
@@ -256,12 +268,16 @@ class AgentEngine:
                 view = load_view(sess, system)
                 tools = self.registry.definitions()
                 tool_tokens = estimate_tool_tokens(tools)
-                if comp is not None and self._should_compact(comp, sess, view, iteration, tools_used):
+                if comp is not None and self._should_compact(
+                    comp, sess, view, iteration, tools_used
+                ):
                     notice, view = self._compact(sess, system, view, comp, force=False)
                     if notice is not None and self.trigger is not None:
                         self.trigger.compacted(sess.session_id, iteration)
                 request = repair_orphaned_tool_pairs(view.messages)
-                self.on_event(ev.TokenUpdate(estimate_tokens(request) + tool_tokens, self.context_window))
+                self.on_event(
+                    ev.TokenUpdate(estimate_tokens(request) + tool_tokens, self.context_window)
+                )
                 try:
                     reply, usage = self.provider.generate(
                         request,
@@ -274,7 +290,11 @@ class AgentEngine:
                     if forced_retry_done or comp is None:
                         raise
                     forced_retry_done = True
-                    self.on_event(ev.Notice(f"the model rejected the context as too long ({exc}); compacting and retrying"))
+                    self.on_event(
+                        ev.Notice(
+                            f"the model rejected the context as too long ({exc}); compacting and retrying"
+                        )
+                    )
                     self._compact(sess, system, view, comp, force=True)
                     continue
                 except StreamInterruptedError as exc:
@@ -289,7 +309,9 @@ class AgentEngine:
                     self.last_usage = usage
                     result.usage = usage
                     if usage.input_tokens > 0:
-                        self.on_event(ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True))
+                        self.on_event(
+                            ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True)
+                        )
                 reply = Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls))
                 sess.add_messages([reply])
                 self.on_event(ev.AssistantReply(reply))

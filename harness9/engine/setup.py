@@ -20,7 +20,9 @@ def build_compactor(strategy: str, summarizer: Any, context_window: int) -> Any:
         return TokenBudgetCompactor.for_context_window(context_window)
     if strategy == "window":
         return SlidingWindowCompactor()
-    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+    raise UsageError(
+        f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}"
+    )
 
 
 def resolve_workdir(path: Path | None) -> Path:

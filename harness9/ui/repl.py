@@ -8,6 +8,7 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class EventRenderer:
             case ev.CompactionStarted(strategy=strategy):
                 self._spin(f"compacting the context ({strategy})…")
             case ev.CompactionProgress(chunk=i, total=n):
-                self._spin(f"compacting the context: summarising part {i + 1} of {n}…")
+                self._spin(f"compacting the context: summarising part {i} of {n}…")
             case ev.Compaction() as c:
                 self._stop_spin()
                 self._end_line()
@@ -123,7 +124,9 @@ class EventRenderer:
             (tokens, window), estimated = self._estimate, True
         else:
             return
-        self.io.err.print(token_line(self.model, self.session_id(), tokens, window, estimated=estimated))
+        self.io.err.print(
+            token_line(self.model, self.session_id(), tokens, window, estimated=estimated)
+        )
 
     def _write(self, text: str) -> None:
         if not text:
@@ -205,7 +208,9 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if result is None or result.interrupted:
-            self.io.err.print(Text("interrupted — the completed part of the turn is kept", style="yellow"))
+            self.io.err.print(
+                Text("interrupted — the completed part of the turn is kept", style="yellow")
+            )
             return
         if result.error:
             self.failed_turns += 1
@@ -243,7 +248,11 @@ class ChatLoop:
         self.io.err.print(Text(f"new session {session.session_id}", style="green"))
 
     def cmd_resume(self, rest: str) -> None:
-        infos = [i for i in self.manager.list_sessions(limit=11) if i.id != self.engine.session.session_id][:10]
+        infos = [
+            i
+            for i in self.manager.list_sessions(limit=11)
+            if i.id != self.engine.session.session_id
+        ][:10]
         if not infos:
             self.io.err.print("no other sessions to resume")
             return
@@ -259,7 +268,9 @@ class ChatLoop:
                     highlight=False,
                 )
             try:
-                choice = self.io.read_line("number (anything else cancels): " if self.io.interactive else "")
+                choice = self.io.read_line(
+                    "number (anything else cancels): " if self.io.interactive else ""
+                )
             except (EOFError, KeyboardInterrupt):
                 choice = ""
         choice = choice.strip()
@@ -269,7 +280,9 @@ class ChatLoop:
         session = self.manager.open_session(infos[int(choice) - 1].id)
         self._switch(session)
         count = len(session.get_messages())
-        self.io.err.print(Text(f"resumed session {session.session_id} ({count} messages)", style="green"))
+        self.io.err.print(
+            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
+        )
 
     def cmd_undo(self, _rest: str) -> None:
         session = self.engine.session
@@ -292,7 +305,9 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if notice is None:
-            self.io.err.print("nothing to compact: the context is already as small as compaction can make it")
+            self.io.err.print(
+                "nothing to compact: the context is already as small as compaction can make it"
+            )
 
     def cmd_context(self, _rest: str) -> None:
         b = self.engine.context_breakdown()
@@ -309,7 +324,15 @@ class ChatLoop:
         table.add_row("window", format_token_count(b.context_window))
         table.add_row("compaction threshold", format_token_count(b.threshold))
         self.io.err.print(table)
-        self.io.err.print(token_line(self.model, self.engine.session.session_id, b.total, b.context_window, estimated=True))
+        self.io.err.print(
+            token_line(
+                self.model,
+                self.engine.session.session_id,
+                b.total,
+                b.context_window,
+                estimated=True,
+            )
+        )
 
     # -- helpers --------------------------------------------------------------------
 
@@ -353,10 +376,8 @@ def readline_reader(history_file: str | None = None) -> Callable[[str], str]:
     else:
         readline.parse_and_bind("tab: complete")
     if history_file:
-        try:
+        with contextlib.suppress(OSError):
             readline.read_history_file(history_file)
-        except OSError:
-            pass
         import atexit
 
         readline.set_history_length(1000)
@@ -365,10 +386,8 @@ def readline_reader(history_file: str | None = None) -> Callable[[str], str]:
 
 
 def _save_history(readline: Any, path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         readline.write_history_file(path)
-    except OSError:
-        pass
 
 
 def stdin_reader(stream: Any) -> Callable[[str], str]:

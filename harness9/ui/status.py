@@ -30,7 +30,9 @@ def usage_style(tokens: int, window: int) -> str:
     return "red"
 
 
-def token_line(model: str, session_id: str, tokens: int, window: int, *, estimated: bool = False) -> Text:
+def token_line(
+    model: str, session_id: str, tokens: int, window: int, *, estimated: bool = False
+) -> Text:
     """``<model> │ session <id8> │ ctx 45.2K/128K (35%)``."""
     pct = round(100 * tokens / window) if window > 0 else 0
     approx = "~" if estimated else ""
