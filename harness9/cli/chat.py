@@ -90,8 +90,9 @@ def chat(
             session = manager.new_session()
         started_empty = not resume and not continue_
 
-        out = Console(highlight=False)
-        err = out if interactive else Console(stderr=True, highlight=False)
+        # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
+        out = Console(highlight=False, soft_wrap=not interactive)
+        err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
         confirm = _tty_confirm if interactive else None
         engine = AgentEngine(
             provider,

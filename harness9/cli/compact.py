@@ -81,7 +81,7 @@ def compact(
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
     work = resolve_workdir(workdir)
     limits = get_model_limits(settings.model, override=settings.context_window)
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     err = Console(stderr=True, highlight=False)
 
     with open_manager() as manager:
@@ -187,11 +187,14 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
 
     fold_word = "summarize" if plan.strategy == "summarize" else "drop"
     table = Table(title=f"session {summary['session']}", show_lines=False)
-    table.add_column("#", justify="right")
-    table.add_column("role")
-    table.add_column("tokens", justify="right")
-    table.add_column("action")
-    table.add_column("content", overflow="ellipsis", no_wrap=True, max_width=70)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("role", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    # The fixed columns need ~40 cells; the preview takes what is left of the line.
+    table.add_column(
+        "content", overflow="ellipsis", no_wrap=True, max_width=max(20, out.width - 42)
+    )
     rows = list(range(1, len(view.messages)))
     folded_end = plan.cut if plan.would_compact else 1
     if len(rows) > _MAX_ROWS:

@@ -259,6 +259,12 @@ class ChatLoop:
         choice = rest
         if not choice:
             self.io.err.print(f"Sessions ({len(infos)}):")
+            # One line per session: cut to the terminal's width, never wrapped for a pipe.
+            fit = (
+                {"no_wrap": True, "overflow": "ellipsis"}
+                if self.io.interactive
+                else {"soft_wrap": True}
+            )
             for n, info in enumerate(infos, 1):
                 when = _dt.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
                 title = inert(info.title) or "(empty)"
@@ -266,6 +272,7 @@ class ChatLoop:
                     f"  [{n}] {info.id}  {when}  {info.message_count} messages  {title}",
                     markup=False,
                     highlight=False,
+                    **fit,
                 )
             try:
                 choice = self.io.read_line(
