@@ -119,11 +119,16 @@ def _root(
     """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
 
 
-def main() -> None:
-    app(prog_name="harness9")
-
-
-# Registered after `app` exists; each command group lives in its own module.
+# Registered after `app` exists; each command lives in its own module, which imports only
+# what its --help needs (heavy imports live inside the command functions).
+from harness9.cli.chat import chat  # noqa: E402
+from harness9.cli.compact import compact  # noqa: E402
 from harness9.cli.sessions import sessions_app  # noqa: E402
 
+app.command("chat")(chat)
+app.command("compact")(compact)
 app.add_typer(sessions_app, name="sessions", help="List, show and delete stored chat sessions.")
+
+
+def main() -> None:
+    app(prog_name="harness9")

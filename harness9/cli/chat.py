@@ -1,0 +1,132 @@
+"""``harness9 chat``: the REPL. Only this path (and ``compact``) ever loads litellm."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from harness9.errors import UsageError
+
+
+def chat(
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model to talk to, as litellm names it (env LLM_MODEL; default openai/gpt-4o-mini).",
+    ),
+    api_base: str | None = typer.Option(
+        None,
+        "--api-base",
+        help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env LLM_API_BASE).",
+    ),
+    context_window: int | None = typer.Option(
+        None,
+        "--context-window",
+        min=1,
+        help="Context window in tokens; overrides the model map (env HARNESS9_CONTEXT_WINDOW).",
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        "-r",
+        metavar="ID",
+        help="Continue the session with this id (a unique prefix is enough).",
+    ),
+    continue_: bool = typer.Option(
+        False, "--continue", "-c", help="Continue the most recently updated session."
+    ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Run shell commands without asking for confirmation."
+    ),
+    workdir: Path | None = typer.Option(
+        None,
+        "--workdir",
+        "-C",
+        help="Directory the agent works in; file tools cannot leave it (default: current).",
+    ),
+    no_stream: bool = typer.Option(
+        False, "--no-stream", help="Wait for whole replies instead of streaming them."
+    ),
+) -> None:
+    """Chat with the agent. Sessions are saved as you go; resume them with --resume or /resume.
+
+    With stdin not a terminal, each input line is one user turn, replies go to
+    stdout and token lines to stderr: `printf 'hi\\n' | harness9 chat`.
+    """
+    from harness9.config import Settings, harness9_home
+    from harness9.engine.engine import AgentEngine
+    from harness9.engine.prompt import PromptBuilder
+    from harness9.engine.setup import build_compactor, resolve_workdir
+    from harness9.memory.store import open_manager
+    from harness9.provider import LLMProvider, get_model_limits, preload_in_background
+    from harness9.tools import default_registry
+    from harness9.ui.repl import ChatIO, ChatLoop, readline_reader, stdin_reader
+
+    if resume and continue_:
+        raise UsageError("use either --resume ID or --continue, not both")
+    settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
+    work = resolve_workdir(workdir)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+
+    provider = LLMProvider(settings.model, settings.api_base)
+    provider.check_credentials()  # one line naming the variable or flag, before any prompt
+    if interactive:
+        preload_in_background()  # the prompt is ready while litellm imports
+
+    limits = get_model_limits(settings.model, override=settings.context_window)
+    with open_manager() as manager:
+        if resume:
+            session = manager.open_session(manager.resolve_id(resume))
+        elif continue_:
+            recent = manager.list_sessions(limit=1)
+            if not recent:
+                raise UsageError("no session to continue; start one with `harness9 chat`")
+            session = manager.open_session(recent[0].id)
+        else:
+            session = manager.new_session()
+        started_empty = not resume and not continue_
+
+        # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
+        out = Console(highlight=False, soft_wrap=not interactive)
+        err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
+        confirm = _tty_confirm if interactive else None
+        engine = AgentEngine(
+            provider,
+            default_registry(),
+            work,
+            session=session,
+            compactor=build_compactor("summarize", provider, limits.context_tokens),
+            context_window=limits.context_tokens,
+            prompt_builder=PromptBuilder(work),
+            stream=not no_stream,
+            confirm=confirm,
+            assume_yes=yes,
+        )
+        reader = (
+            readline_reader(str(harness9_home() / "history"))
+            if interactive
+            else stdin_reader(sys.stdin)
+        )
+        loop = ChatLoop(engine, manager, ChatIO(out, err, reader, interactive), settings.model)
+        code = loop.run()
+        # Do not leave an empty session behind for every chat that was opened and closed.
+        current = engine.session
+        if (
+            started_empty
+            and current.session_id == session.session_id
+            and not current.get_messages(limit=1)
+        ):
+            manager.delete_session(current.session_id)
+    raise typer.Exit(code)
+
+
+def _tty_confirm(question: str) -> bool:
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

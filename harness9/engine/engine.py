@@ -1,0 +1,396 @@
+"""One agent turn: load the view, measure, compact, call the model, run tools, save.
+
+Everything the model produces is saved the moment it exists (each reply, each
+tool result), not at the end of the turn: a turn that fails or is interrupted
+keeps its trajectory. The stored log is append-only; compaction only adds a
+checkpoint, and the view sent to the model is rebuilt from the latest one, so
+``--resume`` sends exactly what the live session would have sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness9.engine import events as ev
+from harness9.engine.prompt import PromptBuilder
+from harness9.memory.compaction import CompactionPlan, CompactionResult, Compactor
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.session import CheckpointedSession
+from harness9.memory.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.memory.view import ModelView, checkpoint_for, load_view
+from harness9.provider.errors import (
+    ContextWindowExceededError,
+    ProviderError,
+    StreamInterruptedError,
+)
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_TOOL,
+    ROLE_USER,
+    Message,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.registry import ToolRegistry
+
+# A compaction is announced (and stored) only when it cuts more than this share.
+MIN_COMPACTION_GAIN = 0.05
+INTERRUPTED_STUB = "[interrupted by the user before this tool finished]"
+
+
+class ModelProvider(Protocol):
+    model: str
+
+    def generate(
+        self,
+        messages: list[Message],
+        tools: list[ToolDefinition],
+        *,
+        stream: bool = False,
+        on_delta: Any = None,
+    ) -> tuple[Message, Usage | None]: ...
+
+
+class Offloader(Protocol):
+    def maybe_offload(
+        self, session_id: str, tool_name: str, args_json: str, content: str, *, metadata: Any = None
+    ) -> Any: ...
+
+
+class CompactionTrigger(Protocol):
+    """Decides, before each model call, whether to compact early (phase-2 smart triggers)."""
+
+    def should_compact(
+        self, session_id: str, iteration: int, tokens: int, tools_used: list[str]
+    ) -> bool: ...
+
+    def compacted(self, session_id: str, iteration: int) -> None: ...
+
+
+@dataclass(slots=True)
+class TurnResult:
+    reply: Message | None = None
+    iterations: int = 0
+    interrupted: bool = False
+    error: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(slots=True)
+class ContextBreakdown:
+    """What one request would carry, by part (for /context)."""
+
+    system: int
+    tools: int
+    summary: int
+    messages: int
+    message_count: int
+    context_window: int
+    threshold: int
+
+    @property
+    def total(self) -> int:
+        return self.system + self.tools + self.summary + self.messages
+
+
+class AgentEngine:
+    def __init__(
+        self,
+        provider: ModelProvider,
+        registry: ToolRegistry,
+        workdir: Path,
+        *,
+        session: CheckpointedSession,
+        compactor: Compactor | None,
+        context_window: int,
+        prompt_builder: PromptBuilder | None = None,
+        max_iterations: int = 50,
+        on_event: ev.EventSink = ev.discard,
+        stream: bool = True,
+        confirm: Any = None,
+        assume_yes: bool = False,
+        offload: Offloader | None = None,
+        trigger: CompactionTrigger | None = None,
+        auto_compact: bool = True,
+    ) -> None:
+        self.provider = provider
+        self.registry = registry
+        self.workdir = Path(workdir).resolve()
+        self.context_window = context_window
+        self.prompt_builder = prompt_builder or PromptBuilder(self.workdir)
+        self.max_iterations = max_iterations
+        self.on_event = on_event
+        self.stream = stream
+        self.confirm = confirm
+        self.assume_yes = assume_yes
+        self.offload = offload
+        self.trigger = trigger
+        self.auto_compact = auto_compact
+        self.last_usage: Usage | None = None
+        self._lock = threading.RLock()
+        self._session = session
+        self._compactor = compactor
+
+    # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
+
+    @property
+    def session(self) -> CheckpointedSession:
+        with self._lock:
+            return self._session
+
+    def set_session(self, session: CheckpointedSession) -> None:
+        with self._lock:
+            self._session = session
+            self.last_usage = None
+
+    @property
+    def compactor(self) -> Compactor | None:
+        with self._lock:
+            return self._compactor
+
+    def set_compactor(self, compactor: Compactor | None) -> None:
+        with self._lock:
+            self._compactor = compactor
+
+    # -- views ---------------------------------------------------------------
+
+    def system_message(self, session: CheckpointedSession | None = None) -> Message:
+        return self.prompt_builder.build(session or self.session)
+
+    def current_view(self, session: CheckpointedSession | None = None) -> ModelView:
+        sess = session or self.session
+        return load_view(sess, self.system_message(sess))
+
+    def context_breakdown(self) -> ContextBreakdown:
+        view = self.current_view()
+        msgs = repair_orphaned_tool_pairs(view.messages)
+        system = estimate_tokens(msgs[:1])
+        summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
+        rest = estimate_tokens(msgs) - system - summary
+        comp = self.compactor
+        threshold = getattr(comp, "max_tokens", 0) or self.context_window * 80 // 100
+        return ContextBreakdown(
+            system=system,
+            tools=estimate_tool_tokens(self.registry.definitions()),
+            summary=summary,
+            messages=max(rest, 0),
+            message_count=len(msgs) - 1,
+            context_window=self.context_window,
+            threshold=threshold,
+        )
+
+    # -- compaction ------------------------------------------------------------
+
+    def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan | None]:
+        """What a compaction would fold right now, without calling any model (--dry-run)."""
+        view = self.current_view()
+        comp = self.compactor
+        return view, (comp.plan(view.messages, force=force) if comp is not None else None)  # type: ignore[attr-defined]
+
+    def compact_now(
+        self, *, instructions: str | None = None, force: bool = True
+    ) -> ev.Compaction | None:
+        """Compact the current session immediately (/compact, `harness9 compact`).
+
+        Returns the notice, or None when nothing was folded (under the threshold
+        without ``force``, or nothing left to fold).
+        """
+        sess = self.session
+        system = self.system_message(sess)
+        view = load_view(sess, system)
+        comp = self.compactor
+        if comp is None:
+            return None
+        if not force and not comp.plan(view.messages).would_compact:  # type: ignore[attr-defined]
+            return None
+        notice, _ = self._compact(sess, system, view, comp, force=force, instructions=instructions)
+        return notice
+
+    def _compact(
+        self,
+        sess: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        comp: Compactor,
+        *,
+        force: bool,
+        instructions: str | None = None,
+    ) -> tuple[ev.Compaction | None, ModelView]:
+        tool_tokens = estimate_tool_tokens(self.registry.definitions())
+        before = estimate_tokens(view.messages)
+        self.on_event(ev.CompactionStarted(getattr(comp, "strategy", type(comp).__name__), before))
+        result = _call_compactor(
+            comp,
+            view.messages,
+            force=force,
+            on_progress=lambda i, n: self.on_event(ev.CompactionProgress(i, n)),
+            instructions=instructions,
+        )
+        after = estimate_tokens(result.messages)
+        if after >= before * (1 - MIN_COMPACTION_GAIN) and not (force and after < before):
+            return None, view
+        cp = checkpoint_for(view, result, previous=sess.latest_checkpoint())
+        if cp is None:
+            return None, view
+        sess.add_checkpoint(cp)
+        new_view = load_view(sess, system)
+        notice = ev.Compaction(
+            tokens_before=before + tool_tokens,
+            tokens_after=estimate_tokens(new_view.messages) + tool_tokens,
+            msgs_before=len(view.messages),
+            msgs_after=len(new_view.messages),
+            strategy=result.strategy,
+            fallback_reason=result.error,
+        )
+        self.on_event(notice)
+        return notice, new_view
+
+    # -- the turn ------------------------------------------------------------------
+
+    def run_turn(self, user_text: str) -> TurnResult:
+        with self._lock:  # snapshot once: /new during a turn must not mix sessions
+            sess, comp = self._session, self._compactor
+        result = TurnResult()
+        sess.add_messages([Message(ROLE_USER, user_text)])
+        pending: list[ToolCall] = []
+        tools_used: list[str] = []
+        forced_retry_done = False
+        try:
+            iteration = 0
+            while iteration < self.max_iterations:
+                system = self.prompt_builder.build(sess)
+                view = load_view(sess, system)
+                tools = self.registry.definitions()
+                tool_tokens = estimate_tool_tokens(tools)
+                if comp is not None and self._should_compact(
+                    comp, sess, view, iteration, tools_used
+                ):
+                    notice, view = self._compact(sess, system, view, comp, force=False)
+                    if notice is not None and self.trigger is not None:
+                        self.trigger.compacted(sess.session_id, iteration)
+                request = repair_orphaned_tool_pairs(view.messages)
+                self.on_event(
+                    ev.TokenUpdate(estimate_tokens(request) + tool_tokens, self.context_window)
+                )
+                try:
+                    reply, usage = self.provider.generate(
+                        request,
+                        tools,
+                        stream=self.stream,
+                        on_delta=lambda text: self.on_event(ev.TextDelta(text)),
+                    )
+                except ContextWindowExceededError as exc:
+                    # Our estimate said it fits, the API says no: compact harder, once.
+                    if forced_retry_done or comp is None:
+                        raise
+                    forced_retry_done = True
+                    self.on_event(
+                        ev.Notice(
+                            f"the model rejected the context as too long ({exc}); compacting and retrying"
+                        )
+                    )
+                    self._compact(sess, system, view, comp, force=True)
+                    continue
+                except StreamInterruptedError as exc:
+                    partial = exc.partial
+                    if partial is not None and partial.content:
+                        kept = Message(ROLE_ASSISTANT, partial.content + "\n[reply interrupted]")
+                        sess.add_messages([kept])
+                    raise
+                iteration += 1
+                result.iterations = iteration
+                if usage is not None:
+                    self.last_usage = usage
+                    result.usage = usage
+                    if usage.input_tokens > 0:
+                        self.on_event(
+                            ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True)
+                        )
+                reply = Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls))
+                sess.add_messages([reply])
+                self.on_event(ev.AssistantReply(reply))
+                result.reply = reply
+                if not reply.tool_calls:
+                    return result
+                pending = list(reply.tool_calls)
+                while pending:
+                    call = pending[0]
+                    content = self._run_tool(sess, call)
+                    sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
+                    pending.pop(0)
+                    tools_used.append(call.name)
+            result.error = (
+                f"stopped after {self.max_iterations} model calls in one turn; "
+                "send another message to let the agent continue"
+            )
+            self.on_event(ev.Error(result.error))
+            return result
+        except KeyboardInterrupt:
+            # Keep what is complete; give every call that did not finish a stub result
+            # so the stored sequence stays valid for the next request and for --resume.
+            if pending:
+                sess.add_messages(
+                    [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
+                )
+            result.interrupted = True
+            return result
+        except ProviderError as exc:
+            result.error = str(exc)
+            self.on_event(ev.Error(result.error))
+            return result
+
+    def _should_compact(
+        self,
+        comp: Compactor,
+        sess: CheckpointedSession,
+        view: ModelView,
+        iteration: int,
+        tools_used: list[str],
+    ) -> bool:
+        if not self.auto_compact:
+            return False
+        tokens = estimate_tokens(view.messages)
+        if self.trigger is not None and self.trigger.should_compact(
+            sess.session_id, iteration, tokens, tools_used[-5:]
+        ):
+            return True
+        return comp.plan(view.messages).would_compact
+
+    def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
+        self.on_event(ev.ToolStarted(call))
+        ctx = ToolContext(
+            workdir=self.workdir,
+            session=sess,
+            confirm=self.confirm,
+            assume_yes=self.assume_yes,
+            session_id=sess.session_id,
+        )
+        outcome: ToolResult = self.registry.execute(call, ctx)
+        content = outcome.content
+        if self.offload is not None and not outcome.is_error:
+            offloaded = self.offload.maybe_offload(
+                sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
+            )
+            if offloaded is not None:
+                content = offloaded.summary
+        self.on_event(ev.ToolFinished(call, content, outcome.is_error))
+        return content
+
+
+_PARAMS_CACHE: dict[type, frozenset[str]] = {}
+
+
+def _call_compactor(comp: Compactor, msgs: list[Message], **kwargs: Any) -> CompactionResult:
+    """Pass only the keyword arguments this compactor's compact_detailed accepts."""
+    cls = type(comp)
+    if cls not in _PARAMS_CACHE:
+        _PARAMS_CACHE[cls] = frozenset(inspect.signature(comp.compact_detailed).parameters)  # type: ignore[attr-defined]
+    accepted = _PARAMS_CACHE[cls]
+    usable = {k: v for k, v in kwargs.items() if k in accepted and v is not None}
+    return comp.compact_detailed(msgs, **usable)  # type: ignore[attr-defined]

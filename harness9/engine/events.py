@@ -1,0 +1,104 @@
+"""What the engine tells the UI. The engine never prints; it emits these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness9.schema import Message, ToolCall
+
+
+@dataclass(slots=True)
+class TokenUpdate:
+    """Context size before a model call (estimate) and after it (the API's input tokens)."""
+
+    tokens: int
+    context_window: int
+    actual: bool = False
+
+
+@dataclass(slots=True)
+class CompactionStarted:
+    strategy: str
+    tokens_before: int
+
+
+@dataclass(slots=True)
+class CompactionProgress:
+    chunk: int
+    total: int
+
+
+@dataclass(slots=True)
+class Compaction:
+    """A compaction that cut the context by more than 5 % (seed §9.3)."""
+
+    tokens_before: int
+    tokens_after: int
+    msgs_before: int
+    msgs_after: int
+    strategy: str
+    fallback_reason: str | None = None
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class AssistantReply:
+    """A complete model reply, already saved."""
+
+    message: Message
+
+
+@dataclass(slots=True)
+class ToolStarted:
+    call: ToolCall
+
+
+@dataclass(slots=True)
+class ToolFinished:
+    call: ToolCall
+    content: str
+    is_error: bool
+
+
+@dataclass(slots=True)
+class Retrying:
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(slots=True)
+class Notice:
+    """Something the user should know that is not an error (e.g. an offloaded result)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class Error:
+    message: str
+
+
+Event = (
+    TokenUpdate
+    | CompactionStarted
+    | CompactionProgress
+    | Compaction
+    | TextDelta
+    | AssistantReply
+    | ToolStarted
+    | ToolFinished
+    | Retrying
+    | Notice
+    | Error
+)
+EventSink = Callable[[Event], None]
+
+
+def discard(_event: Event) -> None:
+    """The sink used when nobody listens."""

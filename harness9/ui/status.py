@@ -1,0 +1,89 @@
+"""The lines printed between turns: token budget, compaction notices, tool activity."""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+
+from harness9.memory.tokens import format_token_count
+
+# Everything but newline and tab from C0/C1 and DEL: model text and tool output must not
+# be able to move the cursor, change the title or hide text in the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """Make untrusted text safe to print: control characters become visible placeholders."""
+    return _CONTROL.sub(lambda m: "\ufffd" if m.group() != "\x1b" else "␛", text)
+
+
+def usage_style(tokens: int, window: int) -> str:
+    """green below 50 %, yellow 50-80 %, red from 80 % (seed §10.1)."""
+    if window <= 0:
+        return "green"
+    share = tokens / window
+    if share < 0.5:
+        return "green"
+    if share < 0.8:
+        return "yellow"
+    return "red"
+
+
+def token_line(
+    model: str, session_id: str, tokens: int, window: int, *, estimated: bool = False
+) -> Text:
+    """``<model> │ session <id8> │ ctx 45.2K/128K (35%)``."""
+    pct = round(100 * tokens / window) if window > 0 else 0
+    approx = "~" if estimated else ""
+    line = Text(f"{model} │ session {session_id[:8]} │ ", style="dim")
+    line.append(
+        f"ctx {approx}{format_token_count(tokens)}/{format_token_count(window)} ({pct}%)",
+        style=usage_style(tokens, window),
+    )
+    return line
+
+
+def compaction_notice(
+    tokens_before: int,
+    tokens_after: int,
+    msgs_before: int,
+    msgs_after: int,
+    *,
+    strategy: str = "",
+    fallback_reason: str | None = None,
+) -> Text:
+    """``⚡ context compacted — 12.5K → 6.2K tokens (45 → 22 messages)``."""
+    text = Text(
+        f"⚡ context compacted — {format_token_count(tokens_before)} → "
+        f"{format_token_count(tokens_after)} tokens ({msgs_before} → {msgs_after} messages)",
+        style="bold magenta",
+    )
+    if fallback_reason:
+        text.append(
+            f"\n  summary failed ({inert(fallback_reason)}); older messages were truncated instead",
+            style="yellow",
+        )
+    elif strategy and strategy != "summarize":
+        text.append(f" [{strategy}]", style="dim")
+    return text
+
+
+def tool_call_line(name: str, arguments: str, width: int = 100) -> Text:
+    args = " ".join(inert(arguments).split())
+    if len(args) > width:
+        args = args[: width - 1] + "…"
+    line = Text("→ ", style="cyan")
+    line.append(name, style="bold cyan")
+    line.append(f" {args}", style="cyan")
+    return line
+
+
+def tool_result_line(content: str, is_error: bool, width: int = 100) -> Text:
+    lines = content.splitlines() or [""]
+    first = inert(lines[0]).strip()
+    if len(first) > width:
+        first = first[: width - 1] + "…"
+    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    mark, style = ("✗", "red") if is_error else ("✓", "green")
+    return Text(f"  {mark} {first}{more}", style=style)

@@ -1,0 +1,144 @@
+"""`harness9 compact`: the dry-run preview writes nothing; a real run stores a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from typer.testing import CliRunner
+
+from harness9.cli import app
+from harness9.config import db_path
+from harness9.memory import Manager
+from harness9.schema import Message
+
+runner = CliRunner()
+
+
+def make_session(pairs: int = 20, size: int = 400) -> str:
+    with Manager(db_path()) as m:
+        s = m.new_session()
+        for i in range(pairs):
+            s.add_messages(
+                [
+                    Message("user", f"question {i} " + "q" * size),
+                    Message("assistant", f"answer {i} " + "a" * size),
+                ]
+            )
+        return s.session_id
+
+
+def row_counts() -> tuple[int, int]:
+    con = sqlite3.connect(db_path())
+    try:
+        return (
+            con.execute("select count(*) from messages").fetchone()[0],
+            con.execute("select count(*) from compactions").fetchone()[0],
+        )
+    finally:
+        con.close()
+
+
+def test_dry_run_json_reports_the_plan_and_changes_nothing():
+    make_session()
+    before = row_counts()
+    db_bytes = db_path().read_bytes()
+
+    result = runner.invoke(app, ["compact", "--dry-run", "--json", "--context-window", "4000"])
+
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["would_compact"] is True and plan["strategy"] == "summarize"
+    assert plan["context_window"] == 4000 and plan["threshold"] == 3200
+    assert plan["messages_to_summarize"] + plan["messages_kept"] == 40
+    assert plan["messages_kept"] >= 6
+    assert plan["tokens_after"] < plan["tokens_before"]
+    assert row_counts() == before == (40, 0)
+    assert db_path().read_bytes() == db_bytes
+
+
+def test_dry_run_table_marks_folded_and_kept_messages():
+    make_session()
+
+    result = runner.invoke(
+        app, ["compact", "--dry-run", "--context-window", "4000", "--strategy", "budget"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "drop" in result.stdout and "keep" in result.stdout
+    assert "would drop" in result.stdout and "threshold 3.2K" in result.stdout
+
+
+def test_dry_run_under_the_threshold_says_nothing_would_be_compacted():
+    make_session(pairs=2)
+
+    result = runner.invoke(app, ["compact", "--dry-run", "--json"])
+
+    plan = json.loads(result.stdout)
+    assert plan["would_compact"] is False and plan["messages_to_summarize"] == 0
+    assert plan["messages_kept"] == 4
+
+
+def test_compact_with_budget_stores_a_checkpoint_that_sessions_show_displays():
+    sid = make_session()
+
+    result = runner.invoke(
+        app, ["compact", "--session", sid[:6], "--strategy", "budget", "--context-window", "4000"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "⚡ context compacted" in result.stdout
+    assert row_counts() == (40, 1)  # messages are never deleted
+    shown = runner.invoke(app, ["sessions", "show", sid, "--json"])
+    [cp] = json.loads(shown.stdout)["checkpoints"]
+    assert cp["strategy"] == "budget"
+
+
+def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
+    sid = make_session()
+    llm_server.respond_with(lambda body: "**Goal:** answer forty questions")
+
+    result = runner.invoke(
+        app,
+        [
+            "compact",
+            "--last",
+            "--json",
+            "--context-window",
+            "4000",
+            "--model",
+            "openai/test-model",
+            "--api-base",
+            llm_server.base_url,
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["compacted"] is True and out["strategy"] == "summarize"
+    with Manager(db_path()) as m:
+        [cp] = m.open_session(sid).list_checkpoints()
+    assert cp.summary == "**Goal:** answer forty questions"
+
+
+def test_compact_under_the_threshold_does_nothing_without_force():
+    make_session(pairs=2)
+
+    result = runner.invoke(app, ["compact", "--strategy", "budget"])
+
+    assert result.exit_code == 0 and "nothing to compact" in result.stdout
+    assert row_counts() == (4, 0)
+
+
+def test_compact_with_no_sessions_is_a_usage_error():
+    result = runner.invoke(app, ["compact", "--dry-run"])
+
+    assert result.exit_code == 2 and "no sessions" in result.stderr
+
+
+def test_an_unknown_strategy_is_a_usage_error():
+    make_session(pairs=1)
+
+    result = runner.invoke(app, ["compact", "--strategy", "magic"])
+
+    assert result.exit_code == 2 and "magic" in result.stderr
