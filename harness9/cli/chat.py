@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -51,6 +52,13 @@ def chat(
     no_stream: bool = typer.Option(
         False, "--no-stream", help="Wait for whole replies instead of streaming them."
     ),
+    timeout: int | None = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        metavar="SECONDS",
+        help="Give up on a model call after this long, then retry (env HARNESS9_TIMEOUT; default 120).",
+    ),
 ) -> None:
     """Chat with the agent. Sessions are saved as you go; resume them with --resume or /resume.
 
@@ -72,7 +80,12 @@ def chat(
     work = resolve_workdir(workdir)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
 
-    provider = LLMProvider(settings.model, settings.api_base)
+    if timeout is None and os.environ.get("HARNESS9_TIMEOUT"):
+        raw = os.environ["HARNESS9_TIMEOUT"]
+        if not raw.strip().isdigit() or int(raw) < 1:
+            raise UsageError(f"HARNESS9_TIMEOUT must be a whole number of seconds, got {raw!r}")
+        timeout = int(raw)
+    provider = LLMProvider(settings.model, settings.api_base, timeout=float(timeout or 120))
     provider.check_credentials()  # one line naming the variable or flag, before any prompt
     if interactive:
         preload_in_background()  # the prompt is ready while litellm imports
@@ -115,12 +128,8 @@ def chat(
         code = loop.run()
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session
-        if (
-            started_empty
-            and current.session_id == session.session_id
-            and not current.get_messages(limit=1)
-        ):
-            manager.delete_session(current.session_id)
+        if started_empty and current.session_id == session.session_id:
+            manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)
 
 

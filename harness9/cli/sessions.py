@@ -211,6 +211,7 @@ def delete_sessions(
     if not session_ids and older_than is None:
         raise UsageError("give the session ids to delete, or --older-than AGE")
     age = parse_age(older_than) if older_than is not None else 0.0
+    cutoff = time.time() - age
     store = _open_store()
     if store is None:
         if session_ids:
@@ -222,15 +223,19 @@ def delete_sessions(
             full_ids = list(dict.fromkeys(store.resolve_id(p) for p in session_ids))
             targets = [store.session_info(i) for i in full_ids]
         else:
-            targets = store.sessions_older_than(time.time() - age)
+            targets = store.sessions_older_than(cutoff)
             if not targets:
                 typer.echo(f"No sessions older than {older_than}.")
                 return
         _confirm_or_refuse(targets, dry_run=dry_run, yes=yes)
         if dry_run:
             return
-        store.delete_sessions([t.id for t in targets])
-    typer.echo(f"Deleted {_plural(len(targets), 'session')}.")
+        deleted = store.delete_sessions(
+            [t.id for t in targets], updated_before=None if session_ids else cutoff
+        )
+    skipped = len(targets) - len(deleted)
+    note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
+    typer.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
 
 
 def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:
