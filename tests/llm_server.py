@@ -111,7 +111,7 @@ class ScriptedLLMServer:
     def start(self) -> ScriptedLLMServer:
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((self._host, self._port), _Handler)
+        httpd = _QuietServer((self._host, self._port), _Handler)
         httpd.daemon_threads = True
         httpd.owner = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -272,6 +272,15 @@ def _usage(spec_usage: tuple[int, int] | None, body: dict[str, Any], out_text: s
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that was killed mid-request (chaos runs): not a server bug
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +29,12 @@ from harness9.schema import Message
 from harness9.tools import default_registry
 
 runner = CliRunner()
+CONNECT_AND_CLOSE = (
+    "import sqlite3, sys\n"
+    "c = sqlite3.connect(sys.argv[1], timeout=0)\n"
+    "c.execute('SELECT count(*) FROM sessions').fetchone()\n"
+    "c.close()"
+)
 
 
 @pytest.fixture
@@ -293,3 +301,29 @@ def test_session_ids_that_look_like_paths_are_refused(llm_server, bad: str):
         assert result.exit_code == 1 and result.stderr.count("\n") == 1, argv
     result = chat(llm_server, "", "--resume", bad)
     assert result.exit_code == 1 and "not a session id" in result.stderr
+
+
+def test_a_second_manager_in_the_process_leaves_the_first_ones_locks_alone(db: Path):
+    """Closing any descriptor of the file drops this process's POSIX locks on it.
+
+    Manager used to open and close the database file itself before connecting; the
+    first Manager then lost its shared lock, so another process closing its connection
+    believed it was the last one, checkpointed and deleted the WAL under our feet.
+    """
+    with Manager(db) as first:
+        s = first.new_session()
+        s.add_messages([Message("user", "one")])
+        first.conn.execute("BEGIN")  # a read in progress, as while another thread lists
+        first.conn.execute("SELECT count(*) FROM messages").fetchone()
+        Manager(db).close()  # e.g. a thread or `sessions` helper opening its own
+        other = subprocess.run(
+            [sys.executable, "-c", CONNECT_AND_CLOSE, str(db)],
+            capture_output=True,
+            text=True,
+        )
+        assert other.returncode == 0, other.stderr
+        assert Path(f"{db}-wal").exists()  # the other process knew it was not the last
+        first.conn.execute("COMMIT")
+        s.add_messages([Message("assistant", "two")])
+        assert [m.content for m in s.get_messages()] == ["one", "two"]
+        assert first.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

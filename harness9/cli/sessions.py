@@ -18,7 +18,7 @@ import typer
 from harness9 import config
 from harness9.errors import HarnessError, UsageError
 from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.memory.store import Manager
+from harness9.memory.store import Manager, open_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,8 +58,11 @@ def _stdin_is_interactive() -> bool:
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
     path = config.db_path()
-    if not path.exists():
-        return None
+    try:
+        if not path.exists():
+            return None
+    except OSError as exc:  # an unreadable home: stat itself fails
+        raise open_error(path, exc.strerror or str(exc)) from exc
     return Manager(path, tool_results_dir=config.tool_results_dir())
 
 

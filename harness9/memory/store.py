@@ -60,6 +60,9 @@ def advice(detail: str) -> str:
         return (
             "; nothing was lost: free some disk space (or point HARNESS9_HOME elsewhere) and retry"
         )
+    if "disk i/o error" in text:
+        # A full disk shows up like this when SQLite cannot create its -wal/-shm files.
+        return "; free some disk space or check the disk, then retry (the file was left as it was)"
     if "locked" in text or "busy" in text:
         return "; another harness9 held it too long: retry in a moment"
     if "permission denied" in text or "readonly" in text or "read-only" in text:
@@ -67,6 +70,10 @@ def advice(detail: str) -> str:
     if "not a directory" in text:
         return "; a file stands where the directory should be: move it or point HARNESS9_HOME elsewhere"
     return ""
+
+
+def open_error(path: Path, what: str) -> StoreError:
+    return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
 class AmbiguousSessionError(HarnessError):
@@ -154,7 +161,7 @@ class Manager:
     # -- opening -----------------------------------------------------------------
 
     def _fail(self, what: str) -> StoreError:
-        return StoreError(f"cannot open session database {self.path}: {what}{advice(what)}")
+        return open_error(self.path, what)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -162,8 +169,13 @@ class Manager:
                 self.path.parent.mkdir(parents=True, mode=0o700)
                 os.chmod(self.path.parent, 0o700)  # mkdir's mode is filtered by the umask
             # Create the file 0600 ourselves so it is never readable by others, not even briefly.
-            # O_CREAT without O_TRUNC never touches an existing (possibly damaged) file.
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            # O_EXCL: an existing file is never opened here. Closing any descriptor of the
+            # database drops every POSIX lock this process holds on it, so another Manager
+            # in this process (a thread, a test) would lose its locks mid-transaction and a
+            # second process could write at the same time: a corrupt database.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
         except OSError as exc:
             raise self._fail(exc.strerror or str(exc)) from exc
         try:
