@@ -74,8 +74,6 @@ def chat(
 
     provider = LLMProvider(settings.model, settings.api_base)
     provider.check_credentials()  # one line naming the variable or flag, before any prompt
-    if interactive:
-        preload_in_background()  # the prompt is ready while litellm imports
 
     limits = get_model_limits(settings.model, override=settings.context_window)
     with open_manager() as manager:
@@ -111,7 +109,14 @@ def chat(
             if interactive
             else stdin_reader(sys.stdin)
         )
-        loop = ChatLoop(engine, manager, ChatIO(out, err, reader, interactive), settings.model)
+        loop = ChatLoop(
+            engine,
+            manager,
+            ChatIO(out, err, reader, interactive),
+            settings.model,
+            # In a terminal the prompt is ready at once and litellm imports while the user types.
+            on_ready=preload_in_background if interactive else None,
+        )
         code = loop.run()
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session

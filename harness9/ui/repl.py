@@ -164,6 +164,9 @@ class ChatLoop:
     io: ChatIO
     model: str
     on_session_change: Callable[[str], None] | None = None
+    # Called once the first prompt is about to show (chat starts loading litellm there, so
+    # the import does not compete with start-up for the interpreter lock).
+    on_ready: Callable[[], None] | None = None
     renderer: EventRenderer = field(init=False)
     failed_turns: int = 0
 
@@ -177,6 +180,8 @@ class ChatLoop:
         """Run until /exit or EOF. Returns the exit code (1 if a piped turn failed)."""
         if self.io.interactive:
             self._banner()
+        if self.on_ready is not None:
+            self.on_ready()
         prompt = "› " if self.io.interactive else ""
         while True:
             try:
