@@ -1,4 +1,9 @@
+import ast
 import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness9.memory.phase2 import Phase2Compactor
 from harness9.memory.tokens import estimate_tokens
@@ -190,3 +195,53 @@ def test_orphaned_call_in_tail_gets_a_stub():
     msgs = chatty() + [Message("assistant", "", [ToolCall("dangling", "bash", "{}")])]
     result = Phase2Compactor(ScriptedSummarizer(), max_tokens=estimate_tokens(msgs)).compact(msgs)
     assert result[-1] == Message("tool", TRUNCATED_STUB, tool_call_id="dangling")
+
+
+def test_phase2_modules_import_nothing_from_litellm_engine_ui_or_provider():
+    import harness9.memory as memory
+
+    forbidden = ("litellm", "harness9.engine", "harness9.ui", "harness9.provider")
+    names = [
+        "offload",
+        "triggers",
+        "eviction",
+        "fingerprint",
+        "topics",
+        "phase2",
+        "patterns",
+        "rule_summary",
+        "_plan",
+    ]
+    for name in names:
+        tree = ast.parse((Path(memory.__file__).parent / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""]
+            else:
+                continue
+            assert not any(m.startswith(forbidden) for m in mods), (name, mods)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("chat"), st.integers(0, 3000)),
+            st.tuples(st.just("tool"), st.integers(0, 6000)),
+        ),
+        max_size=20,
+    ),
+    st.integers(50, 5000),
+    st.integers(1, 8),
+)
+def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
+    msgs = [SYS]
+    for n, (kind, size) in enumerate(specs):
+        if kind == "chat":
+            msgs.append(Message("user" if n % 2 else "assistant", "w" * size))
+        else:
+            msgs += group(n, "bash", "o" * size)
+    comp = Phase2Compactor(ScriptedSummarizer(), max_tokens=max_tokens, min_tail_messages=tail)
+    out = comp.compact(msgs)
+    assert out[0] == SYS and _valid_sequence(out)
