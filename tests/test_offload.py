@@ -88,6 +88,14 @@ def test_read_file_summary_has_path_line_count_head_tail_and_names(store):
     assert "tail:\n      x_999 = 999\n  class Loader:\n      pass" in summary
 
 
+def test_read_file_names_are_found_behind_line_numbers(store):
+    content = (
+        "".join(f"{i:6}\tvalue_{i} = {i}\n" for i in range(1, 800)) + "   800\tdef tail_fn():\n"
+    )
+    summary = store.maybe_offload(SID, "read_file", '{"path": "a.py"}', content).summary
+    assert "defines: tail_fn" in summary
+
+
 def test_grep_like_output_summary_has_match_count_and_first_three(store):
     content = "".join(f"src/mod{i}.py:{i}:    value = compute({i})\n" for i in range(600))
     summary = store.maybe_offload(SID, "bash", '{"command": "grep -rn compute"}', content).summary

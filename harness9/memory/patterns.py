@@ -29,9 +29,10 @@ FILE_PATH_RE = re.compile(
 )
 _KNOWN_EXT_RE = re.compile(r"\.(?:" + _EXTS + r")$", re.IGNORECASE)
 
-# def/class/func/type/... declarations; group 1 is the name.
+# def/class/func/type/... declarations; group 1 is the name. A leading line number
+# ("  12\tdef f" or "12: def f", as file viewers print) is allowed.
 DECLARATION_RE = re.compile(
-    r"^[ \t]*(?:export[ \t]+)?(?:pub(?:\([\w:]+\))?[ \t]+)?(?:async[ \t]+)?"
+    r"^(?:[ \t]*\d+(?:\t|: ?|\| ?))?[ \t]*(?:export[ \t]+)?(?:pub(?:\([\w:]+\))?[ \t]+)?(?:async[ \t]+)?"
     r"(?:def|class|func(?:[ \t]*\([^)]*\))?|fn|function|type|interface|struct|enum|trait)"
     r"[ \t]+([A-Za-z_][\w]*)",
     re.MULTILINE,
