@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from llm_server import ScriptedLLMServer
 
 # Shared CI machines are noisy: no deadlines, and a fixed example budget.
 settings.register_profile(
@@ -37,3 +39,11 @@ def harness9_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in _MODEL_ENV:
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLMServer]:
+    """A started scripted OpenAI-compatible server; OPENAI_API_KEY is set to "sk-test"."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ScriptedLLMServer() as server:
+        yield server

@@ -13,13 +13,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from harness9 import __version__
 from harness9.errors import ExitCode, HarnessError
+
+if TYPE_CHECKING:
+    import click
 
 
 def _debug_enabled(ctx: click.Context | None) -> bool:
@@ -37,6 +40,27 @@ def report_error(message: str) -> None:
     typer.echo(f"harness9: {message}", err=True)
 
 
+def _framework_exceptions() -> tuple[type[BaseException], ...]:
+    """What Typer/click raise for themselves (help, usage errors, Exit, Abort).
+
+    Typer >= 0.25 vendors click and raises its own classes; older Typer raises
+    click's. click is consulted only if something already imported it: importing
+    it here would cost every command ~30 ms for nothing.
+    """
+    found: list[type[BaseException]] = [typer.Exit, typer.Abort]
+    try:
+        from typer.exceptions import TyperException
+
+        found.append(TyperException)
+    except ImportError:
+        pass
+    click_mod = sys.modules.get("click")
+    if click_mod is not None:
+        exc = click_mod.exceptions
+        found += [exc.Exit, exc.Abort, exc.ClickException]
+    return tuple(found)
+
+
 class HarnessGroup(TyperGroup):
     """Maps exceptions to one stderr line and a named exit code, for every subcommand."""
 
@@ -52,13 +76,13 @@ class HarnessGroup(TyperGroup):
             typer.echo("", err=True)
             report_error("interrupted")
             ctx.exit(int(ExitCode.INTERRUPTED))
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
         except BrokenPipeError:
             # `harness9 sessions list | head` closing the pipe is not an error.
             sys.stderr.close()
             ctx.exit(int(ExitCode.OK))
         except Exception as exc:  # the per-command error boundary: never a raw traceback
+            if isinstance(exc, _framework_exceptions()):
+                raise  # --help, usage errors, typer.Exit: the framework reports these itself
             if _debug_enabled(ctx):
                 traceback.print_exc()
                 ctx.exit(int(ExitCode.ERROR))
@@ -97,3 +121,9 @@ def _root(
 
 def main() -> None:
     app(prog_name="harness9")
+
+
+# Registered after `app` exists; each command group lives in its own module.
+from harness9.cli.sessions import sessions_app  # noqa: E402
+
+app.add_typer(sessions_app, name="sessions", help="List, show and delete stored chat sessions.")

@@ -16,14 +16,22 @@ from harness9.schema import Message, ToolDefinition
 BYTES_PER_TOKEN = 4
 
 
+def _utf8_len(text: str) -> int:
+    # isascii() is O(1) in CPython (a flag of the string) and most text is
+    # ASCII: this skips the encode that would otherwise dominate compaction.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def message_bytes(msg: Message) -> int:
     """UTF-8 bytes of everything in a message that reaches the model."""
-    n = len(msg.content.encode("utf-8", "surrogatepass"))
+    # The common fields are measured inline: this runs once per message of
+    # every history the compactors look at, so call overhead counts.
+    text = msg.content
+    n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if msg.tool_call_id:
+        n += _utf8_len(msg.tool_call_id)
     for tc in msg.tool_calls:
-        n += len(tc.id.encode("utf-8", "surrogatepass"))
-        n += len(tc.name.encode("utf-8", "surrogatepass"))
-        n += len(tc.arguments.encode("utf-8", "surrogatepass"))
-    n += len(msg.tool_call_id.encode("utf-8", "surrogatepass"))
+        n += _utf8_len(tc.id) + _utf8_len(tc.name) + _utf8_len(tc.arguments)
     return n
 
 

@@ -1,12 +1,13 @@
-"""Stand-in for the tools package's base interface (written in parallel; reconciled on merge)."""
+"""The records every tool shares: its result, the context it runs in, and the Tool seam."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
+from harness9.memory.session import Session
 from harness9.schema import ToolDefinition
 
 
@@ -14,22 +15,33 @@ from harness9.schema import ToolDefinition
 class ToolResult:
     content: str
     is_error: bool = False
-    metadata: dict = field(default_factory=dict)
+    # Facts about the run for later consumers (the offload summariser), e.g.
+    # {"exit_code": 0} for bash or {"path": ..., "total_lines": N} for read_file.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def error(cls, message: str, **metadata: Any) -> ToolResult:
+        """An error result as the model sees it: one line starting with ``error:``."""
+        return cls(content=f"error: {message}", is_error=True, metadata=dict(metadata))
 
 
 @dataclass(slots=True)
 class ToolContext:
-    workdir: Path
-    session: Any
+    workdir: Path  # resolved absolute working directory
+    session: Session | None  # None: todos are unavailable (the todo tools return an error)
+    # Asks the user a yes/no question (the REPL on a TTY); None means no TTY is available.
     confirm: Callable[[str], bool] | None = None
-    assume_yes: bool = False
+    assume_yes: bool = False  # --yes
     session_id: str = ""
 
 
-@runtime_checkable
+class ToolError(Exception):
+    """An expected failure a tool reports to the model; becomes ``error: <message>``."""
+
+
 class Tool(Protocol):
     name: str
 
     def definition(self) -> ToolDefinition: ...
 
-    def run(self, args: dict, ctx: ToolContext) -> ToolResult: ...
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

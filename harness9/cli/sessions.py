@@ -1,0 +1,251 @@
+"""``harness9 sessions list|show|delete``: the store, scriptable.
+
+Runs from cron, so it stays cheap: no litellm, and Rich only for human output.
+Errors are raised as HarnessError subclasses; the root group prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from harness9 import config
+from harness9.errors import HarnessError, UsageError
+from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
+from harness9.memory.store import Manager
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+sessions_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="List, show and delete stored chat sessions.",
+)
+
+_AGE_RE = re.compile(r"(\d+)([smhdw])")
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class NotConfirmedError(HarnessError):
+    """The user (or the lack of a terminal) did not confirm a deletion."""
+
+
+def parse_age(text: str) -> float:
+    """``"30d"`` -> seconds. Units: s, m, h, d, w. A bad value is a usage error."""
+    match = _AGE_RE.fullmatch(text.strip().lower())
+    if not match or int(match.group(1)) == 0:
+        raise UsageError(
+            f"--older-than takes a positive number and a unit s/m/h/d/w (e.g. 30d), got {text!r}"
+        )
+    return int(match.group(1)) * _AGE_UNITS[match.group(2)]
+
+
+def iso_utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _stdin_is_interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def _open_store() -> Manager | None:
+    """The user's store, or None if there is none yet (reading must not create one)."""
+    path = config.db_path()
+    if not path.exists():
+        return None
+    return Manager(path, tool_results_dir=config.tool_results_dir())
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _print_lines(infos: list[SessionInfo]) -> None:
+    import shutil
+
+    from harness9.ui.listing import session_lines
+
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    sys.stdout.write("\n".join(session_lines(infos, width)) + "\n")
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _info_json(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "title": info.title,
+        "created_at": iso_utc(info.created_at),
+        "updated_at": iso_utc(info.updated_at),
+        "message_count": info.message_count,
+    }
+
+
+def _message_json(rec: StoredMessage) -> dict[str, Any]:
+    msg = rec.message
+    return {
+        "id": rec.id,
+        "role": msg.role,
+        "content": msg.content,
+        "tool_calls": [c.to_flat() for c in msg.tool_calls],
+        "tool_call_id": msg.tool_call_id or None,
+        "created_at": iso_utc(rec.created_at),
+    }
+
+
+def _checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
+    return {
+        "id": cp.id,
+        "last_message_id": cp.last_message_id,
+        "strategy": cp.strategy,
+        "summary": cp.summary,
+        "tokens_before": cp.tokens_before,
+        "tokens_after": cp.tokens_after,
+        "messages_before": cp.messages_before,
+        "messages_after": cp.messages_after,
+        "created_at": iso_utc(cp.created_at),
+    }
+
+
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts) instead of the human view.")
+]
+
+
+@sessions_app.command("list")
+def list_sessions(
+    as_json: JsonOpt = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Show at most N sessions (0: all).")
+    ] = 0,
+) -> None:
+    """List sessions, most recently updated first."""
+    store = _open_store()
+    infos: list[SessionInfo] = []
+    if store is not None:
+        with store:
+            infos = store.list_sessions(limit)
+    if as_json:
+        _print_json([_info_json(i) for i in infos])
+        return
+    _print_lines(infos)
+
+
+@sessions_app.command("show")
+def show_session(
+    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
+    as_json: JsonOpt = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="Show only the newest N messages (0: all).")
+    ] = 0,
+) -> None:
+    """Show a session's messages, todos and compaction checkpoints."""
+    store = _open_store()
+    if store is None:
+        raise SessionNotFoundError(session_id)
+    with store:
+        full_id = store.resolve_id(session_id)
+        session = store.open_session(full_id)
+        info = store.session_info(full_id)
+        records = session.get_records(limit)
+        corrupt = session.corrupt_rows
+        todos = session.get_todos() or []
+        checkpoints = session.list_checkpoints()
+    for row in corrupt:
+        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+    if as_json:
+        data = _info_json(info)
+        data["messages"] = [_message_json(r) for r in records]
+        data["todos"] = [t.to_dict() for t in todos]
+        data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
+        data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in corrupt]
+        _print_json(data)
+        return
+    from harness9.ui.render import render_session
+
+    render_session(_console(), info, records, todos, checkpoints)
+
+
+@sessions_app.command("delete")
+def delete_sessions(
+    session_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Session ids (or unique prefixes) to delete.", show_default=False),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Delete every session not updated for AGE: a number and a unit s/m/h/d/w (30d).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Do not ask for confirmation (needed without a terminal)."
+        ),
+    ] = False,
+) -> None:
+    """Delete sessions by id, or all sessions older than an age (for cron)."""
+    if session_ids and older_than is not None:
+        raise UsageError("give session ids or --older-than, not both")
+    if not session_ids and older_than is None:
+        raise UsageError("give the session ids to delete, or --older-than AGE")
+    age = parse_age(older_than) if older_than is not None else 0.0
+    store = _open_store()
+    if store is None:
+        if session_ids:
+            raise SessionNotFoundError(session_ids[0])
+        typer.echo(f"No sessions older than {older_than}.")
+        return
+    with store:
+        if session_ids:
+            full_ids = list(dict.fromkeys(store.resolve_id(p) for p in session_ids))
+            targets = [store.session_info(i) for i in full_ids]
+        else:
+            targets = store.sessions_older_than(time.time() - age)
+            if not targets:
+                typer.echo(f"No sessions older than {older_than}.")
+                return
+        _confirm_or_refuse(targets, dry_run=dry_run, yes=yes)
+        if dry_run:
+            return
+        store.delete_sessions([t.id for t in targets])
+    typer.echo(f"Deleted {_plural(len(targets), 'session')}.")
+
+
+def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:
+    what = _plural(len(targets), "session")
+    if dry_run:
+        typer.echo(f"Would delete {what}:")
+        _print_lines(targets)
+        return
+    if yes:
+        return
+    if not _stdin_is_interactive():
+        raise NotConfirmedError(
+            f"refusing to delete {what} without --yes (stdin is not a terminal); nothing deleted"
+        )
+    typer.echo(f"About to delete {what}:")
+    _print_lines(targets)
+    if not typer.confirm(f"Delete {what}?", default=False):
+        raise NotConfirmedError("nothing deleted")

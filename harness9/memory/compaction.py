@@ -1,0 +1,285 @@
+"""Truncating compactors (seed §6.2, §6.3) and the rules every compactor shares.
+
+Shared rules:
+- the input's first message must be the system message, otherwise the input
+  is returned unchanged (the seed's defensive check);
+- a cut never separates tool results from the assistant message that called
+  them (``find_cut``): where the kept part would begin with results, it is
+  extended back over them to include the call;
+- the output is repaired (``repair_orphaned_tool_pairs``), so it is always a
+  valid tool sequence, whether or not anything was folded.
+
+Every compactor offers ``plan`` (pure, no model call: what ``compact
+--dry-run`` shows), ``compact_detailed`` and ``compact``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Protocol, runtime_checkable
+
+from harness9.memory.repair import (
+    is_valid_tool_sequence,
+    match_tool_results,
+    repair_orphaned_tool_pairs,
+)
+from harness9.memory.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
+from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
+
+__all__ = [
+    "DEFAULT_MIN_TAIL",
+    "CompactionPlan",
+    "CompactionResult",
+    "Compactor",
+    "SlidingWindowCompactor",
+    "TokenBudgetCompactor",
+    "find_cut",
+    "is_valid_tool_sequence",
+]
+
+DEFAULT_MIN_TAIL = 6
+BUDGET_PERCENT = (
+    80  # of the context window; the rest is for tool schemas, output and estimate error
+)
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    def compact(self, msgs: list[Message]) -> list[Message]: ...
+
+
+@dataclass(slots=True)
+class CompactionPlan:
+    would_compact: bool
+    strategy: str  # "summarize" | "budget" | "window"
+    cut: (
+        int  # msgs[1:cut] are folded/dropped, msgs[cut:] kept (before repair); 1 when nothing folds
+    )
+    tokens_before: int  # estimate_tokens(msgs)
+    tokens_after: int  # estimate of the result (budget/window: exact; summarize: see there)
+    threshold: int  # the max_tokens budget (window: the max_messages budget)
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    messages: list[Message]  # the new view, repaired
+    plan: CompactionPlan
+    summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
+    strategy: str  # what actually ran ("budget" when summarize fell back)
+    error: str | None = None  # why a fallback happened, if it did
+
+
+def starts_with_system(msgs: Sequence[Message]) -> bool:
+    return bool(msgs) and msgs[0].role == ROLE_SYSTEM
+
+
+def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
+    """Index where the kept part begins when keeping the newest ``tail_len`` messages.
+
+    ``msgs[0]`` is the system message and is never part of the cut range, so
+    the result is at least 1. When ``msgs[cut]`` is a tool result, the cut
+    moves back over the contiguous results to the assistant message just
+    before them if that message made calls (the seed's backtrack of §6.3);
+    results whose call is not adjacent are left for the repair to drop.
+    """
+    return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
+
+
+def extend_cut(msgs: Sequence[Message], cut: int) -> int:
+    """``cut`` moved back to the call of the results it would begin with (see find_cut)."""
+    if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
+        return cut
+    first = cut
+    while first > 1 and msgs[first - 1].role == ROLE_TOOL:
+        first -= 1
+    caller = first - 1
+    if caller >= 1 and msgs[caller].role == ROLE_ASSISTANT and msgs[caller].tool_calls:
+        return caller
+    return cut
+
+
+class KeptSizer:
+    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in O(1).
+
+    Built in one linear pass over ``msgs[start:]``: each message's bytes, plus
+    the stubs the repair will add to its unanswered calls, minus results the
+    repair drops anyway. A result whose call lies before the cut is dropped
+    only for cuts between the two, which a difference array accounts for.
+    This replaces re-estimating the candidate tail at every search step.
+    """
+
+    __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
+
+    def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
+        """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
+        part = msgs[start:]
+        # Matching the part alone is exact for cuts inside it: a result whose
+        # call lies before the part is unmatched, as it would be after the cut.
+        result = match_tool_results(part)
+        stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
+        # What each message adds to a repaired suffix: results count with
+        # their call (0 when unanswerable), calls carry their stubs.
+        eff = [0 if m.role == ROLE_TOOL else sizes[start + j] for j, m in enumerate(part)]
+        # A result whose call lies before the cut is dropped: for cuts in (i, r].
+        diff = [0] * (len(part) + 1)
+        slot = 0  # calls are numbered in history order, as match_tool_results does
+        for i, m in enumerate(part):
+            if m.role != ROLE_ASSISTANT or not m.tool_calls:
+                continue
+            for tc in m.tool_calls:
+                r = result[slot]
+                slot += 1
+                if r < 0:
+                    eff[i] += stub_bytes + len(tc.id.encode("utf-8", "surrogatepass"))
+                else:
+                    eff[r] = b = sizes[start + r]
+                    diff[i + 1] += b
+                    diff[r + 1] -= b
+        self._start = start
+        self._suffix = [*accumulate(reversed(eff), initial=0)][::-1]
+        self._straddle = [*accumulate(diff)]
+        self._system_bytes = sizes[0]
+
+    def kept_bytes(self, cut: int) -> int:
+        j = cut - self._start
+        if j < 0:
+            raise ValueError(f"cut {cut} is before the measured part (from {self._start})")
+        return self._system_bytes + self._suffix[j] - self._straddle[j]
+
+    def kept_tokens(self, cut: int) -> int:
+        return self.kept_bytes(cut) // BYTES_PER_TOKEN
+
+
+def measure(msgs: Sequence[Message]) -> tuple[list[int], KeptSizer]:
+    """Per-message bytes and a sizer over the whole history."""
+    sizes = [message_bytes(m) for m in msgs]
+    return sizes, KeptSizer(msgs, sizes)
+
+
+def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> CompactionPlan:
+    tokens = estimate_tokens(msgs)
+    return CompactionPlan(False, strategy, 1, tokens, tokens, threshold)
+
+
+def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
+    """Apply a truncating plan: keep the system message and ``msgs[cut:]``, repaired."""
+    if not starts_with_system(msgs):
+        return CompactionResult(list(msgs), plan, None, plan.strategy)
+    kept = [msgs[0], *msgs[plan.cut :]] if plan.would_compact else msgs
+    return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
+
+
+class TokenBudgetCompactor:
+    """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``."""
+
+    strategy = "budget"
+
+    def __init__(self, max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if min_tail_messages < 0:
+            raise ValueError(f"min_tail_messages must be >= 0, got {min_tail_messages}")
+        self.max_tokens = max_tokens
+        self.min_tail_messages = min_tail_messages
+
+    @classmethod
+    def for_context_window(cls, context_window: int) -> TokenBudgetCompactor:
+        return cls(context_window * BUDGET_PERCENT // 100)
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        if not starts_with_system(msgs):
+            return unchanged_plan(self.strategy, msgs, self.max_tokens)
+        sizes = [message_bytes(m) for m in msgs]
+        before = sum(sizes) // BYTES_PER_TOKEN
+
+        def nothing() -> CompactionPlan:
+            after = KeptSizer(msgs, sizes).kept_tokens(1)
+            return CompactionPlan(False, self.strategy, 1, before, after, self.max_tokens)
+
+        n = len(msgs)
+        if n - 1 <= self.min_tail_messages:
+            return nothing()  # the protected tail is all there is
+        if not force and before <= self.max_tokens:
+            plan = nothing()
+            # Measured on the repaired history (stubs included): what would be sent.
+            if plan.tokens_after <= self.max_tokens:
+                return plan
+        target = min(self.max_tokens, before // 2) if force else self.max_tokens
+        # Every non-tool message of a kept suffix is sent, so once those alone
+        # exceed the target no earlier cut can fit: only the part after that
+        # point needs the exact (repair-aware) measure. On a long history this
+        # keeps the work beyond one size pass proportional to what is kept.
+        limit = target * BYTES_PER_TOKEN + BYTES_PER_TOKEN - 1 - sizes[0]
+        floor, acc = n, 0
+        while floor > 1:
+            if msgs[floor - 1].role != ROLE_TOOL:
+                acc += sizes[floor - 1]
+                if acc > limit:
+                    break
+            floor -= 1
+        min_cut = find_cut(msgs, self.min_tail_messages)
+        start = min(extend_cut(msgs, floor), min_cut)
+        sizer = KeptSizer(msgs, sizes, start)
+        # kept_tokens(find_cut(t)) never decreases as t grows, so bisect on t.
+        lo, hi, best = self.min_tail_messages, n - start, self.min_tail_messages
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if sizer.kept_tokens(find_cut(msgs, mid)) <= target:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        cut = find_cut(msgs, best)
+        if cut <= 1:
+            return nothing()
+        return CompactionPlan(
+            True, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_tokens
+        )
+
+    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+        return truncate(msgs, self.plan(msgs, force=force))
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+
+class SlidingWindowCompactor:
+    """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
+
+    Blind to tokens; the cut rule may keep a few more messages so that a
+    block of results keeps its call. ``min_tail_messages`` only matters for
+    ``force``: a forced compaction keeps max(min tail, half the history),
+    never more than the window.
+    """
+
+    strategy = "window"
+
+    def __init__(
+        self, max_messages: int = 100, *, min_tail_messages: int = DEFAULT_MIN_TAIL
+    ) -> None:
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
+        self.max_messages = max_messages
+        self.min_tail_messages = min_tail_messages
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        if not starts_with_system(msgs):
+            return unchanged_plan(self.strategy, msgs, self.max_messages)
+        sizes, sizer = measure(msgs)
+        before = sum(sizes) // BYTES_PER_TOKEN
+        tail = self.max_messages - 1
+        if force:
+            tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))
+        elif len(msgs) <= self.max_messages:
+            tail = len(msgs)
+        cut = find_cut(msgs, tail)
+        return CompactionPlan(
+            cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_messages
+        )
+
+    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+        return truncate(msgs, self.plan(msgs, force=force))
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages

@@ -1,0 +1,107 @@
+"""MemorySession: the Session protocol over plain lists, for tests and throwaway runs.
+
+It behaves like SQLiteSession in everything observable (increasing ids that are
+never reused, copies in and out, checkpoints dropped by pop/clear), so tests
+can run the same specification against both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import replace
+
+from harness9.memory.session import Checkpoint, CorruptRow, StoredMessage
+from harness9.schema import Message, TodoItem, ToolCall
+
+
+def _copy(m: Message) -> Message:
+    return Message(
+        m.role,
+        m.content,
+        [ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls],
+        m.tool_call_id,
+    )
+
+
+class MemorySession:
+    def __init__(self, session_id: str | None = None) -> None:
+        self._id = session_id or str(uuid.uuid4())
+        self._lock = threading.RLock()
+        self._records: list[StoredMessage] = []
+        self._todos: list[TodoItem] = []
+        self._checkpoints: list[Checkpoint] = []
+        self._next_id = 1
+        self._next_checkpoint_id = 1
+        self.corrupt_rows: list[CorruptRow] = []  # always empty: nothing here can be corrupt
+
+    @property
+    def session_id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"MemorySession({self._id!r})"
+
+    def get_messages(self, limit: int = 0) -> list[Message]:
+        return [r.message for r in self.get_records(limit)]
+
+    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        with self._lock:
+            recs = [r for r in self._records if r.id > after_id]
+            if limit > 0:
+                recs = recs[-limit:]
+            return [StoredMessage(r.id, _copy(r.message), r.created_at) for r in recs]
+
+    def add_messages(self, msgs: list[Message]) -> list[int]:
+        now = time.time()
+        copies = [_copy(m) for m in msgs]  # before any mutation: a bad message changes nothing
+        with self._lock:
+            ids = list(range(self._next_id, self._next_id + len(copies)))
+            self._records.extend(StoredMessage(i, m, now) for i, m in zip(ids, copies, strict=True))
+            self._next_id += len(copies)
+            return ids
+
+    def pop_message(self) -> Message | None:
+        with self._lock:
+            if not self._records:
+                return None
+            rec = self._records.pop()
+            self._checkpoints = [c for c in self._checkpoints if c.last_message_id < rec.id]
+            return rec.message
+
+    def clear(self) -> None:
+        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        with self._lock:
+            self._records = []
+            self._checkpoints = []
+
+    def get_todos(self) -> list[TodoItem] | None:
+        with self._lock:
+            return [TodoItem(t.content, t.status) for t in self._todos] or None
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        copies = [TodoItem(t.content, t.status) for t in items]
+        with self._lock:
+            self._todos = copies
+
+    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
+        with self._lock:
+            if not any(r.id == cp.last_message_id for r in self._records):
+                raise ValueError(
+                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
+                )
+            stored = replace(
+                cp, id=self._next_checkpoint_id, created_at=cp.created_at or time.time()
+            )
+            self._next_checkpoint_id += 1
+            self._checkpoints.append(stored)
+            return replace(stored)
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        with self._lock:
+            return replace(self._checkpoints[-1]) if self._checkpoints else None
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        with self._lock:
+            return [replace(c) for c in self._checkpoints]

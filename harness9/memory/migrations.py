@@ -1,0 +1,141 @@
+"""The session database schema as an append-only list of named migrations.
+
+``PRAGMA user_version`` holds how many migrations a database has had; each one
+runs in the same transaction that bumps the version, so a crash mid-upgrade
+leaves the previous schema. Never edit or reorder an entry: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+# (name, SQL). The name is recorded in schema_migrations for whoever opens the file by hand.
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "create_sessions_and_messages",
+        """
+        CREATE TABLE sessions (
+            id            TEXT    PRIMARY KEY,          -- UUID v4, canonical lower-case form
+            created_at    REAL    NOT NULL,             -- Unix seconds
+            updated_at    REAL    NOT NULL,
+            title         TEXT    NOT NULL DEFAULT '',  -- first user message, one line
+            message_count INTEGER NOT NULL DEFAULT 0    -- maintained by every write
+        );
+        CREATE TABLE messages (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: checkpoints point here
+            session_id   TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            role         TEXT    NOT NULL,
+            content      TEXT    NOT NULL,
+            tool_calls   TEXT,            -- JSON [{id, name, arguments}], NULL when none
+            tool_call_id TEXT,            -- NULL unless a tool result
+            created_at   REAL    NOT NULL
+        );
+        CREATE INDEX idx_messages_session ON messages(session_id, id);
+        CREATE INDEX idx_sessions_updated ON sessions(updated_at, created_at);
+        """,
+    ),
+    (
+        "create_todos",
+        """
+        CREATE TABLE todos (
+            session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            position   INTEGER NOT NULL,
+            content    TEXT    NOT NULL,
+            status     TEXT    NOT NULL,
+            PRIMARY KEY (session_id, position)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        "create_compactions",
+        """
+        CREATE TABLE compactions (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id      TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            last_message_id INTEGER NOT NULL,
+            summary         TEXT    NOT NULL,
+            strategy        TEXT    NOT NULL,
+            tokens_before   INTEGER NOT NULL,
+            tokens_after    INTEGER NOT NULL,
+            messages_before INTEGER NOT NULL,
+            messages_after  INTEGER NOT NULL,
+            created_at      REAL    NOT NULL
+        );
+        CREATE INDEX idx_compactions_session ON compactions(session_id, last_message_id);
+        """,
+    ),
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at REAL    NOT NULL
+)
+"""
+
+
+class SchemaError(Exception):
+    """The file is not one this code can use (foreign database, newer schema)."""
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring ``conn``'s database up to SCHEMA_VERSION; return the version it had.
+
+    ``conn`` must be in autocommit mode (isolation_level=None). BEGIN IMMEDIATE
+    makes two processes opening a fresh file at once queue instead of both
+    creating tables.
+    """
+    (current,) = conn.execute("PRAGMA user_version").fetchone()
+    if current == SCHEMA_VERSION:
+        return current
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (current,) = conn.execute("PRAGMA user_version").fetchone()  # re-read under the lock
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"it has schema version {current} but this harness9 knows only up to "
+                f"{SCHEMA_VERSION}; upgrade harness9 or point HARNESS9_HOME elsewhere"
+            )
+        if current == 0:
+            (tables,) = conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+            ).fetchone()
+            if tables:
+                raise SchemaError(
+                    "it is an SQLite database of some other program; "
+                    "move it aside or point HARNESS9_HOME elsewhere"
+                )
+        conn.execute(_MIGRATIONS_TABLE)
+        for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            # executescript would COMMIT first; run the statements one by one instead.
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, time.time()),
+            )
+            conn.execute(f"PRAGMA user_version = {version:d}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return current
+
+
+def _statements(script: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out

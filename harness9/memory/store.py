@@ -1,0 +1,609 @@
+"""The SQLite session store: one Manager owns the connection, sessions share it.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction that rolls back on any
+exception, so a failure never leaves half a write, and two processes on one
+file queue on ``busy_timeout`` instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from harness9.errors import HarnessError
+from harness9.memory.migrations import SchemaError, migrate
+from harness9.memory.session import (
+    Checkpoint,
+    CorruptRow,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    StoreError,
+)
+from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+
+BUSY_TIMEOUT_MS = 5000
+TITLE_MAX_CHARS = 60
+
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
+_WHITESPACE_RE = re.compile(r"\s+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_CHECKPOINT_COLUMNS = (
+    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
+    "messages_before, messages_after, created_at"
+)
+
+
+class AmbiguousSessionError(HarnessError):
+    """A session id prefix matches more than one stored session."""
+
+    def __init__(self, prefix: str, matches: Sequence[str]) -> None:
+        self.prefix = prefix
+        self.matches = list(matches)
+        shown = ", ".join(m[:13] + "…" for m in self.matches[:3])
+        more = ", ..." if len(self.matches) > 3 else ""
+        super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}{more})")
+
+
+def is_session_id(value: object) -> bool:
+    """True for a canonical lower-case UUID: the only strings ever used in a path."""
+    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
+
+
+def make_title(content: str) -> str:
+    """One line of at most TITLE_MAX_CHARS characters: what ``sessions list`` shows."""
+    head = content[:512]  # enough for the title unless it is mostly whitespace
+    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", head)).strip()
+    if len(text) <= TITLE_MAX_CHARS + 1 and len(content) > len(head):
+        text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
+    if len(text) > TITLE_MAX_CHARS:
+        text = text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _first_title(msgs: Iterable[Message]) -> str:
+    for m in msgs:
+        if m.role == ROLE_USER and not m.is_summary:
+            title = make_title(m.content)
+            if title:
+                return title
+    return ""
+
+
+def _encode_calls(calls: list[ToolCall]) -> str | None:
+    if not calls:
+        return None
+    return json.dumps(
+        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        ensure_ascii=False,
+    )
+
+
+def _scrub_surrogates(text: str) -> str:
+    # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
+    return _SURROGATE_RE.sub("\ufffd", text)
+
+
+def _scrub_message(m: Message) -> Message:
+    return Message(
+        _scrub_surrogates(m.role),
+        _scrub_surrogates(m.content),
+        [
+            ToolCall(
+                _scrub_surrogates(c.id), _scrub_surrogates(c.name), _scrub_surrogates(c.arguments)
+            )
+            for c in m.tool_calls
+        ],
+        _scrub_surrogates(m.tool_call_id),
+    )
+
+
+class Manager:
+    """Owner of the one SQLite connection; creates, opens, lists and deletes sessions.
+
+    Safe to share between threads: every use of the connection holds one lock.
+    """
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        tool_results_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.path = Path(db_path)
+        self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn = self._connect()
+
+    # -- opening -----------------------------------------------------------------
+
+    def _fail(self, what: str) -> StoreError:
+        return StoreError(f"cannot open session database {self.path}: {what}")
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, mode=0o700)
+                os.chmod(self.path.parent, 0o700)  # mkdir's mode is filtered by the umask
+            # Create the file 0600 ourselves so it is never readable by others, not even briefly.
+            # O_CREAT without O_TRUNC never touches an existing (possibly damaged) file.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        except OSError as exc:
+            raise self._fail(exc.strerror or str(exc)) from exc
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._fail(str(exc)) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise self._fail(f"cannot switch to WAL mode (got {mode!r})")
+            # In WAL mode NORMAL cannot corrupt the file; it may only lose the last commit on power loss.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")  # cascades silently do nothing without it
+            migrate(conn)
+        except SchemaError as exc:
+            conn.close()
+            raise self._fail(str(exc)) from exc
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            hint = ""
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                hint = "; it was left untouched: move it aside or point HARNESS9_HOME elsewhere"
+            raise self._fail(f"{exc}{hint}") from exc
+        self._restrict_permissions()
+        return conn
+
+    def _restrict_permissions(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            try:
+                if stat.S_IMODE(p.stat().st_mode) != 0o600:
+                    os.chmod(p, 0o600)
+            except OSError:
+                pass  # absent, or owned by someone else: nothing we may do
+
+    # -- plumbing ----------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"session database {self.path} is closed")
+        return self._conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self.conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; any exception rolls all of it back and propagates."""
+        with self._lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write session database {self.path}: {exc}") from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"cannot write session database {self.path}: {exc}") from exc
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Manager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions ----------------------------------------------------------------
+
+    def new_session(self) -> SQLiteSession:
+        import uuid
+
+        sid = str(uuid.uuid4())
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?)",
+                (sid, now, now),
+            )
+        self._restrict_permissions()  # the first write creates -wal/-shm
+        return SQLiteSession(self, sid)
+
+    def _exists(self, conn: sqlite3.Connection, session_id: str) -> bool:
+        return (
+            conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            is not None
+        )
+
+    def open_session(self, session_id: str) -> SQLiteSession:
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.read() as conn:
+            if not self._exists(conn, session_id):
+                raise SessionNotFoundError(session_id)
+        return SQLiteSession(self, session_id)
+
+    def resolve_id(self, prefix: str) -> str:
+        """The full id of the one session whose id starts with ``prefix`` (any case)."""
+        text = prefix.strip().lower()
+        if not _PREFIX_RE.fullmatch(text):
+            raise SessionNotFoundError(prefix, "not a session id")
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 4", (text + "*",)
+            ).fetchall()
+        if not rows:
+            raise SessionNotFoundError(prefix)
+        if len(rows) > 1:
+            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
+        return rows[0][0]
+
+    _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
+    _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
+
+    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
+        """Most recently updated first; ties go to the most recently created."""
+        sql, args = self._INFO_SQL + self._ORDER_SQL, ()
+        if limit > 0:
+            sql, args = sql + " LIMIT ?", (limit,)
+        with self.read() as conn:
+            return [SessionInfo(*row) for row in conn.execute(sql, args)]
+
+    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
+        """Sessions last updated before ``cutoff_unix``, most recently updated first."""
+        with self.read() as conn:
+            rows = conn.execute(
+                self._INFO_SQL + " WHERE updated_at < ?" + self._ORDER_SQL, (cutoff_unix,)
+            )
+            return [SessionInfo(*row) for row in rows]
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.read() as conn:
+            row = conn.execute(self._INFO_SQL + " WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return SessionInfo(*row)
+
+    def delete_session(self, session_id: str) -> None:
+        self.delete_sessions([session_id])
+
+    def delete_sessions(self, session_ids: Iterable[str]) -> None:
+        """Delete all of them in one transaction, or none if any is missing."""
+        ids = list(dict.fromkeys(session_ids))
+        for sid in ids:
+            if not is_session_id(sid):
+                raise SessionNotFoundError(str(sid), "not a session id")
+        with self.transaction() as conn:
+            for sid in ids:
+                # Messages, todos and compactions go by ON DELETE CASCADE.
+                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
+                    raise SessionNotFoundError(sid)
+        for sid in ids:
+            self._remove_tool_results(sid)
+
+    def _remove_tool_results(self, session_id: str) -> None:
+        if self.tool_results_dir is None:
+            return
+        target = (
+            self.tool_results_dir / session_id
+        )  # session_id is a validated UUID: no "..", no "/"
+        try:
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target)
+        except OSError as exc:
+            raise StoreError(
+                f"session {session_id} was deleted but its tool results in {target} "
+                f"could not be removed: {exc.strerror or exc}"
+            ) from exc
+
+
+class SQLiteSession:
+    """One session's history in the Manager's database (see the Session protocol)."""
+
+    def __init__(self, manager: Manager, session_id: str) -> None:
+        self._m = manager
+        self._id = session_id
+        # Rows the last read had to skip; refreshed by every read of messages.
+        self.corrupt_rows: list[CorruptRow] = []
+
+    @property
+    def session_id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"SQLiteSession({self._id!r})"
+
+    # -- reads -------------------------------------------------------------------
+
+    def get_messages(self, limit: int = 0) -> list[Message]:
+        return [r.message for r in self.get_records(limit)]
+
+    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        sql = (
+            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
+            "WHERE session_id = ? AND id > ?"
+        )
+        args: tuple[object, ...] = (self._id, after_id)
+        if limit > 0:
+            sql += " ORDER BY id DESC LIMIT ?"
+            args += (limit,)
+        else:
+            sql += " ORDER BY id"
+        with self._m.read() as conn:
+            try:
+                rows = conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                rows = self._read_undecodable(conn, sql, args)
+        if limit > 0:
+            rows.reverse()
+        out: list[StoredMessage] = []
+        corrupt: list[CorruptRow] = []
+        for rid, role, content, calls_json, call_id, created in rows:
+            if isinstance(role, CorruptRow):
+                corrupt.append(role)
+                continue
+            calls: list[ToolCall] = []
+            if calls_json:
+                try:
+                    calls = [
+                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
+                    ]
+                except ValueError:
+                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
+                    continue
+                except (TypeError, KeyError):
+                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
+                    continue
+            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
+        self.corrupt_rows = corrupt
+        return out
+
+    @staticmethod
+    def _read_undecodable(
+        conn: sqlite3.Connection, sql: str, args: tuple[object, ...]
+    ) -> list[tuple]:
+        """The slow path for rows holding invalid UTF-8: fetch bytes, decode row by row."""
+        blob_sql = sql.replace(
+            "SELECT id, role, content, tool_calls, tool_call_id, created_at",
+            "SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_calls AS BLOB), "
+            "CAST(tool_call_id AS BLOB), created_at",
+        )
+        rows: list[tuple] = []
+        for rid, *fields, created in conn.execute(blob_sql, args):
+            try:
+                texts = [f.decode("utf-8") if f is not None else None for f in fields]
+            except UnicodeDecodeError:
+                rows.append(
+                    (rid, CorruptRow(rid, "text is not valid UTF-8"), None, None, None, created)
+                )
+                continue
+            rows.append((rid, *texts, created))
+        return rows
+
+    def get_todos(self) -> list[TodoItem] | None:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                "SELECT content, status FROM todos WHERE session_id = ? ORDER BY position",
+                (self._id,),
+            ).fetchall()
+        return [TodoItem(c, s) for c, s in rows] or None
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        with self._m.read() as conn:
+            row = conn.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+        return _checkpoint(row) if row else None
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                (self._id,),
+            ).fetchall()
+        return [_checkpoint(r) for r in rows]
+
+    # -- writes (each one transaction) ------------------------------------------------
+
+    def _touch(self, conn: sqlite3.Connection, now: float, count_delta: int = 0) -> None:
+        cur = conn.execute(
+            "UPDATE sessions SET updated_at = ?, message_count = message_count + ? WHERE id = ?",
+            (now, count_delta, self._id),
+        )
+        if cur.rowcount == 0:
+            raise SessionNotFoundError(self._id, "it was deleted")
+
+    def add_messages(self, msgs: list[Message]) -> list[int]:
+        """Append ``msgs`` in one transaction; return their new ids, in order."""
+        if not msgs:
+            return []
+        try:
+            return self._add(msgs)
+        except UnicodeEncodeError:
+            return self._add([_scrub_message(m) for m in msgs])
+
+    def _add(self, msgs: list[Message]) -> list[int]:
+        now = time.time()
+        sid = self._id
+        rows = [
+            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
+            for m in msgs
+        ]
+        with self._m.transaction() as conn:
+            # First, so a deleted session fails before anything is inserted. The title is
+            # set only while still empty: the first user message names the session.
+            cur = conn.execute(
+                "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
+                "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                (now, len(rows), _first_title(msgs), sid),
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFoundError(sid, "it was deleted")
+            if len(rows) == 1:
+                last = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+            else:
+                conn.executemany(_INSERT_MESSAGE, rows)
+                # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
+                # consecutive ids, so the batch is exactly the last len(rows) ids.
+                (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
+        return list(range(last - len(rows) + 1, last + 1))
+
+    def pop_message(self) -> Message | None:
+        with self._m.transaction() as conn:
+            row = conn.execute(
+                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
+                "WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+            if row is None:
+                return None
+            rid, role, content, calls_json, call_id = row
+            calls: list[ToolCall] = []
+            if calls_json:
+                try:
+                    calls = [
+                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
+                    ]
+                except (ValueError, TypeError, KeyError) as exc:
+                    # Raising rolls back: a message we cannot return is not deleted.
+                    raise StoreError(
+                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
+                    ) from exc
+            now = time.time()
+            conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
+            conn.execute(
+                "DELETE FROM compactions WHERE session_id = ? AND last_message_id >= ?",
+                (self._id, rid),
+            )
+            self._touch(conn, now, -1)
+            if role == ROLE_USER:
+                self._retitle(conn)
+        return Message(role, content, calls, call_id or "")
+
+    def _retitle(self, conn: sqlite3.Connection) -> None:
+        title = ""
+        for (content,) in conn.execute(
+            "SELECT content FROM messages WHERE session_id = ? AND role = ? ORDER BY id",
+            (self._id, ROLE_USER),
+        ):
+            title = _first_title([Message(ROLE_USER, content)])
+            if title:
+                break
+        conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
+
+    def clear(self) -> None:
+        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        with self._m.transaction() as conn:
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (self._id,))
+            conn.execute("DELETE FROM compactions WHERE session_id = ?", (self._id,))
+            self._touch(conn, time.time())
+            conn.execute(
+                "UPDATE sessions SET message_count = 0, title = '' WHERE id = ?", (self._id,)
+            )
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        rows = [(self._id, i, t.content, t.status) for i, t in enumerate(items)]
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute("DELETE FROM todos WHERE session_id = ?", (self._id,))
+            conn.executemany(
+                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
+                rows,
+            )
+
+    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
+        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
+        now = time.time()
+        created = cp.created_at or now
+        with self._m.transaction() as conn:
+            owner = conn.execute(
+                "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
+            ).fetchone()
+            if owner is None or owner[0] != self._id:
+                raise ValueError(
+                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
+                )
+            self._touch(conn, now)
+            cur = conn.execute(
+                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
+                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    self._id,
+                    cp.last_message_id,
+                    cp.summary,
+                    cp.strategy,
+                    cp.tokens_before,
+                    cp.tokens_after,
+                    cp.messages_before,
+                    cp.messages_after,
+                    created,
+                ),
+            )
+            new_id = cur.lastrowid
+        return replace(cp, id=int(new_id or 0), created_at=created)
+
+
+def _checkpoint(row: tuple) -> Checkpoint:
+    cid, last, summary, strategy, tb, ta, mb, ma, created = row
+    return Checkpoint(
+        last_message_id=last,
+        summary=summary,
+        strategy=strategy,
+        tokens_before=tb,
+        tokens_after=ta,
+        messages_before=mb,
+        messages_after=ma,
+        created_at=created,
+        id=cid,
+    )
+
+
+def open_manager() -> Manager:
+    """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
+    from harness9 import config
+
+    return Manager(config.db_path(), tool_results_dir=config.tool_results_dir())

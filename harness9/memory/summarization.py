@@ -1,0 +1,357 @@
+"""SummarizationCompactor: fold the old part of a history into an LLM summary (seed §6.1).
+
+The head (everything before the protected tail) is rendered compactly and
+summarised with the five-section template. When the head begins with an
+earlier summary, the prompt asks to merge the new span into it
+(``<previous-summary>``), so repeated compactions do not lose what earlier
+ones kept. When even the compact rendering is too large for the summariser's
+own window, it is summarised in chunks and the partial summaries are merged,
+hierarchically if need be: compaction must still work once the context has
+already overflowed. Any failure (exception or empty reply) falls back to a
+truncating compactor with the same budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from harness9.memory.compaction import (
+    BUDGET_PERCENT,
+    DEFAULT_MIN_TAIL,
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    TokenBudgetCompactor,
+    find_cut,
+    measure,
+    starts_with_system,
+    unchanged_plan,
+)
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.tokens import BYTES_PER_TOKEN, estimate_tokens
+from harness9.schema import (
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    ROLE_USER,
+    SUMMARY_PREFIX,
+    Message,
+    ToolDefinition,
+    Usage,
+)
+
+__all__ = [
+    "CHUNK_PERCENT",
+    "SUMMARY_ESTIMATE_CAP",
+    "SUMMARY_TEMPLATE",
+    "SummarizationCompactor",
+    "Summarizer",
+    "render_for_summary",
+]
+
+SUMMARY_TEMPLATE = """\
+**Goal:** What the user is trying to accomplish.
+**Progress:** Key actions taken and their results.
+**Key Decisions:** Important choices and rationale.
+**Next Steps:** What was planned or pending.
+**Critical Context:** Facts, file paths, variable names, or constraints the agent must remember."""
+
+SUMMARIZER_SYSTEM = (
+    "You compress the history of a conversation between a user and an AI coding agent "
+    "so that the agent can continue the task from the summary alone. Be specific and "
+    "concise; keep exact names, paths, commands, numbers and error messages. "
+    "Answer with the summary only."
+)
+
+_FULL_INSTRUCTION = "Summarize the conversation below using exactly this structure:"
+_PART_INSTRUCTION = (
+    "Below is part {index} of {count} of a long conversation, in chronological order. "
+    "Summarize this part using exactly this structure:"
+)
+_MERGE_INSTRUCTION = (
+    "Below are summaries of consecutive parts of one conversation, oldest first. "
+    "Merge them into one summary using exactly this structure:"
+)
+_UPDATE_INSTRUCTION = (
+    "Update the previous summary with the new conversation that follows it. Keep what "
+    "still matters, add what is new, drop what is obsolete. Use exactly this structure:"
+)
+
+# A summary is assumed to take at most this many tokens when planning (the
+# plan never calls the model); a head smaller than that is assumed to be kept
+# in full. The prompt asks for a concise summary, and models typically answer
+# in a few hundred tokens.
+SUMMARY_ESTIMATE_CAP = 1500
+# Each summariser call (prompt + chunk) stays within this share of its window,
+# leaving the rest for its answer and for the estimate's error.
+CHUNK_PERCENT = 60
+TOOL_RESULT_CHARS = 2000  # a tool result is shown to the summariser cut to this
+TOOL_ARGS_CHARS = 200  # and a call's arguments to this
+_MIN_CHUNK_BYTES = 1024  # progress even when a tiny window leaves no room
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything that answers a list of messages: every provider satisfies this."""
+
+    def generate(
+        self, messages: list[Message], tools: list[ToolDefinition]
+    ) -> tuple[Message, Usage | None]: ...
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def render_for_summary(msgs: Sequence[Message]) -> list[str]:
+    """One compact text block per message, as the summariser sees the head."""
+    names: dict[str, str] = {}
+    blocks: list[str] = []
+    for m in msgs:
+        if m.role == ROLE_TOOL:
+            name = names.get(m.tool_call_id, "tool")
+            blocks.append(f"[{name} result]: {_shorten(m.content, TOOL_RESULT_CHARS)}")
+            continue
+        lines = [f"[{m.role}]: {m.content}"] if m.content else [f"[{m.role}]:"]
+        for tc in m.tool_calls:
+            names[tc.id] = tc.name
+            lines.append(f"  -> {tc.name}({_shorten(tc.arguments, TOOL_ARGS_CHARS)})")
+        blocks.append("\n".join(lines))
+    return blocks
+
+
+def _split_bytes(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` UTF-8 bytes (never inside a character)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return [text]
+    pieces, start = [], 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        while end < len(data) and (data[end] & 0xC0) == 0x80:  # continuation byte
+            end -= 1
+        pieces.append(data[start:end].decode("utf-8", "surrogatepass"))
+        start = end
+    return pieces
+
+
+def _pack(blocks: Sequence[str], limit: int) -> list[str]:
+    """Group blocks, in order, into chunks of at most ``limit`` bytes (oversized blocks split)."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for block in blocks:
+        for piece in _split_bytes(block, limit):
+            n = len(piece.encode("utf-8", "surrogatepass")) + 2  # the "\n\n" joining blocks
+            if current and size + n > limit:
+                chunks.append("\n\n".join(current))
+                current, size = [], 0
+            current.append(piece)
+            size += n
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+class SummarizationCompactor:
+    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``."""
+
+    strategy = "summarize"
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        max_tokens: int,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        fallback: Compactor | None = None,
+        *,
+        summarizer_window: int | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        self.summarizer = summarizer
+        self.max_tokens = max_tokens
+        self.min_tail_messages = min_tail_messages
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
+        self.summarizer_window = summarizer_window
+
+    @classmethod
+    def for_context_window(
+        cls, summarizer: Summarizer, context_window: int
+    ) -> SummarizationCompactor:
+        return cls(
+            summarizer,
+            context_window * BUDGET_PERCENT // 100,
+            summarizer_window=context_window,
+        )
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        """What would be folded; ``tokens_after`` assumes a summary of min(head, 1500) tokens."""
+        if not starts_with_system(msgs):
+            return unchanged_plan(self.strategy, msgs, self.max_tokens)
+        sizes, sizer = measure(msgs)
+        before = sum(sizes) // BYTES_PER_TOKEN
+        nothing = CompactionPlan(
+            False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
+        )
+        if not force and nothing.tokens_after <= self.max_tokens:
+            # Measured on the repaired history: that is what would be sent.
+            return nothing
+        cut = find_cut(msgs, self.min_tail_messages)
+        if cut <= 1:
+            return nothing  # no head to summarise
+        head_tokens = estimate_tokens(msgs[1:cut])
+        summary_tokens = (
+            min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
+        )
+        after = sizer.kept_tokens(cut) + summary_tokens
+        return CompactionPlan(True, self.strategy, cut, before, after, self.max_tokens)
+
+    def compact_detailed(
+        self,
+        msgs: list[Message],
+        *,
+        force: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+        instructions: str | None = None,
+    ) -> CompactionResult:
+        plan = self.plan(msgs, force=force)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        if not plan.would_compact:
+            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
+        try:
+            summary = self._summarize(msgs[1 : plan.cut], on_progress, instructions)
+        except Exception as exc:  # any provider failure: truncation still keeps us going
+            return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
+        if not summary:
+            return self._fall_back(msgs, force, "the summariser returned an empty summary")
+        kept = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[plan.cut :]]
+        return CompactionResult(repair_orphaned_tool_pairs(kept), plan, summary, self.strategy)
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+    # -- internals -------------------------------------------------------
+
+    def _fall_back(self, msgs: list[Message], force: bool, error: str) -> CompactionResult:
+        detailed = getattr(self.fallback, "compact_detailed", None)
+        if detailed is not None:
+            res: CompactionResult = detailed(msgs, force=force)
+            return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+        # A plain Compactor: all we know is its output.
+        out = self.fallback.compact(msgs)
+        before = estimate_tokens(msgs)
+        plan = CompactionPlan(
+            out != msgs, "fallback", 1, before, estimate_tokens(out), self.max_tokens
+        )
+        return CompactionResult(out, plan, None, "fallback", error)
+
+    def _call(self, prompt: str) -> str:
+        reply, _usage = self.summarizer.generate(
+            [Message(ROLE_SYSTEM, SUMMARIZER_SYSTEM), Message(ROLE_USER, prompt)], []
+        )
+        return (reply.content or "").strip()
+
+    def _prompt(self, instruction: str, body: str, previous: str | None, focus: str | None) -> str:
+        parts = [instruction, "", SUMMARY_TEMPLATE, ""]
+        if focus:
+            parts += [f"Focus especially on: {focus}", ""]
+        if previous is not None:
+            parts += [
+                "<previous-summary>",
+                previous,
+                "</previous-summary>",
+                "",
+                "New conversation to merge:",
+            ]
+        parts.append(body)
+        return "\n".join(parts)
+
+    def _capacity_bytes(self, overhead: str) -> int | None:
+        """Bytes of body a call may carry next to ``overhead``; None = unlimited."""
+        if self.summarizer_window is None:
+            return None
+        budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
+        fixed = len((SUMMARIZER_SYSTEM + overhead).encode("utf-8", "surrogatepass"))
+        return max(_MIN_CHUNK_BYTES, budget - fixed)
+
+    def _too_big_to_carry(self, text: str) -> bool:
+        if self.summarizer_window is None:
+            return False
+        budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
+        return len(text.encode("utf-8", "surrogatepass")) > budget // 3
+
+    def _summarize(
+        self,
+        head: Sequence[Message],
+        on_progress: Callable[[int, int], None] | None,
+        focus: str | None,
+    ) -> str:
+        previous: str | None = None
+        if head and head[0].is_summary:
+            previous = head[0].content[len(SUMMARY_PREFIX) :]
+            head = head[1:]
+        blocks = render_for_summary(head)
+        if previous is not None and self._too_big_to_carry(previous):
+            # A previous summary that would crowd out the new span in every call
+            # is summarised like the rest of the history, as its oldest part.
+            blocks.insert(0, f"[previous summary]: {previous}")
+            previous = None
+        body = "\n\n".join(blocks)
+        single_instruction = _FULL_INSTRUCTION if previous is None else _UPDATE_INSTRUCTION
+        cap = self._capacity_bytes(self._prompt(single_instruction, "", previous, focus))
+        calls = 0
+
+        def call(prompt: str, total: int) -> str:
+            nonlocal calls
+            calls += 1
+            if on_progress is not None:
+                on_progress(calls, total)
+            return self._call(prompt)
+
+        if cap is None or len(body.encode("utf-8", "surrogatepass")) <= cap:
+            return call(self._prompt(single_instruction, body, previous, focus), 1)
+
+        part_overhead = self._prompt(_PART_INSTRUCTION.format(index=99, count=99), "", None, focus)
+        chunks = _pack(blocks, self._capacity_bytes(part_overhead) or cap)
+        total = len(chunks) + 1  # + the final merge; grows if the merge is hierarchical
+        partials = []
+        for i, chunk in enumerate(chunks, 1):
+            instruction = _PART_INSTRUCTION.format(index=i, count=len(chunks))
+            partials.append(call(self._prompt(instruction, chunk, None, focus), total))
+            if not partials[-1]:
+                raise ValueError(f"the summariser returned an empty summary for part {i}")
+        return self._merge(partials, previous, focus, call, total)
+
+    def _merge(
+        self,
+        partials: list[str],
+        previous: str | None,
+        focus: str | None,
+        call: Callable[[str, int], str],
+        total: int,
+    ) -> str:
+        """Merge partial summaries in one call, or level by level while they do not fit."""
+        instruction = _MERGE_INSTRUCTION if previous is None else _UPDATE_INSTRUCTION
+        overhead = self._prompt(instruction, "", previous, focus)
+        cap = self._capacity_bytes(overhead) or 0
+        # Each item at most half the room, so every group holds two or more and
+        # each level at least halves the count: the loop ends.
+        half = max(1, cap // 2 - 64)  # 64: room for the part tags and separators
+        items = [_split_bytes(p, half)[0] for p in partials]
+        while True:
+            labelled = [f"<part-summary>\n{p}\n</part-summary>" for p in items]
+            body = "\n\n".join(labelled)
+            if len(body.encode("utf-8", "surrogatepass")) <= cap or len(items) == 1:
+                return call(self._prompt(instruction, body, previous, focus), total)
+            groups = _pack(labelled, cap)
+            if len(groups) >= len(items):  # cannot happen with half-size items; never loop
+                raise ValueError("partial summaries do not fit the summariser's window")
+            total += len(groups)
+            merged = [call(self._prompt(_MERGE_INSTRUCTION, g, None, focus), total) for g in groups]
+            items = [_split_bytes(m, half)[0] for m in merged if m]
+            if not items:
+                raise ValueError("the summariser returned empty merged summaries")

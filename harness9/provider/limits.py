@@ -1,0 +1,140 @@
+"""How many tokens a model takes in and puts out.
+
+Lookup order: an explicit override (the ``--context-window`` flag), then
+``$HARNESS9_CONTEXT_WINDOW``, then litellm's model map with routing prefixes
+stripped one at a time (``openrouter/openai/gpt-4o`` -> ``openai/gpt-4o`` ->
+``gpt-4o``), then the seed's family table (§7.2), then a 256K default.
+
+The model map is read straight from the JSON file litellm ships rather than
+through ``litellm.get_model_info``: importing litellm costs seconds, and
+``compact --dry-run`` or the token line must not pay that just to learn a
+window size. Nothing here touches the network or prints.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness9.config import parse_positive_int
+from harness9.errors import UsageError
+
+ENV_CONTEXT_WINDOW = "HARNESS9_CONTEXT_WINDOW"
+MODEL_MAP_FILE = "model_prices_and_context_window_backup.json"
+
+
+@dataclass(slots=True, frozen=True)
+class ModelLimits:
+    context_tokens: int
+    output_tokens: int
+
+
+# The seed's conservative answer for a model nobody knows.
+DEFAULT_LIMITS = ModelLimits(context_tokens=256_000, output_tokens=8_192)
+
+# The seed's family table (§7.2), matched against the last path segment of the name.
+# First match wins, so more specific patterns come first.
+FAMILY_LIMITS: tuple[tuple[re.Pattern[str], ModelLimits], ...] = tuple(
+    (re.compile(pattern), ModelLimits(ctx, out))
+    for pattern, ctx, out in (
+        (r"^claude-(?:(?:opus|sonnet|haiku)-)?4", 200_000, 32_000),
+        (r"^claude", 200_000, 8_192),
+        (r"^gpt-4\.5", 128_000, 16_384),
+        (r"^gpt-4o", 128_000, 16_384),
+        (r"^o[134](?:-|$)", 200_000, 100_000),
+        (r"^gemini-(?:[2-9]|\d{2,})", 1_048_576, 8_192),
+        (r"^deepseek", 64_000, 8_192),
+        (r"^qwen", 128_000, 8_192),
+    )
+)
+
+
+def get_model_limits(name: str, *, override: int | None = None) -> ModelLimits:
+    """The model's window; ``override`` (a flag) and then the environment win over any table."""
+    if override is None:
+        env = os.environ.get(ENV_CONTEXT_WINDOW, "").strip()
+        if env:
+            override = parse_positive_int(env, ENV_CONTEXT_WINDOW)
+    limits = _lookup(name.strip())
+    if override is not None:
+        if override <= 0:
+            raise UsageError(f"context window override must be positive, got {override}")
+        # A local server's window is what the user says; output cannot exceed it.
+        limits = ModelLimits(override, min(limits.output_tokens, override))
+    return limits
+
+
+def routing_candidates(name: str) -> list[str]:
+    """``a/b/c`` -> ``["a/b/c", "b/c", "c"]``: each routing prefix stripped in turn."""
+    parts = [p for p in name.split("/") if p]
+    return ["/".join(parts[i:]) for i in range(len(parts))]
+
+
+@lru_cache(maxsize=256)
+def _lookup(name: str) -> ModelLimits:
+    model_map = _model_map()
+    candidates = routing_candidates(name)
+    for candidate in candidates:
+        for key in dict.fromkeys((candidate, candidate.lower())):
+            limits = _from_map_entry(model_map.get(key))
+            if limits is not None:
+                return limits
+    base = candidates[-1].lower() if candidates else ""
+    for pattern, limits in FAMILY_LIMITS:
+        if pattern.search(base):
+            return limits
+    return DEFAULT_LIMITS
+
+
+def _from_map_entry(entry: Any) -> ModelLimits | None:
+    if not isinstance(entry, dict):
+        return None
+    context = _positive(entry.get("max_input_tokens"))
+    # Old entries only have max_tokens; in them it stands for the window.
+    legacy = _positive(entry.get("max_tokens"))
+    if context is None:
+        context = legacy
+    if context is None:
+        return None
+    output = _positive(entry.get("max_output_tokens")) or DEFAULT_LIMITS.output_tokens
+    return ModelLimits(context, min(output, context))
+
+
+def _positive(value: Any) -> int | None:
+    # The map's "sample_spec" entry holds descriptions instead of numbers.
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return int(value)
+
+
+def model_map_path() -> Path | None:
+    """The JSON model map bundled with the installed litellm, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = Path(spec.origin).parent / MODEL_MAP_FILE
+    return path if path.is_file() else None
+
+
+@lru_cache(maxsize=1)
+def _model_map() -> dict[str, Any]:
+    path = model_map_path()
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+__all__ = ["DEFAULT_LIMITS", "FAMILY_LIMITS", "ModelLimits", "get_model_limits"]

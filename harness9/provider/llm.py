@@ -1,0 +1,401 @@
+"""The one litellm adapter: ``generate(messages, tools) -> (Message, Usage | None)``.
+
+litellm is imported lazily (``load_litellm``) because the import costs seconds
+and most commands never call a model. Retries are ours, not litellm's: we need
+to know whether streamed text already reached the screen before retrying, and
+to report each retry to the UI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+from harness9.provider.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ContextWindowExceededError,
+    ModelTimeoutError,
+    ProviderError,
+    RateLimitError,
+    ServiceUnavailableError,
+    StreamInterruptedError,
+    TransientError,
+)
+from harness9.schema import ROLE_ASSISTANT, Message, ToolCall, ToolDefinition, Usage
+
+# Sent when talking to a local server without a key: the OpenAI client refuses to
+# build a request with no key at all, and local servers ignore it.
+PLACEHOLDER_KEY = "sk-no-key"
+
+# Provider prefix -> the environment variables litellm reads its key from (first is
+# the one we tell users to set).
+KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "together_ai": ("TOGETHERAI_API_KEY",),
+    "fireworks_ai": ("FIREWORKS_AI_API_KEY",),
+    "perplexity": ("PERPLEXITYAI_API_KEY",),
+    "deepinfra": ("DEEPINFRA_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+    "cerebras": ("CEREBRAS_API_KEY",),
+    "dashscope": ("DASHSCOPE_API_KEY",),
+    "moonshot": ("MOONSHOT_API_KEY",),
+}
+
+# Bare model names litellm routes without a prefix.
+_BARE_PROVIDERS = (
+    (re.compile(r"^(gpt-|chatgpt-|o[134](-|$))"), "openai"),
+    (re.compile(r"^claude"), "anthropic"),
+)
+
+_load_lock = threading.Lock()
+_litellm: ModuleType | None = None
+
+
+def load_litellm() -> ModuleType:
+    """Import and configure litellm once (thread-safe): offline cost map, no banners."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _load_lock:
+        if _litellm is None:
+            # Without this litellm fetches its price map over the network at import.
+            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            import litellm
+
+            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" prints
+            litellm.set_verbose = False
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            _litellm = litellm
+    return _litellm
+
+
+def preload_in_background() -> threading.Thread:
+    """Start importing litellm in a daemon thread, so a prompt can appear meanwhile."""
+
+    def run() -> None:
+        # A failure here resurfaces, with its traceback, when load_litellm() is called
+        # for real; printing it from a background thread would garble the prompt.
+        with contextlib.suppress(Exception):
+            load_litellm()
+
+    thread = threading.Thread(target=run, name="harness9-litellm-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def provider_of(model: str) -> str | None:
+    """The litellm provider a model name routes to, when we can tell without litellm."""
+    if "/" in model:
+        return model.split("/", 1)[0].lower()
+    for pattern, provider in _BARE_PROVIDERS:
+        if pattern.search(model.lower()):
+            return provider
+    return None
+
+
+def key_env_vars(model: str) -> tuple[str, ...]:
+    """Environment variables that can hold the key for ``model`` (empty when unknown)."""
+    return KEY_ENV_VARS.get(provider_of(model) or "", ())
+
+
+class LLMProvider:
+    """Calls one model through litellm, with our own retries and one-line errors."""
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        on_retry: Callable[[int, float, str], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base or None
+        self._api_key = api_key or None  # never printed: see __repr__ and _redact
+        self.timeout = timeout
+        self.max_retries = max(0, max_retries)
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.on_retry = on_retry
+
+    def __repr__(self) -> str:
+        return f"LLMProvider(model={self.model!r}, api_base={self.api_base!r})"
+
+    # -- credentials -----------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Fail fast, offline, when the provider needs a key and none is anywhere."""
+        names = key_env_vars(self.model)
+        if self._api_key or self.api_base or not names:
+            return
+        if any(os.environ.get(name) for name in names):
+            return
+        raise AuthenticationError(
+            f"no API key for {self.model}: set {names[0]} (or pass --api-base for a local server)"
+        )
+
+    def _effective_key(self) -> str | None:
+        if self._api_key:
+            return self._api_key
+        names = key_env_vars(self.model)
+        if self.api_base and not any(os.environ.get(name) for name in names):
+            return PLACEHOLDER_KEY
+        return None  # litellm reads the provider's variable itself
+
+    # -- the call --------------------------------------------------------------------------
+    def generate(
+        self,
+        messages: list[Message],
+        tools: list[ToolDefinition],
+        *,
+        stream: bool = False,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> tuple[Message, Usage | None]:
+        """One assistant reply (text and/or tool calls) and the usage the server reported."""
+        self.check_credentials()
+        litellm = load_litellm()
+        request = self._request(messages, tools, stream)
+        attempt = 0
+        while True:
+            shown: list[str] = []  # text already handed to on_delta in this attempt
+            try:
+                response = litellm.completion(**request)
+                if stream:
+                    return self._read_stream(response, on_delta, shown)
+                return _read_response(response)
+            except Exception as exc:
+                error = self._translate(exc)
+                if error is None:
+                    raise
+                if shown and on_delta is not None:
+                    partial = Message(ROLE_ASSISTANT, "".join(shown))
+                    raise StreamInterruptedError(
+                        f"the reply from {self.model} broke off after "
+                        f"{len(partial.content)} characters: {self._redact(_clean_message(exc))}",
+                        partial,
+                    ) from exc
+                if not isinstance(error, TransientError) or attempt >= self.max_retries:
+                    raise error from exc
+                delay = self._retry_delay(exc, attempt)
+                attempt += 1
+                if self.on_retry is not None:
+                    self.on_retry(attempt, delay, str(error))
+                time.sleep(delay)
+
+    def _request(
+        self, messages: list[Message], tools: list[ToolDefinition], stream: bool
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.to_dict() for m in messages],
+            "stream": stream,
+            "timeout": self.timeout,
+            "num_retries": 0,  # retries are ours (see module docstring)
+        }
+        if tools:
+            request["tools"] = [t.to_dict() for t in tools]
+        if stream:
+            request["stream_options"] = {"include_usage": True}
+        if self.api_base:
+            request["api_base"] = self.api_base
+        key = self._effective_key()
+        if key:
+            request["api_key"] = key
+        return request
+
+    def _read_stream(
+        self, chunks: Iterable[Any], on_delta: Callable[[str], None] | None, shown: list[str]
+    ) -> tuple[Message, Usage | None]:
+        calls: dict[int, dict[str, Any]] = {}
+        usage: Usage | None = None
+        for chunk in chunks:
+            chunk_usage = _usage(getattr(chunk, "usage", None))
+            if chunk_usage is not None:
+                usage = chunk_usage  # include_usage puts it on the last chunk
+            for choice in getattr(chunk, "choices", None) or []:
+                delta = getattr(choice, "delta", None)
+                text = getattr(delta, "content", None)
+                if text:
+                    shown.append(text)
+                    if on_delta is not None:
+                        on_delta(text)
+                for piece in getattr(delta, "tool_calls", None) or []:
+                    _merge_tool_call_delta(calls, piece)
+        tool_calls = [_finish_call(calls[i]) for i in sorted(calls)]
+        return Message(ROLE_ASSISTANT, "".join(shown), tool_calls=tool_calls), usage
+
+    # -- errors and retries ----------------------------------------------------------------
+    def _translate(self, exc: Exception) -> ProviderError | None:
+        """Our error for a litellm/openai/httpx failure; None for anything else (a bug)."""
+        litellm = load_litellm()
+        import httpx
+        import openai
+
+        if not isinstance(exc, openai.OpenAIError | httpx.HTTPError):
+            return None
+        status = getattr(exc, "status_code", None)
+        detail = self._redact(_clean_message(exc))
+        model = self.model
+        if isinstance(exc, litellm.ContextWindowExceededError):
+            return ContextWindowExceededError(f"context window exceeded for {model}: {detail}")
+        if isinstance(
+            exc, litellm.AuthenticationError | openai.PermissionDeniedError
+        ) or status in (
+            401,
+            403,
+        ):
+            return AuthenticationError(self._auth_message(status))
+        if isinstance(exc, litellm.RateLimitError) or status == 429:
+            return RateLimitError(f"rate limited by {model} (HTTP 429): {detail}")
+        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException) or status == 408:
+            return ModelTimeoutError(f"{model} did not answer within {self.timeout:g}s")
+        if isinstance(exc, openai.APIConnectionError | httpx.TransportError) or (
+            isinstance(status, int) and status >= 500
+        ):
+            code = f" (HTTP {status})" if isinstance(status, int) else ""
+            return ServiceUnavailableError(f"{model} is unavailable{code}: {detail}")
+        if isinstance(status, int) and 400 <= status < 500:
+            return BadRequestError(f"{model} rejected the request (HTTP {status}): {detail}")
+        return ProviderError(f"{model} failed: {detail}")
+
+    def _auth_message(self, status: int | None) -> str:
+        names = key_env_vars(self.model)
+        what = "permission denied" if status == 403 else "authentication failed"
+        if not names:
+            return f"{what} for {self.model}: check the API key for this provider"
+        if self.api_base:
+            return f"{what} for {self.model} at {self.api_base}: set {names[0]} to a key it accepts"
+        return f"{what} for {self.model}: set {names[0]} (or pass --api-base for a local server)"
+
+    def _redact(self, text: str) -> str:
+        secrets = [self._api_key] + [os.environ.get(n) for n in key_env_vars(self.model)]
+        for secret in secrets:
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    def _retry_delay(self, exc: Exception, attempt: int) -> float:
+        """Retry-After when the server sent one, else exponential backoff with jitter."""
+        hinted = _retry_after(exc)
+        if hinted is not None:
+            return min(hinted, self.backoff_max)
+        delay = self.backoff_base * 2**attempt
+        # Jitter keeps parallel clients from retrying in lockstep.
+        return min(self.backoff_max, delay * (1 + random.uniform(0, 0.1)))
+
+
+# -- response reading ----------------------------------------------------------------------
+
+
+def _read_response(response: Any) -> tuple[Message, Usage | None]:
+    message = response.choices[0].message
+    calls = [
+        ToolCall(
+            id=tc.id or _new_call_id(),
+            name=tc.function.name or "",
+            arguments=tc.function.arguments or "{}",
+        )
+        for tc in (getattr(message, "tool_calls", None) or [])
+    ]
+    content = message.content or ""
+    return Message(ROLE_ASSISTANT, content, tool_calls=calls), _usage(
+        getattr(response, "usage", None)
+    )
+
+
+def _merge_tool_call_delta(calls: dict[int, dict[str, Any]], piece: Any) -> None:
+    index = getattr(piece, "index", None)
+    if index is None:
+        index = len(calls)
+    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+    if getattr(piece, "id", None):
+        slot["id"] = piece.id
+    function = getattr(piece, "function", None)
+    if function is not None:
+        if getattr(function, "name", None):
+            slot["name"] = function.name
+        if getattr(function, "arguments", None):
+            slot["arguments"].append(function.arguments)
+
+
+def _finish_call(slot: dict[str, Any]) -> ToolCall:
+    arguments = "".join(slot["arguments"]) or "{}"
+    return ToolCall(id=slot["id"] or _new_call_id(), name=slot["name"], arguments=arguments)
+
+
+def _new_call_id() -> str:
+    # Some local servers omit ids; results must still pair with their call.
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    prompt = getattr(raw, "prompt_tokens", None)
+    completion = getattr(raw, "completion_tokens", None)
+    if prompt is None and completion is None:
+        return None
+    return Usage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0))
+
+
+# litellm prefixes messages with its class names: "litellm.RateLimitError: RateLimitError:
+# OpenAIException - slow down". Keep only what the server said.
+_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout)\s*[:-]\s*")
+
+
+def _clean_message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    text = text.split(" Original exception:", 1)[0]
+    text = " ".join(text.split())  # one line
+    previous = None
+    while previous != text:
+        previous, text = text, _PREFIX.sub("", text, count=1)
+    text = text or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not isinstance(headers, Mapping):
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    with contextlib.suppress(ValueError):
+        if "retry-after-ms" in lowered:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    import email.utils  # rare path; kept out of the import cost
+
+    try:  # the HTTP-date form
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

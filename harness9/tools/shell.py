@@ -1,0 +1,179 @@
+"""The bash tool: one shell command in the working directory, with consent, timeout and a cap."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from typing import Any
+
+from harness9.schema import ToolDefinition
+from harness9.tools.base import ToolContext, ToolResult
+
+DEFAULT_TIMEOUT = 120  # seconds
+MAX_TIMEOUT = 600
+HEAD_BYTES = 20 * 1024  # output kept from the start ...
+TAIL_BYTES = 20 * 1024  # ... and from the end; the middle is dropped as it streams
+READ_CHUNK = 64 * 1024
+# After the shell exits, a background job may still hold the pipe open; stop
+# waiting for it after this long instead of hanging the turn.
+DRAIN_GRACE = 1.0
+
+DECLINED = "the user declined to run this command"
+REFUSED_NO_TTY = (
+    "refused: shell commands need confirmation; re-run harness9 with --yes to allow them"
+)
+
+
+class HeadTail:
+    """Keeps the first ``head`` and last ``tail`` bytes of a stream in bounded memory."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self._head_cap, self._tail_cap = head, tail
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            # Trim lazily (at twice the cap) so the copy cost stays amortised.
+            if len(self._tail) > 2 * self._tail_cap:
+                del self._tail[: -self._tail_cap]
+
+    def render(self) -> str:
+        tail = bytes(self._tail[-self._tail_cap :]) if self._tail_cap else b""
+        omitted = self.total - len(self._head) - len(tail)
+        head = self._head.decode("utf-8", errors="replace")
+        if omitted <= 0:
+            return head + tail.decode("utf-8", errors="replace")
+        return (
+            head + f"\n... {omitted} bytes omitted ...\n" + tail.decode("utf-8", errors="replace")
+        )
+
+
+class BashTool:
+    name = "bash"
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name,
+            description=(
+                "Run a bash command in the working directory and return its combined "
+                "stdout and stderr followed by the exit code. Stdin is closed (no interactive "
+                f"programs). Long output keeps only its first and last {HEAD_BYTES // 1024} KB. "
+                "The user may be asked to approve the command."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The bash command to run."},
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TIMEOUT,
+                        "description": (
+                            f"Seconds before the command is killed. Default {DEFAULT_TIMEOUT}, "
+                            f"at most {MAX_TIMEOUT}."
+                        ),
+                    },
+                },
+                "required": ["command"],
+            },
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command: str = args["command"]
+        timeout: int = args.get("timeout", DEFAULT_TIMEOUT)
+        if not ctx.assume_yes:
+            if ctx.confirm is None:
+                return ToolResult(content=REFUSED_NO_TTY, is_error=True, metadata={"ran": False})
+            if not ctx.confirm(f"Run: {command}?"):
+                return ToolResult(content=DECLINED, is_error=True, metadata={"ran": False})
+        return run_command(command, ctx, timeout)
+
+
+def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
+    proc = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=ctx.workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        # Its own process group, so a timeout or Ctrl-C kills every child too.
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    out = HeadTail()
+    timed_out = False
+    try:
+        timed_out = _pump(proc, out, timeout)
+        if timed_out:
+            _kill_group(proc)
+        exit_code = proc.wait()
+    except BaseException:  # KeyboardInterrupt above all: never leave the command running
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close()
+    text = out.render()
+    if text and not text.endswith("\n"):
+        text += "\n"
+    if timed_out:
+        trailer = f"timed out after {_fmt_seconds(timeout)}s (the command was killed)"
+    else:
+        trailer = f"exit code: {exit_code}"
+    return ToolResult(
+        content=(text or "(no output)\n") + trailer,
+        is_error=timed_out,
+        metadata={
+            "exit_code": None if timed_out else exit_code,
+            "timed_out": timed_out,
+            "bytes": out.total,
+        },
+    )
+
+
+def _pump(proc: subprocess.Popen[bytes], out: HeadTail, timeout: float) -> bool:
+    """Stream the output into ``out`` until EOF or the deadline; True when it timed out.
+
+    Reads incrementally (never ``communicate()``), so a command printing
+    hundreds of megabytes costs only the head and tail buffers.
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if now >= deadline:
+                return exited_at is None  # the shell itself finished: not a timeout
+            if exited_at is not None and now - exited_at > DRAIN_GRACE:
+                return False  # a background job holds the pipe; stop reading
+            if sel.select(timeout=min(0.25, deadline - now)):
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    return False
+                out.feed(data)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"

@@ -1,0 +1,37 @@
+"""The session list as plain fixed-width text.
+
+``sessions list`` runs from cron over thousands of sessions: a Rich table of
+1,000 rows takes over half a second to lay out (measured by
+scripts/bench_store.py), and importing Rich alone costs ~50 ms. Plain columns
+are instant and stay greppable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+from harness9.memory.session import SessionInfo
+
+# C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
+_UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def local_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> list[str]:
+    """Header plus one line per session; titles cut to ``width`` columns when given."""
+    if not sessions:
+        return ["No sessions."]
+    count_w = max(4, *(len(str(s.message_count)) for s in sessions))
+    head = f"{'ID':<36}  {'UPDATED':<16}  {'MSGS':>{count_w}}  TITLE"
+    lines = [head]
+    for s in sessions:
+        title = _UNSAFE_RE.sub("?", s.title)
+        lines.append(f"{s.id}  {local_time(s.updated_at)}  {s.message_count:>{count_w}}  {title}")
+    if width:
+        lines = [ln if len(ln) <= width else ln[: max(width - 1, 0)] + "…" for ln in lines]
+    return lines

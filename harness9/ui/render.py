@@ -1,0 +1,105 @@
+"""Rich renderers for stored sessions. Each takes the Console to print on.
+
+Stored content is whatever a model or a tool produced, so it is always printed
+as ``rich.text.Text`` (never parsed as markup) and with control characters
+made visible: an escape sequence in a tool result must not drive the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.text import Text
+
+from harness9.memory.session import Checkpoint, SessionInfo, StoredMessage
+from harness9.schema import TodoItem
+from harness9.ui.listing import local_time
+
+# C0/C1 controls except tab and newline, plus the bidi overrides that reorder what is shown.
+_UNSAFE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+_ROLE_STYLES = {
+    "user": "bold cyan",
+    "assistant": "bold green",
+    "tool": "bold yellow",
+    "system": "bold magenta",
+}
+_TODO_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+def inert(text: str) -> str:
+    """``text`` with every character that could drive a terminal replaced by its escape."""
+    return _UNSAFE_RE.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
+
+
+def render_session(
+    console: Console,
+    info: SessionInfo,
+    records: Sequence[StoredMessage],
+    todos: Sequence[TodoItem],
+    checkpoints: Sequence[Checkpoint],
+) -> None:
+    """A session's header, its messages (oldest first), todos and compaction checkpoints."""
+    head = Text()
+    head.append(info.id, style="bold")
+    head.append(f"  {inert(info.title)}" if info.title else "")
+    console.print(head)
+    console.print(
+        Text(
+            f"created {local_time(info.created_at)} · updated {local_time(info.updated_at)} · "
+            f"{info.message_count} messages",
+            style="dim",
+        )
+    )
+    if len(records) < info.message_count:
+        console.print(Text(f"(showing the last {len(records)})", style="dim"))
+    for rec in records:
+        render_message(console, rec)
+    if todos:
+        console.print()
+        console.print(Text("Todos", style="bold underline"))
+        for t in todos:
+            console.print(Text(f"  {_TODO_MARKS.get(t.status, '[?]')} {inert(t.content)}"))
+    if checkpoints:
+        console.print()
+        console.print(Text("Compaction checkpoints", style="bold underline"))
+        for cp in checkpoints:
+            render_checkpoint(console, cp)
+
+
+def render_message(console: Console, rec: StoredMessage) -> None:
+    msg = rec.message
+    console.print()
+    line = Text()
+    line.append(f"#{rec.id} ", style="dim")
+    line.append(inert(msg.role), style=_ROLE_STYLES.get(msg.role, "bold"))
+    if msg.tool_call_id:
+        line.append(f" (result of {inert(msg.tool_call_id)})", style="dim")
+    line.append(f"  {local_time(rec.created_at)}", style="dim")
+    console.print(line)
+    if msg.content:
+        console.print(Text(inert(msg.content)))
+    for call in msg.tool_calls:
+        call_line = Text("  → ", style="yellow")
+        call_line.append(inert(call.name), style="bold")
+        call_line.append(f"({inert(call.arguments)})")
+        call_line.append(f"  [{inert(call.id)}]", style="dim")
+        console.print(call_line)
+
+
+def render_checkpoint(console: Console, cp: Checkpoint) -> None:
+    line = Text(
+        f"  #{cp.id} up to message #{cp.last_message_id} · {inert(cp.strategy)} · "
+        f"{cp.tokens_before} → {cp.tokens_after} tokens · "
+        f"{cp.messages_before} → {cp.messages_after} messages · {local_time(cp.created_at)}"
+    )
+    console.print(line)
+    if cp.summary:
+        console.print(Text(inert(cp.summary), style="dim"))

@@ -1,0 +1,70 @@
+"""Builders for test histories and a deterministic in-process summariser.
+
+``FakeSummarizer`` is a plain implementation of the Summarizer protocol (the
+same shape every provider has), not a mock of litellm: it records what it was
+asked and answers from a rule, and it refuses prompts larger than its window,
+as a real model would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness9.memory import estimate_tokens
+from harness9.schema import Message, ToolCall, ToolDefinition, Usage
+
+SYSTEM = Message("system", "You are harness9.")
+
+
+def user(text: str) -> Message:
+    return Message("user", text)
+
+
+def asst(text: str) -> Message:
+    return Message("assistant", text)
+
+
+def call(*ids: str, name: str = "bash", args: str = '{"command":"ls"}') -> Message:
+    """An assistant message calling one tool per id."""
+    return Message("assistant", "", [ToolCall(i, name, args) for i in ids])
+
+
+def result(call_id: str, text: str = "ok") -> Message:
+    return Message("tool", text, tool_call_id=call_id)
+
+
+class ContextWindowExceeded(Exception):
+    pass
+
+
+class FakeSummarizer:
+    """Answers ``reply(prompt_text, call_number)``; records every call."""
+
+    def __init__(
+        self,
+        reply: str | Callable[[str, int], str] = "**Goal:** fix the build.",
+        *,
+        window: int | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        self.reply = reply
+        self.window = window
+        self.error = error
+        self.prompts: list[str] = []
+        self.tools_seen: list[list[ToolDefinition]] = []
+        self.sizes: list[int] = []
+
+    def generate(
+        self, messages: list[Message], tools: list[ToolDefinition]
+    ) -> tuple[Message, Usage | None]:
+        size = estimate_tokens(messages)
+        self.sizes.append(size)
+        self.tools_seen.append(tools)
+        prompt = messages[-1].content
+        self.prompts.append(prompt)
+        if self.window is not None and size > self.window:
+            raise ContextWindowExceeded(f"{size} tokens > window {self.window}")
+        if self.error is not None:
+            raise self.error
+        text = self.reply(prompt, len(self.prompts)) if callable(self.reply) else self.reply
+        return Message("assistant", text), Usage(size, len(text) // 4)

@@ -1,0 +1,53 @@
+"""Renderers of stored sessions: plain listing lines and the Rich session view."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from harness9.memory import SessionInfo, StoredMessage
+from harness9.schema import Message, ToolCall
+from harness9.ui.listing import session_lines
+from harness9.ui.render import inert, render_message
+
+SID = "0b6c7a2e-0000-4000-8000-000000000001"
+
+
+def info(title: str, count: int = 3) -> SessionInfo:
+    return SessionInfo(SID, 0.0, 0.0, count, title)
+
+
+def test_listing_has_a_header_and_one_line_per_session():
+    lines = session_lines([info("first"), info("second", 12345)])
+    assert lines[0].split() == ["ID", "UPDATED", "MSGS", "TITLE"]
+    assert lines[1].startswith(SID) and lines[1].endswith("     3  first")
+    assert lines[2].endswith("12345  second")
+
+
+def test_listing_cuts_lines_to_the_terminal_width():
+    lines = session_lines([info("a long title " * 5)], width=70)
+    assert all(len(ln) <= 70 for ln in lines)
+    assert lines[1].endswith("…")
+    assert SID in lines[1]
+
+
+def test_listing_neutralises_bidi_overrides_in_titles():
+    assert "?evil" in session_lines([info("\u202eevil")])[1]
+
+
+def test_inert_escapes_controls_but_keeps_newlines_and_tabs():
+    assert inert("a\x1b[2Jb\tc\nd\x00\u2066") == "a\\x1b[2Jb\tc\nd\\x00\\u2066"
+
+
+def test_message_markup_is_printed_literally():
+    out = io.StringIO()
+    console = Console(file=out, width=100, color_system=None)
+    call = ToolCall("c1", "bash", '{"cmd": "[red]rm[/red]"}')
+    render_message(
+        console, StoredMessage(7, Message("assistant", "[bold]hi[/bold] :smile:", [call]), 0.0)
+    )
+    text = out.getvalue()
+    assert "#7 assistant" in text
+    assert "[bold]hi[/bold] :smile:" in text
+    assert '→ bash({"cmd": "[red]rm[/red]"})  [c1]' in text
