@@ -11,6 +11,7 @@ from harness9.memory.eviction import (
     is_repetitive_grep,
     tool_groups,
 )
+from harness9.memory.repair import is_valid_tool_sequence
 from harness9.memory.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
 
@@ -131,7 +132,7 @@ def test_eviction_compactor_plans_and_compacts_over_budget():
     before = estimate_tokens(msgs)
     comp = EvictionCompactor(max_tokens=before - 1, target_ratio=0.7)
     plan = comp.plan(msgs)
-    assert plan.would_compact and plan.strategy == "evict" and plan.cut == 10
+    assert plan.would_compact and plan.strategy == "evict" and plan.cut == 1  # nothing folded
     assert plan.tokens_before == before and plan.threshold == before - 1
     result = comp.compact_detailed(msgs)
     assert result.summary is None and result.strategy == "evict" and result.error is None
@@ -151,20 +152,6 @@ def test_eviction_compactor_returns_input_not_starting_with_system():
     assert EvictionCompactor(max_tokens=1).compact(msgs) == msgs
 
 
-def _valid_sequence(msgs: list[Message]) -> bool:
-    pending: set[str] = set()
-    for m in msgs:
-        if m.role == "tool":
-            if m.tool_call_id not in pending:
-                return False
-            pending.discard(m.tool_call_id)
-        else:
-            if pending:
-                return False
-            pending = {tc.id for tc in m.tool_calls}
-    return not pending
-
-
 @given(
     st.lists(
         st.tuples(st.sampled_from(["bash", "read_file", "grep"]), st.integers(0, 6000)), max_size=12
@@ -177,5 +164,5 @@ def test_eviction_keeps_any_valid_sequence_valid(specs, keep, target):
     for n, (name, size) in enumerate(specs):
         msgs += group(n, name, "line of output\n" * (size // 15))
     out = evict_by_density(msgs, keep_groups=keep, target_tokens=target)
-    assert _valid_sequence(out) and len(out) == len(msgs)
+    assert is_valid_tool_sequence(out) and len(out) == len(msgs)
     assert estimate_tokens(out) <= estimate_tokens(msgs)

@@ -8,7 +8,7 @@ from harness9.memory.fingerprint import (
     KeyInfoFingerprint,
     SummaryError,
     extract_fingerprint,
-    render_for_structured_summary,
+    marker_compactor,
     repair_summary,
     structured_summary,
     validate_markers,
@@ -132,23 +132,6 @@ def test_repair_leaves_complete_summary_unchanged_and_is_idempotent():
     assert validate_markers(once, fp) == []
 
 
-def test_render_cuts_tool_content_to_200_chars_but_keeps_offload_markers():
-    marker = "📂 [offload:ofl_0123456789ab] 9000 tokens offloaded\n" + "m" * 400
-    msgs = [
-        Message("assistant", "", [ToolCall("a", "bash", "{}"), ToolCall("b", "bash", "{}")]),
-        Message("tool", "x" * 500, tool_call_id="a"),
-        Message("tool", marker, tool_call_id="b"),
-    ]
-    text = render_for_structured_summary(msgs)
-    assert f"[tool result]: {'x' * 200}…\n" in text and "x" * 201 not in text
-    assert text.endswith(f"[tool result]: {marker}")
-
-
-def test_render_wraps_a_previous_summary():
-    text = render_for_structured_summary([Message("user", SUMMARY_PREFIX + "@file:a.py")])
-    assert text == "<previous-summary>\n@file:a.py\n</previous-summary>"
-
-
 class ScriptedSummarizer:
     """Deterministic stand-in for the model: records what it was sent, returns a fixed reply."""
 
@@ -161,9 +144,30 @@ class ScriptedSummarizer:
         return Message("assistant", self.reply), Usage(10, 5)
 
 
+def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_markers():
+    marker = "📂 [offload:ofl_0123456789ab] 9000 tokens offloaded\n" + "m" * 400
+    msgs = [
+        Message("assistant", "", [ToolCall("a", "bash", "{}"), ToolCall("b", "bash", "{}")]),
+        Message("tool", "x" * 500, tool_call_id="a"),
+        Message("tool", marker, tool_call_id="b"),
+    ]
+    s = ScriptedSummarizer("ok")
+    marker_compactor(s, 10**6).summarize(msgs)
+    prompt = s.calls[0][1].content
+    assert f"[bash result]: {'x' * 200}… [300 more characters]" in prompt
+    assert "x" * 201 not in prompt and prompt.endswith(f"[bash result]: {marker}")
+
+
+def test_marker_summariser_merges_a_previous_summary():
+    s = ScriptedSummarizer("ok")
+    head = [Message("user", SUMMARY_PREFIX + "@file:a.py"), Message("user", "next step")]
+    marker_compactor(s, 10**6).summarize(head)
+    assert "<previous-summary>\n@file:a.py\n</previous-summary>" in s.calls[0][1].content
+
+
 def test_structured_summary_uses_marker_prompt_and_repairs_omissions():
     s = ScriptedSummarizer("@file:src/db/migrate.py\nProgress: migration half done")
-    summary = structured_summary(s, conversation()[1:])
+    summary = structured_summary(marker_compactor(s, 10**6), conversation()[1:])
     sent = s.calls[0]
     assert sent[0].content == STRUCTURED_COMPRESSION_PROMPT
     assert "<facts-to-keep>\n@file:src/db/models.py\n@file:src/db/migrate.py" in sent[1].content
@@ -174,7 +178,7 @@ def test_structured_summary_uses_marker_prompt_and_repairs_omissions():
 
 def test_structured_summary_rejects_an_empty_reply():
     with pytest.raises(SummaryError):
-        structured_summary(ScriptedSummarizer("   "), conversation()[1:])
+        structured_summary(marker_compactor(ScriptedSummarizer("   "), 10**6), conversation()[1:])
 
 
 def test_prompt_names_every_marker():

@@ -1,11 +1,11 @@
-import ast
 import json
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness9.memory.compaction import TokenBudgetCompactor
 from harness9.memory.phase2 import Phase2Compactor
+from harness9.memory.repair import is_valid_tool_sequence
 from harness9.memory.tokens import estimate_tokens
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall, Usage
 
@@ -63,20 +63,6 @@ def chatty() -> list[Message]:
     return msgs
 
 
-def _valid_sequence(msgs: list[Message]) -> bool:
-    pending: set[str] = set()
-    for m in msgs:
-        if m.role == "tool":
-            if m.tool_call_id not in pending:
-                return False
-            pending.discard(m.tool_call_id)
-        else:
-            if pending:
-                return False
-            pending = {tc.id for tc in m.tool_calls}
-    return not pending
-
-
 def test_under_threshold_nothing_happens():
     msgs = tool_heavy()
     s = ScriptedSummarizer()
@@ -103,7 +89,7 @@ def test_eviction_alone_when_it_brings_history_under_threshold():
 def test_summarises_when_eviction_is_not_enough():
     msgs = chatty()
     s = ScriptedSummarizer()
-    comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs))
+    comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs), summarizer_window=10**6)
     result = comp.compact_detailed(msgs)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
     assert result.messages[0] == SYS
@@ -125,13 +111,12 @@ def test_summary_is_repaired_with_facts_the_model_left_out():
 def test_facts_from_evicted_results_survive_the_summary():
     msgs = tool_heavy() + chatty()[1:]
     s = ScriptedSummarizer()
-    result = Phase2Compactor(s, max_tokens=estimate_tokens(msgs) // 2).compact_detailed(msgs)
+    comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs) // 2, summarizer_window=10**6)
+    result = comp.compact_detailed(msgs)
     assert result.strategy == "evict+summary"
     # The model saw only the evicted stub, yet the error line is kept in the summary.
-    assert (
-        "ValueError: bad header in data.csv"
-        not in s.calls[0][1].content.split("<facts-to-keep>")[0]
-    )
+    prompt = s.calls[0][1].content
+    assert "ValueError: bad header in data.csv" not in prompt.split("</facts-to-keep>")[1]
     assert "@error:ValueError: bad header in data.csv" in result.summary
 
 
@@ -142,7 +127,7 @@ def test_cut_never_separates_a_tool_result_from_its_call():
     )
     result = comp.compact_detailed(msgs)
     assert result.plan.cut == len(msgs) - 4  # moved back from a tool result to its call
-    assert _valid_sequence(result.messages)
+    assert is_valid_tool_sequence(result.messages)
 
 
 def test_force_summarises_under_the_threshold():
@@ -150,6 +135,39 @@ def test_force_summarises_under_the_threshold():
     s = ScriptedSummarizer()
     result = Phase2Compactor(s, max_tokens=10**6).compact_detailed(msgs, force=True)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
+
+
+def test_head_larger_than_the_summarisers_window_is_summarised_in_chunks():
+    msgs = chatty()  # a head of ~7,000 tokens
+    s = ScriptedSummarizer()
+    comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs), summarizer_window=2000)
+    result = comp.compact_detailed(msgs)
+    assert result.strategy == "evict+summary"
+    assert len(s.calls) >= 5  # four or more parts, then the merge
+    # Every call fits 60 % of the summariser's 2,000-token window.
+    assert max(estimate_tokens(call) for call in s.calls) <= 1200
+    assert "@file:src/mod0.py" in result.summary and "@file:src/mod6.py" in result.summary
+
+
+def test_summariser_window_defaults_to_max_tokens():
+    s = ScriptedSummarizer()
+    assert Phase2Compactor(s, max_tokens=5000).summarization.summarizer_window == 5000
+    assert Phase2Compactor(s, 9000, summarizer_window=300).summarization.summarizer_window == 300
+
+
+def test_previous_summary_at_the_head_is_merged_not_dropped():
+    msgs = chatty()
+    msgs[1] = Message("user", SUMMARY_PREFIX + "@file:old/legacy.py\nProgress: earlier work")
+    s = ScriptedSummarizer()
+    comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs), summarizer_window=10**6)
+    result = comp.compact_detailed(msgs)
+    prompt = s.calls[0][1].content
+    assert (
+        "<previous-summary>\n@file:old/legacy.py\nProgress: earlier work\n</previous-summary>"
+        in (prompt)
+    )
+    # The scripted model dropped it; the fingerprint repair brings the marker back.
+    assert "@file:old/legacy.py" in result.summary
 
 
 def test_summariser_failure_uses_fallback_and_records_error():
@@ -162,12 +180,30 @@ def test_summariser_failure_uses_fallback_and_records_error():
     assert result.error == "ConnectionError: model unreachable"
 
 
-def test_summariser_failure_without_fallback_returns_evicted_history():
+def test_default_fallback_is_a_token_budget_at_80_percent():
+    comp = Phase2Compactor(ScriptedSummarizer(), max_tokens=10_000)
+    assert isinstance(comp.fallback, TokenBudgetCompactor)
+    assert (comp.fallback.max_tokens, comp.fallback.min_tail_messages) == (8000, 6)
+
+
+def test_summariser_failure_truncates_the_evicted_history_to_the_budget():
     msgs = tool_heavy() + chatty()[1:]
-    comp = Phase2Compactor(ScriptedSummarizer(fail=True), max_tokens=estimate_tokens(msgs) // 2)
+    max_tokens = estimate_tokens(msgs) // 2
+    comp = Phase2Compactor(ScriptedSummarizer(fail=True), max_tokens=max_tokens)
     result = comp.compact_detailed(msgs)
-    assert result.strategy == "evict" and result.error.startswith("ConnectionError")
-    assert len(result.messages) == len(msgs) and result.messages[3].content.startswith("[evicted]")
+    assert result.strategy == "budget" and result.error == "ConnectionError: model unreachable"
+    assert estimate_tokens(result.messages) <= int(max_tokens * 0.8)
+    assert result.messages[0] == SYS and result.messages[-1] == msgs[-1]
+
+
+def test_empty_summary_falls_back_too():
+    msgs = chatty()
+    comp = Phase2Compactor(
+        ScriptedSummarizer(reply="  "), max_tokens=estimate_tokens(msgs), summarizer_window=10**6
+    )
+    result = comp.compact_detailed(msgs)
+    assert result.strategy == "budget" and result.summary is None
+    assert result.error == "SummaryError: the summariser returned an empty summary"
 
 
 def test_plan_is_a_dry_run_without_model_calls():
@@ -197,33 +233,6 @@ def test_orphaned_call_in_tail_gets_a_stub():
     assert result[-1] == Message("tool", TRUNCATED_STUB, tool_call_id="dangling")
 
 
-def test_phase2_modules_import_nothing_from_litellm_engine_ui_or_provider():
-    import harness9.memory as memory
-
-    forbidden = ("litellm", "harness9.engine", "harness9.ui", "harness9.provider")
-    names = [
-        "offload",
-        "triggers",
-        "eviction",
-        "fingerprint",
-        "topics",
-        "phase2",
-        "patterns",
-        "rule_summary",
-        "_plan",
-    ]
-    for name in names:
-        tree = ast.parse((Path(memory.__file__).parent / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                mods = [node.module or ""]
-            else:
-                continue
-            assert not any(m.startswith(forbidden) for m in mods), (name, mods)
-
-
 @given(
     st.lists(
         st.one_of(
@@ -244,4 +253,4 @@ def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
             msgs += group(n, "bash", "o" * size)
     comp = Phase2Compactor(ScriptedSummarizer(), max_tokens=max_tokens, min_tail_messages=tail)
     out = comp.compact(msgs)
-    assert out[0] == SYS and _valid_sequence(out)
+    assert out[0] == SYS and is_valid_tool_sequence(out)

@@ -20,12 +20,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.memory._plan import CompactionPlan, CompactionResult
-from harness9.memory.offload import is_offload_marker
-from harness9.memory.patterns import GREP_LINE_RE, has_decision, has_error, has_path
+from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.memory.patterns import (
+    GREP_LINE_RE,
+    has_decision,
+    has_error,
+    has_path,
+    is_offload_marker,
+)
+from harness9.memory.repair import match_tool_results, repair_orphaned_tool_pairs
 from harness9.memory.rule_summary import stats_of, summarize_output
 from harness9.memory.tokens import BYTES_PER_TOKEN, message_bytes
-from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
 EVICTED_PREFIX = "[evicted] "
 _CODE_LINE_RE = re.compile(
@@ -81,17 +87,19 @@ class ToolGroup:
 
 
 def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
-    """Assistant-with-calls messages and the results answering them, oldest first."""
+    """Assistant-with-calls messages and the results answering them, oldest first.
+
+    Results are matched to calls exactly as the repair matches them, so a reused
+    call id binds to the nearest call and a stray result belongs to no group.
+    """
+    slots = match_tool_results(msgs)
     groups: list[ToolGroup] = []
-    owner: dict[str, ToolGroup] = {}
+    s = 0
     for i, m in enumerate(msgs):
         if m.role == ROLE_ASSISTANT and m.tool_calls:
-            g = ToolGroup(i, [])
-            groups.append(g)
-            for tc in m.tool_calls:
-                owner[tc.id] = g
-        elif m.role == ROLE_TOOL and m.tool_call_id in owner:
-            owner[m.tool_call_id].result_indices.append(i)
+            n = len(m.tool_calls)
+            groups.append(ToolGroup(i, sorted(r for r in slots[s : s + n] if r >= 0)))
+            s += n
     return groups
 
 
@@ -113,7 +121,14 @@ def evict_by_density(
         return out
     groups = tool_groups(out)
     old = groups[: max(0, len(groups) - keep_groups)]
-    calls = {tc.id: tc for m in out for tc in m.tool_calls}
+    # Each result's own call (ids may be reused across turns, so not a global id map).
+    call_of = {
+        i: tc
+        for g in old
+        for i in g.result_indices
+        for tc in out[g.call_index].tool_calls
+        if tc.id == out[i].tool_call_id
+    }
     candidates = [
         (density_score(out[i]), i)
         for g in old
@@ -125,7 +140,7 @@ def evict_by_density(
         if total // BYTES_PER_TOKEN <= target_tokens:
             break
         msg = out[i]
-        tc = calls.get(msg.tool_call_id)
+        tc = call_of.get(i)
         name, args = (tc.name, tc.arguments) if tc else ("tool", "{}")
         stats = stats_of(msg.content)
         body = summarize_output(name, args, stats, brief=True)
@@ -146,6 +161,8 @@ class EvictionCompactor:
     """Compacts by eviction alone when over ``max_tokens``, down to ``target_ratio`` of it.
 
     ``force`` evicts every evictable result outside the newest ``keep_groups`` groups.
+    Nothing is folded, so ``plan.cut`` is always 1; the output is repaired like
+    every compactor's.
     """
 
     strategy = "evict"
@@ -164,6 +181,8 @@ class EvictionCompactor:
 
     def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
         plan, out = self._run(msgs, force)
+        if starts_with_system(msgs):
+            out = repair_orphaned_tool_pairs(out)
         return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
 
     def compact(self, msgs: list[Message]) -> list[Message]:
@@ -171,12 +190,8 @@ class EvictionCompactor:
 
     def _run(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
         before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
-        groups = tool_groups(msgs)
-        kept = groups[-self.keep_groups :] if self.keep_groups > 0 else []
-        # Tool results before ``cut`` may be evicted; from there on everything is kept.
-        cut = kept[0].call_index if kept else len(msgs)
-        plan = CompactionPlan(False, self.strategy, cut, before, before, self.max_tokens)
-        if not msgs or msgs[0].role != ROLE_SYSTEM or (not force and before <= self.max_tokens):
+        plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)
+        if not starts_with_system(msgs) or (not force and before <= self.max_tokens):
             return plan, list(msgs)
         # Forced (a manual /compact): evict every old result that can go.
         target = 0 if force else self.target_tokens

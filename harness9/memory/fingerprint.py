@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harness9.errors import HarnessError
-from harness9.memory._plan import Summarizer
-from harness9.memory.offload import is_offload_marker
+from harness9.memory.compaction import DEFAULT_MIN_TAIL
 from harness9.memory.patterns import DECISION_RE, find_declarations, find_paths
-from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
+from harness9.memory.summarization import SummarizationCompactor, Summarizer
+from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_USER, Message
 
 STRUCTURED_COMPRESSION_PROMPT = """\
 You are a context compression expert. You will receive part of a conversation between \
@@ -46,9 +46,14 @@ conversation shows it is obsolete.
 offload_recall can fetch them.
 - Output only the summary.
 """
+# What the per-call instruction asks for; the system prompt above explains the markers.
+MARKER_TEMPLATE = (
+    "One marker per line (@file:, @func:, @type:, @error:, @decision:, @todo:, @config:), "
+    'then a short "Progress:" section.'
+)
 
 PRESERVED_HEADING = "## Preserved facts"
-TOOL_CONTENT_CHARS = 200
+TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it (seed: 200 runes)
 _MAX_PATHS, _MAX_IDENTIFIERS, _MAX_ERRORS, _MAX_DECISIONS = 40, 40, 12, 12
 _LINE_CHARS = 200
 
@@ -206,52 +211,48 @@ def repair_summary(summary: str, fp: KeyInfoFingerprint) -> str:
     return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n{lines}"
 
 
-def render_for_structured_summary(msgs: Sequence[Message]) -> str:
-    """The conversation as the summariser sees it: tool results cut to 200 characters,
-    except offload markers, which stay whole (their ids must survive)."""
-    parts: list[str] = []
-    for m in msgs:
-        if m.role == ROLE_SYSTEM:
-            continue
-        if m.is_summary:
-            body = m.content.split("\n", 1)[1] if "\n" in m.content else ""
-            parts.append(f"<previous-summary>\n{body}\n</previous-summary>")
-        elif m.role == ROLE_TOOL:
-            content = m.content
-            if not is_offload_marker(content) and len(content) > TOOL_CONTENT_CHARS:
-                content = content[:TOOL_CONTENT_CHARS] + "…"
-            parts.append(f"[tool result]: {content}")
-        else:
-            text = f"[{m.role}]: {m.content}" if m.content else f"[{m.role}]:"
-            for tc in m.tool_calls:
-                args = tc.arguments
-                if len(args) > TOOL_CONTENT_CHARS:
-                    args = args[:TOOL_CONTENT_CHARS] + "…"
-                text += f"\n  -> {tc.name}({args})"
-            parts.append(text)
-    return "\n".join(parts)
+def marker_compactor(
+    summarizer: Summarizer,
+    max_tokens: int,
+    *,
+    min_tail_messages: int = DEFAULT_MIN_TAIL,
+    summarizer_window: int | None = None,
+) -> SummarizationCompactor:
+    """A SummarizationCompactor that asks for the marker format (tool results cut to 200)."""
+    return SummarizationCompactor(
+        summarizer,
+        max_tokens,
+        min_tail_messages,
+        summarizer_window=summarizer_window,
+        system_prompt=STRUCTURED_COMPRESSION_PROMPT,
+        template=MARKER_TEMPLATE,
+        tool_result_chars=TOOL_CONTENT_CHARS,
+    )
+
+
+def facts_focus(fp: KeyInfoFingerprint) -> str | None:
+    """The fingerprint as a hint in the prompt (the repair afterwards is what guarantees it)."""
+    if fp.is_empty():
+        return None
+    facts = "\n".join(_marker_for(item) for item in validate_markers("", fp))
+    return f"keeping these facts verbatim:\n<facts-to-keep>\n{facts}\n</facts-to-keep>"
 
 
 def structured_summary(
-    summarizer: Summarizer,
+    compactor: SummarizationCompactor,
     msgs: Sequence[Message],
     *,
     fingerprint_from: Sequence[Message] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> str:
-    """One summariser call with the marker prompt, then fingerprint repair.
+    """``compactor.summarize`` (chunked, merging a previous summary), then fingerprint repair.
 
-    ``fingerprint_from`` lets a caller fingerprint the original messages while the
-    model sees an already-evicted rendering of them.
+    ``compactor`` is normally a ``marker_compactor``. ``fingerprint_from`` lets a
+    caller fingerprint the original messages while the model sees an
+    already-evicted rendering of them. Raises SummaryError on an empty reply.
     """
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
-    rendered = render_for_structured_summary(msgs)
-    if not fp.is_empty():
-        facts = "\n".join(_marker_for(item) for item in validate_markers("", fp))
-        rendered += f"\n\n<facts-to-keep>\n{facts}\n</facts-to-keep>"
-    reply, _usage = summarizer.generate(
-        [Message(ROLE_SYSTEM, STRUCTURED_COMPRESSION_PROMPT), Message(ROLE_USER, rendered)], []
-    )
-    text = (reply.content or "").strip()
+    text = compactor.summarize(msgs, focus=facts_focus(fp), on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     return repair_summary(text, fp)

@@ -23,9 +23,21 @@ from pathlib import Path
 
 from harness9.config import tool_results_dir
 from harness9.errors import HarnessError
+from harness9.memory.patterns import OFFLOAD_MARKER, is_offload_marker
 from harness9.memory.rule_summary import OutputStatsBuilder, summarize_output
 
-OFFLOAD_MARKER = "📂 [offload:"
+__all__ = [
+    "OFFLOAD_MARKER",
+    "RECALL_MAX_CHARS",
+    "OffloadConfig",
+    "OffloadError",
+    "OffloadNotFoundError",
+    "OffloadStore",
+    "OffloadWriter",
+    "OffloadedResult",
+    "is_offload_marker",
+    "valid_session_id",
+]
 RECALL_MAX_CHARS = 8000
 _ID_RE = re.compile(r"^ofl_[0-9a-f]{12}$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -61,10 +73,6 @@ class OffloadedResult:
     token_size: int
     timestamp: datetime
     summary: str  # what replaces the result in the conversation
-
-
-def is_offload_marker(content: str) -> bool:
-    return content.startswith(OFFLOAD_MARKER)
 
 
 def valid_session_id(session_id: str) -> bool:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import re
 
+# What an offloaded tool result starts with (memory/offload.py writes it). Lives here
+# because the summarisers and the eviction scorer recognise it without touching disk.
+OFFLOAD_MARKER = "📂 [offload:"
+
 # Extensions of files an agent commonly reads or edits.
 _EXTS = (
     "py|pyi|go|rs|js|jsx|ts|tsx|mjs|cjs|java|kt|kts|scala|rb|php|c|h|cc|cpp|hpp|cs|swift|m|mm|"
@@ -100,3 +104,7 @@ def has_decision(text: str) -> bool:
 
 def has_path(text: str) -> bool:
     return any(looks_like_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
+
+
+def is_offload_marker(content: str) -> bool:
+    return content.startswith(OFFLOAD_MARKER)

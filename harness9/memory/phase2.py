@@ -1,41 +1,58 @@
 """The phase-2 compactor: evict first, summarise only if eviction was not enough.
 
-With ``max_tokens`` the context budget (for example the model's window):
+With ``max_tokens`` the context budget (the model's window, not 80 % of it):
 
 1. Under ``threshold * max_tokens`` (80 %): nothing happens.
 2. ``evict_by_density`` down to ``evict_target * max_tokens`` (70 %), keeping the
    newest ``keep_groups`` (3) tool groups intact. If that lands under 80 %, done:
    no model call (strategy ``"evict"``).
-3. Otherwise fold everything before the verbatim tail (at least
-   ``min_tail_messages``, 6) into one structured summary: marker prompt, then
-   fingerprint validation and repair. The fingerprint is taken from the original
-   messages, so facts that only lived in evicted tool results still survive.
-   Result: ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
+3. Otherwise fold everything before the verbatim tail (``find_cut`` with at
+   least ``min_tail_messages``, 6) into one structured summary. The summarising
+   is ``SummarizationCompactor.summarize`` with the marker prompt, so a head
+   larger than the summariser's window is summarised in chunks and an earlier
+   summary at the head is merged, not lost. The result is then checked against
+   a fingerprint taken from the *original* messages and repaired, so facts that
+   only lived in evicted tool results still survive. Result:
+   ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
    (strategy ``"evict+summary"``).
-4. If the summariser fails: ``fallback.compact(evicted)`` when a fallback is set,
-   else the evicted history, with the error recorded on the result.
+4. If the summariser fails (exception or empty reply): the fallback, by default
+   ``TokenBudgetCompactor(int(max_tokens * threshold))``, runs on the evicted
+   history and the error is recorded on the result.
+
+Like every compactor, the output is repaired (a valid tool sequence) and an
+input that does not start with the system message comes back unchanged.
 """
 
 from __future__ import annotations
 
-from harness9.memory._plan import (
+from collections.abc import Callable
+
+from harness9.memory.compaction import (
+    DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
-    Summarizer,
-    _find_cut,
-    _repair,
+    Compactor,
+    TokenBudgetCompactor,
+    find_cut,
+    run_fallback,
+    starts_with_system,
 )
-from harness9.memory.eviction import evict_by_density, tool_groups
-from harness9.memory.fingerprint import structured_summary
+from harness9.memory.eviction import evict_by_density
+from harness9.memory.fingerprint import marker_compactor, structured_summary
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.summarization import Summarizer
 from harness9.memory.tokens import estimate_tokens
-from harness9.schema import ROLE_SYSTEM, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
+
+__all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]
 
 STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
-STRATEGY_FALLBACK = "fallback"
 
 
 class Phase2Compactor:
+    strategy = STRATEGY_SUMMARY
+
     def __init__(
         self,
         summarizer: Summarizer,
@@ -44,74 +61,96 @@ class Phase2Compactor:
         threshold: float = 0.8,
         evict_target: float = 0.7,
         keep_groups: int = 3,
-        min_tail_messages: int = 6,
-        fallback: object | None = None,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        fallback: Compactor | None = None,
+        summarizer_window: int | None = None,
     ) -> None:
-        self.summarizer = summarizer
+        """``summarizer_window`` defaults to ``max_tokens`` (the summariser is the same model)."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         self.max_tokens = max_tokens
         self.threshold = threshold
         self.evict_target = evict_target
         self.keep_groups = keep_groups
         self.min_tail_messages = min_tail_messages
-        self.fallback = fallback  # anything with compact(msgs) -> list[Message]
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(
+            max(1, self.threshold_tokens), min_tail_messages
+        )
+        self.summarization = marker_compactor(
+            summarizer,
+            max(1, self.threshold_tokens),
+            min_tail_messages=min_tail_messages,
+            summarizer_window=summarizer_window or max_tokens,
+        )
+
+    @classmethod
+    def for_context_window(cls, summarizer: Summarizer, context_window: int) -> Phase2Compactor:
+        return cls(summarizer, context_window, summarizer_window=context_window)
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.summarization.summarizer
 
     @property
     def threshold_tokens(self) -> int:
         return int(self.max_tokens * self.threshold)
 
     def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+        """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
         return self._plan(msgs, force)[0]
 
     def compact(self, msgs: list[Message]) -> list[Message]:
         return self.compact_detailed(msgs).messages
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact_detailed(
+        self,
+        msgs: list[Message],
+        *,
+        force: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> CompactionResult:
         plan, evicted = self._plan(msgs, force)
-        if not plan.would_compact:
+        if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, plan.strategy)
         if plan.strategy == STRATEGY_EVICT:
-            return CompactionResult(evicted, plan, None, STRATEGY_EVICT)
-        # The head/tail cut mirrors SummarizationCompactor's: msgs[1:cut] is folded,
-        # msgs[cut:] stays verbatim. Eviction keeps positions, so the same indices
-        # address the original (un-evicted) messages for the fingerprint.
+            return CompactionResult(repair_orphaned_tool_pairs(evicted), plan, None, plan.strategy)
+        # msgs[1:cut] is folded, msgs[cut:] stays verbatim. Eviction keeps positions,
+        # so the same indices address the original messages for the fingerprint.
         cut = plan.cut
         try:
             summary = structured_summary(
-                self.summarizer, evicted[1:cut], fingerprint_from=msgs[1:cut]
+                self.summarization,
+                evicted[1:cut],
+                fingerprint_from=msgs[1:cut],
+                on_progress=on_progress,
             )
         except Exception as exc:  # provider errors of any kind: compaction must not fail
             error = f"{type(exc).__name__}: {exc}"
-            if self.fallback is not None:
-                out = self.fallback.compact(evicted)  # type: ignore[attr-defined]
-                plan.tokens_after = estimate_tokens(out)
-                return CompactionResult(out, plan, None, STRATEGY_FALLBACK, error=error)
-            plan.tokens_after = estimate_tokens(evicted)
-            return CompactionResult(evicted, plan, None, STRATEGY_EVICT, error=error)
-        out = _repair([evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]])
+            # On the evicted history: what eviction saved is not thrown away.
+            return run_fallback(
+                self.fallback, evicted, force=force, error=error, threshold=self.threshold_tokens
+            )
+        out = repair_orphaned_tool_pairs(
+            [evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]]
+        )
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
 
     def _plan(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
         before = estimate_tokens(msgs)
-        plan = CompactionPlan(
-            False, STRATEGY_EVICT, len(msgs), before, before, self.threshold_tokens
-        )
-        if not msgs or msgs[0].role != ROLE_SYSTEM:
+        plan = CompactionPlan(False, STRATEGY_EVICT, 1, before, before, self.threshold_tokens)
+        if not starts_with_system(msgs):
             return plan, list(msgs)
         if not force and before < self.threshold_tokens:
             return plan, list(msgs)
         evicted = evict_by_density(msgs, self.keep_groups, int(self.max_tokens * self.evict_target))
         after_evict = estimate_tokens(evicted)
         plan.tokens_after = after_evict
+        plan.would_compact = after_evict < before
         if not force and after_evict < self.threshold_tokens:
-            groups = tool_groups(msgs)
-            kept = groups[-self.keep_groups :] if self.keep_groups > 0 else []
-            plan.cut = kept[0].call_index if kept else len(msgs)
-            plan.would_compact = after_evict < before
-            return plan, evicted
-        cut = _find_cut(evicted, self.min_tail_messages)
+            return plan, evicted  # eviction alone was enough: nothing is folded (cut 1)
+        cut = find_cut(evicted, self.min_tail_messages)
         if cut <= 1:  # nothing old enough to fold; eviction is all we can do
-            plan.would_compact = after_evict < before
             return plan, evicted
         plan.strategy = STRATEGY_SUMMARY
         plan.cut = cut

@@ -20,8 +20,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness9.memory._plan import CompactionPlan, CompactionResult, Summarizer, _repair
-from harness9.memory.fingerprint import structured_summary
+from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.memory.fingerprint import marker_compactor, structured_summary
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.summarization import Summarizer
 from harness9.memory.tokens import estimate_tokens
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
@@ -141,9 +143,12 @@ class SelectiveCompressor:
         *,
         min_history: int = 10,
         max_new_topic_messages: int = 2,
+        summarizer_window: int | None = None,
     ) -> None:
         self.detector = detector
         self.summarizer = summarizer
+        # Used only to summarise (chunked when the window is known); never plans a cut.
+        self.summarization = marker_compactor(summarizer, 1, summarizer_window=summarizer_window)
         self.min_history = min_history
         self.max_new_topic_messages = max_new_topic_messages
 
@@ -159,7 +164,7 @@ class SelectiveCompressor:
             return CompactionResult(list(msgs), plan, None, self.strategy)
         cut = plan.cut
         try:
-            summary = structured_summary(self.summarizer, msgs[1:cut])
+            summary = structured_summary(self.summarization, msgs[1:cut])
         except Exception as exc:  # provider errors of any kind: keep the history as it is
             plan.tokens_after = plan.tokens_before
             return CompactionResult(
@@ -169,14 +174,16 @@ class SelectiveCompressor:
             f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
         )
         summary = f"Finished topics: {topics}\n{summary}"
-        out = _repair([msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]])
+        out = repair_orphaned_tool_pairs(
+            [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
+        )
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)
 
     def _plan(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[TopicSegment]]:
         before = estimate_tokens(msgs)
-        plan = CompactionPlan(False, self.strategy, len(msgs), before, before, 0)
-        if not msgs or msgs[0].role != ROLE_SYSTEM:
+        plan = CompactionPlan(False, self.strategy, 1, before, before, 0)
+        if not starts_with_system(msgs):
             return plan, []
         segments = self.detector.detect(msgs)
         if len(segments) < 2:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness9.memory.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore
 from harness9.schema import ToolDefinition
 from harness9.tools.base import ToolContext, ToolResult
@@ -44,19 +46,19 @@ class OffloadRecallTool:
             },
         )
 
-    def run(self, args: dict, ctx: ToolContext) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if not ctx.session_id:
-            return ToolResult("offload_recall needs a session context", is_error=True)
+            return ToolResult.error("offload_recall needs a session context")
         oid = args.get("id")
         if not isinstance(oid, str) or not oid:
-            return ToolResult("offload_recall: 'id' must be a non-empty string", is_error=True)
+            return ToolResult.error("offload_recall: 'id' must be a non-empty string")
         try:
             offset = int(args.get("offset", 0) or 0)
             limit = int(args.get("limit", RECALL_MAX_CHARS) or RECALL_MAX_CHARS)
         except (TypeError, ValueError):
-            return ToolResult("offload_recall: offset and limit must be integers", is_error=True)
+            return ToolResult.error("offload_recall: offset and limit must be integers")
         try:
             text = self.store.recall(ctx.session_id, oid, offset=offset, limit=limit)
         except OffloadError as exc:
-            return ToolResult(f"offload_recall: {exc}", is_error=True)
+            return ToolResult.error(f"offload_recall: {exc}", offload_id=oid)
         return ToolResult(text, metadata={"offload_id": oid, "offset": offset})
