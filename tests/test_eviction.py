@@ -166,3 +166,12 @@ def test_eviction_keeps_any_valid_sequence_valid(specs, keep, target):
     out = evict_by_density(msgs, keep_groups=keep, target_tokens=target)
     assert is_valid_tool_sequence(out) and len(out) == len(msgs)
     assert estimate_tokens(out) <= estimate_tokens(msgs)
+
+
+def test_evicted_failing_run_keeps_its_error_line():
+    output = "Traceback (most recent call last):\nKeyError: 'tenant_42'\n" + "log line\n" * 400
+    msgs = [SYS, *group(1, "bash", output, {"command": "pytest"})]
+    msgs += [*group(2, "bash", "ok"), *group(3, "bash", "ok"), *group(4, "bash", "ok")]
+    out = evict_by_density(msgs, keep_groups=3, target_tokens=0)
+    assert out[2].content.startswith("[evicted] bash `pytest`: exit code unknown, 402 lines")
+    assert "errors:\n  KeyError: 'tenant_42'" in out[2].content

@@ -10,6 +10,7 @@ from harness9.memory.fingerprint import (
     extract_fingerprint,
     marker_compactor,
     repair_summary,
+    semantic_match,
     structured_summary,
     validate_markers,
 )
@@ -184,3 +185,16 @@ def test_structured_summary_rejects_an_empty_reply():
 def test_prompt_names_every_marker():
     for marker in ("@file:", "@func:", "@type:", "@error:", "@decision:", "@todo:", "@config:"):
         assert marker in STRUCTURED_COMPRESSION_PROMPT
+
+
+def test_near_identical_decision_with_another_id_does_not_count_as_present():
+    summary = "@decision:Decided to use optimistic locking for cache_batch_1111, retries are cheap"
+    fact = "Decided to use optimistic locking for cache_batch_2222, retries are cheap"
+    assert not semantic_match(summary, fact)
+    assert semantic_match(summary.replace("1111", "2222"), fact)
+
+
+def test_repair_keeps_each_of_two_decisions_that_differ_only_in_an_id():
+    fp = KeyInfoFingerprint(decisions=["Decided to lock batch_1111", "Decided to lock batch_2222"])
+    repaired = repair_summary("Decided to lock batch_1111", fp)
+    assert repaired.endswith("@decision:Decided to lock batch_2222")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.memory.fingerprint import error_lines
 from harness9.memory.patterns import (
     GREP_LINE_RE,
     has_decision,
@@ -34,6 +35,7 @@ from harness9.memory.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
 EVICTED_PREFIX = "[evicted] "
+EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its eviction stub
 _CODE_LINE_RE = re.compile(
     r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
     r"public|private|package|#include|@)\b|.*[{};:]\s*$|\s*[}\])]\s*$)"
@@ -144,6 +146,11 @@ def evict_by_density(
         name, args = (tc.name, tc.arguments) if tc else ("tool", "{}")
         stats = stats_of(msg.content)
         body = summarize_output(name, args, stats, brief=True)
+        # A failing run's error line is what a later step (or summary) needs most,
+        # and the brief summary's last lines often miss it.
+        errors = [e for e in error_lines(msg.content) if e not in body][-EVICTED_ERROR_LINES:]
+        if errors:
+            body += "\nerrors:\n" + "\n".join("  " + e for e in errors)
         replacement = Message(
             ROLE_TOOL,
             f"{EVICTED_PREFIX}{body} ({stats.tokens} tokens evicted)",

@@ -66,6 +66,7 @@ _CODE_PREFIX_RE = re.compile(
 )
 _MARKER_RE = re.compile(r"^\s*[-*]?\s*@(file|func|type|error|decision):\s*(.+?)\s*$", re.MULTILINE)
 _WORD_RE = re.compile(r"[a-z0-9_]{3,}|[\u3400-\u9fff]")
+_DISTINCTIVE_RE = re.compile(r"[0-9_]")
 
 
 class SummaryError(HarnessError):
@@ -171,7 +172,9 @@ def _norm(text: str) -> str:
 
 
 def semantic_match(summary: str, fact: str) -> bool:
-    """The fact verbatim (case/space-insensitive), or 60 % of its words present."""
+    """The fact verbatim (case/space-insensitive), or 60 % of its words present and
+    every distinctive token (one with a digit or an underscore: ids, numbers, names)
+    among them: near-identical lines that differ only in an id are different facts."""
     hay = _norm(summary)
     if _norm(fact) in hay:
         return True
@@ -179,6 +182,8 @@ def semantic_match(summary: str, fact: str) -> bool:
     if not words:
         return False
     present = set(_WORD_RE.findall(hay))
+    if any(w not in present for w in words if _DISTINCTIVE_RE.search(w)):
+        return False
     return len(words & present) >= 0.6 * len(words)
 
 
