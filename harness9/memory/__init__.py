@@ -11,7 +11,30 @@ from harness9.memory.compaction import (
     TokenBudgetCompactor,
     find_cut,
 )
+from harness9.memory.eviction import EvictionCompactor, density_score, evict_by_density
+from harness9.memory.fingerprint import (
+    STRUCTURED_COMPRESSION_PROMPT,
+    KeyInfoFingerprint,
+    SummaryError,
+    extract_fingerprint,
+    marker_compactor,
+    repair_summary,
+    structured_summary,
+    validate_markers,
+)
 from harness9.memory.mem_session import MemorySession
+from harness9.memory.offload import (
+    OFFLOAD_MARKER,
+    RECALL_MAX_CHARS,
+    OffloadConfig,
+    OffloadedResult,
+    OffloadError,
+    OffloadNotFoundError,
+    OffloadStore,
+    OffloadWriter,
+    is_offload_marker,
+)
+from harness9.memory.phase2 import Phase2Compactor
 from harness9.memory.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.memory.session import (
     Checkpoint,
@@ -37,6 +60,19 @@ from harness9.memory.tokens import (
     estimate_tool_tokens,
     format_token_count,
     message_bytes,
+)
+from harness9.memory.topics import SelectiveCompressor, TopicConfig, TopicDetector, TopicSegment
+from harness9.memory.triggers import (
+    CompressCooldown,
+    SmartCompressor,
+    SmartTrigger,
+    TokenGrowthTracker,
+    ToolCallPattern,
+    TriggerInfo,
+    TriggerInfoProvider,
+    TriggerRegistry,
+    build_trigger_info,
+    classify_pattern,
 )
 from harness9.memory.view import ModelView, build_view, checkpoint_for, load_view
 
@@ -74,4 +110,40 @@ __all__ = [
     "estimate_tool_tokens",
     "format_token_count",
     "message_bytes",
+    # phase 2: offload, smart triggers, density eviction, structured compression, topics
+    "OFFLOAD_MARKER",
+    "RECALL_MAX_CHARS",
+    "OffloadConfig",
+    "OffloadError",
+    "OffloadNotFoundError",
+    "OffloadStore",
+    "OffloadWriter",
+    "OffloadedResult",
+    "is_offload_marker",
+    "CompressCooldown",
+    "SmartCompressor",
+    "SmartTrigger",
+    "TokenGrowthTracker",
+    "ToolCallPattern",
+    "TriggerInfo",
+    "TriggerInfoProvider",
+    "TriggerRegistry",
+    "build_trigger_info",
+    "classify_pattern",
+    "EvictionCompactor",
+    "density_score",
+    "evict_by_density",
+    "STRUCTURED_COMPRESSION_PROMPT",
+    "KeyInfoFingerprint",
+    "SummaryError",
+    "extract_fingerprint",
+    "marker_compactor",
+    "repair_summary",
+    "structured_summary",
+    "validate_markers",
+    "Phase2Compactor",
+    "SelectiveCompressor",
+    "TopicConfig",
+    "TopicDetector",
+    "TopicSegment",
 ]

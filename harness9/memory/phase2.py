@@ -1,0 +1,160 @@
+"""The phase-2 compactor: evict first, summarise only if eviction was not enough.
+
+With ``max_tokens`` the context budget (the model's window, not 80 % of it):
+
+1. Under ``threshold * max_tokens`` (80 %): nothing happens.
+2. ``evict_by_density`` down to ``evict_target * max_tokens`` (70 %), keeping the
+   newest ``keep_groups`` (3) tool groups intact. If that lands under 80 %, done:
+   no model call (strategy ``"evict"``).
+3. Otherwise fold everything before the verbatim tail (``find_cut`` with at
+   least ``min_tail_messages``, 6) into one structured summary. The summarising
+   is ``SummarizationCompactor.summarize`` with the marker prompt, so a head
+   larger than the summariser's window is summarised in chunks and an earlier
+   summary at the head is merged, not lost. The result is then checked against
+   a fingerprint taken from the *original* messages and repaired, so facts that
+   only lived in evicted tool results still survive. Result:
+   ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
+   (strategy ``"evict+summary"``).
+4. If the summariser fails (exception or empty reply): the fallback, by default
+   ``TokenBudgetCompactor(int(max_tokens * threshold))``, runs on the evicted
+   history and the error is recorded on the result.
+
+Like every compactor, the output is repaired (a valid tool sequence) and an
+input that does not start with the system message comes back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness9.memory.compaction import (
+    DEFAULT_MIN_TAIL,
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    TokenBudgetCompactor,
+    find_cut,
+    run_fallback,
+    starts_with_system,
+)
+from harness9.memory.eviction import evict_by_density
+from harness9.memory.fingerprint import marker_compactor, structured_summary
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.summarization import Summarizer
+from harness9.memory.tokens import estimate_tokens
+from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
+
+__all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]
+
+STRATEGY_EVICT = "evict"
+STRATEGY_SUMMARY = "evict+summary"
+
+
+class Phase2Compactor:
+    strategy = STRATEGY_SUMMARY
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        max_tokens: int,
+        *,
+        threshold: float = 0.8,
+        evict_target: float = 0.7,
+        keep_groups: int = 3,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        fallback: Compactor | None = None,
+        summarizer_window: int | None = None,
+    ) -> None:
+        """``summarizer_window`` defaults to ``max_tokens`` (the summariser is the same model)."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        self.max_tokens = max_tokens
+        self.threshold = threshold
+        self.evict_target = evict_target
+        self.keep_groups = keep_groups
+        self.min_tail_messages = min_tail_messages
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(
+            max(1, self.threshold_tokens), min_tail_messages
+        )
+        self.summarization = marker_compactor(
+            summarizer,
+            max(1, self.threshold_tokens),
+            min_tail_messages=min_tail_messages,
+            summarizer_window=summarizer_window or max_tokens,
+        )
+
+    @classmethod
+    def for_context_window(cls, summarizer: Summarizer, context_window: int) -> Phase2Compactor:
+        return cls(summarizer, context_window, summarizer_window=context_window)
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.summarization.summarizer
+
+    @property
+    def threshold_tokens(self) -> int:
+        return int(self.max_tokens * self.threshold)
+
+    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+        """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
+        return self._plan(msgs, force)[0]
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+    def compact_detailed(
+        self,
+        msgs: list[Message],
+        *,
+        force: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> CompactionResult:
+        plan, evicted = self._plan(msgs, force)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, plan.strategy)
+        if plan.strategy == STRATEGY_EVICT:
+            return CompactionResult(repair_orphaned_tool_pairs(evicted), plan, None, plan.strategy)
+        # msgs[1:cut] is folded, msgs[cut:] stays verbatim. Eviction keeps positions,
+        # so the same indices address the original messages for the fingerprint.
+        cut = plan.cut
+        try:
+            summary = structured_summary(
+                self.summarization,
+                evicted[1:cut],
+                fingerprint_from=msgs[1:cut],
+                on_progress=on_progress,
+            )
+        except Exception as exc:  # provider errors of any kind: compaction must not fail
+            error = f"{type(exc).__name__}: {exc}"
+            # On the evicted history: what eviction saved is not thrown away.
+            return run_fallback(
+                self.fallback, evicted, force=force, error=error, threshold=self.threshold_tokens
+            )
+        out = repair_orphaned_tool_pairs(
+            [evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]]
+        )
+        plan.tokens_after = estimate_tokens(out)
+        return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
+
+    def _plan(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
+        before = estimate_tokens(msgs)
+        plan = CompactionPlan(False, STRATEGY_EVICT, 1, before, before, self.threshold_tokens)
+        if not starts_with_system(msgs):
+            return plan, list(msgs)
+        if not force and before < self.threshold_tokens:
+            return plan, list(msgs)
+        evicted = evict_by_density(msgs, self.keep_groups, int(self.max_tokens * self.evict_target))
+        after_evict = estimate_tokens(evicted)
+        plan.tokens_after = after_evict
+        plan.would_compact = after_evict < before
+        if not force and after_evict < self.threshold_tokens:
+            return plan, evicted  # eviction alone was enough: nothing is folded (cut 1)
+        cut = find_cut(evicted, self.min_tail_messages)
+        if cut <= 1:  # nothing old enough to fold; eviction is all we can do
+            return plan, evicted
+        plan.strategy = STRATEGY_SUMMARY
+        plan.cut = cut
+        # The summary's size is unknown until the model answers: a lower bound.
+        plan.tokens_after = estimate_tokens([evicted[0], *evicted[cut:]])
+        plan.would_compact = True
+        return plan, evicted
