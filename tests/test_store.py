@@ -57,8 +57,9 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
     assert tables == {
         "sessions",
         "messages",
@@ -66,6 +67,8 @@ def test_final_schema(manager: Manager, db: Path):
         "compactions",
         "schema_migrations",
         "sqlite_sequence",
+        "messages_fts",
+        *fts_shadow,
     }
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -113,6 +116,20 @@ def test_final_schema(manager: Manager, db: Path):
         )
     }
     assert indexes == {"idx_messages_session", "idx_sessions_updated", "idx_compactions_session"}
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone() == (
+        "CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61')",
+    )
+    triggers = {
+        (name, table)
+        for name, table in conn.execute(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"
+        )
+    }
+    assert triggers == {
+        ("messages_fts_insert", "messages"),
+        ("messages_fts_delete", "messages"),
+        ("messages_fts_update", "messages"),
+    }
 
 
 def test_migrations_are_recorded_by_name(manager: Manager, db: Path):

@@ -10,6 +10,24 @@ from __future__ import annotations
 import sqlite3
 import time
 
+# The text indexed for a message row ``new`` (part of migration 4: never edit it; a change
+# is a new migration that rebuilds the index). Invalid JSON is indexed as nothing rather
+# than failing the insert: the store reports such rows as corrupt, it must still write them.
+_FTS_BODY_V4 = """replace(replace(
+    new.content || coalesce((
+        SELECT char(10) || group_concat(
+            coalesce(json_extract(c.value, '$.name'), '') || ' ' || coalesce(
+                CASE WHEN json_valid(json_extract(c.value, '$.arguments')) THEN (
+                    SELECT group_concat(a.atom, ' ') FROM json_tree(
+                        json_extract(c.value, '$.arguments')) AS a
+                    WHERE a.type IN ('text', 'integer', 'real'))
+                ELSE json_extract(c.value, '$.arguments') END, ''),
+            char(10))
+        FROM json_each(CASE WHEN json_valid(new.tool_calls) THEN new.tool_calls ELSE '[]' END)
+            AS c
+        WHERE c.type = 'object'), ''),
+    char(2), ' '), char(3), ' ')"""
+
 # (name, SQL). The name is recorded in schema_migrations for whoever opens the file by hand.
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -65,6 +83,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX idx_compactions_session ON compactions(session_id, last_message_id);
         """,
     ),
+    (
+        # Full-text search. A plain (not external-content) FTS5 table: deleting a row needs
+        # only its rowid, so a trigger can never corrupt the index by passing stale text.
+        # Triggers keep it in sync on every path: the store's writes, ON DELETE CASCADE
+        # and anyone editing the file by hand. The indexed body is the message text plus
+        # each tool call's name and the decoded values of its JSON arguments (so a bash
+        # command with newlines is found by its words); the snippet() highlight markers
+        # \x02/\x03 are blanked out of the text so a highlight is never ambiguous.
+        "create_messages_fts",
+        f"""
+        CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61');
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts (rowid, body) VALUES (new.id, {_FTS_BODY_V4});
+        END;
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+        END;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) VALUES (new.id, {_FTS_BODY_V4});
+        END;
+        -- Back-fill. The alias lets the one expression serve the triggers and this.
+        INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4} FROM messages AS new;
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -82,6 +125,17 @@ class SchemaError(Exception):
     """The file is not one this code can use (foreign database, newer schema)."""
 
 
+def has_fts5(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite library was built with FTS5 (session search needs it)."""
+    return any(opt == "ENABLE_FTS5" for (opt,) in conn.execute("PRAGMA compile_options"))
+
+
+NO_FTS5 = (
+    "this Python's SQLite library was built without FTS5, which session search needs; "
+    "use a Python whose sqlite3 module has it (python.org, Debian and Homebrew builds do)"
+)
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring ``conn``'s database up to SCHEMA_VERSION; return the version it had.
 
@@ -89,6 +143,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     makes two processes opening a fresh file at once queue instead of both
     creating tables.
     """
+    if not has_fts5(conn):
+        # Checked on every open: at version 4 each message insert fires an FTS5 trigger.
+        raise SchemaError(NO_FTS5)
     (current,) = conn.execute("PRAGMA user_version").fetchone()
     if current == SCHEMA_VERSION:
         return current
