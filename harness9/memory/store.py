@@ -22,6 +22,16 @@ from pathlib import Path
 
 from harness9.errors import HarnessError
 from harness9.memory.migrations import SchemaError, migrate
+from harness9.memory.search import (
+    ELLIPSIS,
+    HIGHLIGHT_CLOSE,
+    HIGHLIGHT_OPEN,
+    SNIPPET_TOKENS,
+    SearchHit,
+    SearchQueryError,
+    clean_snippet,
+    to_fts_query,
+)
 from harness9.memory.session import (
     Checkpoint,
     CorruptRow,
@@ -300,6 +310,55 @@ class Manager:
         if row is None:
             raise SessionNotFoundError(session_id)
         return SessionInfo(*row)
+
+    _SEARCH_SQL = (
+        # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
+        "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, CAST(s.title AS BLOB), "
+        "CAST(snippet(messages_fts, 0, ?, ?, ?, ?) AS BLOB), bm25(messages_fts) "
+        "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+        "JOIN sessions AS s ON s.id = m.session_id WHERE messages_fts MATCH ?"
+    )
+
+    def search(
+        self, query: str, *, limit: int = 20, session_id: str | None = None
+    ) -> list[SearchHit]:
+        """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
+
+        Raises SearchQueryError for a query with no reading (see harness9.memory.search).
+        """
+        expr = to_fts_query(query)
+        if session_id is not None and not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        sql = self._SEARCH_SQL
+        args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
+        if session_id is not None:
+            sql += " AND m.session_id = ?"
+            args.append(session_id)
+        sql += " ORDER BY bm25(messages_fts), m.id DESC"
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            try:
+                rows = self.conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "fts5" in str(exc) or "syntax error" in str(exc):
+                    raise SearchQueryError(f"cannot search for {query.strip()!r}: {exc}") from exc
+                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+        return [
+            SearchHit(
+                sid,
+                mid,
+                clean_snippet(role),
+                created,
+                clean_snippet(title),
+                clean_snippet(snip),
+                rank,
+            )
+            for sid, mid, role, created, title, snip, rank in rows
+        ]
 
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
