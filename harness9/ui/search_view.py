@@ -45,5 +45,6 @@ def render_hits(console: Console, hits: Sequence[SearchHit]) -> None:
         console.print("No matches.")
         return
     for number, hit in enumerate(hits, start=1):
-        console.print(hit_heading(number, hit))
-        console.print(hit_snippet(hit))
+        # soft_wrap: one hit is two lines however narrow the console, so output stays greppable.
+        console.print(hit_heading(number, hit), soft_wrap=True)
+        console.print(hit_snippet(hit), soft_wrap=True)
