@@ -126,4 +126,8 @@ def main() -> None:
 # Registered after `app` exists; each command group lives in its own module.
 from harness9.cli.sessions import sessions_app  # noqa: E402
 
-app.add_typer(sessions_app, name="sessions", help="List, show and delete stored chat sessions.")
+app.add_typer(
+    sessions_app,
+    name="sessions",
+    help="List, show, search, export, import and delete stored chat sessions.",
+)

@@ -10,7 +10,6 @@ import json
 import re
 import sys
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +19,7 @@ from harness9.errors import HarnessError, UsageError
 from harness9.memory.search import SearchHit, snippet_parts, to_fts_query
 from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
 from harness9.memory.store import Manager
+from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="List, show and delete stored chat sessions.",
+    help="List, show, search, export, import and delete stored chat sessions.",
 )
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
@@ -46,10 +46,6 @@ def parse_age(text: str) -> float:
             f"--older-than takes a positive number and a unit s/m/h/d/w (e.g. 30d), got {text!r}"
         )
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
-
-
-def iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _stdin_is_interactive() -> bool:
@@ -308,3 +304,10 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
         "highlights": spans,
         "rank": hit.rank,
     }
+
+
+# export/import live in their own module; registered here so `sessions` is one group.
+from harness9.cli.transfer import export_command, import_command  # noqa: E402
+
+sessions_app.command("export")(export_command)
+sessions_app.command("import")(import_command)
