@@ -377,6 +377,31 @@ class Manager:
         for sid in ids:
             self._remove_tool_results(sid)
 
+    def delete_sessions_older_than(
+        self, cutoff_unix: float, *, keep: Iterable[str] = ()
+    ) -> list[str]:
+        """Delete every session last updated before ``cutoff_unix`` (except ``keep``).
+
+        Choosing and deleting are one transaction, so a session another process
+        writes to meanwhile is either updated first (and kept) or deleted first.
+        Returns the deleted ids, most recently updated first.
+        """
+        spared = set(keep)
+        with self.transaction() as conn:
+            ids = [
+                sid
+                for (sid,) in conn.execute(
+                    "SELECT id FROM sessions WHERE updated_at < ?" + self._ORDER_SQL,
+                    (cutoff_unix,),
+                )
+                if sid not in spared
+            ]
+            conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
+        for sid in ids:
+            if is_session_id(sid):  # only canonical ids ever name a path
+                self._remove_tool_results(sid)
+        return ids
+
     def _remove_tool_results(self, session_id: str) -> None:
         if self.tool_results_dir is None:
             return
