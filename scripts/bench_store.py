@@ -80,14 +80,22 @@ CREATE INDEX idx_messages_session ON messages(session_id, id);
 """
 
 
+def fts_schema() -> str:
+    """The store's own FTS5 table and insert trigger (migration 4), for the second baseline."""
+    from harness9.memory.migrations import MIGRATIONS
+
+    (sql,) = [sql for name, sql in MIGRATIONS if name == "create_messages_fts"]
+    return sql.split("CREATE TRIGGER messages_fts_delete")[0]  # the table and insert trigger
+
+
 class Plain:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fts: bool = False) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None)
         self.conn.execute("PRAGMA busy_timeout = 5000")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA foreign_keys = ON")
-        self.conn.executescript(BASE_SCHEMA)
+        self.conn.executescript(BASE_SCHEMA + (fts_schema() if fts else ""))
         self.sid = str(uuid.uuid4())
         now = time.time()
         self.conn.execute("INSERT INTO sessions VALUES (?, ?, ?)", (self.sid, now, now))
@@ -150,17 +158,25 @@ def timed(fn: Callable[[], object]) -> float:
 def bench_pair(
     tmp: Path, msgs: list[Message], singles: list[Message], repeats: int
 ) -> dict[str, tuple[float, float]]:
-    """Medians for (plain, store). Both sides run each step back to back, alternating
-    who goes first, so a burst of load on a shared machine hits both alike."""
+    """Medians for (plain, plain + FTS5, store). All sides run each step back to back,
+    rotating who goes first, so a burst of load on a shared machine hits them alike.
+
+    "plain + FTS5" is the same sqlite3 code with the store's FTS5 table and insert
+    trigger: the ratio against it is the store layer's own cost, the ratio against
+    plain sqlite3 is the whole price, search index included."""
     names = ("batch add 10,000", "get_messages(50)", "get_messages(0)", "200 single adds")
-    results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in names}
+    results: dict[str, tuple[list[float], ...]] = {k: ([], [], []) for k in names}
     for rep in range(repeats):
         plain = Plain(tmp / f"plain-{rep}.db")
+        plain_fts = Plain(tmp / f"plain-fts-{rep}.db", fts=True)
         manager = Manager(tmp / f"store-{rep}.db")
         session = manager.new_session()
-        sides = [(0, plain.add, plain.get), (1, session.add_messages, session.get_messages)]
-        if rep % 2:
-            sides.reverse()
+        sides = [
+            (0, plain.add, plain.get),
+            (1, plain_fts.add, plain_fts.get),
+            (2, session.add_messages, session.get_messages),
+        ]
+        sides = sides[rep % 3 :] + sides[: rep % 3]
 
         def both(name: str, step: Callable[[Callable, Callable], object], sides=sides) -> None:
             for side, add, get in sides:
@@ -176,8 +192,9 @@ def bench_pair(
         for _ in range(5):
             both("200 single adds", lambda add, get: [add([m]) for m in singles])
         plain.close()
+        plain_fts.close()
         manager.close()
-    return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in results.items()}
+    return {k: tuple(statistics.median(x) for x in v) for k, v in results.items()}
 
 
 def build_big_store(home: Path, sessions: int, per_session: int) -> None:
@@ -225,11 +242,15 @@ def main() -> None:
     print()
     with tempfile.TemporaryDirectory() as d:
         pairs = bench_pair(Path(d), msgs, singles, args.repeats)
-    print(f"{'operation':<22} {'plain sqlite3':>14} {'harness9':>14} {'ratio':>7}  target  ok")
-    for name, (plain, store) in pairs.items():
+    print(
+        f"{'operation':<22} {'plain sqlite3':>14} {'plain + FTS5':>14} {'harness9':>14} "
+        f"{'ratio':>7}  target  ok  {'vs +FTS5':>8}"
+    )
+    for name, (plain, plain_fts, store) in pairs.items():
         ratio = store / plain
         print(
-            f"{name:<22} {fmt_s(plain):>14} {fmt_s(store):>14} {ratio:6.2f}x  < 2.00x  {'yes' if ratio < 2 else 'NO'}"
+            f"{name:<22} {fmt_s(plain):>14} {fmt_s(plain_fts):>14} {fmt_s(store):>14} "
+            f"{ratio:6.2f}x  < 2.00x  {'yes' if ratio < 2 else 'NO ':<3} {store / plain_fts:7.2f}x"
         )
 
     print()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -38,6 +37,8 @@ def _plural(n: int, word: str) -> str:
 
 def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` all at once; refuse to replace a file unless ``force``."""
+    import tempfile  # here, not at the top: `sessions list` must not pay for it
+
     if not force and (path.exists() or path.is_symlink()):
         raise OutputExistsError(f"{path} already exists; use --force to overwrite it")
     try:
