@@ -4,7 +4,6 @@ Never imports litellm, the engine or the UI.
 """
 
 from harness9.memory.mem_session import MemorySession
-from harness9.memory.search import SearchHit, SearchQueryError
 from harness9.memory.session import (
     Checkpoint,
     CheckpointedSession,
@@ -37,8 +36,6 @@ __all__ = [
     "SQLiteSession",
     "is_session_id",
     "open_manager",
-    "SearchHit",
-    "SearchQueryError",
     "Checkpoint",
     "CheckpointedSession",
     "CorruptRow",
