@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
+from harness9.memory import fts_index
 from harness9.memory.session import (
     Checkpoint,
     CorruptRow,
@@ -302,6 +303,8 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
                     ),
                 )
                 new_ids[r.id] = int(cur.lastrowid or 0)
+            # Kept ids may lie below the search index's mark, where the catch-up never looks.
+            fts_index.index_restored(conn, sid)
             conn.executemany(
                 "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
                 [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],

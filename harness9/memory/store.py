@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
+from harness9.memory import fts_index
 from harness9.memory.migrations import SchemaError, migrate
 from harness9.memory.search import (
     ELLIPSIS,
@@ -324,11 +325,14 @@ class Manager:
     ) -> list[SearchHit]:
         """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
 
+        First indexes the messages written since the last search (harness9.memory.fts_index),
+        so every message stored before the call can be found.
         Raises SearchQueryError for a query with no reading (see harness9.memory.search).
         """
         expr = to_fts_query(query)
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
+        self.catch_up_index()
         sql = self._SEARCH_SQL
         args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
         if session_id is not None:
@@ -359,6 +363,18 @@ class Manager:
             )
             for sid, mid, role, created, title, snip, rank in rows
         ]
+
+    def catch_up_index(self) -> int:
+        """Index every message not indexed yet, in one transaction; return how many.
+
+        The check runs outside a write transaction, so a search with nothing to index
+        never waits for another process's write lock.
+        """
+        with self.read() as conn:
+            if not fts_index.is_behind(conn):
+                return 0
+        with self.transaction() as conn:
+            return fts_index.catch_up(conn)  # re-checks under the lock
 
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
