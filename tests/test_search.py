@@ -10,6 +10,7 @@ import pytest
 from freezegun import freeze_time
 
 from harness9.memory import Checkpoint, Manager, SessionNotFoundError, StoreError
+from harness9.memory.export import import_snapshot, snapshot_session
 from harness9.memory.migrations import MIGRATIONS, NO_FTS5, SchemaError, migrate
 from harness9.memory.search import (
     HIGHLIGHT_CLOSE,
@@ -45,6 +46,25 @@ def add(manager: Manager, *texts: str) -> str:
     s = manager.new_session()
     s.add_messages([Message("user", t) for t in texts])
     return s.session_id
+
+
+def indexed_rows(db: Path) -> list[int]:
+    """The message ids the FTS5 index holds, checked for consistency first."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+        return [r for (r,) in conn.execute("SELECT rowid FROM messages_fts ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+def indexed_upto(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        (upto,) = conn.execute("SELECT indexed_upto FROM fts_state").fetchone()
+        return upto
+    finally:
+        conn.close()
 
 
 # -- the query language -----------------------------------------------------------------
@@ -238,6 +258,18 @@ def test_a_message_added_after_a_pop_is_found_under_its_new_id(manager: Manager)
     ]
 
 
+def test_a_hand_edit_of_an_already_indexed_row_is_reindexed(manager: Manager, db: Path):
+    s = manager.new_session()
+    (mid,) = s.add_messages([Message("user", "old wording")])
+    assert found(manager, "wording") == ["old wording"]
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE messages SET content = 'new wording' WHERE id = ?", (mid,))
+    conn.close()
+    assert found(manager, "old") == []
+    assert found(manager, "new") == ["new wording"]
+    assert indexed_rows(db) == [mid]
+
+
 def test_a_hand_edited_row_is_reindexed(manager: Manager, db: Path):
     s = manager.new_session()
     (mid,) = s.add_messages([Message("user", "old wording")])
@@ -272,6 +304,120 @@ def test_a_row_of_invalid_utf8_does_not_break_search(manager: Manager, db: Path)
     )
     conn.close()
     assert sorted(found(manager, "needle")) == ["needle two", "needle \ufffd"]
+
+
+# -- deferred indexing: writes leave the index alone, the next search catches up --------------
+
+
+def test_adding_messages_leaves_the_index_untouched_until_a_search(manager: Manager, db: Path):
+    s = manager.new_session()
+    ids = s.add_messages([Message("user", "lazy one"), Message("user", "lazy two")])
+    assert (indexed_rows(db), indexed_upto(db)) == ([], 0)
+    assert sorted(found(manager, "lazy")) == ["lazy one", "lazy two"]
+    assert (indexed_rows(db), indexed_upto(db)) == (ids, ids[-1])
+
+
+def test_a_message_added_after_a_search_is_found_by_the_next_search(manager: Manager):
+    s = manager.new_session()
+    s.add_messages([Message("user", "first report")])
+    assert found(manager, "report") == ["first report"]
+    s.add_messages([Message("assistant", "second report")])
+    assert sorted(found(manager, "report")) == ["first report", "second report"]
+
+
+def test_a_message_added_and_popped_before_any_search_is_never_found(manager: Manager, db: Path):
+    s = manager.new_session()
+    (kept,) = s.add_messages([Message("user", "visible note")])
+    assert found(manager, "note") == ["visible note"]  # the mark is now at the kept message
+    s.add_messages([Message("assistant", "secret note")])
+    s.pop_message()  # deletes a row the index never held
+    (later,) = s.add_messages([Message("user", "later note")])
+    assert sorted(found(manager, "note")) == ["later note", "visible note"]
+    assert found(manager, "secret") == []
+    assert indexed_rows(db) == [kept, later]
+
+
+def test_a_hand_edit_of_a_row_not_yet_indexed_leaves_it_to_the_next_search(
+    manager: Manager, db: Path
+):
+    s = manager.new_session()
+    (mid,) = s.add_messages([Message("user", "first wording")])
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE messages SET content = 'second wording' WHERE id = ?", (mid,))
+    conn.close()
+    assert indexed_rows(db) == []
+    assert found(manager, "wording") == ["second wording"]
+
+
+def test_a_stray_index_row_above_the_mark_does_not_break_the_catch_up(manager: Manager, db: Path):
+    s = manager.new_session()
+    (mid,) = s.add_messages([Message("user", "real text")])
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("INSERT INTO messages_fts (rowid, body) VALUES (?, 'stray text')", (mid,))
+    conn.close()
+    assert found(manager, "text") == ["real text"]
+    assert found(manager, "stray") == []
+
+
+def test_catch_up_index_returns_how_many_messages_it_indexed(manager: Manager):
+    add(manager, "a", "b", "c")
+    assert manager.catch_up_index() == 3
+    assert manager.catch_up_index() == 0
+
+
+def test_a_message_added_through_another_manager_is_found(db: Path):
+    with Manager(db) as writer, Manager(db) as reader:
+        s = writer.new_session()
+        s.add_messages([Message("user", "written by one process")])
+        assert found(reader, "process") == ["written by one process"]
+        s.add_messages([Message("assistant", "another process reads it")])
+        assert sorted(found(reader, "process")) == [
+            "another process reads it",
+            "written by one process",
+        ]
+        assert found(writer, "reads") == ["another process reads it"]
+
+
+def test_a_search_with_nothing_to_index_does_not_wait_for_the_write_lock(
+    manager: Manager, db: Path
+):
+    add(manager, "ready")
+    assert found(manager, "ready") == ["ready"]
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process mid-write
+    try:
+        assert found(manager, "ready") == ["ready"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_an_imported_session_whose_ids_lie_below_the_mark_is_found(manager: Manager, db: Path):
+    sid = add(manager, "restore the backup", "backup restored")
+    assert len(manager.search("backup")) == 2
+    snap = snapshot_session(manager, sid)
+    manager.delete_session(sid)
+    assert found(manager, "backup") == []
+    import_snapshot(manager, snap)
+    # Ids 1 and 2 were free, so they were kept: below the mark, where no catch-up looks.
+    assert indexed_upto(db) == 2
+    hits = manager.search("backup")
+    assert sorted((h.message_id, plain_snippet(h.snippet)) for h in hits) == [
+        (1, "restore the backup"),
+        (2, "backup restored"),
+    ]
+
+
+def test_an_import_straddling_the_mark_is_indexed_exactly_once(manager: Manager, db: Path):
+    sid = add(manager, "alpha report", "beta report")
+    assert len(manager.search("report")) == 2  # the mark is at 2
+    snap = snapshot_session(manager, sid)
+    manager.delete_session(sid)
+    snap.records[1].id = 7  # one id below the mark, one above it
+    import_snapshot(manager, snap)
+    assert indexed_rows(db) == [1]  # the import indexed its row below the mark only
+    assert sorted(found(manager, "report")) == ["alpha report", "beta report"]
+    assert indexed_rows(db) == [1, 7]
 
 
 # -- migration --------------------------------------------------------------------------
@@ -322,6 +468,25 @@ def test_an_old_database_is_indexed_when_opened(db: Path):
         # and the triggers created by the migration keep it in sync from then on
         m.open_session(sid).pop_message()
         assert found(m, "alembic") == []
+
+
+def test_a_database_indexed_by_migration_4_keeps_its_index_and_indexes_lazily_after(db: Path):
+    conn = create_at_version(db, 4)
+    sid = "6f1c3a52-1b9e-4b52-9a86-0f3d5b3f9c11"
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, title) VALUES (?, 1, 1, 'T')", (sid,)
+    )
+    conn.executemany(
+        "INSERT INTO messages (session_id, role, content, created_at) VALUES (?, 'user', ?, 1)",
+        [(sid, "legacy one"), (sid, "legacy two")],
+    )
+    conn.close()
+    with Manager(db) as m:
+        assert (indexed_rows(db), indexed_upto(db)) == ([1, 2], 2)
+        (new,) = m.open_session(sid).add_messages([Message("user", "legacy three")])
+        assert indexed_rows(db) == [1, 2]  # migration 5 dropped the insert trigger
+        assert sorted(found(m, "legacy")) == ["legacy one", "legacy three", "legacy two"]
+    assert indexed_rows(db) == [1, 2, new]
 
 
 def test_the_search_migration_is_recorded_as_version_4(db: Path):
