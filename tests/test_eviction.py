@@ -68,7 +68,8 @@ def test_lowest_density_is_evicted_first_and_stops_at_target():
     msgs = history()
     before = estimate_tokens(msgs)
     code_tokens = len(CODE) // 4
-    out = evict_by_density(msgs, keep_groups=3, target_tokens=before - code_tokens + 100)
+    # Slack for the stub itself (~110 tokens: summary plus up to 320 bytes of names).
+    out = evict_by_density(msgs, keep_groups=3, target_tokens=before - code_tokens + 200)
     assert out[3].content.startswith("[evicted] read_file src/loader.py: 200 lines")
     assert out[3].content.endswith(f"({code_tokens} tokens evicted)")
     assert [m.content for i, m in enumerate(out) if i != 3] == [
@@ -90,7 +91,7 @@ def test_grep_is_evicted_before_error_output():
     msgs = history()
     code_and_grep = (len(CODE) + len(GREP)) // 4
     out = evict_by_density(
-        msgs, keep_groups=3, target_tokens=estimate_tokens(msgs) - code_and_grep + 200
+        msgs, keep_groups=3, target_tokens=estimate_tokens(msgs) - code_and_grep + 400
     )
     assert out[7].content.startswith("[evicted]")
     assert out[5].content == msgs[5].content

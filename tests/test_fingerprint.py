@@ -83,10 +83,10 @@ def test_previous_summary_markers_are_carried_forward():
     assert fp == KeyInfoFingerprint(["lib/old.go"], ["Handle"], ["panic: nil map"], ["keep gRPC"])
 
 
-def test_caps_keep_the_most_recent_paths():
-    msgs = [Message("user", f"look at pkg/file_{i}.py") for i in range(50)]
+def test_every_distinct_path_is_kept_without_a_cap():
+    msgs = [Message("user", f"look at pkg/file_{i}.py and ./pkg/file_{i}.py") for i in range(500)]
     paths = extract_fingerprint(msgs).file_paths
-    assert len(paths) == 40 and paths[0] == "pkg/file_10.py" and paths[-1] == "pkg/file_49.py"
+    assert len(paths) == 500 and paths[0] == "pkg/file_0.py" and paths[-1] == "pkg/file_499.py"
 
 
 def test_validate_lists_each_missing_kind():
