@@ -4,8 +4,11 @@ the summary is checked against and repaired with.
 An LLM summary may drop a file path or an error. Before folding, the facts that
 must survive (paths, declared names, error lines, decisions) are extracted by
 rules; after the model answers, ``validate_markers`` lists what it left out and
-``repair_summary`` appends those under "Preserved facts". So no fingerprinted
-item is ever silently lost, however the model summarises.
+``repair_summary`` appends those under "Preserved facts". Every distinct fact is
+kept up to a token budget (Phase2Compactor: 15 % of its max_tokens); past it the
+best-ranked facts are written and the rest counted ("… and N more paths not
+shown") or handed to a ``spill`` that stores them. So no fingerprinted item is
+ever silently lost, however the model summarises.
 """
 
 from __future__ import annotations

@@ -5,14 +5,19 @@ With ``max_tokens`` the context budget (the model's window, not 80 % of it):
 1. Under ``threshold * max_tokens`` (80 %): nothing happens.
 2. ``evict_by_density`` down to ``evict_target * max_tokens`` (70 %), keeping the
    newest ``keep_groups`` (3) tool groups intact. If that lands under 80 %, done:
-   no model call (strategy ``"evict"``).
+   no model call (strategy ``"evict"``). Each stub keeps the result's error lines,
+   declared names and paths within a small budget; with ``offload`` the full
+   result is stored and the stub carries its ``📂 [offload:<id>]`` marker.
 3. Otherwise fold everything before the verbatim tail (``find_cut`` with at
    least ``min_tail_messages``, 6) into one structured summary. The summarising
    is ``SummarizationCompactor.summarize`` with the marker prompt, so a head
    larger than the summariser's window is summarised in chunks and an earlier
    summary at the head is merged, not lost. The result is then checked against
    a fingerprint taken from the *original* messages and repaired, so facts that
-   only lived in evicted tool results still survive. Result:
+   only lived in evicted tool results still survive. The "Preserved facts" section
+   is bounded by ``preserved_share`` (15 %) of ``max_tokens``; what does not fit is
+   counted there ("… and N more paths not shown") and, with an ``offload`` store,
+   written to it with a recallable marker. Result:
    ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
    (strategy ``"evict+summary"``).
 4. If the summariser fails (exception or empty reply): the fallback, by default
