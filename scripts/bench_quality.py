@@ -433,7 +433,7 @@ def main() -> int:
             print(f"{r.size:>8} {r.strategy:<15} {kinds}")
     print(
         "\nevery distinct fingerprinted item of the history (not only planted), phase2 rows:"
-        "\nin context, only through offload_recall, or left out of the budgeted summary"
+        "\nin context, only through offload_recall, or left out of a budgeted summary or eviction stub"
         ' (counted there as "… and N more … not shown"):'
     )
     for r in all_rows:
