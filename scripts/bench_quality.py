@@ -57,7 +57,9 @@ from harness9.memory import (  # noqa: E402
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     estimate_tokens,
+    extract_fingerprint,
     is_valid_tool_sequence,
+    validate_markers,
 )
 from harness9.schema import Message, ToolCall, Usage  # noqa: E402
 
@@ -291,15 +293,44 @@ def context_text(msgs: list[Message]) -> str:
     return "\n".join(m.content + "".join(tc.arguments for tc in m.tool_calls) for m in msgs)
 
 
-def reachable(facts: list[Fact], msgs: list[Message], store: OffloadStore | None) -> list[bool]:
-    text = context_text(msgs)
+def recallable_text(text: str, store: OffloadStore | None) -> str:
+    """Every offloaded file whose marker is still in the context (what offload_recall reaches)."""
     files = []
     if store is not None:
         for entry in store.entries(SESSION):
             if f"📂 [offload:{entry.id}" in text:
                 files.append(entry.file_path.read_text(encoding="utf-8"))
-    recalled = "\n".join(files)
-    return [f.text in text or f.text in recalled for f in facts]
+    return "\n".join(files)
+
+
+def reachable(facts: list[Fact], msgs: list[Message], store: OffloadStore | None) -> list[str]:
+    """Per fact: "context" (its text is in the compacted context), "recall" (only in an
+    offloaded file the context still names), or "" (gone)."""
+    text = context_text(msgs)
+    recalled = recallable_text(text, store)
+    return ["context" if f.text in text else "recall" if f.text in recalled else "" for f in facts]
+
+
+@dataclass(slots=True)
+class Coverage:
+    """Every distinct fingerprinted item of the whole history, not only the planted ones."""
+
+    total: int
+    in_context: int
+    via_recall: int
+
+
+def fingerprint_coverage(
+    history: list[Message], out: list[Message], store: OffloadStore | None
+) -> Coverage:
+    fp = extract_fingerprint(history)
+    text = context_text(out)
+    missing = validate_markers(text, fp)
+    still = validate_markers(recallable_text(text, store), fp) if missing else []
+    missing_set = set(missing)
+    lost = sum(1 for item in still if item in missing_set)
+    total = len(fp.file_paths) + len(fp.identifiers) + len(fp.errors) + len(fp.decisions)
+    return Coverage(total, total - len(missing), len(missing) - lost)
 
 
 @dataclass(slots=True)
@@ -309,10 +340,12 @@ class Row:
     before: int
     after: int
     fp_share: float
+    fp_recall_share: float  # of fingerprinted facts, reachable only through offload_recall
     all_share: float
     by_kind: dict[str, float]
     valid: bool
     seconds: float
+    coverage: Coverage | None
 
 
 def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
@@ -324,9 +357,19 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
         ("window", SlidingWindowCompactor(100), msgs, None),
         ("budget", TokenBudgetCompactor(window * 80 // 100), msgs, None),
         ("evict", EvictionCompactor(window), msgs, None),
-        ("offload+evict", EvictionCompactor(window), with_offload, store),
+        (
+            "offload+evict",
+            EvictionCompactor(window, offload=store, session_id=SESSION),
+            with_offload,
+            store,
+        ),
         ("phase2", Phase2Compactor(FirstLineSummarizer(), window), msgs, None),
-        ("offload+phase2", Phase2Compactor(FirstLineSummarizer(), window), with_offload, store),
+        (
+            "offload+phase2",
+            Phase2Compactor(FirstLineSummarizer(), window, offload=store, session_id=SESSION),
+            with_offload,
+            store,
+        ),
     ]
     fp_idx = [i for i, f in enumerate(facts) if f.kind in FINGERPRINTED]
     rows = []
@@ -334,7 +377,8 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
         t0 = time.perf_counter()
         out = compactor.compact(history)
         seconds = time.perf_counter() - t0
-        ok = reachable(facts, out, st)
+        how = reachable(facts, out, st)
+        ok = [bool(h) for h in how]
         rows.append(
             Row(
                 size,
@@ -342,6 +386,7 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
                 before,
                 estimate_tokens(out),
                 sum(ok[i] for i in fp_idx) / len(fp_idx),
+                sum(how[i] == "recall" for i in fp_idx) / len(fp_idx),
                 sum(ok) / len(ok),
                 {
                     k: sum(o for o, f in zip(ok, facts, strict=True) if f.kind == k)
@@ -350,6 +395,7 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
                 },
                 is_valid_tool_sequence(out),
                 seconds,
+                fingerprint_coverage(msgs[1:], out, st) if name.endswith("phase2") else None,
             )
         )
     return rows
@@ -363,7 +409,7 @@ def main() -> int:
     args = ap.parse_args()
     print(f"context window {args.window} tokens, seed {args.seed}")
     header = f"{'size':>8} {'strategy':<15} {'tokens after/before':>22} {'ratio':>6} "
-    header += f"{'fingerprinted':>13} {'all facts':>9} {'valid':>5} {'time':>6}"
+    header += f"{'fingerprinted':>13} {'via recall':>10} {'all facts':>9} {'valid':>5} {'time':>6}"
     print(header)
     print("-" * len(header))
     all_rows: list[Row] = []
@@ -376,7 +422,8 @@ def main() -> int:
                 all_rows.append(r)
                 print(
                     f"{'':>8} {r.strategy:<15} {f'{r.after:,} / {r.before:,}':>22} "
-                    f"{r.after / r.before:>6.2f} {r.fp_share:>12.0%} {r.all_share:>9.0%} "
+                    f"{r.after / r.before:>6.2f} {r.fp_share:>12.0%} {r.fp_recall_share:>10.0%} "
+                    f"{r.all_share:>9.0%} "
                     f"{'yes' if r.valid else 'NO':>5} {r.seconds:>5.2f}s"
                 )
     print("\nreachable by kind (phase2 rows):")
@@ -384,6 +431,20 @@ def main() -> int:
         if r.strategy.endswith("phase2"):
             kinds = "  ".join(f"{k} {v:.0%}" for k, v in r.by_kind.items())
             print(f"{r.size:>8} {r.strategy:<15} {kinds}")
+    print(
+        "\nevery distinct fingerprinted item of the history (not only planted), phase2 rows:"
+        "\nin context, only through offload_recall, or left out of a budgeted summary or eviction stub"
+        ' (counted there as "… and N more … not shown"):'
+    )
+    for r in all_rows:
+        if r.coverage is not None:
+            c = r.coverage
+            lost = c.total - c.in_context - c.via_recall
+            print(
+                f"{r.size:>8} {r.strategy:<15} {c.total:>5} items: {c.in_context / c.total:>4.0%}"
+                f" in context, {c.via_recall / c.total:>4.0%} via recall, {lost / c.total:>4.0%}"
+                f" left out ({lost})"
+            )
     largest = max(args.sizes)
     phase2 = [r for r in all_rows if r.size == largest and r.strategy == "phase2"]
     met = all(

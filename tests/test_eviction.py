@@ -11,6 +11,7 @@ from harness9.memory.eviction import (
     is_repetitive_grep,
     tool_groups,
 )
+from harness9.memory.offload import OffloadConfig, OffloadStore, is_offload_marker
 from harness9.memory.repair import is_valid_tool_sequence
 from harness9.memory.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
@@ -68,7 +69,8 @@ def test_lowest_density_is_evicted_first_and_stops_at_target():
     msgs = history()
     before = estimate_tokens(msgs)
     code_tokens = len(CODE) // 4
-    out = evict_by_density(msgs, keep_groups=3, target_tokens=before - code_tokens + 100)
+    # Slack for the stub itself (~110 tokens: summary plus up to 320 bytes of names).
+    out = evict_by_density(msgs, keep_groups=3, target_tokens=before - code_tokens + 200)
     assert out[3].content.startswith("[evicted] read_file src/loader.py: 200 lines")
     assert out[3].content.endswith(f"({code_tokens} tokens evicted)")
     assert [m.content for i, m in enumerate(out) if i != 3] == [
@@ -90,7 +92,7 @@ def test_grep_is_evicted_before_error_output():
     msgs = history()
     code_and_grep = (len(CODE) + len(GREP)) // 4
     out = evict_by_density(
-        msgs, keep_groups=3, target_tokens=estimate_tokens(msgs) - code_and_grep + 200
+        msgs, keep_groups=3, target_tokens=estimate_tokens(msgs) - code_and_grep + 400
     )
     assert out[7].content.startswith("[evicted]")
     assert out[5].content == msgs[5].content
@@ -175,3 +177,44 @@ def test_evicted_failing_run_keeps_its_error_line():
     out = evict_by_density(msgs, keep_groups=3, target_tokens=0)
     assert out[2].content.startswith("[evicted] bash `pytest`: exit code unknown, 402 lines")
     assert "errors:\n  KeyError: 'tenant_42'" in out[2].content
+
+
+def old_result(name: str, content: str, args: dict) -> list[Message]:
+    """One result old enough to evict, then three newer groups that are kept."""
+    msgs = [SYS, *group(1, name, content, args)]
+    return msgs + [*group(2, "bash", "ok"), *group(3, "bash", "ok"), *group(4, "bash", "ok")]
+
+
+def test_evicted_read_keeps_every_declared_name_that_fits_the_stub():
+    code = "".join(f"def fn_{i:02}(x):\n    return x\n" for i in range(12)) + "pad\n" * 500
+    msgs = old_result("read_file", code, {"path": "src/fns.py"})
+    stub = evict_by_density(msgs, keep_groups=3, target_tokens=0)[2].content
+    assert stub.startswith("[evicted] read_file src/fns.py: 524 lines\n")
+    assert "defines: fn_00, fn_01, fn_02, fn_03, fn_04, fn_05, fn_06, fn_07\n" in stub
+    assert stub.endswith("\nnames: fn_08, fn_09, fn_10, fn_11 (581 tokens evicted)")
+
+
+def test_evicted_grep_lists_paths_within_320_bytes_and_counts_the_rest():
+    # Each "src/mod_NN.py" costs 15 bytes in the stub: 21 of the 59 not already shown.
+    grep = "".join(f"src/mod_{i:02}.py:{i + 1}:    import os\n" for i in range(60))
+    stub = evict_by_density(old_result("grep", grep, {}), 3, 0)[2].content
+    shown = ", ".join(f"src/mod_{i:02}.py" for i in range(1, 22))
+    assert f"\npaths: {shown} … and 38 more not shown (" in stub
+
+
+def test_with_a_store_an_evicted_result_is_offloaded_and_its_stub_names_it(tmp_path):
+    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
+    msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
+    out = evict_by_density(msgs, 3, 0, offload=store, session_id="s1")
+    (entry,) = store.entries("s1")
+    assert out[2].content.startswith(f"📂 [offload:{entry.id}] [evicted] 1500 tokens evicted\n")
+    assert out[2].content.endswith(f'use offload_recall(id="{entry.id}") for the full content')
+    assert store.recall("s1", entry.id, limit=30).startswith("line of output\nline of output")
+
+
+def test_eviction_compactor_plan_writes_nothing_to_the_store(tmp_path):
+    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
+    msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
+    comp = EvictionCompactor(10, offload=store, session_id="s1")
+    assert comp.plan(msgs).would_compact and store.entries("s1") == []
+    assert is_offload_marker(comp.compact(msgs)[2].content) and len(store.entries("s1")) == 1

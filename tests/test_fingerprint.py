@@ -8,6 +8,7 @@ from harness9.memory.fingerprint import (
     KeyInfoFingerprint,
     SummaryError,
     extract_fingerprint,
+    facts_focus,
     marker_compactor,
     repair_summary,
     semantic_match,
@@ -83,10 +84,10 @@ def test_previous_summary_markers_are_carried_forward():
     assert fp == KeyInfoFingerprint(["lib/old.go"], ["Handle"], ["panic: nil map"], ["keep gRPC"])
 
 
-def test_caps_keep_the_most_recent_paths():
-    msgs = [Message("user", f"look at pkg/file_{i}.py") for i in range(50)]
+def test_every_distinct_path_is_kept_without_a_cap():
+    msgs = [Message("user", f"look at pkg/file_{i}.py and ./pkg/file_{i}.py") for i in range(500)]
     paths = extract_fingerprint(msgs).file_paths
-    assert len(paths) == 40 and paths[0] == "pkg/file_10.py" and paths[-1] == "pkg/file_49.py"
+    assert len(paths) == 500 and paths[0] == "pkg/file_0.py" and paths[-1] == "pkg/file_499.py"
 
 
 def test_validate_lists_each_missing_kind():
@@ -198,3 +199,101 @@ def test_repair_keeps_each_of_two_decisions_that_differ_only_in_an_id():
     fp = KeyInfoFingerprint(decisions=["Decided to lock batch_1111", "Decided to lock batch_2222"])
     repaired = repair_summary("Decided to lock batch_1111", fp)
     assert repaired.endswith("@decision:Decided to lock batch_2222")
+
+
+# ---- the "Preserved facts" budget ------------------------------------------------
+
+
+def ten_paths() -> list[Message]:
+    return [Message("user", f"look at src/p{i}.py") for i in range(10)]
+
+
+def test_all_missing_facts_are_written_when_they_fit_the_budget():
+    # Heading 5 tokens + ten "@file:src/pN.py" lines of 4 tokens = 45 tokens.
+    fp = extract_fingerprint(ten_paths())
+    repaired = repair_summary("x", fp, budget_tokens=45)
+    assert repaired.count("@file:") == 10 and "not shown" not in repaired
+
+
+def forty_paths() -> list[Message]:
+    return [Message("user", f"look at src/p{i}.py") for i in range(10, 50)]
+
+
+def test_over_budget_keeps_the_newest_and_says_how_many_were_left_out():
+    # 40 lines of 5 tokens do not fit 108. 96 tokens are reserved for the heading and
+    # the "… and N more" lines, which leaves 15: three paths.
+    fp = extract_fingerprint(forty_paths())
+    repaired = repair_summary("x", fp, budget_tokens=96 + 15)
+    assert repaired == (
+        f"x\n\n{PRESERVED_HEADING}\n@file:src/p47.py\n@file:src/p48.py\n@file:src/p49.py\n"
+        "… and 37 more paths not shown"
+    )
+
+
+def test_facts_the_agent_acted_on_outrank_newer_facts_seen_only_in_tool_output():
+    call = ToolCall("c1", "read_file", json.dumps({"path": "src/acted.py"}))
+    seen = "".join(f"see lib/seen_{i}.py\n" for i in range(40))
+    msgs = [Message("assistant", "", [call]), Message("tool", seen, tool_call_id="c1")]
+    fp = extract_fingerprint(msgs)
+    assert fp.rank["file: src/acted.py"] < fp.rank["file: lib/seen_39.py"]
+    repaired = repair_summary("x", fp, budget_tokens=96 + 5)  # room for one path line
+    assert (
+        repaired == f"x\n\n{PRESERVED_HEADING}\n@file:src/acted.py\n… and 40 more paths not shown"
+    )
+
+
+def test_errors_of_each_commands_last_failing_run_outrank_older_errors():
+    runs = [
+        ("c1", "pytest -q", "ValueError: first run"),
+        ("c2", "make build", "KeyError: build step"),
+        ("c3", "pytest -q", "TypeError: second run"),
+    ]
+    msgs = []
+    for cid, cmd, err in runs:
+        msgs.append(Message("assistant", "", [ToolCall(cid, "bash", json.dumps({"command": cmd}))]))
+        msgs.append(Message("tool", err, tool_call_id=cid))
+    fp = extract_fingerprint(msgs)
+    ranked = sorted(validate_markers("", fp), key=fp.rank.__getitem__)
+    assert ranked == [
+        "error: TypeError: second run",  # pytest's last failing run, newest
+        "error: KeyError: build step",  # make's last failing run
+        "error: ValueError: first run",  # an older run of pytest
+    ]
+
+
+def test_among_tool_output_facts_errors_then_names_then_paths():
+    out = "ValueError: boom\ndef load_all():\n    pass\nsee src/other.py\n"
+    msgs = [
+        Message("assistant", "", [ToolCall("c1", "bash", "{}"), ToolCall("c2", "bash", "{}")]),
+        Message("tool", "RuntimeError: older", tool_call_id="c1"),
+        Message("tool", out, tool_call_id="c2"),
+    ]
+    fp = extract_fingerprint(msgs)
+    ranked = sorted(validate_markers("", fp), key=fp.rank.__getitem__)
+    assert ranked == [
+        "error: ValueError: boom",  # the last failing run of "bash {}"
+        "error: RuntimeError: older",
+        "identifier: load_all",
+        "file: src/other.py",
+    ]
+
+
+def test_left_out_facts_are_handed_to_spill_and_its_line_is_added():
+    spilled: list[str] = []
+
+    def spill(text: str) -> str:
+        spilled.append(text)
+        return "all of them: 📂 [offload:ofl_0123456789ab]"
+
+    fp = extract_fingerprint(forty_paths())
+    repaired = repair_summary("x", fp, budget_tokens=96 + 15, spill=spill)
+    assert spilled == ["\n".join(f"@file:src/p{i}.py" for i in range(46, 9, -1))]  # rank order
+    assert repaired.endswith(
+        "… and 37 more paths not shown\nall of them: 📂 [offload:ofl_0123456789ab]"
+    )
+
+
+def test_facts_focus_lists_only_what_fits_the_budget():
+    focus = facts_focus(extract_fingerprint(forty_paths()), 96 + 15)
+    assert focus.endswith("@file:src/p49.py\n… and 37 more paths not shown\n</facts-to-keep>")
+    assert "src/p46.py" not in focus and "@file:src/p47.py" in focus

@@ -1,9 +1,11 @@
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness9.memory.compaction import TokenBudgetCompactor
+from harness9.memory.offload import OffloadConfig, OffloadStore
 from harness9.memory.phase2 import Phase2Compactor
 from harness9.memory.repair import is_valid_tool_sequence
 from harness9.memory.tokens import estimate_tokens
@@ -254,3 +256,52 @@ def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
     comp = Phase2Compactor(ScriptedSummarizer(), max_tokens=max_tokens, min_tail_messages=tail)
     out = comp.compact(msgs)
     assert out[0] == SYS and is_valid_tool_sequence(out)
+
+
+def test_preserved_facts_budget_is_15_percent_of_max_tokens():
+    assert Phase2Compactor(ScriptedSummarizer(), 32_000).preserved_budget == 4800
+    assert (
+        Phase2Compactor(ScriptedSummarizer(), 32_000, preserved_share=0.05).preserved_budget == 1600
+    )
+
+
+def grep_wall_then_chat() -> list[Message]:
+    """400 distinct paths seen only in one old grep result, then plain conversation."""
+    wall = "".join(f"lib/g{i:03}.py:1:import os\n" for i in range(400))
+    return [SYS, Message("user", "find the imports"), *group(1, "grep", wall), *chatty()[1:]]
+
+
+def test_preserved_facts_that_overflow_are_counted_and_not_silently_lost():
+    msgs = grep_wall_then_chat()
+    comp = Phase2Compactor(ScriptedSummarizer(), max_tokens=4000, summarizer_window=10**6)
+    summary = comp.compact_detailed(msgs).summary
+    section = summary.split("## Preserved facts\n")[1]
+    shown = sum(f"@file:lib/g{i:03}.py" in section for i in range(400))
+    assert 0 < shown < 400 and f"… and {400 - shown} more paths not shown" in section
+    assert len(section.encode()) // 4 <= 600  # 15 % of 4,000
+
+
+def test_with_a_store_overflowing_facts_are_offloaded_and_recallable(tmp_path):
+    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
+    comp = Phase2Compactor(
+        ScriptedSummarizer(), 4000, summarizer_window=10**6, offload=store, session_id="s1"
+    )
+    summary = comp.compact_detailed(grep_wall_then_chat()).summary
+    (spilled,) = [e for e in store.entries("s1") if e.tool_name == "preserved_facts"]
+    assert summary.endswith(
+        f'📂 [offload:{spilled.id}] the facts not shown, in full: offload_recall(id="{spilled.id}")'
+    )
+    recalled = store.recall("s1", spilled.id)
+    assert "@file:lib/g399.py" in recalled and "@file:lib/g399.py" not in summary
+
+
+def test_offload_without_a_valid_session_id_is_rejected(tmp_path):
+    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
+    with pytest.raises(ValueError, match="offload needs a valid session id"):
+        Phase2Compactor(ScriptedSummarizer(), 4000, offload=store)
+
+
+def test_plan_writes_nothing_to_the_store(tmp_path):
+    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
+    comp = Phase2Compactor(ScriptedSummarizer(), 4000, offload=store, session_id="s1")
+    assert comp.plan(grep_wall_then_chat()).would_compact and store.entries("s1") == []

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 
 from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
 from harness9.memory.fingerprint import error_lines
+from harness9.memory.offload import OffloadError, OffloadStore
 from harness9.memory.patterns import (
     GREP_LINE_RE,
+    OFFLOAD_MARKER,
+    find_declarations,
+    find_paths,
     has_decision,
     has_error,
     has_path,
@@ -36,6 +40,12 @@ from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
 EVICTED_PREFIX = "[evicted] "
 EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its eviction stub
+# Bytes of declared names and paths a stub may list beyond its rule summary (~80
+# tokens): small next to the results worth evicting (usually thousands of bytes),
+# room for 15-20 names. What does not fit is counted ("… and N more"), and with an
+# OffloadStore the whole result stays recallable through the stub's marker.
+EVICTED_FACT_BYTES = 320
+_PLACEHOLDER_ID = "ofl_" + "0" * 12  # same length as a real id: sizes a stub before writing
 _CODE_LINE_RE = re.compile(
     r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
     r"public|private|package|#include|@)\b|.*[{};:]\s*$|\s*[}\])]\s*$)"
@@ -113,10 +123,79 @@ def _evictable(content: str) -> bool:
     )
 
 
+def _fact_lines(content: str, body: str, budget: int = EVICTED_FACT_BYTES) -> list[str]:
+    """The result's fingerprinted facts its rule summary ``body`` lacks, for the stub.
+
+    Error lines: the last ``EVICTED_ERROR_LINES`` (a failing run's error is what a
+    later step needs most). Then declared names, then paths, in the order they
+    appear, while they fit in ``budget`` bytes; a count of the rest.
+    """
+    lines: list[str] = []
+    errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
+    if errors:
+        lines += ["errors:", *("  " + e for e in errors)]
+    words = set(re.findall(r"[\w./-]+", body))
+    room = budget
+    for label, items in (
+        ("names", [n for n in find_declarations(content) if n not in words]),
+        ("paths", [p for p in find_paths(content) if p not in words]),
+    ):
+        shown: list[str] = []
+        for item in items:
+            cost = len(item.encode()) + 2
+            if cost > room:
+                break
+            room -= cost
+            shown.append(item)
+        more = len(items) - len(shown)
+        if shown or more:
+            line = f"{label}: " + ", ".join(shown)
+            lines.append(line + (f" … and {more} more not shown" if more else ""))
+    return lines
+
+
+def _stub(msg: Message, name: str, args: str, offload_id: str | None) -> Message:
+    stats = stats_of(msg.content)
+    body = summarize_output(name, args, stats, brief=True)
+    facts = _fact_lines(msg.content, body)
+    if facts:
+        body += "\n" + "\n".join(facts)
+    if offload_id is None:
+        content = f"{EVICTED_PREFIX}{body} ({stats.tokens} tokens evicted)"
+    else:
+        # Starts with the marker: never evicted again, and summarisers keep it whole.
+        content = (
+            f"{OFFLOAD_MARKER}{offload_id}] {EVICTED_PREFIX}{stats.tokens} tokens evicted\n"
+            f'{body}\nuse offload_recall(id="{offload_id}") for the full content'
+        )
+    return Message(ROLE_TOOL, content, tool_call_id=msg.tool_call_id)
+
+
+def _offload(store: OffloadStore, session_id: str, name: str, args: str, content: str) -> str:
+    """Writes an evicted result to the store; its id, or "" when it could not be written."""
+    try:
+        writer = store.open_stream(session_id, name, args)
+        writer.write(content)
+        return writer.finish().id
+    except (OSError, OffloadError):  # eviction must work without a writable store
+        return ""
+
+
 def evict_by_density(
-    messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
+    messages: Sequence[Message],
+    keep_groups: int = 3,
+    target_tokens: int = 0,
+    *,
+    offload: OffloadStore | None = None,
+    session_id: str = "",
 ) -> list[Message]:
-    """Replace low-density old tool results until ``estimate_tokens(result) <= target_tokens``."""
+    """Replace low-density old tool results until ``estimate_tokens(result) <= target_tokens``.
+
+    Each stub keeps the result's rule summary, its last error lines and, within
+    ``EVICTED_FACT_BYTES``, the names it declares and the paths it mentions. With
+    ``offload`` the full result is written to the store first and the stub starts
+    with its ``📂 [offload:<id>]`` marker, so nothing evicted is out of reach.
+    """
     out = list(messages)
     total = sum(message_bytes(m) for m in out)
     if total // BYTES_PER_TOKEN <= target_tokens:
@@ -144,21 +223,14 @@ def evict_by_density(
         msg = out[i]
         tc = call_of.get(i)
         name, args = (tc.name, tc.arguments) if tc else ("tool", "{}")
-        stats = stats_of(msg.content)
-        body = summarize_output(name, args, stats, brief=True)
-        # A failing run's error line is what a later step (or summary) needs most,
-        # and the brief summary's last lines often miss it.
-        errors = [e for e in error_lines(msg.content) if e not in body][-EVICTED_ERROR_LINES:]
-        if errors:
-            body += "\nerrors:\n" + "\n".join("  " + e for e in errors)
-        replacement = Message(
-            ROLE_TOOL,
-            f"{EVICTED_PREFIX}{body} ({stats.tokens} tokens evicted)",
-            tool_call_id=msg.tool_call_id,
-        )
+        replacement = _stub(msg, name, args, _PLACEHOLDER_ID if offload else None)
         saved = message_bytes(msg) - message_bytes(replacement)
         if saved <= 0:  # a short result: its summary would not be smaller
             continue
+        if offload is not None:
+            oid = _offload(offload, session_id, name, args, msg.content)
+            replacement = _stub(msg, name, args, oid or None)
+            saved = message_bytes(msg) - message_bytes(replacement)
         out[i] = replacement
         total -= saved
     return out
@@ -174,20 +246,31 @@ class EvictionCompactor:
 
     strategy = "evict"
 
-    def __init__(self, max_tokens: int, target_ratio: float = 0.7, keep_groups: int = 3) -> None:
+    def __init__(
+        self,
+        max_tokens: int,
+        target_ratio: float = 0.7,
+        keep_groups: int = 3,
+        *,
+        offload: OffloadStore | None = None,
+        session_id: str = "",
+    ) -> None:
+        """With ``offload``, evicted results are written there (see ``evict_by_density``)."""
         self.max_tokens = max_tokens
         self.target_ratio = target_ratio
         self.keep_groups = keep_groups
+        self.offload = offload
+        self.session_id = session_id
 
     @property
     def target_tokens(self) -> int:
         return int(self.max_tokens * self.target_ratio)
 
     def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
-        return self._run(msgs, force)[0]
+        return self._run(msgs, force)[0]  # a dry run: nothing is written to the store
 
     def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
-        plan, out = self._run(msgs, force)
+        plan, out = self._run(msgs, force, offload=True)
         if starts_with_system(msgs):
             out = repair_orphaned_tool_pairs(out)
         return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
@@ -195,14 +278,22 @@ class EvictionCompactor:
     def compact(self, msgs: list[Message]) -> list[Message]:
         return self.compact_detailed(msgs).messages
 
-    def _run(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
+    def _run(
+        self, msgs: list[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, list[Message]]:
         before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
         plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)
         if not starts_with_system(msgs) or (not force and before <= self.max_tokens):
             return plan, list(msgs)
         # Forced (a manual /compact): evict every old result that can go.
         target = 0 if force else self.target_tokens
-        out = evict_by_density(msgs, self.keep_groups, target)
+        out = evict_by_density(
+            msgs,
+            self.keep_groups,
+            target,
+            offload=self.offload if offload else None,
+            session_id=self.session_id,
+        )
         after = sum(message_bytes(m) for m in out) // BYTES_PER_TOKEN
         plan.tokens_after = after
         plan.would_compact = after < before
