@@ -13,6 +13,9 @@ class OffloadRecallTool:
     """Returns up to 8,000 characters of an offloaded result; ``offset`` pages on."""
 
     name = "offload_recall"
+    # Its output is already a bounded page of an offloaded result: offloading it again
+    # would hand the model a marker for the content it just asked for.
+    offload_exempt = True
 
     def __init__(self, store: OffloadStore) -> None:
         self.store = store

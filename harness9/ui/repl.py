@@ -21,7 +21,9 @@ from rich.text import Text
 
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
+from harness9.errors import HarnessError
 from harness9.memory.tokens import format_token_count
+from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
     inert,
@@ -37,6 +39,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/undo": "remove the last exchange (your last message and everything after it)",
     "/compact": "compact the context now; optional focus instructions follow the command",
     "/context": "show what the next request would carry, in tokens",
+    "/search": 'search past sessions (/search WORDS or "a phrase"); pick a hit to resume it',
     "/exit": "leave (Ctrl-D works too)",
 }
 
@@ -206,10 +209,19 @@ class ChatLoop:
         return 1 if (self.failed_turns and not self.io.interactive) else 0
 
     def turn(self, text: str) -> None:
+        # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
             result = self.engine.run_turn(text)
         except KeyboardInterrupt:
             result = None
+        except HarnessError as exc:
+            self.renderer.error(str(exc))
+            self.failed_turns += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - shown as one line, the REPL continues
+            self.renderer.error(f"internal error: {type(exc).__name__}: {exc}")
+            self.failed_turns += 1
+            return
         finally:
             self.renderer.stop()
         if result is None or result.interrupted:
@@ -232,13 +244,20 @@ class ChatLoop:
             "/undo": self.cmd_undo,
             "/compact": self.cmd_compact,
             "/context": self.cmd_context,
+            "/search": self.cmd_search,
         }.get(name)
         if name in ("/exit", "/quit"):
             return "exit"
         if handler is None:
             self.renderer.error(f"unknown command {name}; /help lists the commands")
             return None
-        handler(rest)
+        try:
+            handler(rest)
+        except HarnessError as exc:
+            self.renderer.error(str(exc))
+        except KeyboardInterrupt:
+            self.renderer.stop()
+            self.io.err.print("cancelled")
         return None
 
     def cmd_help(self, _rest: str) -> None:
@@ -289,12 +308,28 @@ class ChatLoop:
         if not choice.isdigit() or not 1 <= int(choice) <= len(infos):
             self.io.err.print("resume cancelled")
             return
-        session = self.manager.open_session(infos[int(choice) - 1].id)
-        self._switch(session)
-        count = len(session.get_messages())
-        self.io.err.print(
-            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
-        )
+        self._resume(infos[int(choice) - 1].id)
+
+    def cmd_search(self, rest: str) -> None:
+        if not rest:
+            self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
+            return
+        hits = self.manager.search(rest, limit=10)
+        if not hits:
+            self.io.err.print("no matches")
+            return
+        render_hits(self.io.err, hits)
+        try:
+            choice = self.io.read_line(
+                "number to resume (anything else cancels): " if self.io.interactive else ""
+            )
+        except (EOFError, KeyboardInterrupt):
+            choice = ""
+        choice = choice.strip()
+        if not choice.isdigit() or not 1 <= int(choice) <= len(hits):
+            self.io.err.print("search closed")
+            return
+        self._resume(hits[int(choice) - 1].session_id)
 
     def cmd_undo(self, _rest: str) -> None:
         session = self.engine.session
@@ -347,6 +382,14 @@ class ChatLoop:
         )
 
     # -- helpers --------------------------------------------------------------------
+
+    def _resume(self, session_id: str) -> None:
+        session = self.manager.open_session(session_id)
+        self._switch(session)
+        count = len(session.get_messages())
+        self.io.err.print(
+            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
+        )
 
     def _switch(self, session: Any) -> None:
         self.engine.set_session(session)
