@@ -158,16 +158,7 @@ def compact(
                 else "nothing to compact: nothing left to fold"
             )
             return
-        out.print(
-            compaction_notice(
-                notice.tokens_before,
-                notice.tokens_after,
-                notice.msgs_before,
-                notice.msgs_after,
-                strategy=notice.strategy,
-                fallback_reason=notice.fallback_reason,
-            )
-        )
+        out.print(compaction_notice(notice))
 
 
 def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN001

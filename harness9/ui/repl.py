@@ -92,16 +92,7 @@ class EventRenderer:
             case ev.Compaction() as c:
                 self._stop_spin()
                 self._end_line()
-                self.io.err.print(
-                    compaction_notice(
-                        c.tokens_before,
-                        c.tokens_after,
-                        c.msgs_before,
-                        c.msgs_after,
-                        strategy=c.strategy,
-                        fallback_reason=c.fallback_reason,
-                    )
-                )
+                self.io.err.print(compaction_notice(c))
             case ev.Retrying(attempt=a, delay=d, reason=r):
                 self._spin(f"{inert(r)}: retrying in {d:.1f}s (attempt {a})…")
             case ev.Notice(text=text):
@@ -280,8 +271,7 @@ class ChatLoop:
         if not infos:
             self.io.err.print("no other sessions to resume")
             return
-        choice = rest
-        if not choice:
+        if not rest:
             self.io.err.print(f"Sessions ({len(infos)}):")
             # One line per session: cut to the terminal's width, never wrapped for a pipe.
             fit = (
@@ -298,17 +288,11 @@ class ChatLoop:
                     highlight=False,
                     **fit,
                 )
-            try:
-                choice = self.io.read_line(
-                    "number (anything else cancels): " if self.io.interactive else ""
-                )
-            except (EOFError, KeyboardInterrupt):
-                choice = ""
-        choice = choice.strip()
-        if not choice.isdigit() or not 1 <= int(choice) <= len(infos):
+        n = self._pick(rest, len(infos), "number (anything else cancels): ")
+        if n is None:
             self.io.err.print("resume cancelled")
             return
-        self._resume(infos[int(choice) - 1].id)
+        self._resume(infos[n - 1].id)
 
     def cmd_search(self, rest: str) -> None:
         if not rest:
@@ -319,17 +303,11 @@ class ChatLoop:
             self.io.err.print("no matches")
             return
         render_hits(self.io.err, hits)
-        try:
-            choice = self.io.read_line(
-                "number to resume (anything else cancels): " if self.io.interactive else ""
-            )
-        except (EOFError, KeyboardInterrupt):
-            choice = ""
-        choice = choice.strip()
-        if not choice.isdigit() or not 1 <= int(choice) <= len(hits):
+        n = self._pick("", len(hits), "number to resume (anything else cancels): ")
+        if n is None:
             self.io.err.print("search closed")
             return
-        self._resume(hits[int(choice) - 1].session_id)
+        self._resume(hits[n - 1].session_id)
 
     def cmd_undo(self, _rest: str) -> None:
         session = self.engine.session
@@ -382,6 +360,19 @@ class ChatLoop:
         )
 
     # -- helpers --------------------------------------------------------------------
+
+    def _pick(self, given: str, count: int, prompt: str) -> int | None:
+        """A number from 1 to count, from ``given`` or asked for; None for anything else."""
+        choice = given
+        if not choice:
+            try:
+                choice = self.io.read_line(prompt if self.io.interactive else "")
+            except (EOFError, KeyboardInterrupt):
+                choice = ""
+        choice = choice.strip()
+        if choice.isdigit() and 1 <= int(choice) <= count:
+            return int(choice)
+        return None
 
     def _resume(self, session_id: str) -> None:
         session = self.manager.open_session(session_id)
