@@ -120,6 +120,7 @@ class AgentEngine:
         trigger: CompactionTrigger | None = None,
         auto_compact: bool = True,
         topic_compressor: Compactor | None = None,
+        token_counter: Any = None,
     ) -> None:
         self.provider = provider
         self.registry = registry
@@ -135,6 +136,11 @@ class AgentEngine:
         self.trigger = trigger
         self.auto_compact = auto_compact
         self.topic_compressor = topic_compressor
+        # Displayed estimates: the model's tokenizer when known, calibrated by the real
+        # input tokens of each call. Compaction decisions keep the byte estimate, whose
+        # 20 % head-room the threshold was chosen for.
+        self.token_counter = token_counter
+        self._calibrated = False
         self.last_usage: Usage | None = None
         # Per session: tokens after the last compaction, evicted results announced,
         # and whether the "compaction is off" warning was shown.
@@ -318,9 +324,11 @@ class AgentEngine:
                     if notice is not None and self.trigger is not None:
                         self.trigger.compacted(sess.session_id, iteration)
                 request = repair_orphaned_tool_pairs(outgoing)
-                self.on_event(
-                    ev.TokenUpdate(estimate_tokens(request) + tool_tokens, self.context_window)
-                )
+                counted = self._count(request)
+                # Until the first calibration the tool definitions are added explicitly;
+                # afterwards the calibration ratio accounts for them.
+                shown = counted if self._calibrated else counted + tool_tokens
+                self.on_event(ev.TokenUpdate(shown, self.context_window))
                 try:
                     reply, usage = self.provider.generate(
                         request,
@@ -356,6 +364,9 @@ class AgentEngine:
                     self.last_usage = usage
                     result.usage = usage
                     if usage.input_tokens > 0:
+                        if self.token_counter is not None:
+                            self.token_counter.calibrate(counted, usage.input_tokens)
+                            self._calibrated = True
                         self.on_event(
                             ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True)
                         )
@@ -435,6 +446,11 @@ class AgentEngine:
         if plan.would_compact:
             return "threshold"
         return "early" if early else None
+
+    def _count(self, msgs: list[Message]) -> int:
+        if self.token_counter is None:
+            return estimate_tokens(msgs)
+        return self.token_counter.count(msgs)
 
     def _isolate_topics(self, sess: CheckpointedSession) -> None:
         """Experimental: when the new message starts a new topic, fold the finished ones."""

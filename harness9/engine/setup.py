@@ -153,7 +153,7 @@ def build_engine(
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
     from harness9.engine.engine import AgentEngine
     from harness9.engine.prompt import PromptBuilder
-    from harness9.provider import LLMProvider
+    from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import OffloadRecallTool, default_registry
 
     provider = LLMProvider(settings.model, settings.api_base)
@@ -186,5 +186,6 @@ def build_engine(
         trigger=trigger,
         auto_compact=opts.auto,
         topic_compressor=build_topic_compressor(opts, summarizer, context_window),
+        token_counter=make_token_counter(settings.model),
         **engine_kwargs,
     )
