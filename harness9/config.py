@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 
@@ -60,3 +61,184 @@ def parse_positive_int(text: str, name: str) -> int:
     if value <= 0:
         raise UsageError(f"{name} must be positive, got {value}")
     return value
+
+
+# -- $HARNESS9_HOME/config.toml ------------------------------------------------------------
+
+MAX_RETENTION_DAYS = 100_000  # beyond any real use; keeps the cutoff arithmetic finite
+
+
+def config_path() -> Path:
+    return harness9_home() / "config.toml"
+
+
+def load_config_file(path: Path | None = None) -> dict[str, Any]:
+    """The parsed config file (default ``$HARNESS9_HOME/config.toml``); {} when there is none.
+
+    A malformed file is a ConfigError of one line naming the file, line and column.
+    """
+    import tomllib
+
+    from harness9.errors import ConfigError
+
+    target = path if path is not None else config_path()
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {target}: {exc.strerror or exc}; check that {target.parent} is a "
+            "directory you can read, or point HARNESS9_HOME elsewhere"
+        ) from exc
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{target} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already ends "(at line 3, column 5)".
+        raise ConfigError(f"{target} is not valid TOML: {exc}") from None
+
+
+def retention_days(cfg: dict[str, Any], source: Path | None = None) -> int:
+    """``retention_days`` from a loaded config: 0 (the default) means keep everything.
+
+    A bad value is a ConfigError naming the key and ``source`` (default: the config file).
+    """
+    from harness9.errors import ConfigError
+
+    where = source if source is not None else config_path()
+    value = cfg.get("retention_days", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"retention_days in {where} must be a whole number of days, got {value!r}"
+        )
+    if not 0 <= value <= MAX_RETENTION_DAYS:
+        raise ConfigError(
+            f"retention_days in {where} must be from 0 (off) to {MAX_RETENTION_DAYS}, got {value}"
+        )
+    return value
+
+
+# -- context-management knobs: config.toml, then environment, then flags --------------------
+
+STRATEGIES = ("summarize", "budget", "window", "evict", "phase2")
+
+
+@dataclass(slots=True)
+class ContextOptions:
+    """Every compaction/offload/topic knob, resolved. Defaults are the documented ones."""
+
+    strategy: str = "summarize"
+    auto: bool = True  # false: never compact behind the user's back; overflow says "/compact"
+    threshold: float = 0.8  # share of the window at which compaction starts
+    summary_model: str | None = None  # a cheaper model for summaries; None: the chat model
+    smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
+    cooldown_iterations: int = 3
+    lookahead_iterations: int = 2
+    offload: bool = True
+    offload_max_result_tokens: int = 2000
+    offload_max_result_bytes: int = 10240
+    offload_cleanup_age_days: int = 7
+    enable_topic_isolation: bool = False  # experimental
+    topic_min_segment_size: int = 3
+    topic_similarity_threshold: float = 0.3
+
+
+# (section, key in the file) -> (field, type, check)
+_KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
+    ("compaction", "strategy"): ("strategy", str, lambda v: v in STRATEGIES),
+    ("compaction", "auto"): ("auto", bool, None),
+    ("compaction", "threshold"): ("threshold", float, lambda v: 0.1 <= v <= 0.95),
+    ("compaction", "model"): ("summary_model", str, lambda v: bool(v.strip())),
+    ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
+    ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
+    ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, lambda v: 0 <= v <= 100),
+    ("offload", "enabled"): ("offload", bool, None),
+    ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, lambda v: v >= 100),
+    ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, lambda v: v >= 400),
+    ("offload", "cleanup_age_days"): ("offload_cleanup_age_days", int, lambda v: v >= 1),
+    ("topics", "enable_topic_isolation"): ("enable_topic_isolation", bool, None),
+    ("topics", "topic_min_segment_size"): ("topic_min_segment_size", int, lambda v: v >= 1),
+    ("topics", "topic_similarity_threshold"): (
+        "topic_similarity_threshold",
+        float,
+        lambda v: 0.0 < v < 1.0,
+    ),
+}
+# Environment overrides for the knobs people change per run.
+_ENV_KNOBS = {
+    "HARNESS9_COMPACTION_STRATEGY": ("compaction", "strategy"),
+    "HARNESS9_AUTO_COMPACT": ("compaction", "auto"),
+    "HARNESS9_COMPACTION_THRESHOLD": ("compaction", "threshold"),
+    "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
+    "HARNESS9_OFFLOAD": ("offload", "enabled"),
+}
+
+
+def context_options(
+    cfg: dict[str, Any] | None = None,
+    *,
+    strategy: str | None = None,
+    summary_model: str | None = None,
+    auto: bool | None = None,
+) -> ContextOptions:
+    """Resolve the knobs: config.toml < environment < flags. Bad values are one-line ConfigErrors."""
+    from harness9.errors import ConfigError
+
+    cfg = load_config_file() if cfg is None else cfg
+    opts = ContextOptions()
+    where = config_path()
+    for section in ("compaction", "offload", "topics"):
+        table = cfg.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] in {where} must be a table")
+        for key, value in table.items():
+            if (section, key) not in _KNOBS:
+                known = ", ".join(k for s, k in _KNOBS if s == section)
+                raise ConfigError(f"unknown key {section}.{key} in {where} (known: {known})")
+            _set(opts, section, key, value, f"{section}.{key} in {where}")
+    for env, (section, key) in _ENV_KNOBS.items():
+        raw = os.environ.get(env)
+        if raw is not None and raw.strip():
+            _set(opts, section, key, _parse_env(raw.strip(), _KNOBS[(section, key)][1], env), env)
+    for flag, value, key in (
+        ("--strategy", strategy, "strategy"),
+        ("--summary-model", summary_model, "model"),
+        ("--auto-compact/--no-auto-compact", auto, "auto"),
+    ):
+        if value is not None:
+            _set(opts, "compaction", key, value, flag)
+    return opts
+
+
+def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -> None:
+    from harness9.errors import ConfigError, UsageError
+
+    # A bad flag is a usage error (exit 2); a bad file or environment value is exit 1.
+    error = UsageError if where.startswith("--") else ConfigError
+    field, kind, check = _KNOBS[(section, key)]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
+        raise error(f"{where} must be a {kind.__name__}, got {value!r}")
+    if check is not None and not check(value):
+        hint = f" (one of: {', '.join(STRATEGIES)})" if field == "strategy" else ""
+        raise error(f"{where} has an out-of-range value {value!r}{hint}")
+    setattr(opts, field, value)
+
+
+def _parse_env(raw: str, kind: type, name: str) -> Any:
+    from harness9.errors import ConfigError
+
+    if kind is bool:
+        lowered = raw.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a {kind.__name__}, got {raw!r}") from None

@@ -20,3 +20,7 @@ class HarnessError(Exception):
 
 class UsageError(HarnessError):
     exit_code = ExitCode.USAGE
+
+
+class ConfigError(HarnessError):
+    """``config.toml`` cannot be read or holds a bad value; the message names the file or key."""

@@ -962,6 +962,8 @@ def scenario_hostile(base: Path, server: ScriptedLLMServer, big_mb: int) -> tupl
         ("read_file", {"path": str(outside / "secret.txt")}),
         ("write_file", {"path": "../outside/escaped.txt", "content": "x"}),
         ("write_file", {"path": "link_dir/escaped.txt", "content": "x"}),
+        ("offload_recall", {"id": "../outside/secret.txt"}),
+        ("offload_recall", {"id": "ofl_000000000000/../../../outside/secret.txt"}),
         ("bash", {"command": "env"}),
         ("bash", {"command": "printf '\\033]0;pwned\\007\\033[2J'"}),
     ]

@@ -15,6 +15,7 @@ from harness9.provider.limits import model_map_path, routing_candidates
 def clear_caches() -> None:
     limits_module._lookup.cache_clear()
     limits_module._model_map.cache_clear()
+    limits_module._model_map_text.cache_clear()
 
 
 @pytest.fixture
@@ -123,3 +124,18 @@ def test_reading_the_json_map_agrees_with_litellm_get_model_info(name: str) -> N
     assert get_model_limits(name) == ModelLimits(
         info["max_input_tokens"], info["max_output_tokens"]
     )
+
+
+def test_the_sliced_entry_lookup_agrees_with_parsing_the_whole_map() -> None:
+    # Start-up reads one entry out of the map's text instead of parsing 1.5 MB of JSON.
+    import json
+
+    whole = json.loads(model_map_path().read_text(encoding="utf-8"))
+    for key in (
+        "gpt-4o-mini",
+        "gpt-4o",
+        "deepseek-chat",
+        "claude-sonnet-4-20250514",
+        "no-such-model",
+    ):
+        assert limits_module._map_entry(key) == whole.get(key)

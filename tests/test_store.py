@@ -57,8 +57,9 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 5
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
     assert tables == {
         "sessions",
         "messages",
@@ -66,6 +67,9 @@ def test_final_schema(manager: Manager, db: Path):
         "compactions",
         "schema_migrations",
         "sqlite_sequence",
+        "messages_fts",
+        *fts_shadow,
+        "fts_state",
     }
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -83,6 +87,8 @@ def test_final_schema(manager: Manager, db: Path):
         ("tool_call_id", "TEXT", 0),
         ("created_at", "REAL", 1),
     ]
+    assert columns(conn, "fts_state") == [("id", "INTEGER", 0), ("indexed_upto", "INTEGER", 1)]
+    assert conn.execute("SELECT id, indexed_upto FROM fts_state").fetchall() == [(1, 0)]
     assert columns(conn, "todos") == [
         ("session_id", "TEXT", 1),
         ("position", "INTEGER", 1),
@@ -113,6 +119,20 @@ def test_final_schema(manager: Manager, db: Path):
         )
     }
     assert indexes == {"idx_messages_session", "idx_sessions_updated", "idx_compactions_session"}
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone() == (
+        "CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61')",
+    )
+    triggers = {
+        (name, table)
+        for name, table in conn.execute(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'"
+        )
+    }
+    # No insert trigger: messages are indexed by the next search (migration 5).
+    assert triggers == {
+        ("messages_fts_delete", "messages"),
+        ("messages_fts_update", "messages"),
+    }
 
 
 def test_migrations_are_recorded_by_name(manager: Manager, db: Path):

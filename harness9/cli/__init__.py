@@ -127,7 +127,11 @@ from harness9.cli.sessions import sessions_app  # noqa: E402
 
 app.command("chat")(chat)
 app.command("compact")(compact)
-app.add_typer(sessions_app, name="sessions", help="List, show and delete stored chat sessions.")
+app.add_typer(
+    sessions_app,
+    name="sessions",
+    help="List, show, search, export, import and delete stored chat sessions.",
+)
 
 
 def main() -> None:

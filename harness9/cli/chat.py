@@ -59,24 +59,37 @@ def chat(
         metavar="SECONDS",
         help="Give up on a model call after this long, then retry (env HARNESS9_TIMEOUT; default 120).",
     ),
+    strategy: str | None = typer.Option(
+        None,
+        "--strategy",
+        help="Compaction: summarize (default), budget, window, evict or phase2 (config: compaction.strategy).",
+    ),
+    summary_model: str | None = typer.Option(
+        None, "--summary-model", help="A cheaper model for summaries (config: compaction.model)."
+    ),
+    auto_compact: bool | None = typer.Option(
+        None,
+        "--auto-compact/--no-auto-compact",
+        help="Compact automatically when the context fills up (config: compaction.auto; default on).",
+    ),
 ) -> None:
     """Chat with the agent. Sessions are saved as you go; resume them with --resume or /resume.
 
     With stdin not a terminal, each input line is one user turn, replies go to
     stdout and token lines to stderr: `printf 'hi\\n' | harness9 chat`.
     """
-    from harness9.config import Settings, harness9_home
-    from harness9.engine.engine import AgentEngine
-    from harness9.engine.prompt import PromptBuilder
-    from harness9.engine.setup import build_compactor, resolve_workdir
+    from harness9.config import Settings, context_options, harness9_home, load_config_file
+    from harness9.engine.setup import build_engine, resolve_workdir
+    from harness9.memory.retention import startup_retention
     from harness9.memory.store import open_manager
     from harness9.provider import LLMProvider, get_model_limits, preload_in_background
-    from harness9.tools import default_registry
     from harness9.ui.repl import ChatIO, ChatLoop, readline_reader, stdin_reader
 
     if resume and continue_:
         raise UsageError("use either --resume ID or --continue, not both")
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
+    cfg = load_config_file()
+    opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     work = resolve_workdir(workdir)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
 
@@ -85,12 +98,13 @@ def chat(
         if not raw.strip().isdigit() or int(raw) < 1:
             raise UsageError(f"HARNESS9_TIMEOUT must be a whole number of seconds, got {raw!r}")
         timeout = int(raw)
-    provider = LLMProvider(settings.model, settings.api_base, timeout=float(timeout or 120))
-    provider.check_credentials()  # one line naming the variable or flag, before any prompt
-    if interactive:
-        preload_in_background()  # the prompt is ready while litellm imports
+    # One line naming the variable or flag to set, before any prompt.
+    LLMProvider(settings.model, settings.api_base).check_credentials()
 
     limits = get_model_limits(settings.model, override=settings.context_window)
+    # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
+    out = Console(highlight=False, soft_wrap=not interactive)
+    err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
     with open_manager() as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
@@ -100,31 +114,40 @@ def chat(
                 raise UsageError("no session to continue; start one with `harness9 chat`")
             session = manager.open_session(recent[0].id)
         else:
+            session = None
+        note = startup_retention(manager, keep=[session.session_id] if session else [])
+        if note:
+            err.print(note, style="yellow", markup=False)
+        if session is None:
             session = manager.new_session()
         started_empty = not resume and not continue_
 
-        # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
-        out = Console(highlight=False, soft_wrap=not interactive)
-        err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
-        confirm = _tty_confirm if interactive else None
-        engine = AgentEngine(
-            provider,
-            default_registry(),
+        engine = build_engine(
+            settings,
+            opts,
+            session,
             work,
-            session=session,
-            compactor=build_compactor("summarize", provider, limits.context_tokens),
-            context_window=limits.context_tokens,
-            prompt_builder=PromptBuilder(work),
+            limits.context_tokens,
             stream=not no_stream,
-            confirm=confirm,
+            timeout=float(timeout or 120),
+            confirm=_tty_confirm if interactive else None,
             assume_yes=yes,
         )
+        if engine.offload is not None:
+            engine.offload.clean_stale()
         reader = (
             readline_reader(str(harness9_home() / "history"))
             if interactive
             else stdin_reader(sys.stdin)
         )
-        loop = ChatLoop(engine, manager, ChatIO(out, err, reader, interactive), settings.model)
+        loop = ChatLoop(
+            engine,
+            manager,
+            ChatIO(out, err, reader, interactive),
+            settings.model,
+            # In a terminal the prompt is ready at once and litellm imports while the user types.
+            on_ready=preload_in_background if interactive else None,
+        )
         code = loop.run()
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session

@@ -34,10 +34,12 @@ def compact(
         help="Show what would be folded and what kept; call no model, write nothing.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON object instead of a table."),
-    strategy: str = typer.Option(
-        "summarize",
+    strategy: str | None = typer.Option(
+        None,
         "--strategy",
-        help="summarize (LLM summary, default), budget (drop oldest to 80%), window (last 100 messages).",
+        help="summarize (LLM summary, default), budget (drop oldest), window (last 100 messages), "
+        "evict (replace old low-value tool results), phase2 (evict, then summarise); "
+        "default: compaction.strategy in config.toml.",
     ),
     force: bool = typer.Option(
         False, "--force", help="Compact even when the context is under the threshold."
@@ -66,19 +68,15 @@ def compact(
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
     """
-    from harness9.config import Settings
-    from harness9.engine.engine import AgentEngine
-    from harness9.engine.prompt import PromptBuilder
-    from harness9.engine.setup import STRATEGIES, build_compactor, resolve_workdir
+    from harness9.config import Settings, context_options
+    from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.memory.store import open_manager
-    from harness9.provider import LLMProvider, get_model_limits
-    from harness9.tools import default_registry
+    from harness9.provider import get_model_limits
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
-    if strategy not in STRATEGIES:
-        raise UsageError(f"unknown --strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}")
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
+    opts = context_options(strategy=strategy)
     work = resolve_workdir(workdir)
     limits = get_model_limits(settings.model, override=settings.context_window)
     out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
@@ -92,16 +90,7 @@ def compact(
             if not recent:
                 raise UsageError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
-        provider = LLMProvider(settings.model, settings.api_base)
-        engine = AgentEngine(
-            provider,
-            default_registry(),
-            work,
-            session=sess,
-            compactor=build_compactor(strategy, provider, limits.context_tokens),
-            context_window=limits.context_tokens,
-            prompt_builder=PromptBuilder(work),
-        )
+        engine = build_engine(settings, opts, sess, work, limits.context_tokens)
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
         if dry_run:
@@ -122,8 +111,8 @@ def compact(
                 _render_plan(out, view, plan, summary)
             return
 
-        if strategy == "summarize":
-            provider.check_credentials()
+        if opts.strategy in ("summarize", "phase2"):
+            engine.provider.check_credentials()
         from harness9.engine import events as ev
 
         status = err.status("compacting…", spinner="dots") if sys.stderr.isatty() else None
@@ -169,23 +158,16 @@ def compact(
                 else "nothing to compact: nothing left to fold"
             )
             return
-        out.print(
-            compaction_notice(
-                notice.tokens_before,
-                notice.tokens_after,
-                notice.msgs_before,
-                notice.msgs_after,
-                strategy=notice.strategy,
-                fallback_reason=notice.fallback_reason,
-            )
-        )
+        out.print(compaction_notice(notice))
 
 
 def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN001
     from harness9.memory.tokens import estimate_message_tokens, format_token_count
     from harness9.ui.status import inert
 
-    fold_word = "summarize" if plan.strategy == "summarize" else "drop"
+    fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(
+        plan.strategy, "drop"
+    )
     table = Table(title=f"session {summary['session']}", show_lines=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("role", no_wrap=True)

@@ -1,4 +1,4 @@
-"""``harness9 sessions list|show|delete``: the store, scriptable.
+"""``harness9 sessions list|show|delete|search|export|import``: the store, scriptable.
 
 Runs from cron, so it stays cheap: no litellm, and Rich only for human output.
 Errors are raised as HarnessError subclasses; the root group prints them.
@@ -10,15 +10,16 @@ import json
 import re
 import sys
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from harness9 import config
 from harness9.errors import HarnessError, UsageError
+from harness9.memory.search import SearchHit, snippet_parts, to_fts_query
 from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
 from harness9.memory.store import Manager, open_error
+from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 sessions_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="List, show and delete stored chat sessions.",
+    help="List, show, search, export, import and delete stored chat sessions.",
 )
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
@@ -45,10 +46,6 @@ def parse_age(text: str) -> float:
             f"--older-than takes a positive number and a unit s/m/h/d/w (e.g. 30d), got {text!r}"
         )
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
-
-
-def iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _stdin_is_interactive() -> bool:
@@ -257,3 +254,68 @@ def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) 
     _print_lines(targets)
     if not typer.confirm(f"Delete {what}?", default=False):
         raise NotConfirmedError("nothing deleted")
+
+
+@sessions_app.command("search")
+def search_sessions(
+    query: Annotated[
+        list[str],
+        typer.Argument(
+            help='Words to find (all of them), or "a quoted phrase". '
+            "Put -- before a query that starts with '-'.",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonOpt = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="Show at most N matches.")
+    ] = 20,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", "-s", metavar="ID", help="Search only this session (a unique prefix)."
+        ),
+    ] = None,
+) -> None:
+    """Search every stored message (tool calls and results too), best match first."""
+    text = " ".join(query)
+    to_fts_query(text)  # a bad query is reported even before a store exists
+    store = _open_store()
+    hits: list[SearchHit] = []
+    if store is None and session is not None:
+        raise SessionNotFoundError(session)
+    if store is not None:
+        with store:
+            full_id = store.resolve_id(session) if session is not None else None
+            hits = store.search(text, limit=limit, session_id=full_id)
+    if as_json:
+        _print_json([_hit_json(h) for h in hits])
+        return
+    from harness9.ui.search_view import render_hits
+
+    render_hits(_console(), hits)
+
+
+def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    plain, spans = "", []
+    for chunk, is_match in snippet_parts(hit.snippet):
+        if is_match:
+            spans.append([len(plain), len(plain) + len(chunk)])
+        plain += chunk
+    return {
+        "session_id": hit.session_id,
+        "message_id": hit.message_id,
+        "role": hit.role,
+        "created_at": iso_utc(hit.created_at),
+        "title": hit.title,
+        "snippet": plain,
+        "highlights": spans,
+        "rank": hit.rank,
+    }
+
+
+# export/import live in their own module; registered here so `sessions` is one group.
+from harness9.cli.transfer import export_command, import_command  # noqa: E402
+
+sessions_app.command("export")(export_command)
+sessions_app.command("import")(import_command)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
 from harness9.memory.compaction import CompactionPlan, CompactionResult, Compactor
+from harness9.memory.eviction import EVICTED_PREFIX
 from harness9.memory.repair import repair_orphaned_tool_pairs
 from harness9.memory.session import CheckpointedSession
 from harness9.memory.tokens import estimate_tokens, estimate_tool_tokens
@@ -122,6 +123,8 @@ class AgentEngine:
         offload: Offloader | None = None,
         trigger: CompactionTrigger | None = None,
         auto_compact: bool = True,
+        topic_compressor: Compactor | None = None,
+        token_counter: Any = None,
     ) -> None:
         self.provider = provider
         self.registry = registry
@@ -136,7 +139,18 @@ class AgentEngine:
         self.offload = offload
         self.trigger = trigger
         self.auto_compact = auto_compact
+        self.topic_compressor = topic_compressor
+        # Displayed estimates: the model's tokenizer when known, calibrated by the real
+        # input tokens of each call. Compaction decisions keep the byte estimate, whose
+        # 20 % head-room the threshold was chosen for.
+        self.token_counter = token_counter
+        self._calibrated = False
         self.last_usage: Usage | None = None
+        # Per session: tokens after the last compaction, evicted results announced,
+        # and whether the "compaction is off" warning was shown.
+        self._last_compaction: dict[str, int] = {}
+        self._evicted: dict[str, int] = {}
+        self._warned_full: dict[str, bool] = {}
         self._lock = threading.RLock()
         self._session = session
         self._compactor = compactor
@@ -152,6 +166,12 @@ class AgentEngine:
         with self._lock:
             self._session = session
             self.last_usage = None
+            sid = session.session_id
+            for state in (self._last_compaction, self._evicted, self._warned_full):
+                state.pop(sid, None)
+            reset = getattr(self.trigger, "reset", None)
+            if reset is not None:
+                reset(sid)
 
     @property
     def compactor(self) -> Compactor | None:
@@ -213,7 +233,9 @@ class AgentEngine:
             return None
         if not force and not comp.plan(view.messages).would_compact:  # type: ignore[attr-defined]
             return None
-        notice, _ = self._compact(sess, system, view, comp, force=force, instructions=instructions)
+        notice, _, _ = self._compact(
+            sess, system, view, comp, force=force, instructions=instructions
+        )
         return notice
 
     def _compact(
@@ -225,7 +247,13 @@ class AgentEngine:
         *,
         force: bool,
         instructions: str | None = None,
-    ) -> tuple[ev.Compaction | None, ModelView]:
+    ) -> tuple[ev.Compaction | None, ModelView, list[Message]]:
+        """Run the compactor; returns (notice or None, the view, the messages to send).
+
+        A folding result is stored as a checkpoint and the view rebuilt from it. An
+        in-place result (eviction rewrites old tool results, folds nothing) is a pure
+        function of the stored log, so it is recomputed per request, never stored.
+        """
         tool_tokens = estimate_tool_tokens(self.registry.definitions())
         before = estimate_tokens(view.messages)
         self.on_event(ev.CompactionStarted(getattr(comp, "strategy", type(comp).__name__), before))
@@ -237,23 +265,40 @@ class AgentEngine:
             instructions=instructions,
         )
         after = estimate_tokens(result.messages)
-        if after >= before * (1 - MIN_COMPACTION_GAIN) and not (force and after < before):
-            return None, view
+        self._last_compaction[sess.session_id] = after
+        gained = after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
+        if not gained:
+            return None, view, view.messages
         cp = checkpoint_for(view, result, previous=sess.latest_checkpoint())
         if cp is None:
-            return None, view
+            if result.plan.cut != 1:
+                return None, view, view.messages
+            evicted = sum(1 for m in result.messages if m.content.startswith(EVICTED_PREFIX))
+            announce = evicted > self._evicted.get(sess.session_id, 0)
+            self._evicted[sess.session_id] = evicted
+            notice = self._notice(view.messages, result.messages, tool_tokens, result)
+            if announce:
+                self.on_event(notice)
+            return (notice if announce else None), view, result.messages
         sess.add_checkpoint(cp)
+        self._evicted.pop(sess.session_id, None)
         new_view = load_view(sess, system)
-        notice = ev.Compaction(
-            tokens_before=before + tool_tokens,
-            tokens_after=estimate_tokens(new_view.messages) + tool_tokens,
-            msgs_before=len(view.messages),
-            msgs_after=len(new_view.messages),
+        notice = self._notice(view.messages, new_view.messages, tool_tokens, result)
+        self.on_event(notice)
+        return notice, new_view, new_view.messages
+
+    @staticmethod
+    def _notice(
+        before: list[Message], after: list[Message], tool_tokens: int, result: CompactionResult
+    ) -> ev.Compaction:
+        return ev.Compaction(
+            tokens_before=estimate_tokens(before) + tool_tokens,
+            tokens_after=estimate_tokens(after) + tool_tokens,
+            msgs_before=len(before),
+            msgs_after=len(after),
             strategy=result.strategy,
             fallback_reason=result.error,
         )
-        self.on_event(notice)
-        return notice, new_view
 
     # -- the turn ------------------------------------------------------------------
 
@@ -262,6 +307,8 @@ class AgentEngine:
             sess, comp = self._session, self._compactor
         result = TurnResult()
         sess.add_messages([Message(ROLE_USER, user_text)])
+        if self.topic_compressor is not None and self.auto_compact:
+            self._isolate_topics(sess)
         pending: list[ToolCall] = []
         tools_used: list[str] = []
         forced_retry_done = False
@@ -272,16 +319,20 @@ class AgentEngine:
                 view = load_view(sess, system)
                 tools = self.registry.definitions()
                 tool_tokens = estimate_tool_tokens(tools)
-                if comp is not None and self._should_compact(
-                    comp, sess, view, iteration, tools_used
-                ):
-                    notice, view = self._compact(sess, system, view, comp, force=False)
+                outgoing = view.messages
+                decision = self._should_compact(comp, sess, view, iteration, tools_used)
+                if comp is not None and decision is not None:
+                    notice, view, outgoing = self._compact(
+                        sess, system, view, comp, force=decision == "early"
+                    )
                     if notice is not None and self.trigger is not None:
                         self.trigger.compacted(sess.session_id, iteration)
-                request = repair_orphaned_tool_pairs(view.messages)
-                self.on_event(
-                    ev.TokenUpdate(estimate_tokens(request) + tool_tokens, self.context_window)
-                )
+                request = repair_orphaned_tool_pairs(outgoing)
+                counted = self._count(request)
+                # Until the first calibration the tool definitions are added explicitly;
+                # afterwards the calibration ratio accounts for them.
+                shown = counted if self._calibrated else counted + tool_tokens
+                self.on_event(ev.TokenUpdate(shown, self.context_window))
                 try:
                     reply, usage = self.provider.generate(
                         request,
@@ -291,6 +342,10 @@ class AgentEngine:
                     )
                 except ContextWindowExceededError as exc:
                     # Our estimate said it fits, the API says no: compact harder, once.
+                    if not self.auto_compact:
+                        raise ContextWindowExceededError(
+                            f"{exc} — automatic compaction is off: run /compact, then send again"
+                        ) from exc
                     if forced_retry_done or comp is None:
                         raise
                     forced_retry_done = True
@@ -313,6 +368,9 @@ class AgentEngine:
                     self.last_usage = usage
                     result.usage = usage
                     if usage.input_tokens > 0:
+                        if self.token_counter is not None:
+                            self.token_counter.calibrate(counted, usage.input_tokens)
+                            self._calibrated = True
                         self.on_event(
                             ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True)
                         )
@@ -357,20 +415,60 @@ class AgentEngine:
 
     def _should_compact(
         self,
-        comp: Compactor,
+        comp: Compactor | None,
         sess: CheckpointedSession,
         view: ModelView,
         iteration: int,
         tools_used: list[str],
-    ) -> bool:
-        if not self.auto_compact:
-            return False
+    ) -> str | None:
+        """None, "threshold" (over the compactor's budget) or "early" (the smart trigger).
+
+        The fixed threshold always compacts. The phase-2 trigger may compact early,
+        when growth predicts the threshold will be crossed within a few model calls,
+        and its cooldown limits only those early compactions. A compaction that could
+        not get under the threshold (the protected tail alone is too big) is not
+        repeated until the context has grown by another 5 %.
+        """
+        if comp is None:
+            return None
+        plan = comp.plan(view.messages)  # type: ignore[attr-defined]
         tokens = estimate_tokens(view.messages)
-        if self.trigger is not None and self.trigger.should_compact(
+        if not self.auto_compact:
+            if plan.would_compact and not self._warned_full.get(sess.session_id):
+                self._warned_full[sess.session_id] = True
+                self.on_event(
+                    ev.Notice(
+                        f"the context is over the compaction threshold ({tokens} tokens); "
+                        "automatic compaction is off: run /compact"
+                    )
+                )
+            return None
+        early = self.trigger is not None and self.trigger.should_compact(
             sess.session_id, iteration, tokens, tools_used[-5:]
+        )
+        last = self._last_compaction.get(sess.session_id)
+        if (
+            last is not None
+            and tokens <= last * (1 + MIN_COMPACTION_GAIN)
+            and tokens >= plan.threshold
         ):
-            return True
-        return comp.plan(view.messages).would_compact
+            return None  # compacting again now would fold nothing new
+        if plan.would_compact:
+            return "threshold"
+        return "early" if early else None
+
+    def _count(self, msgs: list[Message]) -> int:
+        if self.token_counter is None:
+            return estimate_tokens(msgs)
+        return self.token_counter.count(msgs)
+
+    def _isolate_topics(self, sess: CheckpointedSession) -> None:
+        """Experimental: when the new message starts a new topic, fold the finished ones."""
+        system = self.prompt_builder.build(sess)
+        view = load_view(sess, system)
+        comp = self.topic_compressor
+        if comp is not None and comp.plan(view.messages).would_compact:  # type: ignore[attr-defined]
+            self._compact(sess, system, view, comp, force=False)
 
     def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
         self.on_event(ev.ToolStarted(call))
@@ -383,7 +481,8 @@ class AgentEngine:
         )
         outcome: ToolResult = self.registry.execute(call, ctx)
         content = outcome.content
-        if self.offload is not None and not outcome.is_error:
+        exempt = getattr(self.registry.get(call.name), "offload_exempt", False)
+        if self.offload is not None and not outcome.is_error and not exempt:
             offloaded = self.offload.maybe_offload(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )

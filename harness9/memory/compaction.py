@@ -171,6 +171,22 @@ def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
 
 
+def run_fallback(
+    fallback: Compactor, msgs: list[Message], *, force: bool, error: str, threshold: int
+) -> CompactionResult:
+    """What a summarising compactor returns when its summariser failed: ``fallback``'s
+    result, with ``error`` recorded (a plain Compactor's output gets a measured plan)."""
+    detailed = getattr(fallback, "compact_detailed", None)
+    if detailed is not None:
+        res: CompactionResult = detailed(msgs, force=force)
+        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    out = fallback.compact(msgs)
+    plan = CompactionPlan(
+        out != msgs, "fallback", 1, estimate_tokens(msgs), estimate_tokens(out), threshold
+    )
+    return CompactionResult(out, plan, None, "fallback", error)
+
+
 class TokenBudgetCompactor:
     """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``."""
 

@@ -10,6 +10,24 @@ from __future__ import annotations
 import sqlite3
 import time
 
+# The text indexed for a message row ``new`` (part of migration 4: never edit it; a change
+# is a new migration that rebuilds the index). Invalid JSON is indexed as nothing rather
+# than failing the insert: the store reports such rows as corrupt, it must still write them.
+_FTS_BODY_V4 = """replace(replace(
+    new.content || coalesce((
+        SELECT char(10) || group_concat(
+            coalesce(json_extract(c.value, '$.name'), '') || ' ' || coalesce(
+                CASE WHEN json_valid(json_extract(c.value, '$.arguments')) THEN (
+                    SELECT group_concat(a.atom, ' ') FROM json_tree(
+                        json_extract(c.value, '$.arguments')) AS a
+                    WHERE a.type IN ('text', 'integer', 'real'))
+                ELSE json_extract(c.value, '$.arguments') END, ''),
+            char(10))
+        FROM json_each(CASE WHEN json_valid(new.tool_calls) THEN new.tool_calls ELSE '[]' END)
+            AS c
+        WHERE c.type = 'object'), ''),
+    char(2), ' '), char(3), ' ')"""
+
 # (name, SQL). The name is recorded in schema_migrations for whoever opens the file by hand.
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -65,7 +83,63 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX idx_compactions_session ON compactions(session_id, last_message_id);
         """,
     ),
+    (
+        # Full-text search. A plain (not external-content) FTS5 table: deleting a row needs
+        # only its rowid, so a trigger can never corrupt the index by passing stale text.
+        # Triggers keep it in sync on every path: the store's writes, ON DELETE CASCADE
+        # and anyone editing the file by hand. The indexed body is the message text plus
+        # each tool call's name and the decoded values of its JSON arguments (so a bash
+        # command with newlines is found by its words); the snippet() highlight markers
+        # \x02/\x03 are blanked out of the text so a highlight is never ambiguous.
+        "create_messages_fts",
+        f"""
+        CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61');
+        CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts (rowid, body) VALUES (new.id, {_FTS_BODY_V4});
+        END;
+        CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+        END;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) VALUES (new.id, {_FTS_BODY_V4});
+        END;
+        -- Back-fill. The alias lets the one expression serve the triggers and this.
+        INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4} FROM messages AS new;
+        """,
+    ),
+    (
+        # Deferred indexing: the insert trigger made every message write ~5x slower, and
+        # writes happen on every chat message while searches are rare. Now a search first
+        # indexes the messages written since the last one (harness9.memory.fts_index).
+        # Invariant: messages_fts holds exactly the rows with id <= fts_state.indexed_upto.
+        # AUTOINCREMENT keeps new ids above the mark; import, which may restore older ids,
+        # indexes those rows itself. Deletes stay synchronous (migration 4's trigger; a
+        # missing rowid is a no-op for this non-external-content table). The update trigger
+        # re-indexes only rows below the mark: one above it is not indexed yet, and a second
+        # insert of the same rowid would make the catch-up fail.
+        "index_messages_lazily",
+        f"""
+        DROP TRIGGER messages_fts_insert;
+        DROP TRIGGER messages_fts_update;
+        CREATE TABLE fts_state (
+            id           INTEGER PRIMARY KEY CHECK (id = 1),  -- exactly one row
+            indexed_upto INTEGER NOT NULL   -- highest message id the index has caught up to
+        );
+        -- Migration 4's trigger and back-fill indexed every row there is.
+        INSERT INTO fts_state (id, indexed_upto) SELECT 1, coalesce(max(id), 0) FROM messages;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT indexed_upto FROM fts_state);
+        END;
+        """,
+    ),
 ]
+
+# The text the current schema indexes for a row aliased ``new``. A migration that changes
+# what is indexed must rebuild messages_fts and point this at its own expression.
+FTS_BODY = _FTS_BODY_V4
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -93,6 +167,17 @@ def check_version(conn: sqlite3.Connection) -> int:
     return current
 
 
+def has_fts5(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite library was built with FTS5 (session search needs it)."""
+    return any(opt == "ENABLE_FTS5" for (opt,) in conn.execute("PRAGMA compile_options"))
+
+
+NO_FTS5 = (
+    "this Python's SQLite library was built without FTS5, which session search needs; "
+    "use a Python whose sqlite3 module has it (python.org, Debian and Homebrew builds do)"
+)
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring ``conn``'s database up to SCHEMA_VERSION; return the version it had.
 
@@ -100,6 +185,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     makes two processes opening a fresh file at once queue instead of both
     creating tables.
     """
+    if not has_fts5(conn):
+        # Checked on every open: every message delete fires an FTS5 trigger.
+        raise SchemaError(NO_FTS5)
     (current,) = conn.execute("PRAGMA user_version").fetchone()
     if current == SCHEMA_VERSION:
         return current

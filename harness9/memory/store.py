@@ -21,7 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
+from harness9.memory import fts_index
 from harness9.memory.migrations import SchemaError, check_version, migrate
+from harness9.memory.search import (
+    ELLIPSIS,
+    HIGHLIGHT_CLOSE,
+    HIGHLIGHT_OPEN,
+    SNIPPET_TOKENS,
+    SearchHit,
+    SearchQueryError,
+    clean_snippet,
+    to_fts_query,
+)
 from harness9.memory.session import (
     Checkpoint,
     CorruptRow,
@@ -338,6 +349,74 @@ class Manager:
             raise SessionNotFoundError(session_id)
         return SessionInfo(*row)
 
+    _SEARCH_SQL = (
+        # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
+        "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, CAST(s.title AS BLOB), "
+        "CAST(snippet(messages_fts, 0, ?, ?, ?, ?) AS BLOB), bm25(messages_fts) "
+        "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+        "JOIN sessions AS s ON s.id = m.session_id WHERE messages_fts MATCH ?"
+    )
+
+    def search(
+        self, query: str, *, limit: int = 20, session_id: str | None = None
+    ) -> list[SearchHit]:
+        """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
+
+        First indexes the messages written since the last search (harness9.memory.fts_index),
+        so every message stored before the call can be found.
+        Raises SearchQueryError for a query with no reading (see harness9.memory.search).
+        """
+        expr = to_fts_query(query)
+        if session_id is not None and not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        self.catch_up_index()
+        sql = self._SEARCH_SQL
+        args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
+        if session_id is not None:
+            sql += " AND m.session_id = ?"
+            args.append(session_id)
+        sql += " ORDER BY bm25(messages_fts), m.id DESC"
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            try:
+                rows = self.conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "fts5" in str(exc) or "syntax error" in str(exc):
+                    raise SearchQueryError(f"cannot search for {query.strip()!r}: {exc}") from exc
+                raise StoreError(
+                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
+                ) from exc
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
+                ) from exc
+        return [
+            SearchHit(
+                sid,
+                mid,
+                clean_snippet(role),
+                created,
+                clean_snippet(title),
+                clean_snippet(snip),
+                rank,
+            )
+            for sid, mid, role, created, title, snip, rank in rows
+        ]
+
+    def catch_up_index(self) -> int:
+        """Index every message not indexed yet, in one transaction; return how many.
+
+        The check runs outside a write transaction, so a search with nothing to index
+        never waits for another process's write lock.
+        """
+        with self.read() as conn:
+            if not fts_index.is_behind(conn):
+                return 0
+        with self.transaction() as conn:
+            return fts_index.catch_up(conn)  # re-checks under the lock
+
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
 
@@ -388,6 +467,31 @@ class Manager:
         for sid in deleted:
             self._remove_tool_results(sid)
         return deleted
+
+    def delete_sessions_older_than(
+        self, cutoff_unix: float, *, keep: Iterable[str] = ()
+    ) -> list[str]:
+        """Delete every session last updated before ``cutoff_unix`` (except ``keep``).
+
+        Choosing and deleting are one transaction, so a session another process
+        writes to meanwhile is either updated first (and kept) or deleted first.
+        Returns the deleted ids, most recently updated first.
+        """
+        spared = set(keep)
+        with self.transaction() as conn:
+            ids = [
+                sid
+                for (sid,) in conn.execute(
+                    "SELECT id FROM sessions WHERE updated_at < ?" + self._ORDER_SQL,
+                    (cutoff_unix,),
+                )
+                if sid not in spared
+            ]
+            conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
+        for sid in ids:
+            if is_session_id(sid):  # only canonical ids ever name a path
+                self._remove_tool_results(sid)
+        return ids
 
     def _remove_tool_results(self, session_id: str) -> None:
         if self.tool_results_dir is None:

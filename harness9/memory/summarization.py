@@ -25,9 +25,11 @@ from harness9.memory.compaction import (
     TokenBudgetCompactor,
     find_cut,
     measure,
+    run_fallback,
     starts_with_system,
     unchanged_plan,
 )
+from harness9.memory.patterns import is_offload_marker
 from harness9.memory.repair import repair_orphaned_tool_pairs
 from harness9.memory.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.schema import (
@@ -105,14 +107,23 @@ def _shorten(text: str, limit: int) -> str:
     return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
-def render_for_summary(msgs: Sequence[Message]) -> list[str]:
-    """One compact text block per message, as the summariser sees the head."""
+def render_for_summary(
+    msgs: Sequence[Message], *, tool_result_chars: int = TOOL_RESULT_CHARS
+) -> list[str]:
+    """One compact text block per message, as the summariser sees the head.
+
+    Tool results are cut to ``tool_result_chars``, except offload markers: they
+    are already summaries, and the id they carry is what ``offload_recall`` needs.
+    """
     names: dict[str, str] = {}
     blocks: list[str] = []
     for m in msgs:
         if m.role == ROLE_TOOL:
             name = names.get(m.tool_call_id, "tool")
-            blocks.append(f"[{name} result]: {_shorten(m.content, TOOL_RESULT_CHARS)}")
+            content = m.content
+            if not is_offload_marker(content):
+                content = _shorten(content, tool_result_chars)
+            blocks.append(f"[{name} result]: {content}")
             continue
         lines = [f"[{m.role}]: {m.content}"] if m.content else [f"[{m.role}]:"]
         for tc in m.tool_calls:
@@ -156,7 +167,12 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
 
 
 class SummarizationCompactor:
-    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``."""
+    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
+
+    ``system_prompt``, ``template`` and ``tool_result_chars`` change what the
+    summariser is asked for (phase 2 asks for ``@file:``/``@error:`` markers);
+    chunking, the ``<previous-summary>`` merge and the fallback stay the same.
+    """
 
     strategy = "summarize"
 
@@ -168,10 +184,16 @@ class SummarizationCompactor:
         fallback: Compactor | None = None,
         *,
         summarizer_window: int | None = None,
+        system_prompt: str = SUMMARIZER_SYSTEM,
+        template: str = SUMMARY_TEMPLATE,
+        tool_result_chars: int = TOOL_RESULT_CHARS,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         self.summarizer = summarizer
+        self.system_prompt = system_prompt
+        self.template = template
+        self.tool_result_chars = tool_result_chars
         self.max_tokens = max_tokens
         self.min_tail_messages = min_tail_messages
         self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
@@ -223,7 +245,9 @@ class SummarizationCompactor:
         if not plan.would_compact:
             return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
         try:
-            summary = self._summarize(msgs[1 : plan.cut], on_progress, instructions)
+            summary = self.summarize(
+                msgs[1 : plan.cut], focus=instructions, on_progress=on_progress
+            )
         except Exception as exc:  # any provider failure: truncation still keeps us going
             return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
         if not summary:
@@ -237,26 +261,18 @@ class SummarizationCompactor:
     # -- internals -------------------------------------------------------
 
     def _fall_back(self, msgs: list[Message], force: bool, error: str) -> CompactionResult:
-        detailed = getattr(self.fallback, "compact_detailed", None)
-        if detailed is not None:
-            res: CompactionResult = detailed(msgs, force=force)
-            return CompactionResult(res.messages, res.plan, None, res.strategy, error)
-        # A plain Compactor: all we know is its output.
-        out = self.fallback.compact(msgs)
-        before = estimate_tokens(msgs)
-        plan = CompactionPlan(
-            out != msgs, "fallback", 1, before, estimate_tokens(out), self.max_tokens
+        return run_fallback(
+            self.fallback, msgs, force=force, error=error, threshold=self.max_tokens
         )
-        return CompactionResult(out, plan, None, "fallback", error)
 
     def _call(self, prompt: str) -> str:
         reply, _usage = self.summarizer.generate(
-            [Message(ROLE_SYSTEM, SUMMARIZER_SYSTEM), Message(ROLE_USER, prompt)], []
+            [Message(ROLE_SYSTEM, self.system_prompt), Message(ROLE_USER, prompt)], []
         )
         return (reply.content or "").strip()
 
     def _prompt(self, instruction: str, body: str, previous: str | None, focus: str | None) -> str:
-        parts = [instruction, "", SUMMARY_TEMPLATE, ""]
+        parts = [instruction, "", self.template, ""]
         if focus:
             parts += [f"Focus especially on: {focus}", ""]
         if previous is not None:
@@ -275,7 +291,7 @@ class SummarizationCompactor:
         if self.summarizer_window is None:
             return None
         budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
-        fixed = len((SUMMARIZER_SYSTEM + overhead).encode("utf-8", "surrogatepass"))
+        fixed = len((self.system_prompt + overhead).encode("utf-8", "surrogatepass"))
         return max(_MIN_CHUNK_BYTES, budget - fixed)
 
     def _too_big_to_carry(self, text: str) -> bool:
@@ -284,17 +300,23 @@ class SummarizationCompactor:
         budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
         return len(text.encode("utf-8", "surrogatepass")) > budget // 3
 
-    def _summarize(
+    def summarize(
         self,
         head: Sequence[Message],
-        on_progress: Callable[[int, int], None] | None,
-        focus: str | None,
+        *,
+        focus: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> str:
+        """The summary text of ``head`` (no prefix); chunked when it overflows the window.
+
+        A head opening with an earlier summary is merged into it. May return ""
+        (the caller decides what an empty reply means); provider errors propagate.
+        """
         previous: str | None = None
         if head and head[0].is_summary:
             previous = head[0].content[len(SUMMARY_PREFIX) :]
             head = head[1:]
-        blocks = render_for_summary(head)
+        blocks = render_for_summary(head, tool_result_chars=self.tool_result_chars)
         if previous is not None and self._too_big_to_carry(previous):
             # A previous summary that would crowd out the new span in every call
             # is summarised like the rest of the history, as its oldest part.

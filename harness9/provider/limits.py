@@ -78,11 +78,10 @@ def routing_candidates(name: str) -> list[str]:
 
 @lru_cache(maxsize=256)
 def _lookup(name: str) -> ModelLimits:
-    model_map = _model_map()
     candidates = routing_candidates(name)
     for candidate in candidates:
         for key in dict.fromkeys((candidate, candidate.lower())):
-            limits = _from_map_entry(model_map.get(key))
+            limits = _from_map_entry(_map_entry(key))
             if limits is not None:
                 return limits
     base = candidates[-1].lower() if candidates else ""
@@ -126,15 +125,47 @@ def model_map_path() -> Path | None:
 
 
 @lru_cache(maxsize=1)
-def _model_map() -> dict[str, Any]:
+def _model_map_text() -> str:
     path = model_map_path()
     if path is None:
-        return {}
+        return ""
     try:
-        data = json.loads(path.read_bytes())
+        return path.read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return ""
+
+
+@lru_cache(maxsize=1)
+def _model_map() -> dict[str, Any]:
+    try:
+        data = json.loads(_model_map_text() or "{}")
+    except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# The bundled map is pretty-printed with four-space indentation, one model per
+# top-level key. Parsing all of it (~1.5 MB) costs ~70 ms of `chat` start-up,
+# so a lookup slices out just the entry it needs and parses that; any other
+# layout falls back to parsing the whole file.
+_ENTRY_INDENT = "\n    "
+
+
+def _map_entry(key: str) -> Any:
+    text = _model_map_text()
+    if not text.startswith("{" + _ENTRY_INDENT + '"'):
+        return _model_map().get(key)
+    start = text.find(_ENTRY_INDENT + json.dumps(key) + ": {")
+    if start < 0:
+        return None
+    body = text.find("{", start)
+    end = text.find(_ENTRY_INDENT + "}", body)
+    if end < 0:
+        return _model_map().get(key)
+    try:
+        return json.loads(text[body : end + len(_ENTRY_INDENT) + 1])
+    except ValueError:
+        return _model_map().get(key)
 
 
 __all__ = ["DEFAULT_LIMITS", "FAMILY_LIMITS", "ModelLimits", "get_model_limits"]

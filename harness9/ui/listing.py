@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from harness9.memory.session import SessionInfo
 
 # C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
 _UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def iso_utc(ts: float) -> str:
+    """``2026-05-17T14:30:00Z``: what every --json output and export uses."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def local_time(ts: float) -> str:

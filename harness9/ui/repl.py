@@ -21,7 +21,9 @@ from rich.text import Text
 
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
+from harness9.errors import HarnessError
 from harness9.memory.tokens import format_token_count
+from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
     inert,
@@ -37,6 +39,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/undo": "remove the last exchange (your last message and everything after it)",
     "/compact": "compact the context now; optional focus instructions follow the command",
     "/context": "show what the next request would carry, in tokens",
+    "/search": 'search past sessions (/search WORDS or "a phrase"); pick a hit to resume it',
     "/exit": "leave (Ctrl-D works too)",
 }
 
@@ -94,16 +97,7 @@ class EventRenderer:
             case ev.Compaction() as c:
                 self._stop_spin()
                 self._end_line()
-                self.io.err.print(
-                    compaction_notice(
-                        c.tokens_before,
-                        c.tokens_after,
-                        c.msgs_before,
-                        c.msgs_after,
-                        strategy=c.strategy,
-                        fallback_reason=c.fallback_reason,
-                    )
-                )
+                self.io.err.print(compaction_notice(c))
             case ev.Retrying(attempt=a, delay=d, reason=r):
                 self._spin(f"{inert(r)}: retrying in {d:.1f}s (attempt {a})…")
             case ev.Notice(text=text):
@@ -169,6 +163,9 @@ class ChatLoop:
     io: ChatIO
     model: str
     on_session_change: Callable[[str], None] | None = None
+    # Called once the first prompt is about to show (chat starts loading litellm there, so
+    # the import does not compete with start-up for the interpreter lock).
+    on_ready: Callable[[], None] | None = None
     renderer: EventRenderer = field(init=False)
     failed_turns: int = 0
 
@@ -182,6 +179,8 @@ class ChatLoop:
         """Run until /exit or EOF. Returns the exit code (1 if a piped turn failed)."""
         if self.io.interactive:
             self._banner()
+        if self.on_ready is not None:
+            self.on_ready()
         prompt = "› " if self.io.interactive else ""
         while True:
             try:
@@ -206,10 +205,19 @@ class ChatLoop:
         return 1 if (self.failed_turns and not self.io.interactive) else 0
 
     def turn(self, text: str) -> None:
+        # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
             result = self.engine.run_turn(text)
         except KeyboardInterrupt:
             result = None
+        except HarnessError as exc:
+            self.renderer.error(str(exc))
+            self.failed_turns += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - shown as one line, the REPL continues
+            self.renderer.error(f"internal error: {type(exc).__name__}: {exc}")
+            self.failed_turns += 1
+            return
         finally:
             self.renderer.stop()
         if result is None or result.interrupted:
@@ -232,13 +240,20 @@ class ChatLoop:
             "/undo": self.cmd_undo,
             "/compact": self.cmd_compact,
             "/context": self.cmd_context,
+            "/search": self.cmd_search,
         }.get(name)
         if name in ("/exit", "/quit"):
             return "exit"
         if handler is None:
             self.renderer.error(f"unknown command {name}; /help lists the commands")
             return None
-        handler(rest)
+        try:
+            handler(rest)
+        except HarnessError as exc:
+            self.renderer.error(str(exc))
+        except KeyboardInterrupt:
+            self.renderer.stop()
+            self.io.err.print("cancelled")
         return None
 
     def cmd_help(self, _rest: str) -> None:
@@ -261,8 +276,7 @@ class ChatLoop:
         if not infos:
             self.io.err.print("no other sessions to resume")
             return
-        choice = rest
-        if not choice:
+        if not rest:
             self.io.err.print(f"Sessions ({len(infos)}):")
             # One line per session: cut to the terminal's width, never wrapped for a pipe.
             fit = (
@@ -279,22 +293,26 @@ class ChatLoop:
                     highlight=False,
                     **fit,
                 )
-            try:
-                choice = self.io.read_line(
-                    "number (anything else cancels): " if self.io.interactive else ""
-                )
-            except (EOFError, KeyboardInterrupt):
-                choice = ""
-        choice = choice.strip()
-        if not choice.isdigit() or not 1 <= int(choice) <= len(infos):
+        n = self._pick(rest, len(infos), "number (anything else cancels): ")
+        if n is None:
             self.io.err.print("resume cancelled")
             return
-        session = self.manager.open_session(infos[int(choice) - 1].id)
-        self._switch(session)
-        count = len(session.get_messages())
-        self.io.err.print(
-            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
-        )
+        self._resume(infos[n - 1].id)
+
+    def cmd_search(self, rest: str) -> None:
+        if not rest:
+            self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
+            return
+        hits = self.manager.search(rest, limit=10)
+        if not hits:
+            self.io.err.print("no matches")
+            return
+        render_hits(self.io.err, hits)
+        n = self._pick("", len(hits), "number to resume (anything else cancels): ")
+        if n is None:
+            self.io.err.print("search closed")
+            return
+        self._resume(hits[n - 1].session_id)
 
     def cmd_undo(self, _rest: str) -> None:
         session = self.engine.session
@@ -347,6 +365,27 @@ class ChatLoop:
         )
 
     # -- helpers --------------------------------------------------------------------
+
+    def _pick(self, given: str, count: int, prompt: str) -> int | None:
+        """A number from 1 to count, from ``given`` or asked for; None for anything else."""
+        choice = given
+        if not choice:
+            try:
+                choice = self.io.read_line(prompt if self.io.interactive else "")
+            except (EOFError, KeyboardInterrupt):
+                choice = ""
+        choice = choice.strip()
+        if choice.isdigit() and 1 <= int(choice) <= count:
+            return int(choice)
+        return None
+
+    def _resume(self, session_id: str) -> None:
+        session = self.manager.open_session(session_id)
+        self._switch(session)
+        count = len(session.get_messages())
+        self.io.err.print(
+            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
+        )
 
     def _switch(self, session: Any) -> None:
         self.engine.set_session(session)

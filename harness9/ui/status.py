@@ -6,6 +6,7 @@ import re
 
 from rich.text import Text
 
+from harness9.engine.events import Compaction
 from harness9.memory.tokens import format_token_count
 
 # Everything but newline and tab from C0/C1 and DEL: model text and tool output must not
@@ -44,28 +45,20 @@ def token_line(
     return line
 
 
-def compaction_notice(
-    tokens_before: int,
-    tokens_after: int,
-    msgs_before: int,
-    msgs_after: int,
-    *,
-    strategy: str = "",
-    fallback_reason: str | None = None,
-) -> Text:
+def compaction_notice(c: Compaction) -> Text:
     """``⚡ context compacted — 12.5K → 6.2K tokens (45 → 22 messages)``."""
     text = Text(
-        f"⚡ context compacted — {format_token_count(tokens_before)} → "
-        f"{format_token_count(tokens_after)} tokens ({msgs_before} → {msgs_after} messages)",
+        f"⚡ context compacted — {format_token_count(c.tokens_before)} → "
+        f"{format_token_count(c.tokens_after)} tokens ({c.msgs_before} → {c.msgs_after} messages)",
         style="bold magenta",
     )
-    if fallback_reason:
+    if c.fallback_reason:
         text.append(
-            f"\n  summary failed ({inert(fallback_reason)}); older messages were truncated instead",
+            f"\n  summary failed ({inert(c.fallback_reason)}); older messages were truncated instead",
             style="yellow",
         )
-    elif strategy and strategy != "summarize":
-        text.append(f" [{strategy}]", style="dim")
+    elif c.strategy and c.strategy != "summarize":
+        text.append(f" [{c.strategy}]", style="dim")
     return text
 
 

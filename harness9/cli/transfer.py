@@ -1,0 +1,156 @@
+"""``harness9 sessions export|import``: a session to a file and back.
+
+Registered on ``sessions_app`` by harness9.cli.sessions. Files are written
+atomically (a temporary file in the same directory, then a rename or a hard
+link), mode 0600 like the store itself: an export holds the whole conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness9 import config
+from harness9.errors import HarnessError, UsageError
+from harness9.memory.session import SessionNotFoundError
+from harness9.memory.store import Manager
+
+
+class ExportFormat(StrEnum):
+    markdown = "markdown"
+    json = "json"
+
+
+class OutputExistsError(HarnessError):
+    """-o names a file that exists and --force was not given."""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
+    """Write ``text`` to ``path`` all at once; refuse to replace a file unless ``force``."""
+    import tempfile  # here, not at the top: `sessions list` must not pay for it
+
+    if not force and (path.exists() or path.is_symlink()):
+        raise OutputExistsError(f"{path} already exists; use --force to overwrite it")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if force:
+            os.replace(tmp, path)
+        else:
+            # link() fails if the name appeared since the check: never a silent clobber.
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise OutputExistsError(
+                    f"{path} already exists; use --force to overwrite it"
+                ) from None
+            except OSError:
+                # No hard links on this file system: fall back to check-then-rename.
+                if path.exists():
+                    raise OutputExistsError(
+                        f"{path} already exists; use --force to overwrite it"
+                    ) from None
+                os.replace(tmp, path)
+    except OSError as exc:
+        raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # gone if renamed into place
+            os.unlink(tmp)
+
+
+def _read_input(source: str) -> str:
+    try:
+        if source == "-":
+            return sys.stdin.buffer.read().decode("utf-8")
+        return Path(source).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise HarnessError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise HarnessError(f"cannot import {source}: it is not UTF-8 text") from None
+
+
+def export_command(
+    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
+    fmt: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="markdown (to read) or json (complete, for import). "
+            "Default: json if -o ends in .json, else markdown.",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
+) -> None:
+    """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
+    from harness9.memory.export import export_json, snapshot_session
+
+    if fmt is None:
+        json_suffix = output is not None and output.suffix.lower() == ".json"
+        fmt = ExportFormat.json if json_suffix else ExportFormat.markdown
+    path = config.db_path()
+    if not path.exists():
+        raise SessionNotFoundError(session_id)
+    with Manager(path, tool_results_dir=config.tool_results_dir()) as store:
+        snap = snapshot_session(store, store.resolve_id(session_id))
+    for row in snap.corrupt_rows:
+        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+    if fmt is ExportFormat.json:
+        text = export_json(snap)
+    else:
+        from harness9.ui.markdown_export import session_markdown
+
+        text = session_markdown(snap)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_file_atomically(output, text, force=force)
+    typer.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+
+
+def import_command(
+    source: Annotated[
+        str, typer.Argument(metavar="FILE", help="A JSON export, or - to read standard input.")
+    ],
+    new_id: Annotated[
+        bool,
+        typer.Option("--new-id", help="Store it under a fresh session id (keeps the original)."),
+    ] = False,
+) -> None:
+    """Import a session from a JSON export (all of it or nothing)."""
+    from harness9.memory.export import ImportFormatError, import_snapshot, parse_export
+    from harness9.memory.store import open_manager
+
+    if not source:
+        raise UsageError("give a file to import, or - for standard input")
+    text = _read_input(source)
+    try:
+        snap = parse_export(text)
+    except ImportFormatError as exc:
+        raise ImportFormatError(f"cannot import {source}: {exc}") from None
+    with open_manager() as store:
+        sid = import_snapshot(store, snap, new_id=new_id)
+    what = _plural(len(snap.records), "message")
+    note = f", a copy of {snap.info.id}" if new_id else ""
+    typer.echo(f"Imported session {sid} ({what}{note}).")

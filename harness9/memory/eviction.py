@@ -1,0 +1,300 @@
+"""Layer 2 of phase 2: evict the least informative old tool results first.
+
+Each old tool result gets a density score (seed rules):
+
+* +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
+* -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;
+* an offload marker (``📂 [offload:``) scores a neutral 1.0 and is never evicted: it is
+  already a summary, and its id is what ``offload_recall`` needs.
+
+``evict_by_density`` keeps the newest ``keep_groups`` tool groups (an assistant
+message with tool calls plus its results) intact and, lowest score first (ties:
+oldest first), replaces older results with ``[evicted] <rule summary> (N tokens
+evicted)`` until the estimate is at or under the target. Roles, ids and order
+never change, so the call/result sequence stays valid; the input is not mutated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.memory.fingerprint import error_lines
+from harness9.memory.offload import OffloadError, OffloadStore
+from harness9.memory.patterns import (
+    GREP_LINE_RE,
+    OFFLOAD_MARKER,
+    find_declarations,
+    find_paths,
+    has_decision,
+    has_error,
+    has_path,
+    is_offload_marker,
+)
+from harness9.memory.repair import match_tool_results, repair_orphaned_tool_pairs
+from harness9.memory.rule_summary import stats_of, summarize_output
+from harness9.memory.tokens import BYTES_PER_TOKEN, message_bytes
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
+
+EVICTED_PREFIX = "[evicted] "
+EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its eviction stub
+# Bytes of declared names and paths a stub may list beyond its rule summary (~80
+# tokens): small next to the results worth evicting (usually thousands of bytes),
+# room for 15-20 names. What does not fit is counted ("… and N more"), and with an
+# OffloadStore the whole result stays recallable through the stub's marker.
+EVICTED_FACT_BYTES = 320
+_PLACEHOLDER_ID = "ofl_" + "0" * 12  # same length as a real id: sizes a stub before writing
+_CODE_LINE_RE = re.compile(
+    r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
+    r"public|private|package|#include|@)\b|.*[{};:]\s*$|\s*[}\])]\s*$)"
+)
+
+
+def is_large_code_dump(content: str) -> bool:
+    """2,000+ characters over 30+ lines, at least half of them code-shaped."""
+    if len(content) < 2000:
+        return False
+    lines = [x for x in content.splitlines() if x.strip()]
+    if len(lines) < 30:
+        return False
+    code = sum(1 for x in lines if _CODE_LINE_RE.match(x))
+    return code * 2 >= len(lines)
+
+
+def is_repetitive_grep(content: str) -> bool:
+    """At least 10 ``path:line:`` matches making up most of the lines."""
+    nonempty = sum(1 for x in content.splitlines() if x.strip())
+    matches = len(GREP_LINE_RE.findall(content))
+    return matches >= 10 and matches * 2 > nonempty
+
+
+def density_score(msg: Message) -> float:
+    content = msg.content
+    if is_offload_marker(content):
+        return 1.0
+    score = 0.0
+    if has_error(content):
+        score += 3.0
+    if has_decision(content):
+        score += 2.5
+    if has_path(content):
+        score += 1.0
+    if len(content) < 500:
+        score += 1.5
+    if is_large_code_dump(content):
+        score -= 2.0
+    if is_repetitive_grep(content):
+        score -= 1.5
+    if msg.role == ROLE_TOOL and len(content) > 3000:
+        score -= 2.0
+    return score
+
+
+@dataclass(slots=True)
+class ToolGroup:
+    call_index: int  # the assistant message carrying the calls
+    result_indices: list[int]
+
+
+def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
+    """Assistant-with-calls messages and the results answering them, oldest first.
+
+    Results are matched to calls exactly as the repair matches them, so a reused
+    call id binds to the nearest call and a stray result belongs to no group.
+    """
+    slots = match_tool_results(msgs)
+    groups: list[ToolGroup] = []
+    s = 0
+    for i, m in enumerate(msgs):
+        if m.role == ROLE_ASSISTANT and m.tool_calls:
+            n = len(m.tool_calls)
+            groups.append(ToolGroup(i, sorted(r for r in slots[s : s + n] if r >= 0)))
+            s += n
+    return groups
+
+
+def _evictable(content: str) -> bool:
+    return not (
+        is_offload_marker(content)
+        or content.startswith(EVICTED_PREFIX)
+        or content == TRUNCATED_STUB
+    )
+
+
+def _fact_lines(content: str, body: str, budget: int = EVICTED_FACT_BYTES) -> list[str]:
+    """The result's fingerprinted facts its rule summary ``body`` lacks, for the stub.
+
+    Error lines: the last ``EVICTED_ERROR_LINES`` (a failing run's error is what a
+    later step needs most). Then declared names, then paths, in the order they
+    appear, while they fit in ``budget`` bytes; a count of the rest.
+    """
+    lines: list[str] = []
+    errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
+    if errors:
+        lines += ["errors:", *("  " + e for e in errors)]
+    words = set(re.findall(r"[\w./-]+", body))
+    room = budget
+    for label, items in (
+        ("names", [n for n in find_declarations(content) if n not in words]),
+        ("paths", [p for p in find_paths(content) if p not in words]),
+    ):
+        shown: list[str] = []
+        for item in items:
+            cost = len(item.encode()) + 2
+            if cost > room:
+                break
+            room -= cost
+            shown.append(item)
+        more = len(items) - len(shown)
+        if shown or more:
+            line = f"{label}: " + ", ".join(shown)
+            lines.append(line + (f" … and {more} more not shown" if more else ""))
+    return lines
+
+
+def _stub(msg: Message, name: str, args: str, offload_id: str | None) -> Message:
+    stats = stats_of(msg.content)
+    body = summarize_output(name, args, stats, brief=True)
+    facts = _fact_lines(msg.content, body)
+    if facts:
+        body += "\n" + "\n".join(facts)
+    if offload_id is None:
+        content = f"{EVICTED_PREFIX}{body} ({stats.tokens} tokens evicted)"
+    else:
+        # Starts with the marker: never evicted again, and summarisers keep it whole.
+        content = (
+            f"{OFFLOAD_MARKER}{offload_id}] {EVICTED_PREFIX}{stats.tokens} tokens evicted\n"
+            f'{body}\nuse offload_recall(id="{offload_id}") for the full content'
+        )
+    return Message(ROLE_TOOL, content, tool_call_id=msg.tool_call_id)
+
+
+def _offload(store: OffloadStore, session_id: str, name: str, args: str, content: str) -> str:
+    """Writes an evicted result to the store; its id, or "" when it could not be written."""
+    try:
+        writer = store.open_stream(session_id, name, args)
+        writer.write(content)
+        return writer.finish().id
+    except (OSError, OffloadError):  # eviction must work without a writable store
+        return ""
+
+
+def evict_by_density(
+    messages: Sequence[Message],
+    keep_groups: int = 3,
+    target_tokens: int = 0,
+    *,
+    offload: OffloadStore | None = None,
+    session_id: str = "",
+) -> list[Message]:
+    """Replace low-density old tool results until ``estimate_tokens(result) <= target_tokens``.
+
+    Each stub keeps the result's rule summary, its last error lines and, within
+    ``EVICTED_FACT_BYTES``, the names it declares and the paths it mentions. With
+    ``offload`` the full result is written to the store first and the stub starts
+    with its ``📂 [offload:<id>]`` marker, so nothing evicted is out of reach.
+    """
+    out = list(messages)
+    total = sum(message_bytes(m) for m in out)
+    if total // BYTES_PER_TOKEN <= target_tokens:
+        return out
+    groups = tool_groups(out)
+    old = groups[: max(0, len(groups) - keep_groups)]
+    # Each result's own call (ids may be reused across turns, so not a global id map).
+    call_of = {
+        i: tc
+        for g in old
+        for i in g.result_indices
+        for tc in out[g.call_index].tool_calls
+        if tc.id == out[i].tool_call_id
+    }
+    candidates = [
+        (density_score(out[i]), i)
+        for g in old
+        for i in g.result_indices
+        if _evictable(out[i].content)
+    ]
+    candidates.sort()
+    for _, i in candidates:
+        if total // BYTES_PER_TOKEN <= target_tokens:
+            break
+        msg = out[i]
+        tc = call_of.get(i)
+        name, args = (tc.name, tc.arguments) if tc else ("tool", "{}")
+        replacement = _stub(msg, name, args, _PLACEHOLDER_ID if offload else None)
+        saved = message_bytes(msg) - message_bytes(replacement)
+        if saved <= 0:  # a short result: its summary would not be smaller
+            continue
+        if offload is not None:
+            oid = _offload(offload, session_id, name, args, msg.content)
+            replacement = _stub(msg, name, args, oid or None)
+            saved = message_bytes(msg) - message_bytes(replacement)
+        out[i] = replacement
+        total -= saved
+    return out
+
+
+class EvictionCompactor:
+    """Compacts by eviction alone when over ``max_tokens``, down to ``target_ratio`` of it.
+
+    ``force`` evicts every evictable result outside the newest ``keep_groups`` groups.
+    Nothing is folded, so ``plan.cut`` is always 1; the output is repaired like
+    every compactor's.
+    """
+
+    strategy = "evict"
+
+    def __init__(
+        self,
+        max_tokens: int,
+        target_ratio: float = 0.7,
+        keep_groups: int = 3,
+        *,
+        offload: OffloadStore | None = None,
+        session_id: str = "",
+    ) -> None:
+        """With ``offload``, evicted results are written there (see ``evict_by_density``)."""
+        self.max_tokens = max_tokens
+        self.target_ratio = target_ratio
+        self.keep_groups = keep_groups
+        self.offload = offload
+        self.session_id = session_id
+
+    @property
+    def target_tokens(self) -> int:
+        return int(self.max_tokens * self.target_ratio)
+
+    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+        return self._run(msgs, force)[0]  # a dry run: nothing is written to the store
+
+    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+        plan, out = self._run(msgs, force, offload=True)
+        if starts_with_system(msgs):
+            out = repair_orphaned_tool_pairs(out)
+        return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+    def _run(
+        self, msgs: list[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, list[Message]]:
+        before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
+        plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)
+        if not starts_with_system(msgs) or (not force and before <= self.max_tokens):
+            return plan, list(msgs)
+        # Forced (a manual /compact): evict every old result that can go.
+        target = 0 if force else self.target_tokens
+        out = evict_by_density(
+            msgs,
+            self.keep_groups,
+            target,
+            offload=self.offload if offload else None,
+            session_id=self.session_id,
+        )
+        after = sum(message_bytes(m) for m in out) // BYTES_PER_TOKEN
+        plan.tokens_after = after
+        plan.would_compact = after < before
+        return plan, out

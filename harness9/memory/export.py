@@ -1,0 +1,330 @@
+"""A session as one JSON document, and back: ``sessions export --format json`` / ``import``.
+
+The document is complete (ids, exact Unix times, todos, checkpoints) so an
+import restores the session exactly: export → delete → import → export gives
+the same bytes. Reading validates everything before writing anything, and the
+write is one transaction.
+
+Format (version 1)::
+
+    {"format": "harness9-session", "version": 1,
+     "id", "title", "created_at", "updated_at", "message_count",
+     "messages": [{"id", "role", "content", "tool_calls": [{"id", "name", "arguments"}],
+                   "tool_call_id" (string or null), "created_at"}],
+     "todos": [{"content", "status"}],
+     "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
+                      "tokens_after", "messages_before", "messages_after", "created_at"}]}
+
+Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness9.errors import HarnessError
+from harness9.memory import fts_index
+from harness9.memory.session import (
+    Checkpoint,
+    CorruptRow,
+    SessionInfo,
+    StoredMessage,
+)
+from harness9.memory.store import Manager, is_session_id
+from harness9.schema import Message, TodoItem, ToolCall
+
+FORMAT = "harness9-session"
+VERSION = 1
+
+
+class ImportFormatError(HarnessError):
+    """The file is not a session export this harness9 can read; nothing was written."""
+
+
+class SessionExistsError(HarnessError):
+    """Importing would overwrite a stored session."""
+
+
+@dataclass(slots=True)
+class SessionSnapshot:
+    """Everything stored about one session, read in one consistent transaction."""
+
+    info: SessionInfo
+    records: list[StoredMessage]
+    todos: list[TodoItem]
+    checkpoints: list[Checkpoint]
+    corrupt_rows: list[CorruptRow] = field(default_factory=list)
+
+
+def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
+    session = manager.open_session(session_id)
+    with manager.read() as conn:
+        # One read transaction: a chat writing meanwhile cannot tear the snapshot.
+        conn.execute("BEGIN")
+        try:
+            info = manager.session_info(session_id)
+            records = session.get_records()
+            todos = session.get_todos() or []
+            checkpoints = session.list_checkpoints()
+        finally:
+            conn.execute("COMMIT")
+    return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+
+
+# -- to JSON ------------------------------------------------------------------------------
+
+
+def to_document(snap: SessionSnapshot) -> dict[str, Any]:
+    info = snap.info
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "id": info.id,
+        "title": info.title,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "message_count": len(snap.records),  # what this file holds (corrupt rows are not in it)
+        "messages": [
+            {
+                "id": r.id,
+                "role": r.message.role,
+                "content": r.message.content,
+                "tool_calls": [c.to_flat() for c in r.message.tool_calls],
+                "tool_call_id": r.message.tool_call_id or None,
+                "created_at": r.created_at,
+            }
+            for r in snap.records
+        ],
+        "todos": [{"content": t.content, "status": t.status} for t in snap.todos],
+        "checkpoints": [
+            {
+                "id": cp.id,
+                "last_message_id": cp.last_message_id,
+                "summary": cp.summary,
+                "strategy": cp.strategy,
+                "tokens_before": cp.tokens_before,
+                "tokens_after": cp.tokens_after,
+                "messages_before": cp.messages_before,
+                "messages_after": cp.messages_after,
+                "created_at": cp.created_at,
+            }
+            for cp in snap.checkpoints
+        ],
+    }
+
+
+def export_json(snap: SessionSnapshot) -> str:
+    return json.dumps(to_document(snap), ensure_ascii=False, indent=2) + "\n"
+
+
+# -- from JSON ----------------------------------------------------------------------------
+
+
+def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise ImportFormatError(f"{where} has no {key!r}")
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # bool is an int to Python, never to us; an int is a fine float.
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ImportFormatError(f"{where}.{key} is not a finite number")
+        return float(value)
+    if not ok:
+        raise ImportFormatError(f"{where}.{key} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    items = _get(obj, key, list, where)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ImportFormatError(f"{where}.{key}[{i}] is not an object")
+    return items
+
+
+def from_document(doc: object) -> SessionSnapshot:
+    """Validate an export document completely; raise ImportFormatError on the first fault."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ImportFormatError(f'not a harness9 session export (no "format": "{FORMAT}")')
+    version = doc.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise ImportFormatError(
+            f"unsupported export version {version!r} (this harness9 reads version {VERSION})"
+        )
+    sid = _get(doc, "id", str, "session")
+    if not is_session_id(sid):
+        raise ImportFormatError(f"session id {sid!r} is not a canonical lower-case UUID")
+    info = SessionInfo(
+        sid,
+        _get(doc, "created_at", float, "session"),
+        _get(doc, "updated_at", float, "session"),
+        _get(doc, "message_count", int, "session"),
+        _get(doc, "title", str, "session"),
+    )
+    records: list[StoredMessage] = []
+    for i, m in enumerate(_list(doc, "messages", "session")):
+        where = f"messages[{i}]"
+        calls = [
+            ToolCall(
+                _get(c, "id", str, f"{where}.tool_calls[{k}]"),
+                _get(c, "name", str, f"{where}.tool_calls[{k}]"),
+                _get(c, "arguments", str, f"{where}.tool_calls[{k}]"),
+            )
+            for k, c in enumerate(_list(m, "tool_calls", where))
+        ]
+        call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
+        msg = Message(_get(m, "role", str, where), _get(m, "content", str, where), calls, call_id)
+        records.append(
+            StoredMessage(_get(m, "id", int, where), msg, _get(m, "created_at", float, where))
+        )
+    _check_increasing([r.id for r in records], "message")
+    if info.message_count != len(records):
+        raise ImportFormatError(
+            f"message_count is {info.message_count} but the file holds {len(records)} messages"
+        )
+    todos = [
+        TodoItem(_get(t, "content", str, f"todos[{i}]"), _get(t, "status", str, f"todos[{i}]"))
+        for i, t in enumerate(_list(doc, "todos", "session"))
+    ]
+    message_ids = {r.id for r in records}
+    checkpoints: list[Checkpoint] = []
+    for i, c in enumerate(_list(doc, "checkpoints", "session")):
+        where = f"checkpoints[{i}]"
+        cp = Checkpoint(
+            last_message_id=_get(c, "last_message_id", int, where),
+            summary=_get(c, "summary", str, where),
+            strategy=_get(c, "strategy", str, where),
+            tokens_before=_get(c, "tokens_before", int, where),
+            tokens_after=_get(c, "tokens_after", int, where),
+            messages_before=_get(c, "messages_before", int, where),
+            messages_after=_get(c, "messages_after", int, where),
+            created_at=_get(c, "created_at", float, where),
+            id=_get(c, "id", int, where),
+        )
+        if cp.last_message_id not in message_ids:
+            raise ImportFormatError(
+                f"{where} covers message {cp.last_message_id}, which is not in the file"
+            )
+        checkpoints.append(cp)
+    _check_increasing([c.id for c in checkpoints], "checkpoint")
+    return SessionSnapshot(info, records, todos, checkpoints)
+
+
+def _check_increasing(ids: list[int], what: str) -> None:
+    for prev, cur in zip(ids, ids[1:], strict=False):
+        if cur <= prev:
+            raise ImportFormatError(
+                f"{what} ids must increase through the file ({prev}, then {cur})"
+            )
+    if ids and ids[0] <= 0:
+        raise ImportFormatError(f"{what} ids must be positive (got {ids[0]})")
+
+
+def parse_export(text: str) -> SessionSnapshot:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(f"not valid JSON ({exc})") from None
+    return from_document(doc)
+
+
+# -- into the store ---------------------------------------------------------------------------
+
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_CHECKPOINT = (
+    "INSERT INTO compactions (id, session_id, last_message_id, summary, strategy, tokens_before, "
+    "tokens_after, messages_before, messages_after, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _ids_free(conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
+    for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        if conn.execute(f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1", chunk).fetchone():
+            return False
+    return True
+
+
+def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+    """Store ``snap`` in one transaction; return the session id it was stored under.
+
+    Message and checkpoint ids are kept when they are all free (so a re-import is
+    exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
+    checkpoint is moved to its message's new id.
+    """
+    sid = str(uuid.uuid4()) if new_id else snap.info.id
+    try:
+        with manager.transaction() as conn:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+                raise SessionExistsError(
+                    f"session {sid} already exists; delete it first or import with --new-id"
+                )
+            keep = (
+                not new_id
+                and _ids_free(conn, "messages", [r.id for r in snap.records])
+                and _ids_free(conn, "compactions", [c.id for c in snap.checkpoints])
+            )
+            info = snap.info
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
+            )
+            new_ids: dict[int, int] = {}
+            for r in snap.records:
+                m = r.message
+                calls = (
+                    json.dumps([c.to_flat() for c in m.tool_calls], ensure_ascii=False)
+                    if m.tool_calls
+                    else None
+                )
+                cur = conn.execute(
+                    _INSERT_MESSAGE,
+                    (
+                        r.id if keep else None,
+                        sid,
+                        m.role,
+                        m.content,
+                        calls,
+                        m.tool_call_id or None,
+                        r.created_at,
+                    ),
+                )
+                new_ids[r.id] = int(cur.lastrowid or 0)
+            # Kept ids may lie below the search index's mark, where the catch-up never looks.
+            fts_index.index_restored(conn, sid)
+            conn.executemany(
+                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
+                [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
+            )
+            for cp in snap.checkpoints:
+                conn.execute(
+                    _INSERT_CHECKPOINT,
+                    (
+                        cp.id if keep else None,
+                        sid,
+                        new_ids[cp.last_message_id],
+                        cp.summary,
+                        cp.strategy,
+                        cp.tokens_before,
+                        cp.tokens_after,
+                        cp.messages_before,
+                        cp.messages_after,
+                        cp.created_at,
+                    ),
+                )
+    except UnicodeEncodeError:
+        raise ImportFormatError("the file holds text that is not valid Unicode") from None
+    return sid

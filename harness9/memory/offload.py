@@ -1,0 +1,296 @@
+"""Layer 1 of phase 2: big tool results go to disk, a rule summary stays in context.
+
+A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is
+written to ``<store>/<session>/<id>.txt`` and the conversation gets a summary
+starting with ``📂 [offload:<id>]``. The model can page the full text back with
+the ``offload_recall`` tool (at most 8,000 characters a call).
+
+Nothing user- or model-supplied becomes part of a path: ids are generated here
+(``ofl_`` + 12 hex digits) and checked against that shape on recall, and
+session ids must be UUID-like (``[A-Za-z0-9_-]``) before they name a directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness9.config import tool_results_dir
+from harness9.errors import HarnessError
+from harness9.memory.patterns import OFFLOAD_MARKER, is_offload_marker
+from harness9.memory.rule_summary import OutputStatsBuilder, summarize_output
+
+__all__ = [
+    "OFFLOAD_MARKER",
+    "RECALL_MAX_CHARS",
+    "OffloadConfig",
+    "OffloadError",
+    "OffloadNotFoundError",
+    "OffloadStore",
+    "OffloadWriter",
+    "OffloadedResult",
+    "is_offload_marker",
+    "valid_session_id",
+]
+RECALL_MAX_CHARS = 8000
+_ID_RE = re.compile(r"^ofl_[0-9a-f]{12}$")
+_SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_READ_CHUNK_CHARS = 1 << 20
+
+
+class OffloadError(HarnessError):
+    """An offload could not be stored or read (bad session id, bad offset)."""
+
+
+class OffloadNotFoundError(OffloadError):
+    """No offloaded result has this id in this session (malformed ids included)."""
+
+    def __init__(self, offload_id: str) -> None:
+        self.offload_id = offload_id
+        super().__init__(f"no offloaded result with id {offload_id!r}")
+
+
+@dataclass(slots=True)
+class OffloadConfig:
+    max_result_tokens: int = 2000
+    max_result_bytes: int = 10240
+    store_dir: Path | None = None  # None: $HARNESS9_HOME/offload_store, resolved per store
+    cleanup_age_days: int = 7
+
+
+@dataclass(slots=True)
+class OffloadedResult:
+    id: str
+    tool_name: str
+    args: str
+    file_path: Path
+    token_size: int
+    timestamp: datetime
+    summary: str  # what replaces the result in the conversation
+
+
+def valid_session_id(session_id: str) -> bool:
+    return bool(_SESSION_RE.match(session_id or ""))
+
+
+def _new_id() -> str:
+    return "ofl_" + secrets.token_hex(6)
+
+
+class OffloadWriter:
+    """Streams one tool output to its offload file, keeping only head and tail in memory.
+
+    ``write`` takes ``bytes`` or ``str`` chunks; ``finish`` closes the file and
+    returns the record with its rule summary. The file is created (0600) on open.
+    """
+
+    def __init__(
+        self, store: OffloadStore, session_id: str, tool_name: str, args: str, path: Path, oid: str
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self.tool_name = tool_name
+        self.args = args
+        self.path = path
+        self.id = oid
+        cfg = store.config
+        # A head at least as big as the byte limit means a result under the limits
+        # is held whole, so the caller can still inline it (content_if_complete).
+        self._stats = OutputStatsBuilder(head_bytes=max(8192, cfg.max_result_bytes))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)  # umask cannot loosen it
+        self._file = os.fdopen(fd, "wb")
+        self._result: OffloadedResult | None = None
+
+    @property
+    def bytes_written(self) -> int:
+        return self._stats.stats.total_bytes
+
+    @property
+    def head_size(self) -> int:
+        return self._stats.head_size
+
+    @property
+    def tail_size(self) -> int:
+        return self._stats.tail_size
+
+    @property
+    def over_limits(self) -> bool:
+        cfg = self._store.config
+        n = self.bytes_written
+        return n > cfg.max_result_bytes or n // 4 > cfg.max_result_tokens
+
+    def write(self, chunk: bytes | str) -> None:
+        if self._result is not None or self._file.closed:
+            raise OffloadError("offload writer is already finished")
+        data = chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk
+        self._file.write(data)
+        self._stats.feed(data)
+
+    def content_if_complete(self) -> str | None:
+        """The whole output when it fitted in the head buffer, else None."""
+        st = self._stats.stats
+        if st.total_bytes > self._stats.head_size:
+            return None
+        return self._stats.head_bytes().decode("utf-8", "replace")
+
+    def abort(self) -> None:
+        """Drop the file (the caller inlined the output instead)."""
+        if not self._file.closed:
+            self._file.close()
+        self.path.unlink(missing_ok=True)
+
+    def finish(self, *, metadata: dict | None = None) -> OffloadedResult:
+        if self._result is not None:
+            return self._result
+        self._file.close()
+        stats = self._stats.finish()
+        body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
+        summary = (
+            f"{OFFLOAD_MARKER}{self.id}] {stats.tokens} tokens offloaded\n{body}\n"
+            f'use offload_recall(id="{self.id}") for the full content'
+        )
+        self._result = OffloadedResult(
+            id=self.id,
+            tool_name=self.tool_name,
+            args=self.args,
+            file_path=self.path,
+            token_size=stats.tokens,
+            timestamp=datetime.now(UTC),
+            summary=summary,
+        )
+        self._store._remember(self._session_id, self._result)
+        return self._result
+
+
+class OffloadStore:
+    """Per-session directories of offloaded results; safe to share between threads."""
+
+    def __init__(self, config: OffloadConfig | None = None) -> None:
+        self.config = config or OffloadConfig()
+        self.store_dir = Path(self.config.store_dir or tool_results_dir())
+        self._lock = threading.Lock()
+        self._index: dict[str, dict[str, OffloadedResult]] = {}
+
+    # ---- writing -------------------------------------------------------
+
+    def exceeds_limits(self, content: str) -> bool:
+        n = len(content.encode("utf-8", "surrogatepass"))
+        return n > self.config.max_result_bytes or n // 4 > self.config.max_result_tokens
+
+    def maybe_offload(
+        self,
+        session_id: str,
+        tool_name: str,
+        args_json: str,
+        content: str,
+        *,
+        metadata: dict | None = None,
+    ) -> OffloadedResult | None:
+        """Offload ``content`` when it is over either limit; None when it stays inline."""
+        if not self.exceeds_limits(content):
+            return None
+        writer = self.open_stream(session_id, tool_name, args_json)
+        writer.write(content)
+        return writer.finish(metadata=metadata)
+
+    def open_stream(self, session_id: str, tool_name: str, args: str) -> OffloadWriter:
+        session_dir = self._session_dir(session_id, create=True)
+        oid = _new_id()
+        return OffloadWriter(self, session_id, tool_name, args, session_dir / f"{oid}.txt", oid)
+
+    def _remember(self, session_id: str, result: OffloadedResult) -> None:
+        with self._lock:
+            self._index.setdefault(session_id, {})[result.id] = result
+
+    def entries(self, session_id: str) -> list[OffloadedResult]:
+        """Results offloaded by this process for the session, oldest first."""
+        with self._lock:
+            return list(self._index.get(session_id, {}).values())
+
+    # ---- reading -------------------------------------------------------
+
+    def recall(
+        self, session_id: str, offload_id: str, *, offset: int = 0, limit: int = RECALL_MAX_CHARS
+    ) -> str:
+        """Characters ``offset``..``offset+limit`` of an offloaded result (limit capped at 8,000).
+
+        When more remains, a note says which characters were shown and the offset
+        to continue from. Raises OffloadNotFoundError for unknown or malformed ids.
+        """
+        if not isinstance(offload_id, str) or not _ID_RE.match(offload_id):
+            raise OffloadNotFoundError(str(offload_id))
+        if not valid_session_id(session_id):
+            raise OffloadNotFoundError(offload_id)
+        path = self.store_dir / session_id / f"{offload_id}.txt"
+        if not path.is_file():
+            raise OffloadNotFoundError(offload_id)
+        if offset < 0:
+            raise OffloadError(f"offset must be 0 or more, got {offset}")
+        limit = max(1, min(limit, RECALL_MAX_CHARS))
+        text, total = _read_range(path, offset, limit)
+        if offset > total or (offset == total and total > 0):
+            raise OffloadError(f"offset {offset} is past the end ({total} characters)")
+        end = offset + len(text)
+        if offset == 0 and end == total:
+            return text
+        note = f"[truncated: showing characters {offset}–{end} of {total}"
+        note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
+        return f"{text}\n\n{note}"
+
+    # ---- cleaning ------------------------------------------------------
+
+    def clean_stale(self, now: datetime | None = None) -> list[Path]:
+        """Remove session directories whose mtime is older than ``cleanup_age_days``."""
+        now = now or datetime.now(UTC)
+        cutoff = now.timestamp() - self.config.cleanup_age_days * 86400
+        removed: list[Path] = []
+        if not self.store_dir.is_dir():
+            return removed
+        for child in sorted(self.store_dir.iterdir()):
+            if child.is_symlink() or not child.is_dir() or not valid_session_id(child.name):
+                continue
+            if child.stat().st_mtime < cutoff:
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+                with self._lock:
+                    self._index.pop(child.name, None)
+        return removed
+
+    def clean_session(self, session_id: str) -> None:
+        """Forget and delete everything offloaded for a session (``/new``, session delete)."""
+        session_dir = self._session_dir(session_id, create=False)
+        with self._lock:
+            self._index.pop(session_id, None)
+        if session_dir.is_dir() and not session_dir.is_symlink():
+            shutil.rmtree(session_dir, ignore_errors=True)
+
+    def _session_dir(self, session_id: str, *, create: bool) -> Path:
+        if not valid_session_id(session_id):
+            raise OffloadError(f"invalid session id for offload: {session_id!r}")
+        path = self.store_dir / session_id
+        if create:
+            for d in (self.store_dir, path):
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(d, 0o700)
+        return path
+
+
+def _read_range(path: Path, offset: int, limit: int) -> tuple[str, int]:
+    """(characters offset..offset+limit, total characters), reading in bounded chunks."""
+    total = 0
+    parts: list[str] = []
+    want_end = offset + limit
+    with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
+        while chunk := f.read(_READ_CHUNK_CHARS):
+            start, stop = total, total + len(chunk)
+            if stop > offset and start < want_end:
+                parts.append(chunk[max(0, offset - start) : want_end - start])
+            total = stop
+    return "".join(parts), total

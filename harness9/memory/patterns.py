@@ -1,0 +1,110 @@
+"""Rule-based recognisers shared by offload, eviction and fingerprinting.
+
+They are deliberately plain regular expressions: they run on every tool result
+and every compaction, so they must be cheap and predictable, and a wrong guess
+only shifts a score or adds one line to a summary.
+"""
+
+from __future__ import annotations
+
+import re
+
+# What an offloaded tool result starts with (memory/offload.py writes it). Lives here
+# because the summarisers and the eviction scorer recognise it without touching disk.
+OFFLOAD_MARKER = "📂 [offload:"
+
+# Extensions of files an agent commonly reads or edits.
+_EXTS = (
+    "py|pyi|go|rs|js|jsx|ts|tsx|mjs|cjs|java|kt|kts|scala|rb|php|c|h|cc|cpp|hpp|cs|swift|m|mm|"
+    "sh|bash|zsh|fish|ps1|sql|json|jsonl|yaml|yml|toml|ini|cfg|conf|env|lock|xml|html|htm|css|"
+    "scss|sass|less|vue|svelte|md|rst|txt|csv|tsv|proto|graphql|gql|tf|dockerfile|gradle|mk|cmake|"
+    "ipynb|lua|dart|ex|exs|erl|hs|ml|clj|r|jl|zig|nim|vim|log"
+)
+# A path: either has a separator (src/app.py, ./x, /etc/hosts, C:\x\y.txt) or ends in a
+# known extension (setup.py). The look-arounds keep URLs' hosts and version numbers out.
+FILE_PATH_RE = re.compile(
+    r"(?<![\w@:/.\\-])"
+    r"(?:"
+    r"(?:[A-Za-z]:\\|\.{1,2}/|/|~/)?(?:[\w.-]+[/\\])+[\w.-]+"  # has a separator
+    r"|[\w-][\w.-]*\.(?:" + _EXTS + r")"  # bare name with a known extension
+    r")"
+    r"(?![\w/\\(])",
+    re.IGNORECASE,
+)
+_KNOWN_EXT_RE = re.compile(r"\.(?:" + _EXTS + r")$", re.IGNORECASE)
+
+# def/class/func/type/... declarations; group 1 is the name. A leading line number
+# ("  12\tdef f" or "12: def f", as file viewers print) is allowed.
+DECLARATION_RE = re.compile(
+    r"^(?:[ \t]*\d+(?:\t|: ?|\| ?))?[ \t]*(?:export[ \t]+)?(?:pub(?:\([\w:]+\))?[ \t]+)?(?:async[ \t]+)?"
+    r"(?:def|class|func(?:[ \t]*\([^)]*\))?|fn|function|type|interface|struct|enum|trait)"
+    r"[ \t]+([A-Za-z_][\w]*)",
+    re.MULTILINE,
+)
+
+# "path:line:text", what grep -n, rg and most search tools print.
+GREP_LINE_RE = re.compile(r"^[^\s:][^:\n]*:\d+:", re.MULTILINE)
+
+ERROR_RE = re.compile(
+    r"Traceback \(most recent call last\)|\b\w*(?:Error|Exception)\b|\berror:|\bERROR\b|"
+    r"\bFAILED\b|\bfailed\b|\bexception\b|\bpanic:|\bfatal:",
+)
+DECISION_RE = re.compile(
+    r"\b(?:decided|decide to|decision|we will|we'll|let's use|let us use|chose|choose to|"
+    r"going with|go with|settled on|opted for)\b|决定|选择了|采用|改用",
+    re.IGNORECASE,
+)
+
+
+def looks_like_path(candidate: str) -> bool:
+    """Filters regex hits that are not paths (bare words with dots such as ``e.g``)."""
+    if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
+        return False
+    if "/" in candidate or "\\" in candidate:
+        # Needs something path-like after the separator, not "and/or".
+        return (
+            bool(_KNOWN_EXT_RE.search(candidate))
+            or candidate.count("/") >= 2
+            or (candidate.startswith(("./", "../", "/", "~/")))
+        )
+    return bool(_KNOWN_EXT_RE.search(candidate))
+
+
+def find_paths(text: str) -> list[str]:
+    """File paths in ``text``, first occurrence order, duplicates removed."""
+    seen: dict[str, None] = {}
+    for m in FILE_PATH_RE.finditer(text):
+        path = m.group(0).rstrip(".,;:")
+        if looks_like_path(path):
+            seen.setdefault(path, None)
+    return list(seen)
+
+
+def find_declarations(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for m in DECLARATION_RE.finditer(text):
+        seen.setdefault(m.group(1), None)
+    return list(seen)
+
+
+def is_grep_like(text: str) -> bool:
+    """Most non-empty lines look like ``path:line:text``."""
+    nonempty = sum(1 for line in text.splitlines() if line.strip())
+    matches = len(GREP_LINE_RE.findall(text))
+    return matches > 0 and matches * 2 > nonempty
+
+
+def has_error(text: str) -> bool:
+    return ERROR_RE.search(text) is not None
+
+
+def has_decision(text: str) -> bool:
+    return DECISION_RE.search(text) is not None
+
+
+def has_path(text: str) -> bool:
+    return any(looks_like_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
+
+
+def is_offload_marker(content: str) -> bool:
+    return content.startswith(OFFLOAD_MARKER)

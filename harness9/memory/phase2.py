@@ -1,0 +1,209 @@
+"""The phase-2 compactor: evict first, summarise only if eviction was not enough.
+
+With ``max_tokens`` the context budget (the model's window, not 80 % of it):
+
+1. Under ``threshold * max_tokens`` (80 %): nothing happens.
+2. ``evict_by_density`` down to ``evict_target * max_tokens`` (70 %), keeping the
+   newest ``keep_groups`` (3) tool groups intact. If that lands under 80 %, done:
+   no model call (strategy ``"evict"``). Each stub keeps the result's error lines,
+   declared names and paths within a small budget; with ``offload`` the full
+   result is stored and the stub carries its ``📂 [offload:<id>]`` marker.
+3. Otherwise fold everything before the verbatim tail (``find_cut`` with at
+   least ``min_tail_messages``, 6) into one structured summary. The summarising
+   is ``SummarizationCompactor.summarize`` with the marker prompt, so a head
+   larger than the summariser's window is summarised in chunks and an earlier
+   summary at the head is merged, not lost. The result is then checked against
+   a fingerprint taken from the *original* messages and repaired, so facts that
+   only lived in evicted tool results still survive. The "Preserved facts" section
+   is bounded by ``preserved_share`` (15 %) of ``max_tokens``; what does not fit is
+   counted there ("… and N more paths not shown") and, with an ``offload`` store,
+   written to it with a recallable marker. Result:
+   ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
+   (strategy ``"evict+summary"``).
+4. If the summariser fails (exception or empty reply): the fallback, by default
+   ``TokenBudgetCompactor(int(max_tokens * threshold))``, runs on the evicted
+   history and the error is recorded on the result.
+
+Like every compactor, the output is repaired (a valid tool sequence) and an
+input that does not start with the system message comes back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness9.memory.compaction import (
+    DEFAULT_MIN_TAIL,
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    TokenBudgetCompactor,
+    find_cut,
+    run_fallback,
+    starts_with_system,
+)
+from harness9.memory.eviction import evict_by_density
+from harness9.memory.fingerprint import PRESERVED_SHARE, marker_compactor, structured_summary
+from harness9.memory.offload import OffloadError, OffloadStore, valid_session_id
+from harness9.memory.patterns import OFFLOAD_MARKER
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.summarization import Summarizer
+from harness9.memory.tokens import estimate_tokens
+from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
+
+__all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]
+
+STRATEGY_EVICT = "evict"
+STRATEGY_SUMMARY = "evict+summary"
+
+
+class Phase2Compactor:
+    strategy = STRATEGY_SUMMARY
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        max_tokens: int,
+        *,
+        threshold: float = 0.8,
+        evict_target: float = 0.7,
+        keep_groups: int = 3,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        fallback: Compactor | None = None,
+        summarizer_window: int | None = None,
+        preserved_share: float = PRESERVED_SHARE,
+        offload: OffloadStore | None = None,
+        session_id: str = "",
+    ) -> None:
+        """``summarizer_window`` defaults to ``max_tokens`` (the summariser is the same model).
+
+        ``preserved_share`` of ``max_tokens`` bounds the summary's "Preserved facts"
+        section. With ``offload`` (and the session's ``session_id``), evicted tool
+        results and the preserved facts that do not fit are written to the store, so
+        their markers make them recallable with ``offload_recall``.
+        """
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if offload is not None and not valid_session_id(session_id):
+            raise ValueError(f"offload needs a valid session id, got {session_id!r}")
+        self.preserved_share = preserved_share
+        self.offload = offload
+        self.session_id = session_id
+        self.max_tokens = max_tokens
+        self.threshold = threshold
+        self.evict_target = evict_target
+        self.keep_groups = keep_groups
+        self.min_tail_messages = min_tail_messages
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(
+            max(1, self.threshold_tokens), min_tail_messages
+        )
+        self.summarization = marker_compactor(
+            summarizer,
+            max(1, self.threshold_tokens),
+            min_tail_messages=min_tail_messages,
+            summarizer_window=summarizer_window or max_tokens,
+        )
+
+    @classmethod
+    def for_context_window(cls, summarizer: Summarizer, context_window: int) -> Phase2Compactor:
+        return cls(summarizer, context_window, summarizer_window=context_window)
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.summarization.summarizer
+
+    @property
+    def preserved_budget(self) -> int:
+        """Tokens the "Preserved facts" section may take."""
+        return int(self.max_tokens * self.preserved_share)
+
+    def _spill(self, facts: str) -> str:
+        """Writes facts left out of the summary to the offload store; the line naming them."""
+        if self.offload is None:
+            return ""
+        try:
+            writer = self.offload.open_stream(self.session_id, "preserved_facts", "{}")
+            writer.write(facts + "\n")
+            oid = writer.finish().id
+        except (OSError, OffloadError):  # an unwritable store must not fail compaction
+            return ""
+        return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
+
+    @property
+    def threshold_tokens(self) -> int:
+        return int(self.max_tokens * self.threshold)
+
+    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+        """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
+        return self._plan(msgs, force)[0]
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+    def compact_detailed(
+        self,
+        msgs: list[Message],
+        *,
+        force: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> CompactionResult:
+        plan, evicted = self._plan(msgs, force, offload=True)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, plan.strategy)
+        if plan.strategy == STRATEGY_EVICT:
+            return CompactionResult(repair_orphaned_tool_pairs(evicted), plan, None, plan.strategy)
+        # msgs[1:cut] is folded, msgs[cut:] stays verbatim. Eviction keeps positions,
+        # so the same indices address the original messages for the fingerprint.
+        cut = plan.cut
+        try:
+            summary = structured_summary(
+                self.summarization,
+                evicted[1:cut],
+                fingerprint_from=msgs[1:cut],
+                on_progress=on_progress,
+                preserved_budget=self.preserved_budget,
+                spill=self._spill if self.offload is not None else None,
+            )
+        except Exception as exc:  # provider errors of any kind: compaction must not fail
+            error = f"{type(exc).__name__}: {exc}"
+            # On the evicted history: what eviction saved is not thrown away.
+            return run_fallback(
+                self.fallback, evicted, force=force, error=error, threshold=self.threshold_tokens
+            )
+        out = repair_orphaned_tool_pairs(
+            [evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]]
+        )
+        plan.tokens_after = estimate_tokens(out)
+        return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
+
+    def _plan(
+        self, msgs: list[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, list[Message]]:
+        """``offload``: write evicted results to the store (never in a dry-run ``plan``)."""
+        before = estimate_tokens(msgs)
+        plan = CompactionPlan(False, STRATEGY_EVICT, 1, before, before, self.threshold_tokens)
+        if not starts_with_system(msgs):
+            return plan, list(msgs)
+        if not force and before < self.threshold_tokens:
+            return plan, list(msgs)
+        evicted = evict_by_density(
+            msgs,
+            self.keep_groups,
+            int(self.max_tokens * self.evict_target),
+            offload=self.offload if offload else None,
+            session_id=self.session_id,
+        )
+        after_evict = estimate_tokens(evicted)
+        plan.tokens_after = after_evict
+        plan.would_compact = after_evict < before
+        if not force and after_evict < self.threshold_tokens:
+            return plan, evicted  # eviction alone was enough: nothing is folded (cut 1)
+        cut = find_cut(evicted, self.min_tail_messages)
+        if cut <= 1:  # nothing old enough to fold; eviction is all we can do
+            return plan, evicted
+        plan.strategy = STRATEGY_SUMMARY
+        plan.cut = cut
+        # The summary's size is unknown until the model answers: a lower bound.
+        plan.tokens_after = estimate_tokens([evicted[0], *evicted[cut:]])
+        plan.would_compact = True
+        return plan, evicted

@@ -1,0 +1,51 @@
+"""Retention: sessions idle for longer than ``retention_days`` are removed when chat starts.
+
+Off unless ``retention_days`` is set in ``$HARNESS9_HOME/config.toml``. The cron
+path stays ``harness9 sessions delete --older-than``; this is for people who
+want clean-up without a crontab.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from harness9.memory.store import Manager
+
+DAY_SECONDS = 86_400
+
+
+def apply_retention(
+    manager: Manager, days: int, now: float | None = None, *, keep: Iterable[str] = ()
+) -> list[str]:
+    """Delete sessions not updated within ``days`` days of ``now``; return their ids.
+
+    ``days`` == 0 means retention is off (nothing is deleted). ``keep`` spares
+    sessions by id, e.g. the one ``chat --resume`` is about to open.
+    """
+    if isinstance(days, bool) or not isinstance(days, int) or days < 0:
+        raise ValueError(f"days must be a whole number >= 0, got {days!r}")
+    if days == 0:
+        return []
+    cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
+    return manager.delete_sessions_older_than(cutoff, keep=keep)
+
+
+def retention_notice(deleted: Sequence[str], days: int) -> str | None:
+    """The one line chat prints at start-up, or None when nothing was removed."""
+    if not deleted:
+        return None
+    what = "1 session" if len(deleted) == 1 else f"{len(deleted)} sessions"
+    unit = "day" if days == 1 else "days"
+    return f"Removed {what} not updated in {days} {unit} (retention_days in config.toml)."
+
+
+def startup_retention(manager: Manager, *, keep: Iterable[str] = ()) -> str | None:
+    """Read ``retention_days`` from the config file, apply it, return the notice (or None).
+
+    Raises ConfigError (one line naming the file and key) for a malformed file or value.
+    """
+    from harness9 import config
+
+    days = config.retention_days(config.load_config_file())
+    return retention_notice(apply_retention(manager, days, keep=keep), days)

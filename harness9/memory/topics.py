@@ -1,0 +1,198 @@
+"""Topic isolation (experimental, off by default): fold finished topics when a new one starts.
+
+``TopicDetector`` compares term-frequency vectors of adjacent windows of
+``min_segment_size`` (3) messages; where their cosine similarity drops under
+``cosine_threshold`` (0.3) a new segment starts (at the lowest-similarity point
+within one window, so a boundary lands on the first message of the new topic,
+not one early). A segment is at least ``min_segment_size`` messages, except the
+newest, which may have just begun.
+
+``SelectiveCompressor`` compacts when the history has more than 10 messages and
+the newest segment is a new topic (2 messages or fewer): everything before it
+becomes one structured summary, the current segment stays verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.memory.fingerprint import marker_compactor, structured_summary
+from harness9.memory.repair import repair_orphaned_tool_pairs
+from harness9.memory.summarization import Summarizer
+from harness9.memory.tokens import estimate_tokens
+from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+
+_TERM_RE = re.compile(r"[a-z][a-z0-9_]+|[\u3400-\u4dbf\u4e00-\u9fff]")
+_STOPWORD_TEXT = """a an and are as at be been but by can could did do does for from had has have how i if in
+    into is it its just let me my no not of on or our so some that the their them then there
+    these they this to too up us was we were what when where which while who why will with would
+    you your yes ok okay please thanks thank also now here should all any get got use using
+    的 了 是 在 我 你 他 她 它 们 这 那 和 也 就 都 不 有 一 个 吗 呢 吧 啊 把 被 与 及 或"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """The seed's settings; the engine enables the detector only when asked."""
+
+    enable_topic_isolation: bool = False
+    topic_min_segment_size: int = 3
+    topic_similarity_threshold: float = 0.3
+
+
+@dataclass(slots=True)
+class TopicSegment:
+    id: str
+    start_idx: int  # index into the messages passed to detect()
+    end_idx: int  # exclusive, like a slice
+    message_count: int
+    keywords: list[str] = field(default_factory=list)
+    summary: str = ""
+    is_current: bool = False
+
+
+def terms(text: str) -> list[str]:
+    """Lowercase words (2+ characters) and single CJK characters, minus stopwords."""
+    return [t for t in _TERM_RE.findall(text.lower()) if t not in STOPWORDS]
+
+
+def _vector(m: Message) -> Counter[str]:
+    text = m.content + " " + " ".join(f"{tc.name} {tc.arguments}" for tc in m.tool_calls)
+    return Counter(terms(text))
+
+
+def cosine(a: Counter[str], b: Counter[str]) -> float:
+    if not a or not b:
+        return 1.0  # no evidence of a shift (e.g. "ok", an empty tool result)
+    dot = sum(v * b.get(k, 0) for k, v in a.items())
+    na = math.sqrt(sum(v * v for v in a.values()))
+    nb = math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb)
+
+
+def _sum(vecs: Sequence[Counter[str]]) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for v in vecs:
+        total.update(v)
+    return total
+
+
+class TopicDetector:
+    def __init__(self, cosine_threshold: float = 0.3, min_segment_size: int = 3) -> None:
+        self.cosine_threshold = cosine_threshold
+        self.min_segment_size = max(1, min_segment_size)
+
+    def detect(self, msgs: Sequence[Message]) -> list[TopicSegment]:
+        start = 1 if msgs and msgs[0].role == ROLE_SYSTEM else 0
+        n = len(msgs)
+        if n <= start:
+            return []
+        vecs = [_vector(m) for m in msgs]
+        w = self.min_segment_size
+
+        def sim(seg_start: int, i: int) -> float:
+            return cosine(_sum(vecs[max(seg_start, i - w) : i]), _sum(vecs[i : i + w]))
+
+        bounds = [start]
+        i = start + w
+        while i < n:
+            # A segment never opens with a tool result: it belongs to its call.
+            if msgs[i].role == ROLE_TOOL or sim(bounds[-1], i) >= self.cosine_threshold:
+                i += 1
+                continue
+            seg_start = bounds[-1]
+            options = [j for j in range(i, min(i + w, n)) if msgs[j].role != ROLE_TOOL]
+            best = min(options, key=lambda j: (sim(seg_start, j), j))
+            bounds.append(best)
+            i = best + w
+        bounds.append(n)
+        segments = []
+        for k, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+            counts = _sum(vecs[a:b])
+            keywords = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
+            segments.append(
+                TopicSegment(
+                    id=f"topic-{k + 1}",
+                    start_idx=a,
+                    end_idx=b,
+                    message_count=b - a,
+                    keywords=keywords,
+                    is_current=b == n,
+                )
+            )
+        return segments
+
+
+class SelectiveCompressor:
+    """Folds finished topics into one summary when a new topic has just begun.
+
+    ``plan().threshold`` is 0: this compactor is triggered by a topic change, not a budget.
+    """
+
+    strategy = "topic"
+
+    def __init__(
+        self,
+        detector: TopicDetector,
+        summarizer: Summarizer,
+        *,
+        min_history: int = 10,
+        max_new_topic_messages: int = 2,
+        summarizer_window: int | None = None,
+    ) -> None:
+        self.detector = detector
+        self.summarizer = summarizer
+        # Used only to summarise (chunked when the window is known); never plans a cut.
+        self.summarization = marker_compactor(summarizer, 1, summarizer_window=summarizer_window)
+        self.min_history = min_history
+        self.max_new_topic_messages = max_new_topic_messages
+
+    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+        return self._plan(msgs, force)[0]
+
+    def compact(self, msgs: list[Message]) -> list[Message]:
+        return self.compact_detailed(msgs).messages
+
+    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+        plan, segments = self._plan(msgs, force)
+        if not plan.would_compact:
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        cut = plan.cut
+        try:
+            summary = structured_summary(self.summarization, msgs[1:cut])
+        except Exception as exc:  # provider errors of any kind: keep the history as it is
+            plan.tokens_after = plan.tokens_before
+            return CompactionResult(
+                list(msgs), plan, None, self.strategy, error=f"{type(exc).__name__}: {exc}"
+            )
+        topics = "; ".join(
+            f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
+        )
+        summary = f"Finished topics: {topics}\n{summary}"
+        out = repair_orphaned_tool_pairs(
+            [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
+        )
+        plan.tokens_after = estimate_tokens(out)
+        return CompactionResult(out, plan, summary, self.strategy)
+
+    def _plan(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[TopicSegment]]:
+        before = estimate_tokens(msgs)
+        plan = CompactionPlan(False, self.strategy, 1, before, before, 0)
+        if not starts_with_system(msgs):
+            return plan, []
+        segments = self.detector.detect(msgs)
+        if len(segments) < 2:
+            return plan, segments
+        new_topic = segments[-1].message_count <= self.max_new_topic_messages
+        if not (force or (len(msgs) - 1 > self.min_history and new_topic)):
+            return plan, segments
+        plan.would_compact = True
+        plan.cut = segments[-1].start_idx
+        # The summary's size is unknown until the model answers: a lower bound.
+        plan.tokens_after = estimate_tokens([msgs[0], *msgs[plan.cut :]])
+        return plan, segments

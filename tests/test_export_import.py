@@ -1,0 +1,374 @@
+"""``harness9 sessions export|import`` through the real entry point, and the JSON format."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+from support import run_cli
+from typer.testing import CliRunner
+
+from harness9.cli import app
+from harness9.memory import Checkpoint, open_manager
+from harness9.schema import Message, TodoItem, ToolCall
+
+runner = CliRunner()
+
+
+def cli(*args: str, input: str | None = None):
+    return runner.invoke(app, list(args), input=input)
+
+
+def full_session() -> str:
+    with freeze_time("2026-05-17 14:30:00") as clock, open_manager() as m:
+        s = m.new_session()
+        ids = s.add_messages(
+            [
+                Message("user", "list files"),
+                Message("assistant", "", [ToolCall("call_1", "bash", '{"command": "ls"}')]),
+                Message("tool", "a.py\n```\nb.py", tool_call_id="call_1"),
+            ]
+        )
+        clock.tick(90)
+        ids += s.add_messages([Message("assistant", "Two files, one with a fence.")])
+        s.save_todos([TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")])
+        s.add_checkpoint(Checkpoint(ids[1], "Goal: list files", "summarization", 900, 120, 3, 2))
+        return s.session_id
+
+
+def export_json(sid: str) -> str:
+    result = cli("sessions", "export", sid, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def stored_ids() -> set[str]:
+    with open_manager() as m:
+        return {i.id for i in m.list_sessions()}
+
+
+# -- JSON export --------------------------------------------------------------------------
+
+
+def test_json_export_is_versioned_and_complete():
+    sid = full_session()
+    doc = json.loads(export_json(sid))
+    assert doc["format"] == "harness9-session"
+    assert doc["version"] == 1
+    assert (doc["id"], doc["title"], doc["message_count"]) == (sid, "list files", 4)
+    assert doc["created_at"] == 1779028200.0 and doc["updated_at"] == 1779028290.0
+    assert doc["messages"][1] == {
+        "id": 2,
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'}],
+        "tool_call_id": None,
+        "created_at": 1779028200.0,
+    }
+    assert doc["messages"][2]["tool_call_id"] == "call_1"
+    assert doc["todos"] == [
+        {"content": "read a.py", "status": "completed"},
+        {"content": "fix b.py", "status": "in_progress"},
+    ]
+    assert doc["checkpoints"] == [
+        {
+            "id": 1,
+            "last_message_id": 2,
+            "summary": "Goal: list files",
+            "strategy": "summarization",
+            "tokens_before": 900,
+            "tokens_after": 120,
+            "messages_before": 3,
+            "messages_after": 2,
+            "created_at": 1779028290.0,
+        }
+    ]
+
+
+def test_export_then_delete_then_import_then_export_is_byte_identical():
+    sid = full_session()
+    before = export_json(sid)
+    assert cli("sessions", "delete", sid, "--yes").exit_code == 0
+    result = cli("sessions", "import", "-", input=before)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"Imported session {sid} (4 messages).\n"
+    assert export_json(sid) == before
+
+
+def test_an_imported_session_is_searchable_and_resumable():
+    sid = full_session()
+    text = export_json(sid)
+    cli("sessions", "delete", sid, "--yes")
+    cli("sessions", "import", "-", input=text)
+    with open_manager() as m:
+        assert [h.session_id for h in m.search("fence")] == [sid]
+        s = m.open_session(sid)
+        (new,) = s.add_messages([Message("user", "go on")])
+        assert new == 5  # the restored ids are the newest of the session: order holds
+
+
+def test_importing_an_existing_session_is_a_one_line_error_and_writes_nothing():
+    sid = full_session()
+    text = export_json(sid)
+    result = cli("sessions", "import", "-", input=text)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"harness9: session {sid} already exists; delete it first or import with --new-id\n"
+    )
+    assert stored_ids() == {sid}
+
+
+def test_import_with_new_id_stores_a_copy_whose_checkpoints_follow_the_new_message_ids():
+    sid = full_session()
+    result = cli("sessions", "import", "-", "--new-id", input=export_json(sid))
+    assert result.exit_code == 0
+    (copy,) = stored_ids() - {sid}
+    assert result.stdout == f"Imported session {copy} (4 messages, a copy of {sid}).\n"
+    with open_manager() as m:
+        s = m.open_session(copy)
+        records = s.get_records()
+        (cp,) = s.list_checkpoints()
+        assert [r.id for r in records] == [5, 6, 7, 8]
+        assert cp.last_message_id == 6  # was message 2, the assistant's tool call
+        assert records[1].message.tool_calls[0].id == "call_1"
+        assert s.get_todos() == [
+            TodoItem("read a.py", "completed"),
+            TodoItem("fix b.py", "in_progress"),
+        ]
+    copy_doc, orig_doc = json.loads(export_json(copy)), json.loads(export_json(sid))
+    assert [m["content"] for m in copy_doc["messages"]] == [
+        m["content"] for m in orig_doc["messages"]
+    ]
+    assert copy_doc["updated_at"] == orig_doc["updated_at"]
+
+
+def test_an_export_whose_message_ids_are_taken_is_imported_with_fresh_ids(tmp_path: Path):
+    sid = full_session()
+    doc = json.loads(export_json(sid))
+    cli("sessions", "delete", sid, "--yes")
+    other = full_session()  # takes message ids 5..8 and checkpoint 2
+    doc["messages"][0]["id"] = 7  # ids 7, then... would collide: renumber all
+    doc["messages"][1]["id"] = 20
+    doc["messages"][2]["id"] = 21
+    doc["messages"][3]["id"] = 22
+    doc["checkpoints"][0]["last_message_id"] = 20
+    assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
+    with open_manager() as m:
+        s = m.open_session(sid)
+        assert [r.id for r in s.get_records()] == [9, 10, 11, 12]
+        assert s.list_checkpoints()[0].last_message_id == 10
+        assert len(m.open_session(other).get_records()) == 4
+
+
+# -- malformed input --------------------------------------------------------------------------
+
+
+def valid_doc() -> dict:
+    sid = full_session()
+    doc = json.loads(export_json(sid))
+    cli("sessions", "delete", sid, "--yes")
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error"),
+    [
+        (
+            lambda d: d.update(version=2),
+            "unsupported export version 2 (this harness9 reads version 1)",
+        ),
+        (
+            lambda d: d.update(version=True),
+            "unsupported export version True (this harness9 reads version 1)",
+        ),
+        (
+            lambda d: d.update(format="other"),
+            'not a harness9 session export (no "format": "harness9-session")',
+        ),
+        (
+            lambda d: d.update(id="../../etc"),
+            "session id '../../etc' is not a canonical lower-case UUID",
+        ),
+        (lambda d: d["messages"][1].pop("role"), "messages[1] has no 'role'"),
+        (
+            lambda d: d["messages"][0].update(content=5),
+            "messages[0].content has the wrong type (int)",
+        ),
+        (
+            lambda d: d["messages"][0].update(created_at=float("nan")),
+            "messages[0].created_at is not a finite number",
+        ),
+        (
+            lambda d: d["messages"][2].update(id=1),
+            "message ids must increase through the file (2, then 1)",
+        ),
+        (lambda d: d.update(message_count=3), "message_count is 3 but the file holds 4 messages"),
+        (
+            lambda d: d["checkpoints"][0].update(last_message_id=99),
+            "checkpoints[0] covers message 99, which is not in the file",
+        ),
+        (
+            lambda d: d["messages"][1]["tool_calls"].append("x"),
+            "messages[1].tool_calls[1] is not an object",
+        ),
+        (
+            lambda d: d["todos"][0].update(status=None),
+            "todos[0].status has the wrong type (NoneType)",
+        ),
+    ],
+)
+def test_a_malformed_export_is_a_one_line_error_and_writes_nothing(mutate, error):
+    doc = valid_doc()
+    mutate(doc)
+    result = cli("sessions", "import", "-", input=json.dumps(doc))
+    assert result.exit_code == 1
+    assert result.stderr == f"harness9: cannot import -: {error}\n"
+    assert stored_ids() == set()
+
+
+def test_a_file_that_is_not_json_is_a_one_line_error(tmp_path: Path):
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"format": "harness9-session",\n  oops}')
+    result = cli("sessions", "import", str(bad))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"harness9: cannot import {bad}: not valid JSON (")
+    assert "line 2 column 3" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_missing_file_is_a_one_line_error(tmp_path: Path):
+    result = cli("sessions", "import", str(tmp_path / "nope.json"))
+    assert result.exit_code == 1
+    assert (
+        result.stderr
+        == f"harness9: cannot read {tmp_path / 'nope.json'}: No such file or directory\n"
+    )
+
+
+def test_a_failure_half_way_through_the_import_leaves_nothing(harness9_home: Path):
+    doc = valid_doc()
+    with open_manager() as m:
+        m.conn.execute(
+            "CREATE TRIGGER t BEFORE INSERT ON compactions "
+            "BEGIN SELECT RAISE(ABORT, 'injected'); END"
+        )
+    result = cli("sessions", "import", "-", input=json.dumps(doc))
+    assert result.exit_code == 1
+    assert "injected" in result.stderr
+    with open_manager() as m:
+        assert m.list_sessions() == []
+        assert m.conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+        assert m.search("files") == []
+
+
+# -- writing files ----------------------------------------------------------------------------
+
+
+def test_export_o_writes_the_file_0600_and_says_so_on_stderr(tmp_path: Path):
+    sid = full_session()
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "s.json"
+    result = cli("sessions", "export", sid[:8], "-o", str(out))
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == f"Exported session {sid} to {out}.\n"
+    assert json.loads(out.read_text())["id"] == sid  # .json chose the JSON format
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert [p.name for p in out.parent.iterdir()] == ["s.json"]  # no temporary file left
+
+
+def test_export_o_refuses_to_overwrite_without_force(tmp_path: Path):
+    sid = full_session()
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "s.md"
+    out.write_text("precious")
+    result = cli("sessions", "export", sid, "-o", str(out))
+    assert result.exit_code == 1
+    assert result.stderr == f"harness9: {out} already exists; use --force to overwrite it\n"
+    assert out.read_text() == "precious"
+    assert cli("sessions", "export", sid, "-o", str(out), "--force").exit_code == 0
+    assert out.read_text().startswith("# list files\n")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["s.md"]
+
+
+def test_export_o_into_a_missing_directory_is_a_one_line_error(tmp_path: Path):
+    sid = full_session()
+    result = cli("sessions", "export", sid, "-o", str(tmp_path / "no" / "s.md"))
+    assert result.exit_code == 1
+    assert (
+        result.stderr
+        == f"harness9: cannot write {tmp_path / 'no' / 's.md'}: No such file or directory\n"
+    )
+
+
+def test_export_of_an_unknown_session_is_not_found():
+    full_session()
+    result = cli("sessions", "export", "0000dead")
+    assert (result.exit_code, result.stderr) == (1, "harness9: no session with id '0000dead'\n")
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+
+def test_markdown_export_reads_as_a_transcript():
+    sid = full_session()
+    result = cli("sessions", "export", sid)
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "# list files\n\n"
+        f"- Session: `{sid}`\n"
+        "- Created: 2026-05-17T14:30:00Z\n"
+        "- Updated: 2026-05-17T14:31:30Z\n"
+        "- Messages: 4\n"
+        "- Compaction checkpoints: 1\n\n"
+        "## User · #1 · 2026-05-17T14:30:00Z\n\n"
+        "list files\n\n"
+        "## Assistant · #2 · 2026-05-17T14:30:00Z\n\n"
+        "<details>\n<summary>Tool call: bash (call_1)</summary>\n\n"
+        '```json\n{\n  "command": "ls"\n}\n```\n\n'
+        "</details>\n\n"
+        "> **Compaction checkpoint #1** · summarization · messages up to #2 folded · "
+        "900 → 120 tokens · 3 → 2 messages · 2026-05-17T14:31:30Z\n"
+        ">\n"
+        "> Goal: list files\n\n"
+        "## Tool result · #3 · 2026-05-17T14:30:00Z\n\n"
+        "<details>\n<summary>Result of `bash` (call_1) · 3 lines</summary>\n\n"
+        "````\na.py\n```\nb.py\n````\n\n"  # a longer fence: the stored ``` cannot end it
+        "</details>\n\n"
+        "## Assistant · #4 · 2026-05-17T14:31:30Z\n\n"
+        "Two files, one with a fence.\n\n"
+        "## Todos\n\n"
+        "- [x] read a.py\n"
+        "- [ ] fix b.py *(in progress)*\n"
+    )
+
+
+def test_markdown_escapes_html_in_tool_names():
+    with open_manager() as m:
+        s = m.new_session()
+        s.add_messages([Message("assistant", "", [ToolCall("c<1>", "<script>", "not json")])])
+        sid = s.session_id
+    out = cli("sessions", "export", sid).stdout
+    assert "<summary>Tool call: &lt;script&gt; (c&lt;1&gt;)</summary>" in out
+    assert "```\nnot json\n```" in out
+
+
+# -- a real process -------------------------------------------------------------------------
+
+
+def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path, tmp_path: Path):
+    sid = full_session()
+    exported = run_cli("sessions", "export", sid, "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    other_home = tmp_path / "elsewhere"
+    imported = run_cli(
+        "sessions", "import", "-", input=exported.stdout, env={"HARNESS9_HOME": str(other_home)}
+    )
+    assert imported.returncode == 0, imported.stderr
+    again = run_cli("sessions", "export", sid, "-f", "json", env={"HARNESS9_HOME": str(other_home)})
+    assert again.stdout == exported.stdout
+    assert stat.S_IMODE(os.stat(other_home / "sessions.db").st_mode) == 0o600
