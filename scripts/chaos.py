@@ -219,7 +219,7 @@ class KillResponder:
             now = time.monotonic()
             msgs = to_messages(body)
             if is_summary_request(body):
-                delay = self.rng.uniform(0.5, 2.5)
+                delay = self.rng.uniform(0.2, 1.0)
                 self.log.append((now, "summary", delay, msgs))
                 return TextReply(f"**Goal:** chaos\n**Critical Context:** {uid}", delay=delay)
             if not is_valid_tool_sequence(msgs[1:]):
@@ -302,7 +302,7 @@ def kill_chain(
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.02)
-                time.sleep(rng.uniform(0.0, 3.0))
+                time.sleep(rng.uniform(0.0, 4.0))
                 killed = proc.poll() is None
                 phase = responder.phase_at(time.monotonic())
                 if killed:
@@ -734,7 +734,9 @@ def scenario_damaged(base: Path, server: ScriptedLLMServer) -> Row:
             row.user_errors += e
             row.tracebacks += t
             problem = one_line_with_advice(
-                r, path if path.name == "sessions.db" else path / "sessions.db", advice
+                r,
+                path,
+                advice,  # the store, or for a bad home the first file chat reads in it
             )
             if problem:
                 row.failed_checks.append(f"{name}: {problem}")
