@@ -87,7 +87,10 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise ConfigError(f"cannot read {target}: {exc.strerror or exc}") from exc
+        raise ConfigError(
+            f"cannot read {target}: {exc.strerror or exc}; check that {target.parent} is a "
+            "directory you can read, or point HARNESS9_HOME elsewhere"
+        ) from exc
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -43,6 +43,7 @@ class TextReply:
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None: estimated
     chunk_size: int = 5  # characters per streamed delta
     delay: float = 0.0  # seconds to wait before answering
+    chunk_delay: float = 0.0  # seconds between streamed deltas (a slow model)
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,6 +53,7 @@ class ToolCallsReply:
     usage: tuple[int, int] | None = None
     chunk_size: int = 5
     delay: float = 0.0
+    chunk_delay: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -109,7 +111,7 @@ class ScriptedLLMServer:
     def start(self) -> ScriptedLLMServer:
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((self._host, self._port), _Handler)
+        httpd = _QuietServer((self._host, self._port), _Handler)
         httpd.daemon_threads = True
         httpd.owner = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -177,8 +179,13 @@ class ScriptedLLMServer:
         usage: tuple[int, int] | None = None,
         chunk_size: int = 5,
         delay: float = 0.0,
+        chunk_delay: float = 0.0,
     ) -> None:
-        self.reply(TextReply(text, usage=usage, chunk_size=chunk_size, delay=delay))
+        self.reply(
+            TextReply(
+                text, usage=usage, chunk_size=chunk_size, delay=delay, chunk_delay=chunk_delay
+            )
+        )
 
     def reply_tool_calls(
         self,
@@ -267,6 +274,15 @@ def _usage(spec_usage: tuple[int, int] | None, body: dict[str, Any], out_text: s
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that was killed mid-request (chaos runs): not a server bug
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked streams, so an abrupt close is detectable
 
@@ -343,9 +359,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def _event(self, payload: dict | str) -> None:
+    def _event(self, payload: dict | str, pause: float = 0.0) -> None:
         text = payload if isinstance(payload, str) else json.dumps(payload)
         self._write_chunk(f"data: {text}\n\n".encode())
+        self.owner._sleep(pause)
 
     def _stream(self, spec: Reply, body: dict[str, Any]) -> None:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -358,7 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(spec, TextReply | ToolCallsReply):
             text = spec.text if isinstance(spec, TextReply) else spec.content
             for piece in _pieces(text, spec.chunk_size):
-                self._event(chunk({"content": piece}))
+                self._event(chunk({"content": piece}), spec.chunk_delay)
         if isinstance(spec, ToolCallsReply):
             finish = "tool_calls"
             for index, (call_id, name, arguments) in enumerate(spec.calls):
@@ -368,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
                 # Several argument pieces per call, as OpenAI sends them.
                 for piece in _pieces(arguments, max(1, min(spec.chunk_size, len(arguments) // 2))):
                     delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                    self._event(chunk(delta))
+                    self._event(chunk(delta), spec.chunk_delay)
         self._event(chunk({}, finish_reason=finish))
         if include_usage:
             out = text + "".join(a for _, _, a in getattr(spec, "calls", ()))

@@ -174,3 +174,38 @@ def test_background_job_holding_the_output_does_not_hang_the_call(workdir: Path)
     os.kill(child, signal.SIGKILL)  # not ours to keep; the test started it
     assert result.content == "hi\nexit code: 0"
     assert result.metadata["timed_out"] is False
+
+
+PEAK_RSS_OF_ONE_RUN = """
+import resource, sys
+from pathlib import Path
+from harness9.tools.base import ToolContext
+from harness9.tools.shell import run_command
+result = run_command(sys.argv[1], ToolContext(workdir=Path.cwd(), session=None), 120)
+assert result.metadata["bytes"] == int(sys.argv[2]), result.metadata
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_two_hundred_megabytes_of_output_cost_no_more_memory_than_a_few_bytes(
+    workdir: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from support import cli_env
+
+    def peak_kb(command: str, size: int) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", PEAK_RSS_OF_ONE_RUN, command, str(size)],
+            capture_output=True,
+            text=True,
+            cwd=workdir,
+            env=cli_env(),
+            check=True,
+        )
+        return int(out.stdout)
+
+    small = peak_kb("printf abc", 3)
+    big = peak_kb("head -c 200000000 /dev/zero | tr '\\0' a", 200_000_000)
+    assert big - small < 16 * 1024  # KB: the 40 KB head+tail and read buffers, not 200 MB

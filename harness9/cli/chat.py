@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -51,6 +52,13 @@ def chat(
     no_stream: bool = typer.Option(
         False, "--no-stream", help="Wait for whole replies instead of streaming them."
     ),
+    timeout: int | None = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        metavar="SECONDS",
+        help="Give up on a model call after this long, then retry (env HARNESS9_TIMEOUT; default 120).",
+    ),
     strategy: str | None = typer.Option(
         None,
         "--strategy",
@@ -84,6 +92,12 @@ def chat(
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     work = resolve_workdir(workdir)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
+
+    if timeout is None and os.environ.get("HARNESS9_TIMEOUT"):
+        raw = os.environ["HARNESS9_TIMEOUT"]
+        if not raw.strip().isdigit() or int(raw) < 1:
+            raise UsageError(f"HARNESS9_TIMEOUT must be a whole number of seconds, got {raw!r}")
+        timeout = int(raw)
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
@@ -115,6 +129,7 @@ def chat(
             work,
             limits.context_tokens,
             stream=not no_stream,
+            timeout=float(timeout or 120),
             confirm=_tty_confirm if interactive else None,
             assume_yes=yes,
         )
@@ -136,12 +151,8 @@ def chat(
         code = loop.run()
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session
-        if (
-            started_empty
-            and current.session_id == session.session_id
-            and not current.get_messages(limit=1)
-        ):
-            manager.delete_session(current.session_id)
+        if started_empty and current.session_id == session.session_id:
+            manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)
 
 

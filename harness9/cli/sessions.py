@@ -18,7 +18,7 @@ from harness9 import config
 from harness9.errors import HarnessError, UsageError
 from harness9.memory.search import SearchHit, snippet_parts, to_fts_query
 from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.memory.store import Manager
+from harness9.memory.store import Manager, open_error
 from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:
@@ -55,8 +55,11 @@ def _stdin_is_interactive() -> bool:
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
     path = config.db_path()
-    if not path.exists():
-        return None
+    try:
+        if not path.exists():
+            return None
+    except OSError as exc:  # an unreadable home: stat itself fails
+        raise open_error(path, exc.strerror or str(exc)) from exc
     return Manager(path, tool_results_dir=config.tool_results_dir())
 
 
@@ -208,6 +211,7 @@ def delete_sessions(
     if not session_ids and older_than is None:
         raise UsageError("give the session ids to delete, or --older-than AGE")
     age = parse_age(older_than) if older_than is not None else 0.0
+    cutoff = time.time() - age
     store = _open_store()
     if store is None:
         if session_ids:
@@ -219,15 +223,19 @@ def delete_sessions(
             full_ids = list(dict.fromkeys(store.resolve_id(p) for p in session_ids))
             targets = [store.session_info(i) for i in full_ids]
         else:
-            targets = store.sessions_older_than(time.time() - age)
+            targets = store.sessions_older_than(cutoff)
             if not targets:
                 typer.echo(f"No sessions older than {older_than}.")
                 return
         _confirm_or_refuse(targets, dry_run=dry_run, yes=yes)
         if dry_run:
             return
-        store.delete_sessions([t.id for t in targets])
-    typer.echo(f"Deleted {_plural(len(targets), 'session')}.")
+        deleted = store.delete_sessions(
+            [t.id for t in targets], updated_before=None if session_ids else cutoff
+        )
+    skipped = len(targets) - len(deleted)
+    note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
+    typer.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
 
 
 def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:

@@ -43,6 +43,10 @@ from harness9.tools.registry import ToolRegistry
 # A compaction is announced (and stored) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
 INTERRUPTED_STUB = "[interrupted by the user before this tool finished]"
+EMPTY_REPLY = (
+    "{model} sent an empty reply (no text, no tool call); send your message again "
+    "or try another model"
+)
 
 
 class ModelProvider(Protocol):
@@ -371,6 +375,12 @@ class AgentEngine:
                             ev.TokenUpdate(usage.input_tokens, self.context_window, actual=True)
                         )
                 reply = Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls))
+                if not reply.content.strip() and not reply.tool_calls:
+                    # Nothing to keep, and an empty assistant turn is rejected by some APIs
+                    # on the next request: report it instead of storing it.
+                    result.error = EMPTY_REPLY.format(model=self.provider.model)
+                    self.on_event(ev.Error(result.error))
+                    return result
                 sess.add_messages([reply])
                 self.on_event(ev.AssistantReply(reply))
                 result.reply = reply

@@ -148,6 +148,8 @@ def build_engine(
     session: Any,
     workdir: Path,
     context_window: int,
+    *,
+    timeout: float = 120.0,
     **engine_kwargs: Any,
 ) -> Any:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
@@ -156,10 +158,10 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base)
+    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout)
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(opts.summary_model, settings.api_base)
+        summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
     registry = default_registry()
     offload = build_offload_store(opts)
     if offload is not None:

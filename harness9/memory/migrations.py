@@ -156,6 +156,17 @@ class SchemaError(Exception):
     """The file is not one this code can use (foreign database, newer schema)."""
 
 
+def check_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version; SchemaError if it is newer than this code knows."""
+    (current,) = conn.execute("PRAGMA user_version").fetchone()
+    if current > SCHEMA_VERSION:
+        raise SchemaError(
+            f"it has schema version {current} but this harness9 knows only up to "
+            f"{SCHEMA_VERSION}; upgrade harness9 or point HARNESS9_HOME elsewhere"
+        )
+    return current
+
+
 def has_fts5(conn: sqlite3.Connection) -> bool:
     """Whether this SQLite library was built with FTS5 (session search needs it)."""
     return any(opt == "ENABLE_FTS5" for (opt,) in conn.execute("PRAGMA compile_options"))
@@ -182,12 +193,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         return current
     conn.execute("BEGIN IMMEDIATE")
     try:
-        (current,) = conn.execute("PRAGMA user_version").fetchone()  # re-read under the lock
-        if current > SCHEMA_VERSION:
-            raise SchemaError(
-                f"it has schema version {current} but this harness9 knows only up to "
-                f"{SCHEMA_VERSION}; upgrade harness9 or point HARNESS9_HOME elsewhere"
-            )
+        current = check_version(conn)  # re-read under the lock
         if current == 0:
             (tables,) = conn.execute(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table'"

@@ -16,13 +16,13 @@ import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
 from harness9.memory import fts_index
-from harness9.memory.migrations import SchemaError, migrate
+from harness9.memory.migrations import SchemaError, check_version, migrate
 from harness9.memory.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -60,6 +60,31 @@ _CHECKPOINT_COLUMNS = (
     "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
     "messages_before, messages_after, created_at"
 )
+
+
+def advice(detail: str) -> str:
+    """What the user can do about a store failure, appended to its one-line error."""
+    text = detail.lower()
+    if "not a database" in text or "malformed" in text:
+        return "; it was left untouched: move it aside or point HARNESS9_HOME elsewhere"
+    if "disk is full" in text or "no space" in text:
+        return (
+            "; nothing was lost: free some disk space (or point HARNESS9_HOME elsewhere) and retry"
+        )
+    if "disk i/o error" in text:
+        # A full disk shows up like this when SQLite cannot create its -wal/-shm files.
+        return "; free some disk space or check the disk, then retry (the file was left as it was)"
+    if "locked" in text or "busy" in text:
+        return "; another harness9 held it too long: retry in a moment"
+    if "permission denied" in text or "readonly" in text or "read-only" in text:
+        return "; check that you own it and its directory (or point HARNESS9_HOME elsewhere)"
+    if "not a directory" in text:
+        return "; a file stands where the directory should be: move it or point HARNESS9_HOME elsewhere"
+    return ""
+
+
+def open_error(path: Path, what: str) -> StoreError:
+    return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
 class AmbiguousSessionError(HarnessError):
@@ -147,7 +172,7 @@ class Manager:
     # -- opening -----------------------------------------------------------------
 
     def _fail(self, what: str) -> StoreError:
-        return StoreError(f"cannot open session database {self.path}: {what}")
+        return open_error(self.path, what)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -155,8 +180,13 @@ class Manager:
                 self.path.parent.mkdir(parents=True, mode=0o700)
                 os.chmod(self.path.parent, 0o700)  # mkdir's mode is filtered by the umask
             # Create the file 0600 ourselves so it is never readable by others, not even briefly.
-            # O_CREAT without O_TRUNC never touches an existing (possibly damaged) file.
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            # O_EXCL: an existing file is never opened here. Closing any descriptor of the
+            # database drops every POSIX lock this process holds on it, so another Manager
+            # in this process (a thread, a test) would lose its locks mid-transaction and a
+            # second process could write at the same time: a corrupt database.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
         except OSError as exc:
             raise self._fail(exc.strerror or str(exc)) from exc
         try:
@@ -165,6 +195,9 @@ class Manager:
             raise self._fail(str(exc)) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            # Refuse a newer schema before switching the journal mode: that switch writes the
+            # file's header, and a file we will not use must be left exactly as it was.
+            check_version(conn)
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if str(mode).lower() != "wal":
                 raise self._fail(f"cannot switch to WAL mode (got {mode!r})")
@@ -177,10 +210,7 @@ class Manager:
             raise self._fail(str(exc)) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
-            hint = ""
-            if "not a database" in str(exc) or "malformed" in str(exc):
-                hint = "; it was left untouched: move it aside or point HARNESS9_HOME elsewhere"
-            raise self._fail(f"{exc}{hint}") from exc
+            raise self._fail(str(exc)) from exc
         self._restrict_permissions()
         return conn
 
@@ -207,7 +237,9 @@ class Manager:
             try:
                 yield self.conn
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+                raise StoreError(
+                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
+                ) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -217,16 +249,21 @@ class Manager:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot write session database {self.path}: {exc}") from exc
+                raise self._write_error(exc) from exc
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    # SQLite may already have rolled back (disk full): never mask the cause.
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"cannot write session database {self.path}: {exc}") from exc
+                    raise self._write_error(exc) from exc
                 raise
+
+    def _write_error(self, exc: sqlite3.Error) -> StoreError:
+        return StoreError(f"cannot write session database {self.path}: {exc}{advice(str(exc))}")
 
     def close(self) -> None:
         with self._lock:
@@ -348,9 +385,13 @@ class Manager:
             except sqlite3.OperationalError as exc:
                 if "fts5" in str(exc) or "syntax error" in str(exc):
                     raise SearchQueryError(f"cannot search for {query.strip()!r}: {exc}") from exc
-                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+                raise StoreError(
+                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
+                ) from exc
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot read session database {self.path}: {exc}") from exc
+                raise StoreError(
+                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
+                ) from exc
         return [
             SearchHit(
                 sid,
@@ -379,19 +420,53 @@ class Manager:
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
 
-    def delete_sessions(self, session_ids: Iterable[str]) -> None:
-        """Delete all of them in one transaction, or none if any is missing."""
+    def delete_if_empty(self, session_id: str) -> bool:
+        """Delete the session only if it holds no message, checked in the same transaction.
+
+        A chat that leaves without a message drops its empty session; another process
+        (``chat --continue``) may have started writing to it meanwhile.
+        """
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.transaction() as conn:
+            gone = conn.execute(
+                "DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM messages WHERE session_id = ?)",
+                (session_id, session_id),
+            ).rowcount
+        if gone:
+            self._remove_tool_results(session_id)
+        return bool(gone)
+
+    def delete_sessions(
+        self, session_ids: Iterable[str], *, updated_before: float | None = None
+    ) -> list[str]:
+        """Delete all of them in one transaction, or none if any is missing; return the ids.
+
+        With ``updated_before`` (``--older-than``) the age is checked again inside the
+        transaction, and a session that is gone or was written to since it was listed is
+        skipped, not an error: a chat still appending to it must not lose its messages to
+        a clean-up that listed it a moment earlier.
+        """
         ids = list(dict.fromkeys(session_ids))
         for sid in ids:
             if not is_session_id(sid):
                 raise SessionNotFoundError(str(sid), "not a session id")
+        deleted: list[str] = []
         with self.transaction() as conn:
             for sid in ids:
                 # Messages, todos and compactions go by ON DELETE CASCADE.
-                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
-                    raise SessionNotFoundError(sid)
-        for sid in ids:
+                if updated_before is None:
+                    if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
+                        raise SessionNotFoundError(sid)
+                elif not conn.execute(
+                    "DELETE FROM sessions WHERE id = ? AND updated_at < ?", (sid, updated_before)
+                ).rowcount:
+                    continue
+                deleted.append(sid)
+        for sid in deleted:
             self._remove_tool_results(sid)
+        return deleted
 
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()

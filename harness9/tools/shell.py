@@ -101,10 +101,20 @@ class BashTool:
         return run_command(command, ctx, timeout)
 
 
+def child_env() -> dict[str, str]:
+    """The environment for a command: ours minus model API keys (``*API_KEY``).
+
+    Output goes into the session database and back to the model, so ``env`` or a
+    crash dump must not be able to copy the user's key there.
+    """
+    return {k: v for k, v in os.environ.items() if not k.upper().endswith("API_KEY")}
+
+
 def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
     proc = subprocess.Popen(
         ["bash", "-c", command],
         cwd=ctx.workdir,
+        env=child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

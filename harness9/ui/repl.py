@@ -63,20 +63,25 @@ class EventRenderer:
         self._mid_line = False
         self._estimate: tuple[int, int] | None = None
         self._actual: tuple[int, int] | None = None
+        self._streamed = False  # did the current reply arrive as TextDeltas?
 
     # The engine calls this synchronously from the turn's thread.
     def __call__(self, event: ev.Event) -> None:
         match event:
             case ev.TokenUpdate(tokens=t, context_window=w, actual=False):
                 self._estimate, self._actual = (t, w), None
+                self._streamed = False
                 self._spin(f"thinking… ctx ~{format_token_count(t)}/{format_token_count(w)}")
             case ev.TokenUpdate(tokens=t, context_window=w, actual=True):
                 self._actual = (t, w)
             case ev.TextDelta(text=text):
                 self._stop_spin()
+                self._streamed = True
                 self._write(text)
-            case ev.AssistantReply():
+            case ev.AssistantReply(message=reply):
                 self._stop_spin()
+                if not self._streamed:  # --no-stream: the whole reply arrives here
+                    self._write(reply.content)
                 self._end_line()
                 self._print_token_line()
             case ev.ToolStarted(call=call):
