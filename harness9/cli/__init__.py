@@ -135,4 +135,8 @@ app.add_typer(
 
 
 def main() -> None:
-    app(prog_name="harness9")
+    from harness9.cli import fastparams
+
+    command = typer.main.get_command(app)
+    fastparams.install(command)  # plain options skip Typer's pydantic import (cron speed)
+    command(prog_name="harness9")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from harness9.errors import UsageError
 
@@ -103,6 +102,8 @@ def chat(
 
     limits = get_model_limits(settings.model, override=settings.context_window)
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
+    from rich.console import Console
+
     out = Console(highlight=False, soft_wrap=not interactive)
     err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
     with open_manager() as manager:

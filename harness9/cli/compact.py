@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from harness9.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 _MAX_ROWS = 40
@@ -79,6 +80,8 @@ def compact(
     opts = context_options(strategy=strategy)
     work = resolve_workdir(workdir)
     limits = get_model_limits(settings.model, override=settings.context_window)
+    from rich.console import Console
+
     out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     err = Console(stderr=True, highlight=False)
 
@@ -162,6 +165,9 @@ def compact(
 
 
 def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN001
+    from rich.table import Table
+    from rich.text import Text
+
     from harness9.memory.tokens import estimate_message_tokens, format_token_count
     from harness9.ui.status import inert
 
