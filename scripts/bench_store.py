@@ -259,7 +259,7 @@ def process_median(cmd: list[str], env: dict[str, str], runs: int) -> float:
     return statistics.median(times)
 
 
-FLOOR_LABEL = 'python -c "import typer, pydantic"'
+FLOOR_LABEL = 'python -c "import typer"'
 
 
 def fmt_s(seconds: float) -> str:
@@ -310,9 +310,8 @@ def main() -> None:
         env.pop("FORCE_COLOR", None)
         py = sys.executable
         base = process_median([py, "-c", "pass"], env, args.runs)
-        # The floor any Typer command pays here: Typer >= 0.25 coerces every non-bool
-        # option through a pydantic TypeAdapter, so pydantic is imported too.
-        floor = process_median([py, "-c", "import typer, pydantic"], env, args.runs)
+        # The floor any Typer command pays (harness9.cli.fastparams keeps pydantic out).
+        floor = process_median([py, "-c", "import typer"], env, args.runs)
         listing = process_median([py, "-m", "harness9", "sessions", "list"], env, args.runs)
         as_json = process_median(
             [py, "-m", "harness9", "sessions", "list", "--json"], env, args.runs
