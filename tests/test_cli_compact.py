@@ -130,10 +130,11 @@ def test_compact_under_the_threshold_does_nothing_without_force():
     assert row_counts() == (4, 0)
 
 
-def test_compact_with_no_sessions_is_a_usage_error():
+def test_compact_with_no_sessions_is_a_usage_error_and_creates_no_database(harness9_home):
     result = runner.invoke(app, ["compact", "--dry-run"])
 
     assert result.exit_code == 2 and "no sessions" in result.stderr
+    assert not harness9_home.exists()
 
 
 def test_an_unknown_strategy_is_a_usage_error():

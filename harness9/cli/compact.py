@@ -71,7 +71,7 @@ def compact(
     """
     from harness9.config import Settings, context_options
     from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.memory.store import open_manager
+    from harness9.memory.store import open_existing_manager
     from harness9.provider import get_model_limits
 
     if session and last:
@@ -85,7 +85,10 @@ def compact(
     out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     err = Console(stderr=True, highlight=False)
 
-    with open_manager() as manager:
+    manager = open_existing_manager()  # a preview must not create a database
+    if manager is None:
+        raise UsageError("there are no sessions to compact")
+    with manager:
         if session:
             sess = manager.open_session(manager.resolve_id(session))
         else:

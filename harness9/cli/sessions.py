@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness9 import config
 from harness9.errors import HarnessError, UsageError
 from harness9.memory.search import SearchHit, snippet_parts, to_fts_query
 from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.memory.store import Manager, open_error
+from harness9.memory.store import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:
@@ -54,13 +53,7 @@ def _stdin_is_interactive() -> bool:
 
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    path = config.db_path()
-    try:
-        if not path.exists():
-            return None
-    except OSError as exc:  # an unreadable home: stat itself fails
-        raise open_error(path, exc.strerror or str(exc)) from exc
-    return Manager(path, tool_results_dir=config.tool_results_dir())
+    return open_existing_manager()
 
 
 def _console() -> Console:

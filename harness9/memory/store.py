@@ -777,6 +777,19 @@ def _checkpoint(row: tuple) -> Checkpoint:
     )
 
 
+def open_existing_manager() -> Manager | None:
+    """The user's store, or None when there is none yet: reading must not create one."""
+    from harness9 import config
+
+    path = config.db_path()
+    try:
+        if not path.exists():
+            return None
+    except OSError as exc:  # an unreadable home: stat itself fails
+        raise open_error(path, exc.strerror or str(exc)) from exc
+    return Manager(path, tool_results_dir=config.tool_results_dir())
+
+
 def open_manager() -> Manager:
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
