@@ -472,16 +472,23 @@ class AgentEngine:
 
     def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
         self.on_event(ev.ToolStarted(call))
+        offload = self.offload
         ctx = ToolContext(
             workdir=self.workdir,
             session=sess,
             confirm=self.confirm,
             assume_yes=self.assume_yes,
             session_id=sess.session_id,
+            open_output=(
+                (lambda tool, args: offload.open_stream(sess.session_id, tool, args))  # type: ignore[attr-defined]
+                if offload is not None and hasattr(offload, "open_stream")
+                else None
+            ),
         )
         outcome: ToolResult = self.registry.execute(call, ctx)
         content = outcome.content
         exempt = getattr(self.registry.get(call.name), "offload_exempt", False)
+        exempt = exempt or "offloaded" in outcome.metadata  # the tool streamed it there already
         if self.offload is not None and not outcome.is_error and not exempt:
             offloaded = self.offload.maybe_offload(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata

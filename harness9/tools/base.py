@@ -33,6 +33,22 @@ class ToolContext:
     confirm: Callable[[str], bool] | None = None
     assume_yes: bool = False  # --yes
     session_id: str = ""
+    # Opens a sink for a tool's full output (the offload store's stream writer): a tool
+    # with huge output writes it there as it comes instead of holding it. None: no sink.
+    open_output: Callable[[str, str], OutputSink] | None = None
+
+
+class OutputSink(Protocol):
+    """Where a tool streams its whole output (harness9.memory.offload.OffloadWriter)."""
+
+    @property
+    def over_limits(self) -> bool: ...
+
+    def write(self, chunk: bytes) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def finish(self, *, metadata: dict | None = None) -> Any: ...
 
 
 class ToolError(Exception):

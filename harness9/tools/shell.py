@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import signal
@@ -11,7 +12,7 @@ import time
 from typing import Any
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.base import OutputSink, ToolContext, ToolResult
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
@@ -123,37 +124,51 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
     )
     assert proc.stdout is not None
     out = HeadTail()
+    # The whole output streams to the offload store when there is one, so a command
+    # printing hundreds of megabytes stays recallable without being held in memory.
+    sink = ctx.open_output("bash", json.dumps({"command": command})) if ctx.open_output else None
     timed_out = False
     try:
-        timed_out = _pump(proc, out, timeout)
+        timed_out = _pump(proc, out, timeout, sink)
         if timed_out:
             _kill_group(proc)
         exit_code = proc.wait()
     except BaseException:  # KeyboardInterrupt above all: never leave the command running
         _kill_group(proc)
         proc.wait()
+        if sink is not None:
+            sink.abort()
         raise
     finally:
         proc.stdout.close()
-    text = out.render()
-    if text and not text.endswith("\n"):
-        text += "\n"
+    metadata = {
+        "exit_code": None if timed_out else exit_code,
+        "timed_out": timed_out,
+        "bytes": out.total,
+    }
     if timed_out:
         trailer = f"timed out after {_fmt_seconds(timeout)}s (the command was killed)"
     else:
         trailer = f"exit code: {exit_code}"
+    if sink is not None:
+        if sink.over_limits:
+            offloaded = sink.finish(metadata=metadata)
+            metadata["offloaded"] = offloaded.id
+            return ToolResult(
+                content=f"{offloaded.summary}\n{trailer}", is_error=timed_out, metadata=metadata
+            )
+        sink.abort()
+    text = out.render()
+    if text and not text.endswith("\n"):
+        text += "\n"
     return ToolResult(
-        content=(text or "(no output)\n") + trailer,
-        is_error=timed_out,
-        metadata={
-            "exit_code": None if timed_out else exit_code,
-            "timed_out": timed_out,
-            "bytes": out.total,
-        },
+        content=(text or "(no output)\n") + trailer, is_error=timed_out, metadata=metadata
     )
 
 
-def _pump(proc: subprocess.Popen[bytes], out: HeadTail, timeout: float) -> bool:
+def _pump(
+    proc: subprocess.Popen[bytes], out: HeadTail, timeout: float, sink: OutputSink | None = None
+) -> bool:
     """Stream the output into ``out`` until EOF or the deadline; True when it timed out.
 
     Reads incrementally (never ``communicate()``), so a command printing
@@ -178,6 +193,8 @@ def _pump(proc: subprocess.Popen[bytes], out: HeadTail, timeout: float) -> bool:
                 if not data:
                     return False
                 out.feed(data)
+                if sink is not None:
+                    sink.write(data)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
