@@ -177,6 +177,7 @@ class _Collector:
         self.last: dict[str, dict[str, int]] = {k: {} for k in _KINDS}
         self.acted: set[str] = set()  # items seen in user/assistant text or call arguments
         self.error_at: dict[str, set[int]] = {}
+        self.rule_spelling: dict[str, str] = {}  # casefolded constraint -> first spelling
 
     def add(self, kind: str, values: Iterable[str], index: int, acted: bool) -> None:
         bucket = self.last[kind]
@@ -200,7 +201,9 @@ class _Collector:
         if decisions:
             self.add("decision", (_clean(d) for d in decision_lines(text)), index, acted)
         if constraints:
-            self.add("constraint", (_clean(c) for c in find_constraints(text)), index, acted)
+            rules = (_clean(c) for c in find_constraints(text))
+            rules = (self.rule_spelling.setdefault(r.casefold(), r) for r in rules)
+            self.add("constraint", rules, index, acted)
 
 
 def _command_key(msgs: Sequence[Message]) -> dict[str, str]:

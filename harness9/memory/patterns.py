@@ -175,8 +175,8 @@ def find_constraints(text: str) -> list[str]:
     """Sentences of ``text`` that state a rule (never/always/must/don't/only/avoid/…,
     不要/必须/只能/禁止/务必/总是/永远不), whitespace collapsed, a bullet, a short
     lead-in ("One more thing:") and the closing punctuation dropped; first occurrence
-    order, duplicates removed. Meant for user messages: that is where rules are stated."""
-    seen: dict[str, None] = {}
+    order, duplicates (ignoring case) removed. Meant for user messages: that is where rules are stated."""
+    seen: dict[str, str] = {}
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _BULLET_RE.sub("", " ".join(raw.split()))
         lead = _LEAD_IN_RE.match(sentence)
@@ -184,5 +184,6 @@ def find_constraints(text: str) -> list[str]:
             sentence = lead.group(2)
         sentence = sentence.rstrip(".。;；!！,， ")
         if sentence and _is_rule(sentence):
-            seen.setdefault(sentence, None)
-    return list(seen)
+            # "Never use eval" and "never use eval" are one rule: first spelling wins.
+            seen.setdefault(sentence.casefold(), sentence)
+    return list(seen.values())
