@@ -2,13 +2,12 @@
 
 A deterministic generator writes trajectories (file reads, grep and shell output,
 pytest stack traces, decisions, user constraints, todo changes) with planted key
-facts, five kinds of them:
-
-* fingerprinted (the kinds ``extract_fingerprint`` is built to catch):
-  ``path`` (a file the agent read), ``identifier`` (a function declared in a file it
-  read), ``error`` (the exception line of a failing test run), ``decision`` (a
-  "decided to ..." line of the assistant's);
-* not fingerprinted: ``constraint`` (a rule the user stated in passing).
+facts, five kinds of them, all fingerprinted (the kinds ``extract_fingerprint`` is
+built to catch): ``path`` (a file the agent read), ``identifier`` (a function
+declared in a file it read), ``error`` (the exception line of a failing test run),
+``decision`` (a "decided to ..." line of the assistant's), ``constraint`` (a rule
+the user stated in passing, "never touch the ... table"; caught by the general
+rule-wording recogniser, ``patterns.find_constraints``, not by this wording).
 
 Each strategy compacts the whole trajectory once, as the engine would when it has
 to fit the history into a ``--window``-token context. Strategies:
@@ -63,8 +62,8 @@ from harness9.memory import (  # noqa: E402
 )
 from harness9.schema import Message, ToolCall, Usage  # noqa: E402
 
-FINGERPRINTED = ("path", "identifier", "error", "decision")
-KINDS = (*FINGERPRINTED, "constraint")
+FINGERPRINTED = ("path", "identifier", "error", "decision", "constraint")
+KINDS = FINGERPRINTED
 TARGET_FACTS_SHARE = 1.0
 TARGET_CUT = 0.60
 SESSION = "bench"
@@ -329,7 +328,7 @@ def fingerprint_coverage(
     still = validate_markers(recallable_text(text, store), fp) if missing else []
     missing_set = set(missing)
     lost = sum(1 for item in still if item in missing_set)
-    total = len(fp.file_paths) + len(fp.identifiers) + len(fp.errors) + len(fp.decisions)
+    total = sum(map(len, (fp.file_paths, fp.identifiers, fp.errors, fp.decisions, fp.constraints)))
     return Coverage(total, total - len(missing), len(missing) - lost)
 
 
@@ -408,6 +407,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=9)
     args = ap.parse_args()
     print(f"context window {args.window} tokens, seed {args.seed}")
+    print(
+        f"fingerprinted kinds: {', '.join(FINGERPRINTED)} (constraint = a rule the user"
+        " stated, found by rule wording in user messages)"
+    )
     header = f"{'size':>8} {'strategy':<15} {'tokens after/before':>22} {'ratio':>6} "
     header += f"{'fingerprinted':>13} {'via recall':>10} {'all facts':>9} {'valid':>5} {'time':>6}"
     print(header)

@@ -2,8 +2,8 @@
 the summary is checked against and repaired with.
 
 An LLM summary may drop a file path or an error. Before folding, the facts that
-must survive (paths, declared names, error lines, decisions) are extracted by
-rules; after the model answers, ``validate_markers`` lists what it left out and
+must survive (paths, declared names, error lines, decisions, and the rules the
+user stated) are extracted by rules; after the model answers, ``validate_markers`` lists what it left out and
 ``repair_summary`` appends those under "Preserved facts". Every distinct fact is
 kept up to a token budget (Phase2Compactor: 15 % of its max_tokens); past it the
 best-ranked facts are written and the rest counted ("… and N more paths not
@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 
 from harness9.errors import HarnessError
 from harness9.memory.compaction import DEFAULT_MIN_TAIL
-from harness9.memory.patterns import DECISION_RE, find_declarations, find_paths
+from harness9.memory.patterns import (
+    DECISION_RE,
+    find_constraints,
+    find_declarations,
+    find_paths,
+)
 from harness9.memory.summarization import SummarizationCompactor, Summarizer
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
@@ -36,6 +41,7 @@ Use these markers, one item per line:
 @type:{name} — Type definitions (classes, structs, interfaces)
 @error:{description} — Errors encountered, and whether they were fixed
 @decision:{description} — Decisions made, with the reason
+@constraint:{rule} — Rules the user stated (never/always/only/must …), word for word
 @todo:{description} — Pending tasks
 @config:{key=value} — Config changes
 
@@ -43,6 +49,7 @@ Then add a short free-text section "Progress:" with the user's goal and what was
 
 ## RULES
 - Keep exact paths, names, error messages and values; never paraphrase them.
+- Keep every user constraint, verbatim: the agent must still obey it after compression.
 - If a <previous-summary> is present, merge it: keep every marker it has unless the new \
 conversation shows it is obsolete.
 - Tool results marked with 📂 [offload:<id>] are stored on disk: keep their ids so \
@@ -51,7 +58,8 @@ offload_recall can fetch them.
 """
 # What the per-call instruction asks for; the system prompt above explains the markers.
 MARKER_TEMPLATE = (
-    "One marker per line (@file:, @func:, @type:, @error:, @decision:, @todo:, @config:), "
+    "One marker per line (@file:, @func:, @type:, @error:, @decision:, @constraint:, @todo:, "
+    "@config:), "
     'then a short "Progress:" section.'
 )
 
@@ -63,14 +71,24 @@ TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it (seed
 # the trigger fires again. 15 % of a 32K window is 4,800 tokens: a few hundred facts.
 PRESERVED_SHARE = 0.15
 _LINE_CHARS = 200
-_KINDS = ("file", "identifier", "error", "decision")
-_PLURAL = {"file": "paths", "identifier": "names", "error": "errors", "decision": "decisions"}
+_KINDS = ("file", "identifier", "error", "decision", "constraint")
+_PLURAL = {
+    "file": "paths",
+    "identifier": "names",
+    "error": "errors",
+    "decision": "decisions",
+    "constraint": "constraints",
+}
 # Rank tiers when the budget overflows (lower is kept first), see ``ranked_missing``.
 TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
 # Among facts seen only in tool output: an error line says most, a declared name is
 # the API of a file the agent chose to read, a path seen only in output (a grep hit,
 # a traceback frame) is the cheapest to find again by re-running the command.
-_OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3}
+_OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
+# Within the top tier a user's rule comes first: it is what the user asked for in so
+# many words, it is short, and unlike a path it cannot be found again by the agent.
+_ACTED_KIND_ORDER = {"constraint": 0}
+_ACTED_OTHER = 1
 
 _EXCEPTION_LINE_RE = re.compile(r"^[\w.]*(?:Error|Exception)\b(?::.*)?$")
 _ERROR_WORDS_RE = re.compile(r"Error:|error:|\bFAILED\b|\bexception\b")
@@ -79,7 +97,9 @@ _CODE_PREFIX_RE = re.compile(
     r"^(?:except|catch|raise|throw|if|elif|else|def|class|return|assert|try|finally|import|from|"
     r"#|//|\*|log|logger|print|fmt\.|console\.)\b|^[#/*]"
 )
-_MARKER_RE = re.compile(r"^\s*[-*]?\s*@(file|func|type|error|decision):\s*(.+?)\s*$", re.MULTILINE)
+_MARKER_RE = re.compile(
+    r"^\s*[-*]?\s*@(file|func|type|error|decision|constraint):\s*(.+?)\s*$", re.MULTILINE
+)
 _WORD_RE = re.compile(r"[a-z0-9_]{3,}|[\u3400-\u9fff]")
 _DISTINCTIVE_RE = re.compile(r"[0-9_]")
 
@@ -94,12 +114,16 @@ class KeyInfoFingerprint:
     identifiers: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    # Rules the user stated ("never touch migrations/"), from user messages only.
+    constraints: list[str] = field(default_factory=list)
     # Sort key of each item (as ``validate_markers`` names it, "file: src/a.py"): lower is
     # kept first when the "Preserved facts" budget overflows. Empty: list order, newest first.
     rank: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def is_empty(self) -> bool:
-        return not (self.file_paths or self.identifiers or self.errors or self.decisions)
+        return not (
+            self.file_paths or self.identifiers or self.errors or self.decisions or self.constraints
+        )
 
 
 def _string_values(arguments: str) -> list[str]:
@@ -153,6 +177,7 @@ class _Collector:
         self.last: dict[str, dict[str, int]] = {k: {} for k in _KINDS}
         self.acted: set[str] = set()  # items seen in user/assistant text or call arguments
         self.error_at: dict[str, set[int]] = {}
+        self.rule_spelling: dict[str, str] = {}  # casefolded constraint -> first spelling
 
     def add(self, kind: str, values: Iterable[str], index: int, acted: bool) -> None:
         bucket = self.last[kind]
@@ -167,12 +192,18 @@ class _Collector:
             if kind == "error":
                 self.error_at.setdefault(value, set()).add(index)
 
-    def add_text(self, text: str, index: int, acted: bool, decisions: bool) -> None:
+    def add_text(
+        self, text: str, index: int, acted: bool, decisions: bool, constraints: bool = False
+    ) -> None:
         self.add("file", (_clean_path(p) for p in find_paths(text)), index, acted)
         self.add("identifier", find_declarations(text), index, acted)
         self.add("error", (_clean(e) for e in error_lines(text)), index, acted)
         if decisions:
             self.add("decision", (_clean(d) for d in decision_lines(text)), index, acted)
+        if constraints:
+            rules = (_clean(c) for c in find_constraints(text))
+            rules = (self.rule_spelling.setdefault(r.casefold(), r) for r in rules)
+            self.add("constraint", rules, index, acted)
 
 
 def _command_key(msgs: Sequence[Message]) -> dict[str, str]:
@@ -187,10 +218,13 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
 
     Nothing is capped here: the size limit is applied when the facts are written
     (``repair_summary``'s budget), using ``rank``: facts the user or the agent acted on
-    (user/assistant text, tool-call arguments, an earlier summary's markers) first;
+    (user/assistant text, tool-call arguments, an earlier summary's markers) first,
+    the user's constraints ahead of the rest of that tier;
     then the error lines of each command's last failing run; then facts seen only in
     tool output (errors, then declared names, then paths). Newest first within a tier.
     Tool call names are not identifiers: they name harness tools, not the user's code.
+    Constraints come from user messages only: a rule quoted in a file or proposed by
+    the assistant is not one the user set.
     """
     col = _Collector()
     command_of = _command_key(msgs)
@@ -210,7 +244,8 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
                 last_failure[command_of.get(m.tool_call_id or "", "")] = i
             continue
         talk = m.role in (ROLE_USER, ROLE_ASSISTANT)
-        for text in [m.content] + [s for tc in m.tool_calls for s in _string_values(tc.arguments)]:
+        col.add_text(m.content, i, acted=talk, decisions=talk, constraints=m.role == ROLE_USER)
+        for text in (s for tc in m.tool_calls for s in _string_values(tc.arguments)):
             col.add_text(text, i, acted=talk, decisions=talk)
     last_runs = set(last_failure.values())
     rank: dict[str, tuple[int, int, int]] = {}
@@ -223,13 +258,17 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
                 tier = TIER_LAST_FAILURE
             else:
                 tier = TIER_OUTPUT
-            order = _OUTPUT_KIND_ORDER[kind] if tier == TIER_OUTPUT else 0
+            if tier == TIER_OUTPUT:
+                order = _OUTPUT_KIND_ORDER[kind]
+            else:
+                order = _ACTED_KIND_ORDER.get(kind, _ACTED_OTHER) if tier == TIER_ACTED else 0
             rank[item] = (tier, order, -index)
     return KeyInfoFingerprint(
         file_paths=list(col.last["file"]),
         identifiers=list(col.last["identifier"]),
         errors=list(col.last["error"]),
         decisions=list(col.last["decision"]),
+        constraints=list(col.last["constraint"]),
         rank=rank,
     )
 
@@ -266,6 +305,31 @@ def semantic_match(summary: str, fact: str) -> bool:
     return _semantic_in(_Haystack(summary), fact)
 
 
+# A rule kept without its negation or its "only" says the opposite or much less
+# ("touch the migrations folder"), so those words must survive with it.
+_NEGATION_WORDS = frozenset(
+    {"never", "not", "don", "dont", "mustn", "shouldn", "avoid", "without", "不", "别", "勿", "禁"}
+)
+_ONLY_WORDS = frozenset({"only", "只"})
+
+
+def _constraint_in(hay: _Haystack, lines: list[_Haystack], rule: str) -> bool:
+    """The rule verbatim, or one summary line holding most of its words (as for a
+    decision) together with its negation and its "only", when it has them."""
+    if _norm(rule) in hay.norm:
+        return True
+    words = set(_WORD_RE.findall(_norm(rule)))
+    for line in lines:
+        if not _semantic_in(line, rule):
+            continue
+        if words & _NEGATION_WORDS and not line.words & _NEGATION_WORDS:
+            continue
+        if words & _ONLY_WORDS and not line.words & _ONLY_WORDS:
+            continue
+        return True
+    return False
+
+
 def validate_markers(summary: str, fp: KeyInfoFingerprint) -> list[str]:
     """Fingerprinted items the summary does not contain, as ``"<kind>: <item>"``."""
     hay = _Haystack(summary)
@@ -278,6 +342,9 @@ def validate_markers(summary: str, fp: KeyInfoFingerprint) -> list[str]:
     ]
     missing += [f"error: {e}" for e in fp.errors if not _semantic_in(hay, e)]
     missing += [f"decision: {d}" for d in fp.decisions if not _semantic_in(hay, d)]
+    if fp.constraints:
+        lines = [_Haystack(line) for line in summary.splitlines() if line.strip()]
+        missing += [f"constraint: {c}" for c in fp.constraints if not _constraint_in(hay, lines, c)]
     return missing
 
 
@@ -293,9 +360,12 @@ def _line_tokens(line: str) -> int:
     return (len(line.encode("utf-8", "surrogatepass")) + 1 + 3) // 4
 
 
-# Room kept for the heading and up to one "… and N more" line per kind plus the
-# spill reference, so the whole section stays within the budget.
-_RESERVED_TOKENS = 8 + 4 * 12 + 40
+# Room kept for the heading and up to one "… and N more" line per kind (each at its
+# longest for fewer than 100,000 left out) plus the spill reference, so the whole
+# section stays within the budget.
+_RESERVED_TOKENS = (
+    8 + sum(_line_tokens(f"… and 99999 more {p} not shown") for p in _PLURAL.values()) + 40
+)
 
 
 def select_facts(
