@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness9.memory import (  # noqa: E402
+from harness9.context import (
     TokenBudgetCompactor,
     estimate_tokens,
     is_valid_tool_sequence,

@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness9.memory import (  # noqa: E402
+from harness9.context import (
     EvictionCompactor,
     OffloadConfig,
     OffloadStore,

@@ -38,16 +38,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness9.memory.migrations import FTS_BODY  # noqa: E402
-from harness9.memory.search import (  # noqa: E402
+from harness9.schema import Message, ToolCall  # noqa: E402
+from harness9.store.migrations import FTS_BODY  # noqa: E402
+from harness9.store.search import (  # noqa: E402
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
     HIGHLIGHT_OPEN,
     SNIPPET_TOKENS,
     to_fts_query,
 )
-from harness9.memory.store import BUSY_TIMEOUT_MS, Manager  # noqa: E402
-from harness9.schema import Message, ToolCall  # noqa: E402
+from harness9.store.sqlite import BUSY_TIMEOUT_MS, Manager  # noqa: E402
 
 N_MESSAGES = 10_000
 N_SINGLE = 200

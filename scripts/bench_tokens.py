@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness9.memory.tokens import estimate_tokens  # noqa: E402
+from harness9.context.tokens import estimate_tokens  # noqa: E402
 from harness9.provider.llm import load_litellm  # noqa: E402
 from harness9.provider.tokens import ByteCounter, TokenCounter, TokenizerCounter  # noqa: E402
 from harness9.schema import Message  # noqa: E402

@@ -55,10 +55,11 @@ from llm_server import (  # noqa: E402
     ToolCallsReply,
 )
 
-from harness9.memory import Manager, is_valid_tool_sequence  # noqa: E402
-from harness9.memory.repair import repair_orphaned_tool_pairs  # noqa: E402
-from harness9.memory.view import load_view  # noqa: E402
+from harness9.context import is_valid_tool_sequence  # noqa: E402
+from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
+from harness9.context.view import load_view  # noqa: E402
 from harness9.schema import TRUNCATED_STUB, Message  # noqa: E402
+from harness9.store import Manager  # noqa: E402
 
 API_KEY = "sk-chaos-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:24]
 SUMMARY_MARK = "You compress the history"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness9.memory import estimate_tokens
+from harness9.context import estimate_tokens
 from harness9.schema import Message, ToolCall, ToolDefinition, Usage
 
 SYSTEM = Message("system", "You are harness9.")

@@ -14,9 +14,9 @@ from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.engine.prompt import PromptBuilder
 from harness9.engine.setup import SmartCompactionTrigger, build_compactor
-from harness9.memory import Manager
 from harness9.provider import LLMProvider
 from harness9.schema import Message
+from harness9.store import Manager
 from harness9.tools import default_registry
 
 runner = CliRunner()

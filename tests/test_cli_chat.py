@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.memory import Manager, is_valid_tool_sequence
+from harness9.context import is_valid_tool_sequence
+from harness9.store import Manager
 
 runner = CliRunner()
 

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.memory import Manager
 from harness9.schema import Message
+from harness9.store import Manager
 
 runner = CliRunner()
 

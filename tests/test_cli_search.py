@@ -11,9 +11,9 @@ from support import run_cli
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.memory import open_manager
-from harness9.memory.search import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SearchHit
 from harness9.schema import Message
+from harness9.store import open_manager
+from harness9.store.search import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SearchHit
 from harness9.ui.search_view import render_hits
 
 runner = CliRunner()

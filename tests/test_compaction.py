@@ -5,7 +5,7 @@ import copy
 import pytest
 from history import SYSTEM, asst, call, result, user
 
-from harness9.memory import (
+from harness9.context import (
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     estimate_tokens,

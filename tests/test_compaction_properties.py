@@ -24,7 +24,7 @@ from history import SYSTEM, FakeSummarizer, asst, call, result, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness9.memory import (
+from harness9.context import (
     SlidingWindowCompactor,
     SummarizationCompactor,
     TokenBudgetCompactor,
@@ -33,9 +33,9 @@ from harness9.memory import (
     is_valid_tool_sequence,
     repair_orphaned_tool_pairs,
 )
-from harness9.memory.compaction import KeptSizer
-from harness9.memory.repair import match_tool_results
-from harness9.memory.tokens import message_bytes
+from harness9.context.compaction import KeptSizer
+from harness9.context.repair import match_tool_results
+from harness9.context.tokens import message_bytes
 from harness9.schema import SUMMARY_PREFIX, Message
 
 texts = st.one_of(

@@ -2,7 +2,7 @@
 
 import json
 
-from harness9.memory.fingerprint import (
+from harness9.context.fingerprint import (
     PRESERVED_HEADING,
     STRUCTURED_COMPRESSION_PROMPT,
     KeyInfoFingerprint,
@@ -10,7 +10,7 @@ from harness9.memory.fingerprint import (
     repair_summary,
     validate_markers,
 )
-from harness9.memory.patterns import find_constraints
+from harness9.context.patterns import find_constraints
 from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
 
 

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.memory import Manager, is_valid_tool_sequence
+from harness9.context import is_valid_tool_sequence
 from harness9.schema import Message, ToolCall
+from harness9.store import Manager
 
 
 def test_kill_9_while_a_tool_runs_keeps_the_call_and_resume_sends_a_valid_sequence(

@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
+from harness9.context import is_valid_tool_sequence
+from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.engine import events as ev
 from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine
 from harness9.engine.prompt import PromptBuilder
 from harness9.engine.setup import build_compactor
-from harness9.memory import Manager, is_valid_tool_sequence
-from harness9.memory.repair import repair_orphaned_tool_pairs
 from harness9.provider import LLMProvider
 from harness9.schema import Message, ToolDefinition
+from harness9.store import Manager
 from harness9.tools import ToolResult, default_registry
 
 SUMMARY_REPLY = "**Goal:** build the parser\n**Critical Context:** parser.py line 42"

@@ -3,7 +3,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness9.memory.eviction import (
+from harness9.context.eviction import (
     EvictionCompactor,
     density_score,
     evict_by_density,
@@ -11,9 +11,9 @@ from harness9.memory.eviction import (
     is_repetitive_grep,
     tool_groups,
 )
-from harness9.memory.offload import OffloadConfig, OffloadStore, is_offload_marker
-from harness9.memory.repair import is_valid_tool_sequence
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.offload import OffloadConfig, OffloadStore, is_offload_marker
+from harness9.context.repair import is_valid_tool_sequence
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
 
 SYS = Message("system", "You are harness9.")

@@ -13,8 +13,8 @@ from support import run_cli
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.memory import Checkpoint, open_manager
 from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store import Checkpoint, open_manager
 
 runner = CliRunner()
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from harness9.memory.fingerprint import (
+from harness9.context.fingerprint import (
     PRESERVED_HEADING,
     STRUCTURED_COMPRESSION_PROMPT,
     KeyInfoFingerprint,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.memory.offload import (
+from harness9.context.offload import (
     OFFLOAD_MARKER,
     OffloadConfig,
     OffloadError,

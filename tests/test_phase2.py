@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness9.memory.compaction import TokenBudgetCompactor
-from harness9.memory.offload import OffloadConfig, OffloadStore
-from harness9.memory.phase2 import Phase2Compactor
-from harness9.memory.repair import is_valid_tool_sequence
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.compaction import TokenBudgetCompactor
+from harness9.context.offload import OffloadConfig, OffloadStore
+from harness9.context.phase2 import Phase2Compactor
+from harness9.context.repair import is_valid_tool_sequence
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall, Usage
 
 SYS = Message("system", "You are harness9.")

@@ -19,13 +19,14 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
+from harness9.context import is_valid_tool_sequence
 from harness9.engine.engine import AgentEngine
 from harness9.engine.prompt import PromptBuilder
-from harness9.memory import Manager, is_valid_tool_sequence
-from harness9.memory.migrations import SCHEMA_VERSION
-from harness9.memory.session import StoreError
 from harness9.provider import LLMProvider
 from harness9.schema import Message
+from harness9.store import Manager
+from harness9.store.migrations import SCHEMA_VERSION
+from harness9.store.session import StoreError
 from harness9.tools import default_registry
 
 runner = CliRunner()

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from harness9.memory import SessionInfo, StoredMessage
 from harness9.schema import Message, ToolCall
+from harness9.store import SessionInfo, StoredMessage
 from harness9.ui.listing import session_lines
 from harness9.ui.render import inert, render_message
 

@@ -4,7 +4,7 @@ import copy
 
 from history import SYSTEM, asst, call, result, user
 
-from harness9.memory import is_valid_tool_sequence, repair_orphaned_tool_pairs
+from harness9.context import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.schema import TRUNCATED_STUB, Message
 
 

@@ -10,9 +10,9 @@ from freezegun import freeze_time
 
 from harness9.config import config_path, load_config_file, retention_days
 from harness9.errors import ConfigError
-from harness9.memory import Manager, open_manager
-from harness9.memory.retention import apply_retention, retention_notice, startup_retention
 from harness9.schema import Message
+from harness9.store import Manager, open_manager
+from harness9.store.retention import apply_retention, retention_notice, startup_retention
 
 NOW = 1_800_000_000.0
 DAY = 86_400

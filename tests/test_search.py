@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.memory import Checkpoint, Manager, SessionNotFoundError, StoreError
-from harness9.memory.export import import_snapshot, snapshot_session
-from harness9.memory.migrations import MIGRATIONS, NO_FTS5, SchemaError, migrate
-from harness9.memory.search import (
+from harness9.schema import Message, ToolCall
+from harness9.store import Checkpoint, Manager, SessionNotFoundError, StoreError
+from harness9.store.export import import_snapshot, snapshot_session
+from harness9.store.migrations import MIGRATIONS, NO_FTS5, SchemaError, migrate
+from harness9.store.search import (
     HIGHLIGHT_CLOSE,
     HIGHLIGHT_OPEN,
     SearchHit,
@@ -21,7 +22,6 @@ from harness9.memory.search import (
     snippet_parts,
     to_fts_query,
 )
-from harness9.schema import Message, ToolCall
 
 H, E = HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE
 

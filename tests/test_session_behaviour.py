@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness9.memory import (
-    Checkpoint,
-    CheckpointedSession,
-    Manager,
-    MemorySession,
-    Session,
-)
 from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store import Checkpoint, CheckpointedSession, Manager, MemorySession, Session
 
 
 @pytest.fixture(params=["memory", "sqlite"])

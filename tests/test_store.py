@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.memory import (
+from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store import (
     AmbiguousSessionError,
     Checkpoint,
     CorruptRow,
@@ -22,8 +23,7 @@ from harness9.memory import (
     StoreError,
     open_manager,
 )
-from harness9.memory.migrations import MIGRATIONS, SCHEMA_VERSION
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 @pytest.fixture

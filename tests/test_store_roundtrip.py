@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness9.memory import Manager, MemorySession
 from harness9.schema import ROLES, Message, ToolCall
+from harness9.store import Manager, MemorySession
 
 text = st.one_of(
     st.text(),

@@ -4,7 +4,7 @@ import copy
 
 from history import SYSTEM, FakeSummarizer, asst, call, result, user
 
-from harness9.memory import (
+from harness9.context import (
     SummarizationCompactor,
     TokenBudgetCompactor,
     estimate_tokens,

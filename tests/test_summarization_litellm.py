@@ -6,18 +6,18 @@ from pathlib import Path
 
 from llm_server import ErrorReply
 
-from harness9.engine import events as ev
-from harness9.engine.engine import AgentEngine
-from harness9.engine.prompt import PromptBuilder
-from harness9.memory import (
-    MemorySession,
+from harness9.context import (
     SummarizationCompactor,
     estimate_tokens,
     estimate_tool_tokens,
     is_valid_tool_sequence,
 )
+from harness9.engine import events as ev
+from harness9.engine.engine import AgentEngine
+from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider, make_token_counter
 from harness9.schema import Message, ToolCall
+from harness9.store import MemorySession
 from harness9.tools import default_registry
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.tokens import estimate_tokens
 from harness9.provider import tokens as tokens_module
 from harness9.provider.llm import load_litellm
 from harness9.provider.tokens import (

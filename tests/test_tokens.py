@@ -1,4 +1,4 @@
-from harness9.memory import estimate_tokens, estimate_tool_tokens, format_token_count
+from harness9.context import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.schema import Message, ToolCall, ToolDefinition
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from harness9.memory.topics import (
+from harness9.context.topics import (
     SelectiveCompressor,
     TopicConfig,
     TopicDetector,

@@ -1,6 +1,6 @@
 import pytest
 
-from harness9.memory.triggers import (
+from harness9.context.triggers import (
     CompressCooldown,
     SmartTrigger,
     TokenGrowthTracker,

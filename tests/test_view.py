@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from history import SYSTEM, FakeSummarizer, asst, call, result, user
 
-from harness9.memory import (
-    Checkpoint,
-    CheckpointedSession,
+from harness9.context import (
     ModelView,
-    StoredMessage,
     SummarizationCompactor,
     TokenBudgetCompactor,
     build_view,
@@ -17,6 +14,7 @@ from harness9.memory import (
     load_view,
 )
 from harness9.schema import SUMMARY_PREFIX, Message, TodoItem
+from harness9.store import Checkpoint, CheckpointedSession, StoredMessage
 
 
 def records(*msgs: Message, first_id: int = 1) -> list[StoredMessage]:

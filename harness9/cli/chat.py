@@ -79,9 +79,9 @@ def chat(
     """
     from harness9.config import Settings, context_options, harness9_home, load_config_file
     from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.memory.retention import startup_retention
-    from harness9.memory.store import open_manager
     from harness9.provider import LLMProvider, get_model_limits, preload_in_background
+    from harness9.store.retention import startup_retention
+    from harness9.store.sqlite import open_manager
     from harness9.ui.repl import ChatIO, ChatLoop, readline_reader, stdin_reader
 
     if resume and continue_:

@@ -71,8 +71,8 @@ def compact(
     """
     from harness9.config import Settings, context_options
     from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.memory.store import open_existing_manager
     from harness9.provider import get_model_limits
+    from harness9.store.sqlite import open_existing_manager
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
@@ -153,7 +153,7 @@ def compact(
                 )
             )
             return
-        from harness9.memory.tokens import format_token_count
+        from harness9.context.tokens import format_token_count
         from harness9.ui.status import compaction_notice
 
         if notice is None:
@@ -171,7 +171,7 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
     from rich.table import Table
     from rich.text import Text
 
-    from harness9.memory.tokens import estimate_message_tokens, format_token_count
+    from harness9.context.tokens import estimate_message_tokens, format_token_count
     from harness9.ui.status import inert
 
     fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness9.errors import HarnessError, UsageError
-from harness9.memory.search import SearchHit, snippet_parts, to_fts_query
-from harness9.memory.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.memory.store import Manager, open_existing_manager
+from harness9.store.search import SearchHit, snippet_parts, to_fts_query
+from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
+from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ import typer
 
 from harness9 import config
 from harness9.errors import HarnessError, UsageError
-from harness9.memory.session import SessionNotFoundError
-from harness9.memory.store import Manager
+from harness9.store.session import SessionNotFoundError
+from harness9.store.sqlite import Manager
 
 
 class ExportFormat(StrEnum):
@@ -104,7 +104,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
-    from harness9.memory.export import export_json, snapshot_session
+    from harness9.store.export import export_json, snapshot_session
 
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
@@ -139,8 +139,8 @@ def import_command(
     ] = False,
 ) -> None:
     """Import a session from a JSON export (all of it or nothing)."""
-    from harness9.memory.export import ImportFormatError, import_snapshot, parse_export
-    from harness9.memory.store import open_manager
+    from harness9.store.export import ImportFormatError, import_snapshot, parse_export
+    from harness9.store.sqlite import open_manager
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")

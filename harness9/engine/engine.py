@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor
+from harness9.context.eviction import EVICTED_PREFIX
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.context.view import ModelView, checkpoint_for, load_view
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
-from harness9.memory.compaction import CompactionPlan, CompactionResult, Compactor
-from harness9.memory.eviction import EVICTED_PREFIX
-from harness9.memory.repair import repair_orphaned_tool_pairs
-from harness9.memory.session import CheckpointedSession
-from harness9.memory.tokens import estimate_tokens, estimate_tool_tokens
-from harness9.memory.view import ModelView, checkpoint_for, load_view
 from harness9.provider.errors import (
     ContextWindowExceededError,
     ProviderError,
@@ -37,6 +36,7 @@ from harness9.schema import (
     ToolDefinition,
     Usage,
 )
+from harness9.store.session import CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 

@@ -10,8 +10,8 @@ import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness9.memory.session import Session
 from harness9.schema import ROLE_SYSTEM, Message
+from harness9.store.session import Session
 
 AGENTS_FILE = "AGENTS.md"
 # AGENTS.md is user text placed in every request: cap it so a huge file cannot eat the window.

@@ -6,20 +6,20 @@ from pathlib import Path
 from typing import Any
 
 from harness9.config import STRATEGIES, ContextOptions
-from harness9.errors import UsageError
-from harness9.memory.compaction import SlidingWindowCompactor, TokenBudgetCompactor
-from harness9.memory.eviction import EvictionCompactor
-from harness9.memory.offload import OffloadConfig, OffloadStore
-from harness9.memory.phase2 import Phase2Compactor
-from harness9.memory.summarization import SummarizationCompactor
-from harness9.memory.topics import SelectiveCompressor, TopicDetector
-from harness9.memory.triggers import (
+from harness9.context.compaction import SlidingWindowCompactor, TokenBudgetCompactor
+from harness9.context.eviction import EvictionCompactor
+from harness9.context.offload import OffloadConfig, OffloadStore
+from harness9.context.phase2 import Phase2Compactor
+from harness9.context.summarize import SummarizationCompactor
+from harness9.context.topics import SelectiveCompressor, TopicDetector
+from harness9.context.triggers import (
     CompressCooldown,
     SmartTrigger,
     TriggerInfo,
     TriggerRegistry,
     classify_pattern,
 )
+from harness9.errors import UsageError
 
 __all__ = [
     "STRATEGIES",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
 
 DEFAULT_CACHE_SIZE = 20_000

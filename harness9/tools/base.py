@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness9.memory.session import Session
 from harness9.schema import ToolDefinition
+from harness9.store.session import Session
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class ToolContext:
 
 
 class OutputSink(Protocol):
-    """Where a tool streams its whole output (harness9.memory.offload.OffloadWriter)."""
+    """Where a tool streams its whole output (harness9.context.offload.OffloadWriter)."""
 
     @property
     def over_limits(self) -> bool: ...

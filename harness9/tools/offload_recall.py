@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.memory.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore
+from harness9.context.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore
 from harness9.schema import ToolDefinition
 from harness9.tools.base import ToolContext, ToolResult
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.memory.session import Session
 from harness9.schema import TODO_STATUSES, TodoItem, ToolDefinition
+from harness9.store.session import Session
 from harness9.tools.base import ToolContext, ToolError, ToolResult
 
 _MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from harness9.memory.session import SessionInfo
+from harness9.store.session import SessionInfo
 
 # C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
 _UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -14,8 +14,8 @@ import html
 import json
 import re
 
-from harness9.memory.export import SessionSnapshot
-from harness9.memory.session import Checkpoint, StoredMessage
+from harness9.store.export import SessionSnapshot
+from harness9.store.session import Checkpoint, StoredMessage
 from harness9.ui.listing import iso_utc
 
 _BACKTICKS_RE = re.compile(r"`+")

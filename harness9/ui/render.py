@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.text import Text
 
-from harness9.memory.session import Checkpoint, SessionInfo, StoredMessage
 from harness9.schema import TodoItem
+from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
 from harness9.ui.listing import local_time
 
 # C0/C1 controls except tab and newline, plus the bidi overrides that reorder what is shown.

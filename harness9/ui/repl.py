@@ -19,10 +19,10 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.errors import HarnessError
-from harness9.memory.tokens import format_token_count
 from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
@@ -159,7 +159,7 @@ class EventRenderer:
 @dataclass
 class ChatLoop:
     engine: AgentEngine
-    manager: Any  # harness9.memory.store.Manager
+    manager: Any  # harness9.store.sqlite.Manager
     io: ChatIO
     model: str
     on_session_change: Callable[[str], None] | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.text import Text
 
-from harness9.memory.search import SearchHit, snippet_parts
+from harness9.store.search import SearchHit, snippet_parts
 from harness9.ui.listing import local_time
 from harness9.ui.render import inert
 

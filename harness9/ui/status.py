@@ -6,8 +6,8 @@ import re
 
 from rich.text import Text
 
+from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
-from harness9.memory.tokens import format_token_count
 
 # Everything but newline and tab from C0/C1 and DEL: model text and tool output must not
 # be able to move the cursor, change the title or hide text in the user's terminal.

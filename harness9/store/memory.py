@@ -12,8 +12,8 @@ import time
 import uuid
 from dataclasses import replace
 
-from harness9.memory.session import Checkpoint, CorruptRow, StoredMessage
 from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store.session import Checkpoint, CorruptRow, StoredMessage
 
 
 def _copy(m: Message) -> Message:

@@ -20,10 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
-from harness9.memory.fingerprint import error_lines
-from harness9.memory.offload import OffloadError, OffloadStore
-from harness9.memory.patterns import (
+from harness9.context.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.context.fingerprint import error_lines
+from harness9.context.offload import OffloadError, OffloadStore
+from harness9.context.patterns import (
     GREP_LINE_RE,
     OFFLOAD_MARKER,
     find_declarations,
@@ -33,9 +33,9 @@ from harness9.memory.patterns import (
     has_path,
     is_offload_marker,
 )
-from harness9.memory.repair import match_tool_results, repair_orphaned_tool_pairs
-from harness9.memory.rule_summary import stats_of, summarize_output
-from harness9.memory.tokens import BYTES_PER_TOKEN, message_bytes
+from harness9.context.repair import match_tool_results, repair_orphaned_tool_pairs
+from harness9.context.rule_summary import stats_of, summarize_output
+from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
 EVICTED_PREFIX = "[evicted] "

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
+from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
+from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
 from harness9.errors import HarnessError
-from harness9.memory.patterns import OFFLOAD_MARKER, is_offload_marker
-from harness9.memory.rule_summary import OutputStatsBuilder, summarize_output
 
 __all__ = [
     "OFFLOAD_MARKER",

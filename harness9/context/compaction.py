@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol, runtime_checkable
 
-from harness9.memory.repair import (
+from harness9.context.repair import (
     is_valid_tool_sequence,
     match_tool_results,
     repair_orphaned_tool_pairs,
 )
-from harness9.memory.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
+from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
 
 __all__ = [

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
-from harness9.memory import fts_index
-from harness9.memory.session import (
+from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store import fts_index
+from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
 )
-from harness9.memory.store import Manager, is_session_id
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store.sqlite import Manager, is_session_id
 
 FORMAT = "harness9-session"
 VERSION = 1

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness9.memory.compaction import (
+from harness9.context.compaction import (
     DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
@@ -42,13 +42,13 @@ from harness9.memory.compaction import (
     run_fallback,
     starts_with_system,
 )
-from harness9.memory.eviction import evict_by_density
-from harness9.memory.fingerprint import PRESERVED_SHARE, marker_compactor, structured_summary
-from harness9.memory.offload import OffloadError, OffloadStore, valid_session_id
-from harness9.memory.patterns import OFFLOAD_MARKER
-from harness9.memory.repair import repair_orphaned_tool_pairs
-from harness9.memory.summarization import Summarizer
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.eviction import evict_by_density
+from harness9.context.fingerprint import PRESERVED_SHARE, marker_compactor, structured_summary
+from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
+from harness9.context.patterns import OFFLOAD_MARKER
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.summarize import Summarizer
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
 
 __all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]

@@ -18,15 +18,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness9.errors import HarnessError
-from harness9.memory.compaction import DEFAULT_MIN_TAIL
-from harness9.memory.patterns import (
+from harness9.context.compaction import DEFAULT_MIN_TAIL
+from harness9.context.patterns import (
     DECISION_RE,
     find_constraints,
     find_declarations,
     find_paths,
 )
-from harness9.memory.summarization import SummarizationCompactor, Summarizer
+from harness9.context.summarize import SummarizationCompactor, Summarizer
+from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
 STRUCTURED_COMPRESSION_PROMPT = """\

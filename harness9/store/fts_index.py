@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from harness9.memory.migrations import FTS_BODY
+from harness9.store.migrations import FTS_BODY
 
 _BEHIND_SQL = (
     "SELECT (SELECT indexed_upto FROM fts_state) < (SELECT coalesce(max(id), 0) FROM messages)"

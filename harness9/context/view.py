@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness9.memory.compaction import CompactionResult
-from harness9.memory.session import Checkpoint, CheckpointedSession, StoredMessage
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.compaction import CompactionResult
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.store.session import Checkpoint, CheckpointedSession, StoredMessage
 
 __all__ = ["ModelView", "build_view", "checkpoint_for", "load_view"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from harness9.memory.store import Manager
+from harness9.store.sqlite import Manager
 
 DAY_SECONDS = 86_400
 

@@ -111,7 +111,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         # Deferred indexing: the insert trigger made every message write ~5x slower, and
         # writes happen on every chat message while searches are rare. Now a search first
-        # indexes the messages written since the last one (harness9.memory.fts_index).
+        # indexes the messages written since the last one (harness9.store.fts_index).
         # Invariant: messages_fts holds exactly the rows with id <= fts_state.indexed_upto.
         # AUTOINCREMENT keeps new ids above the mark; import, which may restore older ids,
         # indexes those rows itself. Deletes stay synchronous (migration 4's trigger; a

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_ASSISTANT, ROLE_USER, Message, ToolCall
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from harness9.memory.compaction import (
+from harness9.context.compaction import (
     BUDGET_PERCENT,
     DEFAULT_MIN_TAIL,
     CompactionPlan,
@@ -29,9 +29,9 @@ from harness9.memory.compaction import (
     starts_with_system,
     unchanged_plan,
 )
-from harness9.memory.patterns import is_offload_marker
-from harness9.memory.repair import repair_orphaned_tool_pairs
-from harness9.memory.tokens import BYTES_PER_TOKEN, estimate_tokens
+from harness9.context.patterns import is_offload_marker
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.schema import (
     ROLE_SYSTEM,
     ROLE_TOOL,

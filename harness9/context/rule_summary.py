@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from harness9.memory.patterns import DECLARATION_RE, GREP_LINE_RE
+from harness9.context.patterns import DECLARATION_RE, GREP_LINE_RE
 
 HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 8 * 1024

@@ -21,9 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
-from harness9.memory import fts_index
-from harness9.memory.migrations import SchemaError, check_version, migrate
-from harness9.memory.search import (
+from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.store import fts_index
+from harness9.store.migrations import SchemaError, check_version, migrate
+from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
     HIGHLIGHT_OPEN,
@@ -33,7 +34,7 @@ from harness9.memory.search import (
     clean_snippet,
     to_fts_query,
 )
-from harness9.memory.session import (
+from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionInfo,
@@ -41,7 +42,6 @@ from harness9.memory.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 
 BUSY_TIMEOUT_MS = 5000
 TITLE_MAX_CHARS = 60
@@ -362,9 +362,9 @@ class Manager:
     ) -> list[SearchHit]:
         """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
 
-        First indexes the messages written since the last search (harness9.memory.fts_index),
+        First indexes the messages written since the last search (harness9.store.fts_index),
         so every message stored before the call can be found.
-        Raises SearchQueryError for a query with no reading (see harness9.memory.search).
+        Raises SearchQueryError for a query with no reading (see harness9.store.search).
         """
         expr = to_fts_query(query)
         if session_id is not None and not is_session_id(session_id):

@@ -20,11 +20,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness9.memory.compaction import CompactionPlan, CompactionResult, starts_with_system
-from harness9.memory.fingerprint import marker_compactor, structured_summary
-from harness9.memory.repair import repair_orphaned_tool_pairs
-from harness9.memory.summarization import Summarizer
-from harness9.memory.tokens import estimate_tokens
+from harness9.context.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.context.fingerprint import marker_compactor, structured_summary
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.summarize import Summarizer
+from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
 _TERM_RE = re.compile(r"[a-z][a-z0-9_]+|[\u3400-\u4dbf\u4e00-\u9fff]")

@@ -1,0 +1,139 @@
+"""What the model is shown: pure functions of the stored log, plus the offload files.
+
+Token arithmetic, repair, compactors, the span summariser, fingerprints, eviction,
+triggers, topics, offload and the model view. Never imports the engine, the UI or litellm.
+"""
+
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    SlidingWindowCompactor,
+    TokenBudgetCompactor,
+    find_cut,
+)
+from harness9.context.eviction import (
+    EvictionCompactor,
+    density_score,
+    evict_by_density,
+)
+from harness9.context.fingerprint import (
+    STRUCTURED_COMPRESSION_PROMPT,
+    KeyInfoFingerprint,
+    SummaryError,
+    extract_fingerprint,
+    marker_compactor,
+    repair_summary,
+    structured_summary,
+    validate_markers,
+)
+from harness9.context.offload import (
+    OFFLOAD_MARKER,
+    RECALL_MAX_CHARS,
+    OffloadConfig,
+    OffloadedResult,
+    OffloadError,
+    OffloadNotFoundError,
+    OffloadStore,
+    OffloadWriter,
+    is_offload_marker,
+)
+from harness9.context.phase2 import (
+    Phase2Compactor,
+)
+from harness9.context.repair import (
+    is_valid_tool_sequence,
+    repair_orphaned_tool_pairs,
+)
+from harness9.context.summarize import (
+    SummarizationCompactor,
+    Summarizer,
+)
+from harness9.context.tokens import (
+    estimate_message_tokens,
+    estimate_tokens,
+    estimate_tool_tokens,
+    format_token_count,
+    message_bytes,
+)
+from harness9.context.topics import (
+    SelectiveCompressor,
+    TopicConfig,
+    TopicDetector,
+    TopicSegment,
+)
+from harness9.context.triggers import (
+    CompressCooldown,
+    SmartCompressor,
+    SmartTrigger,
+    TokenGrowthTracker,
+    ToolCallPattern,
+    TriggerInfo,
+    TriggerInfoProvider,
+    TriggerRegistry,
+    build_trigger_info,
+    classify_pattern,
+)
+from harness9.context.view import (
+    ModelView,
+    build_view,
+    checkpoint_for,
+    load_view,
+)
+
+__all__ = [
+    "CompactionPlan",
+    "CompactionResult",
+    "Compactor",
+    "CompressCooldown",
+    "EvictionCompactor",
+    "KeyInfoFingerprint",
+    "ModelView",
+    "OFFLOAD_MARKER",
+    "OffloadConfig",
+    "OffloadError",
+    "OffloadNotFoundError",
+    "OffloadStore",
+    "OffloadWriter",
+    "OffloadedResult",
+    "Phase2Compactor",
+    "RECALL_MAX_CHARS",
+    "STRUCTURED_COMPRESSION_PROMPT",
+    "SelectiveCompressor",
+    "SlidingWindowCompactor",
+    "SmartCompressor",
+    "SmartTrigger",
+    "SummarizationCompactor",
+    "Summarizer",
+    "SummaryError",
+    "TokenBudgetCompactor",
+    "TokenGrowthTracker",
+    "ToolCallPattern",
+    "TopicConfig",
+    "TopicDetector",
+    "TopicSegment",
+    "TriggerInfo",
+    "TriggerInfoProvider",
+    "TriggerRegistry",
+    "build_trigger_info",
+    "build_view",
+    "checkpoint_for",
+    "classify_pattern",
+    "density_score",
+    "estimate_message_tokens",
+    "estimate_tokens",
+    "estimate_tool_tokens",
+    "evict_by_density",
+    "extract_fingerprint",
+    "find_cut",
+    "format_token_count",
+    "is_offload_marker",
+    "is_valid_tool_sequence",
+    "load_view",
+    "marker_compactor",
+    "message_bytes",
+    "repair_orphaned_tool_pairs",
+    "repair_summary",
+    "structured_summary",
+    "validate_markers",
+]
