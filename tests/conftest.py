@@ -47,3 +47,67 @@ def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with ScriptedLLMServer() as server:
         yield server
+
+
+# -- PostgreSQL: one throwaway cluster per test run --------------------------------------
+
+_PG_REQUIRED = bool(os.environ.get("CI") or os.environ.get("HARNESS9_REQUIRE_POSTGRES"))
+
+
+def _pg_unavailable(reason: str) -> None:
+    # In CI (CI=true) a skipped PostgreSQL suite would pass unnoticed: fail instead.
+    if _PG_REQUIRED:
+        pytest.fail(f"PostgreSQL tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[object]:
+    """A started PgCluster (tests/pg_server.py), stopped after the run."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _pg_unavailable("psycopg is not installed (pip install -e '.[dev]')")
+    from pg_server import PgCluster, find_binaries
+
+    bin_dir, why = find_binaries()
+    if bin_dir is None:
+        _pg_unavailable(why)
+    cluster = PgCluster(bin_dir)
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as exc:
+        cluster.stop()
+        _pg_unavailable(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_cluster) -> str:
+    """The URL of a database with the harness9 schema, shared by the run's tests."""
+    from harness9.store.postgres import PostgresManager
+
+    url = pg_cluster.create_database("harness9_test")
+    PostgresManager(url).close()  # migrate once
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """The shared test database, emptied: every test starts with no session."""
+    import psycopg
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("TRUNCATE harness9.sessions CASCADE")
+    return pg_database
+
+
+@pytest.fixture
+def pg_fresh_url(pg_cluster, request: pytest.FixtureRequest) -> str:
+    """A new, empty database (no harness9 schema yet): for migration tests."""
+    import uuid
+
+    return pg_cluster.create_database(f"fresh_{uuid.uuid4().hex[:12]}")

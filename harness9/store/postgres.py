@@ -1,0 +1,953 @@
+"""The session store on PostgreSQL: the same protocol as the SQLite store, for teams and fleets.
+
+Imported only when a ``postgresql://`` URL is given (psycopg 3 is the optional
+extra ``harness9[postgres]``). One PostgresManager owns one connection in
+autocommit mode; every write is one ``conn.transaction()`` that rolls back on
+any exception.
+
+Concurrency. Every write to a session first locks the session's row (an
+``UPDATE`` of ``sessions``, or ``SELECT ... FOR UPDATE``), so writers to one
+session run one at a time and message ids are handed out in commit order, as
+with SQLite's one writer. ``pop`` reads the newest message under that lock, so
+two concurrent pops return two different messages. Deletes by age re-check the
+age in their own statement: PostgreSQL re-evaluates the condition on a row a
+concurrent writer just updated, so a session written to meanwhile is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.store.blobs import BlobError, bytes_reader, check_ids, valid_blob_session_id
+from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
+from harness9.store.search import (
+    ELLIPSIS,
+    HIGHLIGHT_CLOSE,
+    HIGHLIGHT_OPEN,
+    SNIPPET_TOKENS,
+    SearchHit,
+    clean_snippet,
+    to_fts_query,
+)
+from harness9.store.session import (
+    Checkpoint,
+    CorruptRow,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    StoreError,
+)
+from harness9.store.sqlite import AmbiguousSessionError, is_session_id, make_title
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
+
+CONNECT_TIMEOUT_S = 10
+BLOB_CHUNK_BYTES = 1 << 20  # a blob writer sends its buffer once it holds this much
+
+_CHECKPOINT_COLUMNS = (
+    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
+    "messages_before, messages_after, created_at"
+)
+_INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
+_ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id"
+)
+_COPY_MESSAGES = (
+    "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
+)
+_NEXT_IDS = (
+    "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
+)
+_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_QUOTED_TERM_RE = re.compile(r'"((?:[^"]|"")*)"( \*)?')
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def redact(url: str) -> str:
+    """The URL without its password: what error messages and listings may show."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://…"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _clean_text(text: str) -> str:
+    # PostgreSQL text cannot hold NUL: it is stored as U+FFFD, as both stores do for a
+    # lone surrogate (which is not valid UTF-8).
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def _scrub_text(text: str) -> str:
+    return _SURROGATE_RE.sub("\ufffd", _clean_text(text))
+
+
+def _map_message(m: Message, fix: Any) -> Message:
+    return Message(
+        fix(m.role),
+        fix(m.content),
+        [ToolCall(fix(c.id), fix(c.name), fix(c.arguments)) for c in m.tool_calls],
+        fix(m.tool_call_id),
+    )
+
+
+def _clean_message(m: Message) -> Message:
+    if "\x00" not in m.content and not any(
+        "\x00" in c.arguments or "\x00" in c.name or "\x00" in c.id for c in m.tool_calls
+    ):
+        return m
+    return _map_message(m, _clean_text)
+
+
+def _first_title(msgs: Iterable[Message]) -> str:
+    for m in msgs:
+        if m.role == ROLE_USER and not m.is_summary:
+            title = make_title(m.content)
+            if title:
+                return title
+    return ""
+
+
+def _encode_calls(calls: list[ToolCall]) -> str | None:
+    if not calls:
+        return None
+    return json.dumps(
+        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        ensure_ascii=False,
+    )
+
+
+def _decode_calls(calls_json: str) -> list[ToolCall]:
+    """ValueError for bad JSON; TypeError/KeyError for the wrong shape."""
+    return [ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)]
+
+
+def to_tsquery_text(query: str) -> str:
+    """The ``to_tsquery('simple', ...)`` text for a user's search query.
+
+    The query is first read exactly as the SQLite store reads it (to_fts_query), so
+    the same text is accepted and the same bad input raises the same SearchQueryError.
+    Each term's words become lexemes joined by ``<->`` (a phrase: adjacent words, in
+    order), a trailing ``*`` makes the last word a prefix, and terms are ANDed.
+    """
+    expr = to_fts_query(query)
+    terms: list[str] = []
+    for match in _QUOTED_TERM_RE.finditer(expr):
+        text = match.group(1).replace('""', '"')
+        words = [w.lower() for w in _WORD_RE.findall(text)]
+        if not words:
+            continue
+        lexemes = [f"'{w}'" for w in words]
+        if match.group(2):
+            lexemes[-1] += ":*"
+        phrase = " <-> ".join(lexemes)
+        terms.append(f"({phrase})" if len(lexemes) > 1 else phrase)
+    return " & ".join(terms)
+
+
+class PostgresManager:
+    """Owner of one PostgreSQL connection; creates, opens, lists and deletes sessions.
+
+    Safe to share between threads: every use of the connection holds one lock.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: int = CONNECT_TIMEOUT_S) -> None:
+        self.url = url
+        self.location = redact(url)
+        self._connect_timeout = connect_timeout
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection | None = None
+        self._conn = self._connect()
+        self._blobs = PostgresBlobStore(self)
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=self._connect_timeout,
+                application_name="harness9",
+            )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to session database {self.location}: {_first_line(exc)}"
+            ) from exc
+        except Exception as exc:  # a malformed URL: psycopg raises ProgrammingError or ValueError
+            raise StoreError(
+                f"cannot use session database URL {self.location}: {_first_line(exc)}"
+            ) from exc
+        try:
+            migrate(conn, time.time())
+            conn.execute("SET search_path TO harness9")
+        except PgSchemaError as exc:
+            conn.close()
+            raise StoreError(f"cannot open session database {self.location}: {exc}") from exc
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(
+                f"cannot prepare session database {self.location}: {_first_line(exc)}"
+            ) from exc
+        return conn
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        if self._conn is None:
+            raise StoreError(f"session database {self.location} is closed")
+        if self._conn.broken:  # the server restarted or the network dropped: one reconnect
+            self._conn = self._connect()
+        return self._conn
+
+    @contextmanager
+    def read(self) -> Iterator[psycopg.Connection]:
+        with self._lock:
+            try:
+                yield self.conn
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot read session database {self.location}: {_first_line(exc)}"
+                ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """One write transaction; any exception rolls all of it back and propagates."""
+        with self._lock:
+            conn = self.conn
+            try:
+                with conn.transaction():
+                    yield conn
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot write session database {self.location}: {_first_line(exc)}"
+                ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> PostgresManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def blob_store(self) -> PostgresBlobStore:
+        return self._blobs
+
+    # -- sessions ----------------------------------------------------------------
+
+    def new_session(self) -> PostgresSession:
+        sid = str(uuid.uuid4())
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES (%s, %s, %s)",
+                (sid, now, now),
+            )
+        return PostgresSession(self, sid)
+
+    def open_session(self, session_id: str) -> PostgresSession:
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.read() as conn:
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(session_id)
+        return PostgresSession(self, session_id)
+
+    def resolve_id(self, prefix: str) -> str:
+        """The full id of the one session whose id starts with ``prefix`` (any case)."""
+        text = prefix.strip().lower()
+        if not _PREFIX_RE.fullmatch(text):
+            raise SessionNotFoundError(prefix, "not a session id")
+        with self.read() as conn:
+            # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE id LIKE %s ORDER BY id LIMIT 4", (text + "%",)
+            ).fetchall()
+        if not rows:
+            raise SessionNotFoundError(prefix)
+        if len(rows) > 1:
+            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
+        return rows[0][0]
+
+    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
+        """Most recently updated first; ties go to the most recently created."""
+        sql, args = _INFO_SQL + _ORDER_SQL, ()
+        if limit > 0:
+            sql, args = sql + " LIMIT %s", (limit,)
+        with self.read() as conn:
+            return [SessionInfo(*row) for row in conn.execute(sql, args)]
+
+    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
+        with self.read() as conn:
+            rows = conn.execute(_INFO_SQL + " WHERE updated_at < %s" + _ORDER_SQL, (cutoff_unix,))
+            return [SessionInfo(*row) for row in rows]
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.read() as conn:
+            row = conn.execute(_INFO_SQL + " WHERE id = %s", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return SessionInfo(*row)
+
+    def search(
+        self, query: str, *, limit: int = 20, session_id: str | None = None
+    ) -> list[SearchHit]:
+        """Messages matching ``query`` (words ANDed, "phrases", prefix*), best ts_rank first.
+
+        Same query language and errors as the SQLite store; ``rank`` is the negated
+        ts_rank, so lower is better there too.
+        """
+        tsquery = to_tsquery_text(query)
+        if session_id is not None and not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        where = "m.search @@ q.q"
+        args: list[object] = [tsquery]
+        if session_id is not None:
+            where += " AND m.session_id = %s"
+            args.append(session_id)
+        limit_sql = ""
+        if limit > 0:
+            limit_sql = " LIMIT %s"
+            args.append(limit)
+        options = (
+            f'StartSel="{HIGHLIGHT_OPEN}", StopSel="{HIGHLIGHT_CLOSE}", '
+            f"MaxWords={SNIPPET_TOKENS}, MinWords={SNIPPET_TOKENS // 2}, ShortWord=0, "
+            f'MaxFragments=1, FragmentDelimiter="{ELLIPSIS}"'
+        )
+        args.append(options)
+        sql = (
+            "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q), "
+            "hits AS (SELECT m.id, ts_rank(m.search, q.q) AS rank FROM messages AS m, q "
+            f"WHERE {where} ORDER BY rank DESC, m.id DESC{limit_sql}) "
+            "SELECT m.session_id, m.id, m.role, m.created_at, s.title, "
+            "ts_headline('pg_catalog.simple', "
+            f"left(search_body(m.content, m.tool_calls), {SEARCH_MAX_CHARS}), q.q, %s), "
+            "hits.rank FROM hits JOIN messages AS m ON m.id = hits.id "
+            "JOIN sessions AS s ON s.id = m.session_id CROSS JOIN q "
+            "ORDER BY hits.rank DESC, hits.id DESC"
+        )
+        with self.read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return [
+            SearchHit(
+                sid,
+                mid,
+                role,
+                created,
+                clean_snippet(title),
+                clean_snippet(snip),
+                -float(rank),
+            )
+            for sid, mid, role, created, title, snip, rank in rows
+        ]
+
+    def catch_up_index(self) -> int:
+        """Nothing to catch up: a message is indexed in the transaction that stores it."""
+        return 0
+
+    def delete_session(self, session_id: str) -> None:
+        self.delete_sessions([session_id])
+
+    def delete_if_empty(self, session_id: str) -> bool:
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(str(session_id), "not a session id")
+        with self.transaction() as conn:
+            gone = conn.execute(
+                "DELETE FROM sessions WHERE id = %s AND NOT EXISTS "
+                "(SELECT 1 FROM messages WHERE session_id = %s)",
+                (session_id, session_id),
+            ).rowcount
+        return bool(gone)
+
+    def delete_sessions(
+        self, session_ids: Iterable[str], *, updated_before: float | None = None
+    ) -> list[str]:
+        """Delete all of them in one transaction, or none if any is missing; return the ids.
+
+        With ``updated_before`` a session written to since it was listed is skipped:
+        the ``updated_at`` condition is re-evaluated on the row a concurrent writer
+        committed, inside this transaction.
+        """
+        ids = list(dict.fromkeys(session_ids))
+        for sid in ids:
+            if not is_session_id(sid):
+                raise SessionNotFoundError(str(sid), "not a session id")
+        deleted: list[str] = []
+        with self.transaction() as conn:
+            for sid in ids:
+                # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
+                if updated_before is None:
+                    if conn.execute("DELETE FROM sessions WHERE id = %s", (sid,)).rowcount == 0:
+                        raise SessionNotFoundError(sid)
+                elif not conn.execute(
+                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, updated_before)
+                ).rowcount:
+                    continue
+                deleted.append(sid)
+        return deleted
+
+    def delete_sessions_older_than(
+        self, cutoff_unix: float, *, keep: Iterable[str] = ()
+    ) -> list[str]:
+        """Delete every session last updated before ``cutoff_unix`` (except ``keep``).
+
+        One statement: choosing and deleting cannot be torn apart by another writer.
+        Returns the deleted ids, most recently updated first.
+        """
+        spared = list(set(keep))
+        with self.transaction() as conn:
+            rows = conn.execute(
+                "WITH gone AS (DELETE FROM sessions WHERE updated_at < %s "
+                "AND NOT (id = ANY(%s)) RETURNING id, updated_at, created_at, seq) "
+                "SELECT id FROM gone" + _ORDER_SQL,
+                (cutoff_unix, spared),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- moving sessions -----------------------------------------------------------------
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """Everything stored about one session, read in one repeatable-read transaction."""
+        from harness9.store.export import SessionSnapshot
+
+        session = self.open_session(session_id)
+        with self.transaction() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            info = self.session_info(session_id)
+            records = session.get_records()
+            todos = session.get_todos() or []
+            checkpoints = session.list_checkpoints()
+        return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store ``snap`` in one transaction; return the session id it was stored under.
+
+        Message and checkpoint ids are kept when all are free and were handed out by
+        this database's sequences before (an export of this store: the re-import is
+        exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
+        checkpoint moves to its message's new id.
+        """
+        from harness9.store.export import ImportFormatError, SessionExistsError
+
+        sid = str(uuid.uuid4()) if new_id else snap.info.id
+        records = [
+            StoredMessage(r.id, _clean_message(r.message), r.created_at) for r in snap.records
+        ]
+        try:
+            with self.transaction() as conn:
+                if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
+                    raise SessionExistsError(
+                        f"session {sid} already exists; delete it first or import with --new-id"
+                    )
+                keep = (
+                    not new_id
+                    and _ids_reusable(conn, "messages", [r.id for r in records])
+                    and _ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
+                )
+                info = snap.info
+                conn.execute(
+                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (sid, info.created_at, info.updated_at, _clean_text(info.title), len(records)),
+                )
+                new_ids: dict[int, int] = {}
+                if records:
+                    if keep:
+                        ids = [r.id for r in records]
+                    else:
+                        ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
+                    with conn.cursor().copy(_COPY_MESSAGES) as copy:
+                        for rid, r in zip(ids, records, strict=True):
+                            m = r.message
+                            copy.write_row(
+                                (
+                                    rid,
+                                    sid,
+                                    m.role,
+                                    m.content,
+                                    _encode_calls(m.tool_calls),
+                                    m.tool_call_id or None,
+                                    r.created_at,
+                                )
+                            )
+                            new_ids[r.id] = rid
+                if snap.todos:
+                    conn.cursor().executemany(
+                        "INSERT INTO todos (session_id, position, content, status) "
+                        "VALUES (%s, %s, %s, %s)",
+                        [
+                            (sid, i, _clean_text(t.content), t.status)
+                            for i, t in enumerate(snap.todos)
+                        ],
+                    )
+                for cp in snap.checkpoints:
+                    values = (
+                        sid,
+                        new_ids[cp.last_message_id],
+                        _clean_text(cp.summary),
+                        cp.strategy,
+                        cp.tokens_before,
+                        cp.tokens_after,
+                        cp.messages_before,
+                        cp.messages_after,
+                        cp.created_at,
+                    )
+                    if keep:
+                        conn.execute(
+                            "INSERT INTO compactions (id, session_id, last_message_id, summary, "
+                            "strategy, tokens_before, tokens_after, messages_before, "
+                            "messages_after, created_at) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            (cp.id, *values),
+                        )
+                    else:
+                        conn.execute(
+                            "INSERT INTO compactions (session_id, last_message_id, summary, "
+                            "strategy, tokens_before, tokens_after, messages_before, "
+                            "messages_after, created_at) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            values,
+                        )
+        except UnicodeEncodeError:
+            raise ImportFormatError("the file holds text that is not valid Unicode") from None
+        return sid
+
+
+_SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
+
+
+def _ids_reusable(conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
+    """Whether ``ids`` were all handed out by the table's sequence already and are free now.
+
+    Such ids can never be handed out again, so writing them explicitly cannot collide
+    with a concurrent writer; ids above the sequence would (it knows nothing of them).
+    """
+    if not ids:
+        return True
+    row = conn.execute(f"SELECT last_value, is_called FROM {_SEQUENCES[table]}").fetchone()
+    handed_out = int(row[0]) if row and row[1] else 0
+    if max(ids) > handed_out or min(ids) <= 0:
+        return False
+    taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1", (ids,)).fetchone()
+    return taken is None
+
+
+class PostgresSession:
+    """One session's history in the PostgreSQL store (see the Session protocol)."""
+
+    def __init__(self, manager: PostgresManager, session_id: str) -> None:
+        self._m = manager
+        self._id = session_id
+        self.corrupt_rows: list[CorruptRow] = []
+
+    @property
+    def session_id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"PostgresSession({self._id!r})"
+
+    # -- reads -------------------------------------------------------------------
+
+    def get_messages(self, limit: int = 0) -> list[Message]:
+        return [r.message for r in self.get_records(limit)]
+
+    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        sql = (
+            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
+            "WHERE session_id = %s AND id > %s"
+        )
+        args: tuple[object, ...] = (self._id, after_id)
+        if limit > 0:
+            sql += " ORDER BY id DESC LIMIT %s"
+            args += (limit,)
+        else:
+            sql += " ORDER BY id"
+        with self._m.read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        if limit > 0:
+            rows.reverse()
+        out: list[StoredMessage] = []
+        corrupt: list[CorruptRow] = []
+        for rid, role, content, calls_json, call_id, created in rows:
+            calls: list[ToolCall] = []
+            if calls_json:
+                try:
+                    calls = _decode_calls(calls_json)
+                except ValueError:
+                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
+                    continue
+                except (TypeError, KeyError):
+                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
+                    continue
+            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
+        self.corrupt_rows = corrupt
+        return out
+
+    def get_todos(self) -> list[TodoItem] | None:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                "SELECT content, status FROM todos WHERE session_id = %s ORDER BY position",
+                (self._id,),
+            ).fetchall()
+        return [TodoItem(c, s) for c, s in rows] or None
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        with self._m.read() as conn:
+            row = conn.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s "
+                "ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+        return _checkpoint(row) if row else None
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s ORDER BY id",
+                (self._id,),
+            ).fetchall()
+        return [_checkpoint(r) for r in rows]
+
+    # -- writes (each one transaction) ------------------------------------------------
+
+    def _touch(self, conn: psycopg.Connection, now: float, count_delta: int = 0) -> None:
+        cur = conn.execute(
+            "UPDATE sessions SET updated_at = %s, message_count = message_count + %s WHERE id = %s",
+            (now, count_delta, self._id),
+        )
+        if cur.rowcount == 0:
+            raise SessionNotFoundError(self._id, "it was deleted")
+
+    def add_messages(self, msgs: list[Message]) -> list[int]:
+        """Append ``msgs`` in one transaction; return their new ids, in order."""
+        if not msgs:
+            return []
+        clean = [_clean_message(m) for m in msgs]
+        try:
+            return self._add(clean)
+        except UnicodeEncodeError:
+            return self._add([_map_message(m, _scrub_text) for m in clean])
+
+    def _add(self, msgs: list[Message]) -> list[int]:
+        now = time.time()
+        sid = self._id
+        rows = [
+            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
+            for m in msgs
+        ]
+        with self._m.transaction() as conn:
+            # First: it locks the session's row, so ids are handed out in commit order,
+            # and a deleted session fails before anything is inserted.
+            cur = conn.execute(
+                "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
+                "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
+                (now, len(rows), _first_title(msgs), sid),
+            )
+            if cur.rowcount == 0:
+                raise SessionNotFoundError(sid, "it was deleted")
+            if len(rows) == 1:
+                (rid,) = conn.execute(_INSERT_MESSAGE, rows[0]).fetchone() or (0,)
+                return [int(rid)]
+            ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(rows),)))
+            with conn.cursor().copy(_COPY_MESSAGES) as copy:
+                for rid, row in zip(ids, rows, strict=True):
+                    copy.write_row((rid, *row))
+        return ids
+
+    def pop_message(self) -> Message | None:
+        with self._m.transaction() as conn:
+            # The row lock makes concurrent pops (and appends) of this session queue:
+            # each pop then reads the newest message as the previous writer left it.
+            if (
+                conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,)
+                ).fetchone()
+                is None
+            ):
+                return None
+            row = conn.execute(
+                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
+                "WHERE session_id = %s ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+            if row is None:
+                return None
+            rid, role, content, calls_json, call_id = row
+            calls: list[ToolCall] = []
+            if calls_json:
+                try:
+                    calls = _decode_calls(calls_json)
+                except (ValueError, TypeError, KeyError) as exc:
+                    # Raising rolls back: a message we cannot return is not deleted.
+                    raise StoreError(
+                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
+                    ) from exc
+            conn.execute("DELETE FROM messages WHERE id = %s", (rid,))
+            conn.execute(
+                "DELETE FROM compactions WHERE session_id = %s AND last_message_id >= %s",
+                (self._id, rid),
+            )
+            self._touch(conn, time.time(), -1)
+            if role == ROLE_USER:
+                self._retitle(conn)
+        return Message(role, content, calls, call_id or "")
+
+    def _retitle(self, conn: psycopg.Connection) -> None:
+        title = ""
+        for (content,) in conn.execute(
+            "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
+            (self._id, ROLE_USER),
+        ).fetchall():
+            title = _first_title([Message(ROLE_USER, content)])
+            if title:
+                break
+        conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))
+
+    def clear(self) -> None:
+        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute("DELETE FROM messages WHERE session_id = %s", (self._id,))
+            conn.execute("DELETE FROM compactions WHERE session_id = %s", (self._id,))
+            conn.execute(
+                "UPDATE sessions SET message_count = 0, title = '' WHERE id = %s", (self._id,)
+            )
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        rows = [(self._id, i, _clean_text(t.content), t.status) for i, t in enumerate(items)]
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute("DELETE FROM todos WHERE session_id = %s", (self._id,))
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO todos (session_id, position, content, status) "
+                    "VALUES (%s, %s, %s, %s)",
+                    rows,
+                )
+
+    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
+        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
+        now = time.time()
+        created = cp.created_at or now
+        with self._m.transaction() as conn:
+            self._touch(conn, now)
+            owner = conn.execute(
+                "SELECT session_id FROM messages WHERE id = %s", (cp.last_message_id,)
+            ).fetchone()
+            if owner is None or owner[0] != self._id:
+                raise ValueError(
+                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
+                )
+            (new_id,) = conn.execute(
+                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
+                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (
+                    self._id,
+                    cp.last_message_id,
+                    _clean_text(cp.summary),
+                    cp.strategy,
+                    cp.tokens_before,
+                    cp.tokens_after,
+                    cp.messages_before,
+                    cp.messages_after,
+                    created,
+                ),
+            ).fetchone() or (0,)
+        return replace(cp, id=int(new_id), created_at=created)
+
+
+def _checkpoint(row: tuple[Any, ...]) -> Checkpoint:
+    cid, last, summary, strategy, tb, ta, mb, ma, created = row
+    return Checkpoint(
+        last_message_id=last,
+        summary=summary,
+        strategy=strategy,
+        tokens_before=tb,
+        tokens_after=ta,
+        messages_before=mb,
+        messages_after=ma,
+        created_at=created,
+        id=cid,
+    )
+
+
+# -- blobs (offloaded tool outputs) ------------------------------------------------------
+
+
+class _PgBlobWriter:
+    """Buffers a blob's bytes and stores them a chunk row at a time (one transaction each)."""
+
+    def __init__(self, store: PostgresBlobStore, session_id: str, blob_id: str) -> None:
+        self._store = store
+        self._sid = session_id
+        self._bid = blob_id
+        self._buf = bytearray()
+        self._next = 1
+        self._done = False
+        store._create(session_id, blob_id)
+
+    def write(self, data: bytes) -> None:
+        self._buf += data
+        if len(self._buf) >= BLOB_CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buf:
+            self._store._insert_chunk(self._sid, self._bid, self._next, bytes(self._buf))
+            self._next += 1
+            self._buf.clear()
+
+    def close(self) -> None:
+        if not self._done:
+            self._flush()
+            self._done = True
+
+    def abort(self) -> None:
+        self._done = True
+        self._buf.clear()
+        self._store.delete(self._sid, self._bid)
+
+
+class PostgresBlobStore:
+    """The BlobStore seam on the store's own connection: table ``harness9.blobs``."""
+
+    def __init__(self, manager: PostgresManager) -> None:
+        self._m = manager
+
+    def _create(self, session_id: str, blob_id: str) -> None:
+        check_ids(session_id, blob_id)
+        try:
+            with self._m.transaction() as conn:
+                if (
+                    conn.execute(
+                        "SELECT 1 FROM sessions WHERE id = %s FOR SHARE", (session_id,)
+                    ).fetchone()
+                    is None
+                ):
+                    raise BlobError(f"no session {session_id!r} to hold blob {blob_id!r}")
+                cur = conn.execute(
+                    "INSERT INTO blobs (session_id, blob_id, chunk, data, written_at) "
+                    "VALUES (%s, %s, 0, '', %s) ON CONFLICT DO NOTHING",
+                    (session_id, blob_id, time.time()),
+                )
+                if cur.rowcount == 0:
+                    raise BlobError(f"blob {blob_id!r} already exists")
+        except StoreError as exc:
+            raise BlobError(str(exc)) from exc
+
+    def _insert_chunk(self, session_id: str, blob_id: str, chunk: int, data: bytes) -> None:
+        try:
+            with self._m.transaction() as conn:
+                conn.execute(
+                    "INSERT INTO blobs (session_id, blob_id, chunk, data, written_at) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (session_id, blob_id, chunk, data, time.time()),
+                )
+        except StoreError as exc:
+            raise BlobError(str(exc)) from exc
+
+    def open_writer(self, session_id: str, blob_id: str) -> _PgBlobWriter:
+        return _PgBlobWriter(self, session_id, blob_id)
+
+    def put(self, session_id: str, blob_id: str, data: bytes) -> None:
+        writer = self.open_writer(session_id, blob_id)
+        writer.write(data)
+        writer.close()
+
+    def append(self, session_id: str, blob_id: str, data: bytes) -> None:
+        check_ids(session_id, blob_id)
+        try:
+            with self._m.transaction() as conn:
+                # Locks the blob's marker row: two appenders queue and number in turn.
+                row = conn.execute(
+                    "SELECT 1 FROM blobs WHERE session_id = %s AND blob_id = %s AND chunk = 0 "
+                    "FOR UPDATE",
+                    (session_id, blob_id),
+                ).fetchone()
+                if row is None:
+                    raise BlobError(f"no blob {blob_id!r} in session {session_id!r}")
+                conn.execute(
+                    "INSERT INTO blobs (session_id, blob_id, chunk, data, written_at) "
+                    "SELECT %s, %s, max(chunk) + 1, %s, %s FROM blobs "
+                    "WHERE session_id = %s AND blob_id = %s",
+                    (session_id, blob_id, data, time.time(), session_id, blob_id),
+                )
+        except StoreError as exc:
+            raise BlobError(str(exc)) from exc
+
+    def read(self, session_id: str, blob_id: str) -> BinaryIO | None:
+        try:
+            check_ids(session_id, blob_id)
+        except BlobError:
+            return None
+        with self._m.read() as conn:
+            rows = conn.execute(
+                "SELECT data FROM blobs WHERE session_id = %s AND blob_id = %s ORDER BY chunk",
+                (session_id, blob_id),
+            ).fetchall()
+        if not rows:
+            return None
+        return bytes_reader(b"".join(bytes(r[0]) for r in rows))
+
+    def path_of(self, session_id: str, blob_id: str) -> Path | None:
+        return None
+
+    def delete(self, session_id: str, blob_id: str) -> None:
+        with self._m.transaction() as conn:
+            conn.execute(
+                "DELETE FROM blobs WHERE session_id = %s AND blob_id = %s", (session_id, blob_id)
+            )
+
+    def delete_session(self, session_id: str) -> None:
+        if not valid_blob_session_id(session_id):
+            raise BlobError(f"invalid session id for a blob: {session_id!r}")
+        with self._m.transaction() as conn:
+            conn.execute("DELETE FROM blobs WHERE session_id = %s", (session_id,))
+
+    def delete_older_than(self, cutoff_unix: float) -> list[str]:
+        with self._m.transaction() as conn:
+            rows = conn.execute(
+                "WITH stale AS (SELECT session_id FROM blobs GROUP BY session_id "
+                "HAVING max(written_at) < %s), "
+                "gone AS (DELETE FROM blobs WHERE session_id IN (SELECT session_id FROM stale) "
+                "RETURNING session_id) SELECT DISTINCT session_id FROM gone ORDER BY session_id",
+                (cutoff_unix,),
+            ).fetchall()
+        return [r[0] for r in rows]
