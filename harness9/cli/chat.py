@@ -80,8 +80,8 @@ def chat(
     from harness9.config import Settings, context_options, harness9_home, load_config_file
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import LLMProvider, get_model_limits, preload_in_background
+    from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
-    from harness9.store.sqlite import open_manager
     from harness9.ui.repl import ChatIO, ChatLoop, readline_reader, stdin_reader
 
     if resume and continue_:
@@ -106,7 +106,7 @@ def chat(
 
     out = Console(highlight=False, soft_wrap=not interactive)
     err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
-    with open_manager() as manager:
+    with open_store(cfg) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -133,6 +133,7 @@ def chat(
             timeout=float(timeout or 120),
             confirm=_tty_confirm if interactive else None,
             assume_yes=yes,
+            blobs=manager.blob_store(),
         )
         if engine.offload is not None:
             engine.offload.clean_stale()

@@ -72,7 +72,7 @@ def compact(
     from harness9.config import Settings, context_options
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
-    from harness9.store.sqlite import open_existing_manager
+    from harness9.store.backend import open_existing_store
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
@@ -85,7 +85,7 @@ def compact(
     out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     err = Console(stderr=True, highlight=False)
 
-    manager = open_existing_manager()  # a preview must not create a database
+    manager = open_existing_store()  # a preview must not create a database
     if manager is None:
         raise UsageError("there are no sessions to compact")
     with manager:
@@ -96,7 +96,9 @@ def compact(
             if not recent:
                 raise UsageError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
-        engine = build_engine(settings, opts, sess, work, limits.context_tokens)
+        engine = build_engine(
+            settings, opts, sess, work, limits.context_tokens, blobs=manager.blob_store()
+        )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
         if dry_run:

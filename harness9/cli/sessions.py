@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness9.errors import HarnessError, UsageError
+from harness9.store.backend import SessionStore, open_existing_store, use_database_url
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
 
 if TYPE_CHECKING:
@@ -31,6 +31,22 @@ sessions_app = typer.Typer(
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@sessions_app.callback()
+def _sessions_root(
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            metavar="URL",
+            help="Use the sessions in this PostgreSQL database (env HARNESS9_DATABASE_URL).",
+        ),
+    ] = None,
+) -> None:
+    """List, show, search, export, import, migrate and delete stored chat sessions."""
+    if database_url is not None:  # else keep what `harness9 --database-url` set
+        use_database_url(database_url)
 
 
 class NotConfirmedError(HarnessError):
@@ -51,9 +67,9 @@ def _stdin_is_interactive() -> bool:
     return sys.stdin is not None and sys.stdin.isatty()
 
 
-def _open_store() -> Manager | None:
+def _open_store() -> SessionStore | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager()
+    return open_existing_store()
 
 
 def _console() -> Console:
@@ -308,7 +324,8 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 
 
 # export/import live in their own module; registered here so `sessions` is one group.
-from harness9.cli.transfer import export_command, import_command  # noqa: E402
+from harness9.cli.transfer import export_command, import_command, migrate_command  # noqa: E402
 
 sessions_app.command("export")(export_command)
 sessions_app.command("import")(import_command)
+sessions_app.command("migrate")(migrate_command)

@@ -20,6 +20,7 @@ from harness9.context.triggers import (
     classify_pattern,
 )
 from harness9.errors import UsageError
+from harness9.store.blobs import BlobStore
 
 __all__ = [
     "STRATEGIES",
@@ -57,7 +58,10 @@ def build_compactor(
     )
 
 
-def build_offload_store(opts: ContextOptions) -> OffloadStore | None:
+def build_offload_store(
+    opts: ContextOptions, blobs: BlobStore | None = None
+) -> OffloadStore | None:
+    """The offload store; ``blobs`` is the session store's (None: files in $HARNESS9_HOME)."""
     if not opts.offload:
         return None
     return OffloadStore(
@@ -65,7 +69,8 @@ def build_offload_store(opts: ContextOptions) -> OffloadStore | None:
             max_result_tokens=opts.offload_max_result_tokens,
             max_result_bytes=opts.offload_max_result_bytes,
             cleanup_age_days=opts.offload_cleanup_age_days,
-        )
+        ),
+        blobs,
     )
 
 
@@ -150,6 +155,7 @@ def build_engine(
     context_window: int,
     *,
     timeout: float = 120.0,
+    blobs: BlobStore | None = None,
     **engine_kwargs: Any,
 ) -> Any:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
@@ -163,7 +169,7 @@ def build_engine(
     if opts.summary_model and opts.summary_model != settings.model:
         summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
     registry = default_registry()
-    offload = build_offload_store(opts)
+    offload = build_offload_store(opts, blobs)
     if offload is not None:
         registry.register(OffloadRecallTool(offload))
     trigger = None

@@ -76,6 +76,10 @@ class BlobStore(Protocol):
         """The blob's file, for stores that keep files; None for database stores."""
         ...
 
+    def names(self, session_id: str) -> list[str]:
+        """The session's blob ids, sorted."""
+        ...
+
     def delete(self, session_id: str, blob_id: str) -> None: ...
 
     def delete_session(self, session_id: str) -> None:
@@ -169,6 +173,16 @@ class FileBlobStore:
 
     def path_of(self, session_id: str, blob_id: str) -> Path | None:
         return self._path(session_id, blob_id)
+
+    def names(self, session_id: str) -> list[str]:
+        folder = self._dir(session_id, create=False)
+        if folder.is_symlink() or not folder.is_dir():
+            return []
+        return sorted(
+            p.stem
+            for p in folder.glob("*.txt")
+            if p.is_file() and not p.is_symlink() and _BLOB_RE.match(p.stem)
+        )
 
     def delete(self, session_id: str, blob_id: str) -> None:
         self._path(session_id, blob_id).unlink(missing_ok=True)

@@ -304,7 +304,7 @@ class PostgresManager:
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""
-        sql, args = _INFO_SQL + _ORDER_SQL, ()
+        sql, args = _INFO_SQL + _ORDER_SQL, tuple[int, ...]()
         if limit > 0:
             sql, args = sql + " LIMIT %s", (limit,)
         with self.read() as conn:
@@ -928,6 +928,14 @@ class PostgresBlobStore:
 
     def path_of(self, session_id: str, blob_id: str) -> Path | None:
         return None
+
+    def names(self, session_id: str) -> list[str]:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                "SELECT blob_id FROM blobs WHERE session_id = %s AND chunk = 0 ORDER BY blob_id",
+                (session_id,),
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def delete(self, session_id: str, blob_id: str) -> None:
         with self._m.transaction() as conn:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from harness9.store.sqlite import Manager
+if TYPE_CHECKING:
+    from harness9.store.backend import SessionStore
 
 DAY_SECONDS = 86_400
 
 
 def apply_retention(
-    manager: Manager, days: int, now: float | None = None, *, keep: Iterable[str] = ()
+    manager: SessionStore, days: int, now: float | None = None, *, keep: Iterable[str] = ()
 ) -> list[str]:
     """Delete sessions not updated within ``days`` days of ``now``; return their ids.
 
@@ -40,7 +42,7 @@ def retention_notice(deleted: Sequence[str], days: int) -> str | None:
     return f"Removed {what} not updated in {days} {unit} (retention_days in config.toml)."
 
 
-def startup_retention(manager: Manager, *, keep: Iterable[str] = ()) -> str | None:
+def startup_retention(manager: SessionStore, *, keep: Iterable[str] = ()) -> str | None:
     """Read ``retention_days`` from the config file, apply it, return the notice (or None).
 
     Raises ConfigError (one line naming the file and key) for a malformed file or value.

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
@@ -42,6 +43,9 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
 
 BUSY_TIMEOUT_MS = 5000
 TITLE_MAX_CHARS = 60
@@ -164,6 +168,7 @@ class Manager:
         tool_results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(db_path)
+        self.location = str(self.path)
         self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -492,6 +497,24 @@ class Manager:
             if is_session_id(sid):  # only canonical ids ever name a path
                 self._remove_tool_results(sid)
         return ids
+
+    # -- moving sessions (harness9.store.export holds the SQLite side) -------------------
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """Everything stored about one session, read in one transaction."""
+        from harness9.store.export import snapshot_session
+
+        return snapshot_session(self, session_id)
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store an exported session in one transaction; return its id here."""
+        from harness9.store.export import import_snapshot
+
+        return import_snapshot(self, snap, new_id=new_id)
+
+    def blob_store(self) -> None:
+        """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
+        return None
 
     def _remove_tool_results(self, session_id: str) -> None:
         if self.tool_results_dir is None:
