@@ -111,3 +111,32 @@ def pg_fresh_url(pg_cluster, request: pytest.FixtureRequest) -> str:
     import uuid
 
     return pg_cluster.create_database(f"fresh_{uuid.uuid4().hex[:12]}")
+
+
+# -- one store-behaviour suite, both backends ------------------------------------------------
+# A test that uses the ``backend`` fixture (directly or through ``store_url``) runs once per
+# store, unless it also uses ``db`` (an SQLite file it inspects by hand) or is marked
+# ``sqlite_only`` (it checks SQLite's own machinery).
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or "db" in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where the test's store lives: an SQLite file path, or an emptied PostgreSQL database."""
+    if backend == "postgres":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "sessions.db")

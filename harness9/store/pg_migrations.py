@@ -30,6 +30,11 @@ ADVISORY_LOCK_KEY = 0x6861726E65737339  # "harness9"
 # The indexed text is cut here: a tsvector holds at most 1 MB, and a message this long
 # is a tool output that the offload store keeps in full anyway.
 SEARCH_MAX_CHARS = 150_000
+# Accents are folded (as SQLite's unicode61 tokenizer does): each Latin letter with
+# diacritics, U+00C0..U+024F, becomes its base letter. Frozen into migration 2 (and used
+# for query words): never edit; a change is a new migration that rebuilds the column.
+ACCENTED = "ÀÁÂÃÄÅÇÈÉÊËÌÍÎÏÑÒÓÔÕÖÙÚÛÜÝàáâãäåçèéêëìíîïñòóôõöùúûüýÿĀāĂăĄąĆćĈĉĊċČčĎďĒēĔĕĖėĘęĚěĜĝĞğĠġĢģĤĥĨĩĪīĬĭĮįİĴĵĶķĹĺĻļĽľŃńŅņŇňŌōŎŏŐőŔŕŖŗŘřŚśŜŝŞşŠšŢţŤťŨũŪūŬŭŮůŰűŲųŴŵŶŷŸŹźŻżŽžƠơƯưǍǎǏǐǑǒǓǔǕǖǗǘǙǚǛǜǞǟǠǡǦǧǨǩǪǫǬǭǰǴǵǸǹǺǻȀȁȂȃȄȅȆȇȈȉȊȋȌȍȎȏȐȑȒȓȔȕȖȗȘșȚțȞȟȦȧȨȩȪȫȬȭȮȯȰȱȲȳ"
+UNACCENTED = "AAAAAACEEEEIIIINOOOOOUUUUYaaaaaaceeeeiiiinooooouuuuyyAaAaAaCcCcCcCcDdEeEeEeEeEeGgGgGgGgHhIiIiIiIiIJjKkLlLlLlNnNnNnOoOoOoRrRrRrSsSsSsSsTtTtUuUuUuUuUuUuWwYyYZzZzZzOoUuAaIiOoUuUuUuUuUuAaAaGgKkOoOojGgNnAaAaAaEeEeIiIiOoOoRrRrUuUuSsTtHhAaEeOoOoOoOoYy"
 
 # (name, SQL). Statements run in order inside the migration transaction.
 MIGRATIONS: list[tuple[str, str]] = [
@@ -124,9 +129,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         $fn$;
         CREATE FUNCTION harness9.search_document(content text, tool_calls text) RETURNS tsvector
         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-            SELECT to_tsvector('pg_catalog.simple', regexp_replace(
+            SELECT to_tsvector('pg_catalog.simple', translate(regexp_replace(
                 left(harness9.search_body(content, tool_calls), {SEARCH_MAX_CHARS}),
-                '[!-/:-@\\[-`{{-~]+', ' ', 'g'))
+                '[!-/:-@\\[-`{{-~]+', ' ', 'g'), '{ACCENTED}', '{UNACCENTED}'))
         $fn$;
         ALTER TABLE harness9.messages ADD COLUMN search tsvector
             GENERATED ALWAYS AS (harness9.search_document(content, tool_calls)) STORED;

@@ -33,15 +33,8 @@ import psycopg
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 from harness9.store.blobs import BlobError, bytes_reader, check_ids, valid_blob_session_id
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
-from harness9.store.search import (
-    ELLIPSIS,
-    HIGHLIGHT_CLOSE,
-    HIGHLIGHT_OPEN,
-    SNIPPET_TOKENS,
-    SearchHit,
-    clean_snippet,
-    to_fts_query,
-)
+from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
@@ -76,8 +69,6 @@ _NEXT_IDS = (
 )
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_QUOTED_TERM_RE = re.compile(r'"((?:[^"]|"")*)"( \*)?')
-_WORD_RE = re.compile(r"[^\W_]+")
 
 
 def redact(url: str) -> str:
@@ -146,29 +137,6 @@ def _encode_calls(calls: list[ToolCall]) -> str | None:
 def _decode_calls(calls_json: str) -> list[ToolCall]:
     """ValueError for bad JSON; TypeError/KeyError for the wrong shape."""
     return [ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)]
-
-
-def to_tsquery_text(query: str) -> str:
-    """The ``to_tsquery('simple', ...)`` text for a user's search query.
-
-    The query is first read exactly as the SQLite store reads it (to_fts_query), so
-    the same text is accepted and the same bad input raises the same SearchQueryError.
-    Each term's words become lexemes joined by ``<->`` (a phrase: adjacent words, in
-    order), a trailing ``*`` makes the last word a prefix, and terms are ANDed.
-    """
-    expr = to_fts_query(query)
-    terms: list[str] = []
-    for match in _QUOTED_TERM_RE.finditer(expr):
-        text = match.group(1).replace('""', '"')
-        words = [w.lower() for w in _WORD_RE.findall(text)]
-        if not words:
-            continue
-        lexemes = [f"'{w}'" for w in words]
-        if match.group(2):
-            lexemes[-1] += ":*"
-        phrase = " <-> ".join(lexemes)
-        terms.append(f"({phrase})" if len(lexemes) > 1 else phrase)
-    return " & ".join(terms)
 
 
 class PostgresManager:
@@ -332,11 +300,11 @@ class PostgresManager:
         Same query language and errors as the SQLite store; ``rank`` is the negated
         ts_rank, so lower is better there too.
         """
-        tsquery = to_tsquery_text(query)
+        terms = parse(query)
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
         where = "m.search @@ q.q"
-        args: list[object] = [tsquery]
+        args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
             where += " AND m.session_id = %s"
             args.append(session_id)
@@ -344,22 +312,14 @@ class PostgresManager:
         if limit > 0:
             limit_sql = " LIMIT %s"
             args.append(limit)
-        options = (
-            f'StartSel="{HIGHLIGHT_OPEN}", StopSel="{HIGHLIGHT_CLOSE}", '
-            f"MaxWords={SNIPPET_TOKENS}, MinWords={SNIPPET_TOKENS // 2}, ShortWord=0, "
-            f'MaxFragments=1, FragmentDelimiter="{ELLIPSIS}"'
-        )
-        args.append(options)
         sql = (
             "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q), "
             "hits AS (SELECT m.id, ts_rank(m.search, q.q) AS rank FROM messages AS m, q "
             f"WHERE {where} ORDER BY rank DESC, m.id DESC{limit_sql}) "
             "SELECT m.session_id, m.id, m.role, m.created_at, s.title, "
-            "ts_headline('pg_catalog.simple', "
-            f"left(search_body(m.content, m.tool_calls), {SEARCH_MAX_CHARS}), q.q, %s), "
-            "hits.rank FROM hits JOIN messages AS m ON m.id = hits.id "
-            "JOIN sessions AS s ON s.id = m.session_id CROSS JOIN q "
-            "ORDER BY hits.rank DESC, hits.id DESC"
+            f"left(search_body(m.content, m.tool_calls), {SEARCH_MAX_CHARS}), hits.rank "
+            "FROM hits JOIN messages AS m ON m.id = hits.id "
+            "JOIN sessions AS s ON s.id = m.session_id ORDER BY hits.rank DESC, hits.id DESC"
         )
         with self.read() as conn:
             rows = conn.execute(sql, args).fetchall()
@@ -370,10 +330,10 @@ class PostgresManager:
                 role,
                 created,
                 clean_snippet(title),
-                clean_snippet(snip),
+                snippet(body or "", terms),
                 -float(rank),
             )
-            for sid, mid, role, created, title, snip, rank in rows
+            for sid, mid, role, created, title, body, rank in rows
         ]
 
     def catch_up_index(self) -> int:
