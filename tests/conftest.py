@@ -101,7 +101,11 @@ def pg_url(pg_database: str) -> str:
     import psycopg
 
     with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("TRUNCATE harness9.sessions CASCADE")
+        # Ids restart at 1, as in a new SQLite file.
+        conn.execute(
+            "TRUNCATE harness9.sessions, harness9.messages, harness9.todos, "
+            "harness9.compactions, harness9.blobs RESTART IDENTITY"
+        )
     return pg_database
 
 

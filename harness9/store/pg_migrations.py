@@ -164,8 +164,13 @@ class PgSchemaError(Exception):
 
 def current_version(conn: psycopg.Connection) -> int:
     """The applied version: 0 for a database harness9 never touched."""
-    row = conn.execute("SELECT to_regclass('harness9.schema_migrations')").fetchone()
-    if row is None or row[0] is None:
+    # A catalog query, not to_regclass(): an advisory lock does not refresh the backend's
+    # catalog cache, so to_regclass() could still miss a table another machine just made.
+    row = conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_tables "
+        "WHERE schemaname = 'harness9' AND tablename = 'schema_migrations'"
+    ).fetchone()
+    if row is None:
         return 0
     (version,) = conn.execute(
         "SELECT coalesce(max(version), 0) FROM harness9.schema_migrations"
