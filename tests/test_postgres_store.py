@@ -454,3 +454,47 @@ def test_a_postgresql_history_migrates_back_to_an_sqlite_file(pg_url, tmp_path):
     assert result.exit_code == 0, result.stderr
     with open_url(str(target)) as back:
         assert back.open_session(s.session_id).get_messages() == [user("round trip")]
+
+
+# -- chat and compact on the server -------------------------------------------------------------
+
+
+def test_chat_offloads_to_the_server_and_a_resume_elsewhere_recalls_it(
+    llm_server, pg_url, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("HARNESS9_DATABASE_URL", pg_url)
+    chat = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url, "--yes"]
+    llm_server.reply_tool_calls([("call_1", "bash", '{"command": "seq 1 20000"}')])
+    llm_server.reply_text("counted")
+    first = cli(*chat, "--workdir", str(tmp_path), input="count to 20000\n")
+    assert first.exit_code == 0, first.output
+    with PostgresManager(pg_url) as pg:
+        [info] = pg.list_sessions()
+        tool_msg = next(m for m in pg.open_session(info.id).get_messages() if m.role == "tool")
+    assert "[offload:ofl_" in tool_msg.content
+    oid = tool_msg.content.split("[offload:", 1)[1].split("]", 1)[0]
+
+    # Another machine: a different home, the same database.
+    other_home = tmp_path / "other-machine"
+    monkeypatch.setenv("HARNESS9_HOME", str(other_home))
+    llm_server.reply_tool_calls([("call_2", "offload_recall", json.dumps({"id": oid}))])
+    llm_server.reply_text("recalled")
+    second = cli(*chat, "--workdir", str(tmp_path), "--resume", info.id[:8], input="show it\n")
+    assert second.exit_code == 0, second.output
+    recalled = [m for m in llm_server.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert recalled["content"].startswith("1\n2\n3\n4\n")
+    assert not (other_home / "offload_store").exists()
+    assert not (other_home / "sessions.db").exists()
+
+
+def test_compact_dry_run_reads_a_session_on_the_server(llm_server, pg_url, monkeypatch):
+    monkeypatch.setenv("HARNESS9_DATABASE_URL", pg_url)
+    with PostgresManager(pg_url) as pg:
+        s = pg.new_session()
+        s.add_messages([user("question " * 50), Message("assistant", "answer " * 50)] * 4)
+    result = cli(
+        "compact", "--dry-run", "--json", "--force", "--model", "openai/test-model",
+        "--api-base", llm_server.base_url, "--session", s.session_id[:8],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["session"] == s.session_id
