@@ -272,6 +272,13 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each store operation")
     ap.add_argument("--runs", type=int, default=11, help="runs of each whole process")
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="also benchmark the PostgreSQL store on this server ('temp': a throwaway one); "
+        "see scripts/bench_store_pg.py",
+    )
+    ap.add_argument("--seconds", type=float, default=10, help="concurrent writers: seconds per run")
     args = ap.parse_args()
 
     msgs = make_messages(N_MESSAGES)
@@ -338,6 +345,13 @@ def main() -> None:
         f"{catch_up:.2f} s, in one write transaction (other writers wait up to "
         f"busy_timeout = {BUSY_TIMEOUT_MS / 1000:.0f} s)"
     )
+    if args.database_url:
+        from bench_store_pg import report
+
+        with tempfile.TemporaryDirectory() as d:
+            report(
+                args.database_url, msgs, singles, args.repeats, QUERY, args.seconds, pairs, Path(d)
+            )
 
 
 if __name__ == "__main__":
