@@ -111,7 +111,12 @@ def database_url(cfg: dict[str, Any] | None = None) -> str | None:
         return env
     from harness9 import config
 
-    cfg = config.load_config_file() if cfg is None else cfg
+    if cfg is None:
+        # No file (or no home directory at all): nothing to read, and nothing to complain
+        # about here; the SQLite store reports a broken home itself, in its own words.
+        if not config.config_path().is_file():
+            return None
+        cfg = config.load_config_file()
     value = cfg.get(CONFIG_KEY)
     if value is None or value == "":
         return None
