@@ -182,7 +182,7 @@ def migrate_command(
         typer.echo("No sessions to migrate.")
         return
     with source, open_url(to.strip()) as dest:
-        if dest.location == source.location:
+        if _same_store(source.location, dest.location):
             raise UsageError("--to names the store the sessions are already in")
         report = migrate_sessions(source, dest, offload_dir=_offload_dir())
     skipped = f", {_plural(report.skipped, 'session')} already there" if report.skipped else ""
@@ -197,3 +197,11 @@ def _offload_dir() -> Path:
     from harness9 import config
 
     return config.tool_results_dir()
+
+
+def _same_store(a: str, b: str) -> bool:
+    from harness9.store.backend import is_database_url
+
+    if is_database_url(a) or is_database_url(b):
+        return a == b
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
