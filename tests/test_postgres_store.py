@@ -101,6 +101,25 @@ def test_an_unreachable_server_is_one_line_without_the_password(monkeypatch):
     assert "s3cret" not in result.stderr
 
 
+def test_a_bad_database_url_in_config_toml_is_one_line_naming_the_key(harness9_home):
+    harness9_home.mkdir()
+    (harness9_home / "config.toml").write_text('database_url = "sqlite:///x.db"\n')
+    result = cli("sessions", "list")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"harness9: database_url in {harness9_home / 'config.toml'} must be a postgresql:// "
+        "URL, got 'sqlite:///x.db'"
+    ]
+
+
+def test_migrate_refuses_to_copy_a_store_onto_itself(harness9_home):
+    with Manager(harness9_home / "sessions.db") as m:
+        m.new_session().add_messages([user("here")])
+    result = cli("sessions", "migrate", "--to", str(harness9_home / "." / "sessions.db"))
+    assert result.exit_code == 2
+    assert "already in" in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_sessions_list_on_sqlite_does_not_import_psycopg(harness9_home):
     code = (
         "import sys\n"
