@@ -57,10 +57,6 @@ _CHECKPOINT_COLUMNS = (
 )
 _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
 _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id"
-)
 _COPY_MESSAGES = (
     "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
 )
@@ -211,6 +207,17 @@ class PostgresManager:
             try:
                 with conn.transaction():
                     yield conn
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot write session database {self.location}: {_first_line(exc)}"
+                ) from exc
+
+    @contextmanager
+    def statement(self) -> Iterator[psycopg.Connection]:
+        """One write that is a single statement: its own transaction, one round trip."""
+        with self._lock:
+            try:
+                yield self.conn
             except psycopg.Error as exc:
                 raise StoreError(
                     f"cannot write session database {self.location}: {_first_line(exc)}"
@@ -631,6 +638,23 @@ class PostgresSession:
             (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
             for m in msgs
         ]
+        if len(rows) == 1:
+            # One statement, one round trip (a chat writes messages one at a time). The
+            # UPDATE runs first, since the INSERT reads its output: it locks the session's
+            # row before nextval, so ids are handed out in commit order, and a deleted
+            # session inserts nothing.
+            with self._m.statement() as conn:
+                row = conn.execute(
+                    "WITH s AS (UPDATE sessions SET updated_at = %s, "
+                    "message_count = message_count + 1, "
+                    "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s "
+                    "RETURNING id) INSERT INTO messages (session_id, role, content, tool_calls, "
+                    "tool_call_id, created_at) SELECT s.id, %s, %s, %s, %s, %s FROM s RETURNING id",
+                    (now, _first_title(msgs), sid, *rows[0][1:]),
+                ).fetchone()
+            if row is None:
+                raise SessionNotFoundError(sid, "it was deleted")
+            return [int(row[0])]
         with self._m.transaction() as conn:
             # First: it locks the session's row, so ids are handed out in commit order,
             # and a deleted session fails before anything is inserted.
@@ -641,9 +665,6 @@ class PostgresSession:
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
-            if len(rows) == 1:
-                (rid,) = conn.execute(_INSERT_MESSAGE, rows[0]).fetchone() or (0,)
-                return [int(rid)]
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(rows),)))
             with conn.cursor().copy(_COPY_MESSAGES) as copy:
                 for rid, row in zip(ids, rows, strict=True):
