@@ -343,6 +343,51 @@ def test_a_corrupt_tool_calls_row_is_skipped_and_reported(pg_url):
         assert m.search("fine")[0].message_id == ids[0]
 
 
+@pytest.fixture
+def refuse_boom(pg_url):
+    """A trigger that fails any insert of the text "boom": a write failing half-way."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION harness9.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.content = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        for table in ("messages", "todos"):
+            conn.execute(
+                f"CREATE TRIGGER boom BEFORE INSERT ON harness9.{table} "
+                "FOR EACH ROW EXECUTE FUNCTION harness9.boom()"
+            )
+    yield
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION harness9.boom() CASCADE")
+
+
+@pytest.mark.parametrize("batch", [1, 3, 40])
+def test_a_write_failing_half_way_leaves_nothing_behind(pg_url, refuse_boom, batch):
+    with PostgresManager(pg_url) as m:
+        s = m.new_session()
+        s.add_messages([user("kept")])
+        before = m.session_info(s.session_id)
+        msgs = [Message("assistant", f"m{i}") for i in range(batch - 1)] + [user("boom")]
+        with pytest.raises(StoreError, match="boom refused"):
+            s.add_messages(msgs)
+        assert s.get_messages() == [user("kept")]
+        assert m.session_info(s.session_id) == before  # count, title and time untouched
+        s.add_messages([user("still writable")])
+        assert len(s.get_messages()) == 2
+
+
+def test_a_failed_todo_save_keeps_the_old_list(pg_url, refuse_boom):
+    from harness9.schema import TodoItem
+
+    with PostgresManager(pg_url) as m:
+        s = m.new_session()
+        s.save_todos([TodoItem("old")])
+        with pytest.raises(StoreError):
+            s.save_todos([TodoItem("new"), TodoItem("boom")])
+        assert s.get_todos() == [TodoItem("old")]
+
+
 def test_writing_to_a_session_deleted_elsewhere_is_not_found(pg_url):
     with PostgresManager(pg_url) as a, PostgresManager(pg_url) as b:
         s = a.new_session()
