@@ -562,3 +562,34 @@ def test_compact_dry_run_reads_a_session_on_the_server(llm_server, pg_url, monke
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["session"] == s.session_id
+
+
+# -- the query language --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "tsquery"),
+    [
+        ("parser", "'parser'"),
+        ("foo.py Café", "('foo' <-> 'py') & 'cafe'"),
+        ('"exact phrase" pars*', "('exact' <-> 'phrase') & 'pars':*"),
+        ("AND or NOT -x", "'and' & 'or' & 'not' & 'x'"),
+        ('"it\'s" snake_case*', "('it' <-> 's') & ('snake' <-> 'case':*)"),
+    ],
+)
+def test_a_query_becomes_the_same_words_the_index_holds(text, tsquery):
+    from harness9.store.pg_search import parse, to_tsquery_text
+
+    assert to_tsquery_text(parse(text)) == tsquery
+
+
+@pytest.mark.parametrize("bad", ['"unbalanced', "   ", "*", '""'])
+def test_bad_queries_give_the_sqlite_stores_errors(bad):
+    from harness9.store.pg_search import parse
+    from harness9.store.search import SearchQueryError, to_fts_query
+
+    with pytest.raises(SearchQueryError) as sqlite_err:
+        to_fts_query(bad)
+    with pytest.raises(SearchQueryError) as pg_err:
+        parse(bad)
+    assert str(pg_err.value) == str(sqlite_err.value)
