@@ -283,8 +283,10 @@ def report(
             "search": "search (index up to date)",
         }
         width = max(len(k) for k in same)
+        # SQLite store (ratio vs plain sqlite3, from the table above), then PostgreSQL store
+        # against plain psycopg.
         print(
-            f"{'operation':<{width}} {'SQLite':>11} {'ratio':>7}   {'PostgreSQL':>11} "
+            f"{'operation':<{width}} {'SQLite store':>12} {'ratio':>7}   {'PG store':>11} "
             f"{'psycopg':>11} {'ratio':>7}  target  ok"
         )
         for name, sqlite_name in same.items():
@@ -292,7 +294,7 @@ def report(
             pp, ps = pg[name]
             ratio = ps / pp
             print(
-                f"{name:<{width}} {ss * 1000:8.2f} ms {ss / sp:6.2f}x   {ps * 1000:8.2f} ms "
+                f"{name:<{width}} {ss * 1000:9.2f} ms {ss / sp:6.2f}x   {ps * 1000:8.2f} ms "
                 f"{pp * 1000:8.2f} ms {ratio:6.2f}x  < 2.00x  {'yes' if ratio < 2 else 'NO'}"
             )
         print()
