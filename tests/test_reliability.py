@@ -273,8 +273,20 @@ def test_escape_sequences_from_the_model_and_tools_are_printed_inert(llm_server)
 
     for out in (result.stdout, result.stderr, shown.stdout):
         assert "\x1b" not in out and "\x07" not in out
-    assert "A␛]0;pwned\ufffdB␛[2JC" in result.stdout
+    # The live stream and `sessions show` escape alike: one inert() for every path.
+    assert "A\\x1b]0;pwned\\x07B\\x1b[2JC" in result.stdout
     assert "A\\x1b]0;pwned\\x07B\\x1b[2JC" in shown.stdout
+
+
+def test_a_bidi_override_in_streamed_model_text_is_shown_escaped(llm_server):
+    # U+202E would show "txt.exe" reversed as "exe.txt"; U+2066 opens an isolate.
+    llm_server.reply_text("open invoice\u202etxt.exe now\u2066!")
+
+    result = chat(llm_server, "hi\n")
+
+    assert result.exit_code == 0
+    assert "\u202e" not in result.stdout and "\u2066" not in result.stdout
+    assert "open invoice\\u202etxt.exe now\\u2066!" in result.stdout
 
 
 def test_the_api_key_reaches_neither_tool_output_nor_the_database(llm_server, monkeypatch):

@@ -172,7 +172,7 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
     from rich.text import Text
 
     from harness9.context.tokens import estimate_message_tokens, format_token_count
-    from harness9.ui.status import inert
+    from harness9.ui.text import inert
 
     fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(
         plan.strategy, "drop"

@@ -26,11 +26,11 @@ from harness9.errors import HarnessError
 from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
-    inert,
     token_line,
     tool_call_line,
     tool_result_line,
 )
+from harness9.ui.text import inert
 
 SLASH_COMMANDS: dict[str, str] = {
     "/help": "show this help",
