@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from harness9.cli.env import Environment
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def terminal(stdin: str = "", *, columns: int = 100) -> Environment:
+    """An environment whose three streams are terminals (in memory): what a person at a
+    keyboard gives a command. Pass it as ``runner.invoke(app, argv, obj=terminal(...))``
+    and read ``env.stdout.getvalue()`` / ``env.stderr.getvalue()``."""
+    return Environment(
+        stdin=io.StringIO(stdin),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+        stdin_isatty=True,
+        stdout_isatty=True,
+        stderr_isatty=True,
+        columns=columns,
+    )
 
 
 def cli_env(**extra: str) -> dict[str, str]:

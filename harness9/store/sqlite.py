@@ -326,7 +326,8 @@ class Manager:
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""
-        sql, args = self._INFO_SQL + self._ORDER_SQL, ()
+        sql = self._INFO_SQL + self._ORDER_SQL
+        args: tuple[int, ...] = ()
         if limit > 0:
             sql, args = sql + " LIMIT ?", (limit,)
         with self.read() as conn:
@@ -658,7 +659,9 @@ class SQLiteSession:
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
             if len(rows) == 1:
-                last = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                inserted = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                assert inserted is not None  # sqlite3 sets it after every successful INSERT
+                last = inserted
             else:
                 conn.executemany(_INSERT_MESSAGE, rows)
                 # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
