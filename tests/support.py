@@ -7,10 +7,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness9.cli.env import Environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def piped(stdin: str = "", **fields: Any) -> Environment:
+    """An environment of in-memory pipes (no terminal): what cron or ``| harness9`` gives.
+    ``fields`` override the rest, e.g. ``sleep=waits.append`` to record retry backoff."""
+    return Environment(
+        stdin=io.StringIO(stdin), stdout=io.StringIO(), stderr=io.StringIO(), **fields
+    )
 
 
 def terminal(stdin: str = "", *, columns: int = 100) -> Environment:

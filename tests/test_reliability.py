@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support import piped
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.cli.env import Environment
 from harness9.config import db_path
 from harness9.context import is_valid_tool_sequence
 from harness9.engine.engine import AgentEngine
@@ -47,9 +49,9 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def chat(server, stdin: str, *args: str):
+def chat(server, stdin: str, *args: str, obj: Environment | None = None):
     argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, "--yes", *args]
-    return runner.invoke(app, argv, input=stdin)
+    return runner.invoke(app, argv, input=stdin, obj=obj)
 
 
 def stored(session_id: str | None = None) -> list[Message]:
@@ -235,15 +237,19 @@ def test_a_model_that_never_answers_times_out_retries_and_ends_the_turn_cleanly(
 
 
 def test_the_timeout_flag_reaches_the_model_call(llm_server):
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
+    for _ in range(4):  # the first call and three retries
+        llm_server.reply_delay(4)
+    waits: list[float] = []
+    env = piped("hi\n", sleep=waits.append)
 
-    result = chat(llm_server, "hi\n", "--timeout", "1")
+    result = chat(llm_server, "", "--timeout", "1", obj=env)
 
     assert result.exit_code == 1
-    assert "error: openai/test-model did not answer within 1s" in result.stderr
+    assert "error: openai/test-model did not answer within 1s" in env.stderr.getvalue()
+    # Exponential backoff between the attempts (plus up to 10 % jitter), waited out by env.sleep.
+    assert len(waits) == 3
+    for wait, base in zip(waits, (1, 2, 4), strict=True):
+        assert base <= wait <= base * 1.1
 
 
 def test_a_5xx_burst_longer_than_the_retries_ends_the_turn_and_the_next_one_works(llm_server):

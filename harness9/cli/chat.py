@@ -92,6 +92,7 @@ def chat(
             limits.context_tokens,
             stream=not no_stream,
             timeout=float(timeout or 120),
+            sleep=env.sleep,
             confirm=env.confirm if interactive else None,
             assume_yes=yes,
         )

@@ -69,7 +69,7 @@ def compact(
             if not recent:
                 raise UsageError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
-        engine = build_engine(settings, opts, sess, work, limits.context_tokens)
+        engine = build_engine(settings, opts, sess, work, limits.context_tokens, sleep=env.sleep)
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
         if dry_run:

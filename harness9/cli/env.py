@@ -36,6 +36,10 @@ def _now() -> float:
     return time.time()
 
 
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 @dataclass(slots=True)
 class Environment:
     stdin: TextIO
@@ -45,6 +49,8 @@ class Environment:
     stdout_isatty: bool = False
     stderr_isatty: bool = False
     clock: Callable[[], float] = _now
+    # Waits (retry backoff); tests inject one that records instead of sleeping.
+    sleep: Callable[[float], None] = _sleep
     # Columns of the terminal stdout is, when it is one; None: do not wrap.
     columns: int | None = None
     _consoles: dict[str, Console] = field(default_factory=dict, repr=False)

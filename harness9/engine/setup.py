@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +152,7 @@ def build_engine(
     context_window: int,
     *,
     timeout: float = 120.0,
+    sleep: Callable[[float], None] = time.sleep,
     **engine_kwargs: Any,
 ) -> Any:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
@@ -158,10 +161,12 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout)
+    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
+        summarizer = LLMProvider(
+            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
+        )
     registry = default_registry()
     offload = build_offload_store(opts)
     if offload is not None:
