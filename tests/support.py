@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner, Result
+
+from harness9.cli import app
 from harness9.cli.env import Environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -64,3 +67,27 @@ def run_cli(
         env=cli_env(**(env or {})),
         cwd=cwd,
     )
+
+
+# -- the in-process entry point: the same app `harness9` runs, through Typer's CliRunner ----
+
+runner = CliRunner()
+
+
+def cli(*args: str, input: str | None = None, obj: Environment | None = None) -> Result:
+    """``harness9 <args>`` in-process; ``obj`` injects an Environment (see piped/terminal)."""
+    return runner.invoke(app, list(args), input=input, obj=obj)
+
+
+def chat(
+    server: Any,
+    stdin: str,
+    *args: str,
+    workdir: Path | None = None,
+    obj: Environment | None = None,
+) -> Result:
+    """``harness9 chat`` against the scripted server, fed ``stdin`` (one turn a line)."""
+    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, *args]
+    if workdir is not None:
+        argv += ["--workdir", str(workdir)]
+    return cli(*argv, input=stdin, obj=obj)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import support
 from support import piped
 from typer.testing import CliRunner
 
@@ -50,8 +51,7 @@ def sha(path: Path) -> str:
 
 
 def chat(server, stdin: str, *args: str, obj: Environment | None = None):
-    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, "--yes", *args]
-    return runner.invoke(app, argv, input=stdin, obj=obj)
+    return support.chat(server, stdin, "--yes", *args, obj=obj)
 
 
 def stored(session_id: str | None = None) -> list[Message]:
