@@ -14,6 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
+from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
 from harness9.store.sqlite import Manager, open_existing_manager
@@ -73,29 +74,11 @@ def _info_json(info: SessionInfo) -> dict[str, Any]:
 
 
 def _message_json(rec: StoredMessage) -> dict[str, Any]:
-    msg = rec.message
-    return {
-        "id": rec.id,
-        "role": msg.role,
-        "content": msg.content,
-        "tool_calls": [c.to_flat() for c in msg.tool_calls],
-        "tool_call_id": msg.tool_call_id or None,
-        "created_at": iso_utc(rec.created_at),
-    }
+    return {**record_to_json(rec), "created_at": iso_utc(rec.created_at)}
 
 
 def _checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
-    return {
-        "id": cp.id,
-        "last_message_id": cp.last_message_id,
-        "strategy": cp.strategy,
-        "summary": cp.summary,
-        "tokens_before": cp.tokens_before,
-        "tokens_after": cp.tokens_after,
-        "messages_before": cp.messages_before,
-        "messages_after": cp.messages_after,
-        "created_at": iso_utc(cp.created_at),
-    }
+    return {**checkpoint_to_json(cp), "created_at": iso_utc(cp.created_at)}
 
 
 JsonOpt = Annotated[

@@ -7,7 +7,6 @@ file queue on ``busy_timeout`` instead of failing with "database is locked".
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -23,6 +22,15 @@ from pathlib import Path
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.codec import (
+    CHECKPOINT_COLUMNS,
+    INSERT_CHECKPOINT,
+    CorruptValueError,
+    checkpoint_from_values,
+    checkpoint_values,
+    message_from_values,
+    message_values,
+)
 from harness9.store.migrations import SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -55,10 +63,6 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
-)
-_CHECKPOINT_COLUMNS = (
-    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
-    "messages_before, messages_after, created_at"
 )
 
 
@@ -121,15 +125,6 @@ def _first_title(msgs: Iterable[Message]) -> str:
             if title:
                 return title
     return ""
-
-
-def _encode_calls(calls: list[ToolCall]) -> str | None:
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-        ensure_ascii=False,
-    )
 
 
 def _scrub_surrogates(text: str) -> str:
@@ -559,19 +554,12 @@ class SQLiteSession:
             if isinstance(role, CorruptRow):
                 corrupt.append(role)
                 continue
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except ValueError:
-                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
-                    continue
-                except (TypeError, KeyError):
-                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
-                    continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                corrupt.append(CorruptRow(rid, str(exc)))
+                continue
+            out.append(StoredMessage(rid, message, created))
         self.corrupt_rows = corrupt
         return out
 
@@ -608,19 +596,19 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
                 "ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
-        return _checkpoint(row) if row else None
+        return checkpoint_from_values(row) if row else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
                 (self._id,),
             ).fetchall()
-        return [_checkpoint(r) for r in rows]
+        return [checkpoint_from_values(r) for r in rows]
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -644,10 +632,7 @@ class SQLiteSession:
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [
-            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
-            for m in msgs
-        ]
+        rows = [(sid, *message_values(m), now) for m in msgs]
         with self._m.transaction() as conn:
             # First, so a deleted session fails before anything is inserted. The title is
             # set only while still empty: the first user message names the session.
@@ -679,17 +664,11 @@ class SQLiteSession:
             if row is None:
                 return None
             rid, role, content, calls_json, call_id = row
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except (ValueError, TypeError, KeyError) as exc:
-                    # Raising rolls back: a message we cannot return is not deleted.
-                    raise StoreError(
-                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                    ) from exc
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                # Raising rolls back: a message we cannot return is not deleted.
+                raise StoreError(f"cannot pop message row {rid}: {exc}") from exc
             now = time.time()
             conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
             conn.execute(
@@ -699,7 +678,7 @@ class SQLiteSession:
             self._touch(conn, now, -1)
             if role == ROLE_USER:
                 self._retitle(conn)
-        return Message(role, content, calls, call_id or "")
+        return message
 
     def _retitle(self, conn: sqlite3.Connection) -> None:
         title = ""
@@ -745,39 +724,11 @@ class SQLiteSession:
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
             self._touch(conn, now)
-            cur = conn.execute(
-                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self._id,
-                    cp.last_message_id,
-                    cp.summary,
-                    cp.strategy,
-                    cp.tokens_before,
-                    cp.tokens_after,
-                    cp.messages_before,
-                    cp.messages_after,
-                    created,
-                ),
-            )
+            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
+            row = checkpoint_values(replace(cp, id=0, created_at=created))
+            cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
             new_id = cur.lastrowid
         return replace(cp, id=int(new_id or 0), created_at=created)
-
-
-def _checkpoint(row: tuple) -> Checkpoint:
-    cid, last, summary, strategy, tb, ta, mb, ma, created = row
-    return Checkpoint(
-        last_message_id=last,
-        summary=summary,
-        strategy=strategy,
-        tokens_before=tb,
-        tokens_after=ta,
-        messages_before=mb,
-        messages_after=ma,
-        created_at=created,
-        id=cid,
-    )
 
 
 def open_existing_manager() -> Manager | None:
