@@ -129,14 +129,14 @@ def test_keep_spares_the_session_about_to_be_resumed(tmp_path: Path):
         assert [i.id for i in m.list_sessions()] == [resumed]
 
 
-def test_retention_removes_the_sessions_tool_results(tmp_path: Path):
-    results = tmp_path / "results"
-    with Manager(tmp_path / "s.db", tool_results_dir=results) as m:
+def test_retention_reports_each_removed_session_to_the_deletion_hook(tmp_path: Path):
+    seen: list[str] = []
+    with Manager(tmp_path / "s.db", on_session_deleted=seen.append) as m:
         old = session_updated_at(m, NOW - 31 * DAY)
-        (results / old).mkdir(parents=True)
-        (results / old / "r1.txt").write_text("big output")
+        young = session_updated_at(m, NOW - 1 * DAY)
         apply_retention(m, 30, now=NOW)
-    assert not (results / old).exists()
+        assert [i.id for i in m.list_sessions()] == [young]
+    assert seen == [old]
 
 
 @pytest.mark.parametrize("days", [-1, 1.5, True])

@@ -67,7 +67,9 @@ def chat(
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
     out = env.console(soft_wrap=not interactive)
     err = out if interactive else env.console(err=True, soft_wrap=True)
-    with open_manager() as manager:
+    from harness9.context.offload import remove_session_offloads
+
+    with open_manager(on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:

@@ -46,7 +46,15 @@ def parse_age(text: str) -> float:
 
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager()
+    return open_existing_manager(on_session_deleted=_remove_offloads)
+
+
+def _remove_offloads(session_id: str) -> None:
+    # The offload store owns its directories; imported only when a session is deleted,
+    # so listing and showing never pay for harness9.context.
+    from harness9.context.offload import remove_session_offloads
+
+    remove_session_offloads(session_id)
 
 
 def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:

@@ -116,7 +116,7 @@ def export_command(
     path = config.db_path()
     if not path.exists():
         raise SessionNotFoundError(session_id)
-    with Manager(path, tool_results_dir=config.tool_results_dir()) as store:
+    with Manager(path) as store:
         snap = snapshot_session(store, store.resolve_id(session_id))
     for row in snap.corrupt_rows:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)

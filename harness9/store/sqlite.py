@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
@@ -156,10 +155,13 @@ class Manager:
         self,
         db_path: str | os.PathLike[str],
         *,
-        tool_results_dir: str | os.PathLike[str] | None = None,
+        on_session_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(db_path)
-        self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
+        # Called with each deleted session's id once its deletion is committed. Files kept
+        # beside the database (offloaded tool results) belong to whoever wires this up:
+        # the store deletes rows, never directories it does not own.
+        self.on_session_deleted = on_session_deleted
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect()
@@ -431,7 +433,7 @@ class Manager:
                 (session_id, session_id),
             ).rowcount
         if gone:
-            self._remove_tool_results(session_id)
+            self._deleted([session_id])
         return bool(gone)
 
     def delete_sessions(
@@ -460,8 +462,7 @@ class Manager:
                 ).rowcount:
                     continue
                 deleted.append(sid)
-        for sid in deleted:
-            self._remove_tool_results(sid)
+        self._deleted(deleted)
         return deleted
 
     def delete_sessions_older_than(
@@ -484,27 +485,13 @@ class Manager:
                 if sid not in spared
             ]
             conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
-        for sid in ids:
-            if is_session_id(sid):  # only canonical ids ever name a path
-                self._remove_tool_results(sid)
+        self._deleted(ids)
         return ids
 
-    def _remove_tool_results(self, session_id: str) -> None:
-        if self.tool_results_dir is None:
-            return
-        target = (
-            self.tool_results_dir / session_id
-        )  # session_id is a validated UUID: no "..", no "/"
-        try:
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.is_dir():
-                shutil.rmtree(target)
-        except OSError as exc:
-            raise StoreError(
-                f"session {session_id} was deleted but its tool results in {target} "
-                f"could not be removed: {exc.strerror or exc}"
-            ) from exc
+    def _deleted(self, session_ids: Iterable[str]) -> None:
+        if self.on_session_deleted is not None:
+            for sid in session_ids:
+                self.on_session_deleted(sid)
 
 
 class SQLiteSession:
@@ -731,7 +718,9 @@ class SQLiteSession:
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 
-def open_existing_manager() -> Manager | None:
+def open_existing_manager(
+    *, on_session_deleted: Callable[[str], None] | None = None
+) -> Manager | None:
     """The user's store, or None when there is none yet: reading must not create one."""
     from harness9 import config
 
@@ -741,11 +730,11 @@ def open_existing_manager() -> Manager | None:
             return None
     except OSError as exc:  # an unreadable home: stat itself fails
         raise open_error(path, exc.strerror or str(exc)) from exc
-    return Manager(path, tool_results_dir=config.tool_results_dir())
+    return Manager(path, on_session_deleted=on_session_deleted)
 
 
-def open_manager() -> Manager:
+def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
 
-    return Manager(config.db_path(), tool_results_dir=config.tool_results_dir())
+    return Manager(config.db_path(), on_session_deleted=on_session_deleted)
