@@ -161,7 +161,7 @@ def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
         kept = session_updated_at(m, NOW)
     write_config(harness9_home, "retention_days = 7\n")
     with _at(NOW), open_manager() as m:
-        assert startup_retention(m) == (
+        assert startup_retention(m, load_config_file()) == (
             "Removed 1 session not updated in 7 days (retention_days in config.toml)."
         )
         assert [i.id for i in m.list_sessions()] == [kept]
@@ -170,7 +170,7 @@ def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
 def test_startup_retention_without_a_config_file_deletes_nothing(harness9_home: Path):
     with open_manager() as m:
         session_updated_at(m, NOW - 10_000 * DAY)
-        assert startup_retention(m) is None
+        assert startup_retention(m, load_config_file()) is None
         assert len(m.list_sessions()) == 1
 
 
@@ -180,5 +180,5 @@ def test_startup_retention_with_a_bad_value_deletes_nothing(harness9_home: Path)
     write_config(harness9_home, "retention_days = -3\n")
     with open_manager() as m:
         with pytest.raises(ConfigError, match="retention_days in .*config.toml must be from 0"):
-            startup_retention(m)
+            startup_retention(m, load_config_file())
         assert len(m.list_sessions()) == 1

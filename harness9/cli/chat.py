@@ -79,7 +79,7 @@ def chat(
             session = manager.open_session(recent[0].id)
         else:
             session = None
-        note = startup_retention(manager, keep=[session.session_id] if session else [])
+        note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
         if session is None:
