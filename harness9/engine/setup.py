@@ -84,7 +84,7 @@ def build_topic_compressor(
 
 
 class SmartCompactionTrigger:
-    """The engine's trigger seam backed by the phase-2 rule (memory/triggers.py).
+    """The engine's trigger seam backed by the phase-2 rule (context/triggers.py).
 
     Keeps per-session growth and cooldown state; iterations count up for the
     whole life of a session in this process, as the cooldown rule expects.
