@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -66,3 +67,30 @@ def test_install_completion_writes_the_script_and_sources_it(tmp_path: Path):
     script = home / ".bash_completions" / "harness9.sh"
     assert "_harness9_completion()" in script.read_text()
     assert str(script) in (home / ".bashrc").read_text()
+
+
+def test_environment_backed_options_name_their_variable_in_help():
+    help_text = runner.invoke(app, ["chat", "-h"], terminal_width=200).stdout
+    for var in ("LLM_MODEL", "LLM_API_BASE", "HARNESS9_CONTEXT_WINDOW", "HARNESS9_TIMEOUT"):
+        assert f"env var: {var}" in help_text, var
+
+
+def test_a_bad_context_window_in_the_environment_is_a_usage_error_naming_it():
+    result = runner.invoke(app, ["compact", "--dry-run"], env={"HARNESS9_CONTEXT_WINDOW": "lots"})
+    assert result.exit_code == 2
+    assert "HARNESS9_CONTEXT_WINDOW" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_environment_variable_is_the_default_and_the_flag_wins():
+    from harness9.schema import Message
+    from harness9.store import open_manager
+
+    with open_manager() as m:
+        m.new_session().add_messages([Message("user", "x" * 4000)])
+    env = {"HARNESS9_CONTEXT_WINDOW": "5000"}
+    from_env = runner.invoke(app, ["compact", "--dry-run", "--json"], env=env)
+    flag = runner.invoke(
+        app, ["compact", "--dry-run", "--json", "--context-window", "9000"], env=env
+    )
+    assert json.loads(from_env.stdout)["context_window"] == 5000
+    assert json.loads(flag.stdout)["context_window"] == 9000
