@@ -8,14 +8,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness9.context.compaction import CompactionPlan
 from harness9.context.tokens import estimate_message_tokens, format_token_count
+from harness9.context.view import ModelView
 from harness9.ui.text import inert
 
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 MAX_ROWS = 40
 
 
-def render_plan(out: Console, view: Any, plan: Any, summary: dict[str, Any]) -> None:
+def render_plan(
+    out: Console, view: ModelView, plan: CompactionPlan, summary: dict[str, Any]
+) -> None:
     """Print the plan as a table of the view's messages, then one verdict line."""
     fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(
         plan.strategy, "drop"
