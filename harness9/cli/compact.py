@@ -30,6 +30,7 @@ def compact(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON object instead of a table."),
     strategy: options.Strategy = None,
+    summary_model: options.SummaryModel = None,
     force: bool = typer.Option(
         False, "--force", help="Compact even when the context is under the threshold."
     ),
@@ -37,6 +38,7 @@ def compact(
     model: options.Model = None,
     api_base: options.ApiBase = None,
     workdir: options.Workdir = None,
+    timeout: options.Timeout = None,
 ) -> None:
     """Fold old messages of a session into a summary checkpoint, as chat does on overflow.
 
@@ -51,7 +53,7 @@ def compact(
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
-    opts = context_options(strategy=strategy)
+    opts = context_options(strategy=strategy, summary_model=summary_model)
     work = resolve_workdir(workdir)
     limits = get_model_limits(settings.model, override=settings.context_window)
     env = environment(ctx)
@@ -69,7 +71,15 @@ def compact(
             if not recent:
                 raise UsageError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
-        engine = build_engine(settings, opts, sess, work, limits.context_tokens, sleep=env.sleep)
+        engine = build_engine(
+            settings,
+            opts,
+            sess,
+            work,
+            limits.context_tokens,
+            timeout=float(timeout or 120),
+            sleep=env.sleep,
+        )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
         if dry_run:
