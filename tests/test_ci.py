@@ -26,3 +26,11 @@ def test_the_test_command_fails_when_a_linter_or_the_type_checker_fails():
         ".venv/bin/mypy harness9",
     ):
         assert check in steps[:-1]  # joined by &&: a failing check stops the run non-zero
+
+
+def test_each_test_starts_without_harness9_or_llm_variables_but_its_own_home(harness9_home):
+    import os
+
+    leaked = {k for k in os.environ if k.startswith(("HARNESS9_", "LLM_"))} - {"HARNESS9_HOME"}
+    assert leaked == set()
+    assert os.environ["HARNESS9_HOME"] == str(harness9_home)
