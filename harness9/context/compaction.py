@@ -17,6 +17,7 @@ all read), ``plan`` (pure, no model call: what ``compact --dry-run`` shows) and
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -39,6 +40,7 @@ __all__ = [
     "ProgressCallback",
     "SlidingWindowCompactor",
     "TokenBudgetCompactor",
+    "TruncatingCompactor",
     "find_cut",
     "is_valid_tool_sequence",
 ]
@@ -211,7 +213,32 @@ def run_fallback(
     return CompactionResult(res.messages, res.plan, None, res.strategy, error)
 
 
-class TokenBudgetCompactor:
+class TruncatingCompactor(ABC):
+    """A compactor that keeps the system message and a newest suffix: ``compact`` applies
+    ``plan`` (``truncate``). It calls no model, so ``instructions`` and ``on_progress`` go unused.
+    """
+
+    strategy: str
+
+    @property
+    @abstractmethod
+    def threshold_tokens(self) -> int: ...
+
+    @abstractmethod
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        return truncate(msgs, self.plan(msgs, force=force))
+
+
+class TokenBudgetCompactor(TruncatingCompactor):
     """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``."""
 
     strategy = "budget"
@@ -281,18 +308,8 @@ class TokenBudgetCompactor:
             True, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_tokens
         )
 
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        return truncate(msgs, self.plan(msgs, force=force))
 
-
-class SlidingWindowCompactor:
+class SlidingWindowCompactor(TruncatingCompactor):
     """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
 
     The cut rule may keep a few more messages so that a block of results keeps
@@ -339,13 +356,3 @@ class SlidingWindowCompactor:
         return CompactionPlan(
             cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.threshold_tokens
         )
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        return truncate(msgs, self.plan(msgs, force=force))
