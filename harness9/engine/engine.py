@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness9.context.compaction import CompactionPlan
-from harness9.context.policy import ContextBreakdown, ContextPolicy
+from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
 from harness9.context.view import ModelView
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
@@ -161,59 +161,31 @@ class AgentEngine:
     # -- the turn ------------------------------------------------------------------
 
     def run_turn(self, user_text: str) -> TurnResult:
+        """The loop: view -> policy -> model -> tools -> save, until a reply without calls."""
         sess = self.session  # snapshot once: /new during a turn must not mix sessions
-        policy, opts, emit = self.policy, self.options, self.on_event
+        policy, emit = self.policy, self.on_event
         result = TurnResult()
         sess.add_messages([Message(ROLE_USER, user_text)])
         policy.begin_turn(sess, self.prompt_builder.build(sess), emit)
-        pending: list[ToolCall] = []
+        pending: list[ToolCall] = []  # calls of the last reply whose results are not saved yet
         tools_used: list[str] = []
-        forced_retry_done = False
+        may_compact_on_overflow = True
         try:
-            iteration = 0
-            while iteration < opts.max_iterations:
+            while result.iterations < self.options.max_iterations:
                 system = self.prompt_builder.build(sess)
                 tools = self.registry.definitions()
                 request = policy.prepare(sess, system, tools, tools_used[-5:], emit)
                 emit(ev.TokenUpdate(request.shown_tokens, policy.context_window))
-                try:
-                    reply, usage = self.provider.generate(
-                        request.messages,
-                        tools,
-                        stream=opts.stream,
-                        on_delta=lambda text: emit(ev.TextDelta(text)),
-                    )
-                except ContextWindowExceededError as exc:
-                    # Our estimate said it fits, the API says no: compact harder, once.
-                    if not policy.auto:
-                        raise ContextWindowExceededError(
-                            f"{exc} — automatic compaction is off: run /compact, then send again"
-                        ) from exc
-                    if forced_retry_done or policy.compactor is None:
-                        raise
-                    forced_retry_done = True
-                    emit(
-                        ev.Notice(
-                            f"the model rejected the context as too long ({exc}); compacting and retrying"
-                        )
-                    )
-                    policy.compact(sess, system, tools=tools, emit=emit)
+                answer = self._call_model(
+                    sess, system, tools, request, may_compact=may_compact_on_overflow
+                )
+                if answer is None:  # the context overflowed and was compacted: ask again
+                    may_compact_on_overflow = False
                     continue
-                except StreamInterruptedError as exc:
-                    partial = exc.partial
-                    if partial is not None and partial.content:
-                        kept = Message(ROLE_ASSISTANT, partial.content + "\n[reply interrupted]")
-                        sess.add_messages([kept])
-                    raise
-                iteration += 1
-                result.iterations = iteration
+                reply, usage = answer
+                result.iterations += 1
                 if usage is not None:
-                    self.last_usage = usage
-                    result.usage = usage
-                    if usage.input_tokens > 0:
-                        policy.observe_usage(request, usage.input_tokens)
-                        emit(ev.TokenUpdate(usage.input_tokens, policy.context_window, actual=True))
-                reply = Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls))
+                    self._record_usage(request, usage, result)
                 if not reply.content.strip() and not reply.tool_calls:
                     # Nothing to keep, and an empty assistant turn is rejected by some APIs
                     # on the next request: report it instead of storing it.
@@ -233,7 +205,7 @@ class AgentEngine:
                     pending.pop(0)
                     tools_used.append(call.name)
             result.error = (
-                f"stopped after {opts.max_iterations} model calls in one turn; "
+                f"stopped after {self.options.max_iterations} model calls in one turn; "
                 "send another message to let the agent continue"
             )
             emit(ev.Error(result.error))
@@ -251,6 +223,56 @@ class AgentEngine:
             result.error = str(exc)
             emit(ev.Error(result.error))
             return result
+
+    def _call_model(
+        self,
+        sess: CheckpointedSession,
+        system: Message,
+        tools: list[ToolDefinition],
+        request: Request,
+        *,
+        may_compact: bool,
+    ) -> tuple[Message, Usage | None] | None:
+        """The model's reply; None when it rejected the context as too long and the
+        policy compacted (once per turn: ``may_compact``)."""
+        policy, emit = self.policy, self.on_event
+        try:
+            reply, usage = self.provider.generate(
+                request.messages,
+                tools,
+                stream=self.options.stream,
+                on_delta=lambda text: emit(ev.TextDelta(text)),
+            )
+        except ContextWindowExceededError as exc:
+            # Our estimate said it fits, the API says no: compact harder, once.
+            if not policy.auto:
+                raise ContextWindowExceededError(
+                    f"{exc} — automatic compaction is off: run /compact, then send again"
+                ) from exc
+            if not may_compact or policy.compactor is None:
+                raise
+            emit(
+                ev.Notice(
+                    f"the model rejected the context as too long ({exc}); compacting and retrying"
+                )
+            )
+            policy.compact(sess, system, tools=tools, emit=emit)
+            return None
+        except StreamInterruptedError as exc:
+            partial = exc.partial
+            if partial is not None and partial.content:
+                kept = Message(ROLE_ASSISTANT, partial.content + "\n[reply interrupted]")
+                sess.add_messages([kept])
+            raise
+        return Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls)), usage
+
+    def _record_usage(self, request: Request, usage: Usage, result: TurnResult) -> None:
+        self.last_usage = result.usage = usage
+        if usage.input_tokens > 0:
+            self.policy.observe_usage(request, usage.input_tokens)
+            self.on_event(
+                ev.TokenUpdate(usage.input_tokens, self.policy.context_window, actual=True)
+            )
 
     def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
         self.on_event(ev.ToolStarted(call))
