@@ -66,7 +66,6 @@ from harness9.context.tokens import (
 )
 from harness9.context.topics import (
     SelectiveCompressor,
-    TopicConfig,
     TopicDetector,
     TopicSegment,
 )
@@ -119,7 +118,6 @@ __all__ = [
     "TokenBudgetCompactor",
     "TokenGrowthTracker",
     "ToolCallPattern",
-    "TopicConfig",
     "TopicDetector",
     "TopicSegment",
     "TriggerInfo",
