@@ -1,7 +1,8 @@
 """What the model is shown: pure functions of the stored log, plus the offload files.
 
 Token arithmetic, repair, compactors, the span summariser, fingerprints, eviction,
-triggers, topics, offload, the model view and the ContextPolicy that owns them. Never imports the engine, the UI or litellm.
+triggers, topics, offload, the model view, and the ContextPolicy that puts them
+together for the engine. Never imports the engine, the UI or litellm.
 """
 
 from harness9.context.compaction import (
