@@ -9,15 +9,11 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
-from support import run_cli
-from typer.testing import CliRunner
+from support import cli, run_cli
 
-from harness9.cli import app
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint
 from harness9.store.backend import open_store as open_manager
-
-runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
@@ -25,10 +21,6 @@ def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
     """Every test here runs on the SQLite file and on PostgreSQL (through the URL)."""
     if backend == "postgres":
         monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)
-
-
-def cli(*args: str, input: str | None = None):
-    return runner.invoke(app, list(args), input=input)
 
 
 def full_session() -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
 
@@ -72,10 +72,12 @@ def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
 
 
-def _read_input(source: str) -> str:
+def _read_input(env: Environment, source: str) -> str:
     try:
         if source == "-":
-            return sys.stdin.buffer.read().decode("utf-8")
+            stdin = env.stdin
+            raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+            return raw.decode("utf-8")
         return Path(source).read_bytes().decode("utf-8")
     except OSError as exc:
         raise HarnessError(f"cannot read {source}: {exc.strerror or exc}") from exc
@@ -84,6 +86,7 @@ def _read_input(source: str) -> str:
 
 
 def export_command(
+    ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
     fmt: Annotated[
         ExportFormat | None,
@@ -102,6 +105,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
+    env = environment(ctx)
     from harness9.store.backend import open_existing_store
     from harness9.store.export import export_json
 
@@ -114,7 +118,7 @@ def export_command(
     with store:
         snap = store.snapshot(store.resolve_id(session_id))
     for row in snap.corrupt_rows:
-        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
         text = export_json(snap)
     else:
@@ -122,13 +126,14 @@ def export_command(
 
         text = session_markdown(snap)
     if output is None:
-        sys.stdout.write(text)
+        env.write(text)
         return
     write_file_atomically(output, text, force=force)
-    typer.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+    env.echo(f"Exported session {snap.info.id} to {output}.", err=True)
 
 
 def import_command(
+    ctx: typer.Context,
     source: Annotated[
         str, typer.Argument(metavar="FILE", help="A JSON export, or - to read standard input.")
     ],
@@ -143,7 +148,8 @@ def import_command(
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
-    text = _read_input(source)
+    env = environment(ctx)
+    text = _read_input(env, source)
     try:
         snap = parse_export(text)
     except ImportFormatError as exc:
@@ -152,10 +158,11 @@ def import_command(
         sid = store.restore(snap, new_id=new_id)
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
-    typer.echo(f"Imported session {sid} ({what}{note}).")
+    env.echo(f"Imported session {sid} ({what}{note}).")
 
 
 def migrate_command(
+    ctx: typer.Context,
     to: Annotated[
         str,
         typer.Option(
@@ -172,6 +179,7 @@ def migrate_command(
     database URL is set). Sessions already in the destination are skipped, so an
     interrupted migration can simply be run again. The source is never changed.
     """
+    env = environment(ctx)
     from harness9.store.backend import open_existing_store, open_url
     from harness9.store.migrate import migrate_sessions
 
@@ -179,7 +187,7 @@ def migrate_command(
         raise UsageError("--to needs a postgresql:// URL or an SQLite file path")
     source = open_existing_store()
     if source is None:
-        typer.echo("No sessions to migrate.")
+        env.echo("No sessions to migrate.")
         return
     with source, open_url(to.strip()) as dest:
         if _same_store(source.location, dest.location):
@@ -187,7 +195,7 @@ def migrate_command(
         report = migrate_sessions(source, dest, offload_dir=_offload_dir())
     skipped = f", {_plural(report.skipped, 'session')} already there" if report.skipped else ""
     blobs = f", {_plural(report.blobs, 'offloaded output')}" if report.blobs else ""
-    typer.echo(
+    env.echo(
         f"Copied {_plural(report.copied, 'session')} "
         f"({_plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
     )

@@ -38,6 +38,7 @@ __all__ = [
     "OffloadWriter",
     "OffloadedResult",
     "is_offload_marker",
+    "remove_session_offloads",
     "valid_session_id",
 ]
 RECALL_MAX_CHARS = 8000
@@ -273,12 +274,25 @@ class OffloadStore:
         return removed
 
     def clean_session(self, session_id: str) -> None:
-        """Forget and delete everything offloaded for a session (``/new``, session delete)."""
-        if not valid_session_id(session_id):
-            raise OffloadError(f"invalid session id for offload: {session_id!r}")
+        """Forget and delete everything offloaded for a session (``/new``, session delete).
+
+        The one deleter of a session's offloads. In files, a symlink in place of the
+        directory is unlinked, never followed; an id this store would never have made a
+        directory for has nothing to delete. What cannot be removed is an OffloadError.
+        """
         with self._lock:
             self._index.pop(session_id, None)
-        self.blobs.delete_session(session_id)
+        if not valid_session_id(session_id):
+            return
+        try:
+            self.blobs.delete_session(session_id)
+        except BlobError as exc:
+            raise OffloadError(str(exc)) from exc
+
+
+def remove_session_offloads(session_id: str) -> None:
+    """Delete a deleted session's offloaded results (the store's ``on_session_deleted``)."""
+    OffloadStore().clean_session(session_id)
 
 
 def _read_range(stream: BinaryIO, offset: int, limit: int) -> tuple[str, int]:

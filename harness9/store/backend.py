@@ -13,7 +13,7 @@ fill it in completely.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness9.errors import ConfigError, UsageError
@@ -96,7 +96,7 @@ def is_database_url(text: str) -> bool:
     return text.strip().lower().startswith(SCHEMES)
 
 
-def database_url(cfg: dict[str, Any] | None = None) -> str | None:
+def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
     """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
     if _flag_url is not None:
         if not is_database_url(_flag_url):
@@ -138,8 +138,15 @@ def _redacted(url: str) -> str:
     return url
 
 
-def open_url(url: str) -> SessionStore:
-    """The store at ``url``: a PostgreSQL URL, or a path to an SQLite file."""
+OnDeleted = Callable[[str], None] | None
+
+
+def open_url(url: str, *, on_session_deleted: OnDeleted = None) -> SessionStore:
+    """The store at ``url``: a PostgreSQL URL, or a path to an SQLite file.
+
+    ``on_session_deleted`` is called with each deleted session's id once the deletion
+    is committed (whoever keeps files beside the store removes them there).
+    """
     if is_database_url(url):
         try:
             from harness9.store.postgres import PostgresManager
@@ -147,30 +154,34 @@ def open_url(url: str) -> SessionStore:
             raise ConfigError(
                 f"a PostgreSQL store needs psycopg: pip install 'harness9[postgres]' ({exc.msg})"
             ) from None
-        return PostgresManager(url)
+        return PostgresManager(url, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import Manager
 
-    return Manager(os.path.expanduser(url))
+    return Manager(os.path.expanduser(url), on_session_deleted=on_session_deleted)
 
 
-def open_store(cfg: dict[str, Any] | None = None) -> SessionStore:
+def open_store(
+    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
+) -> SessionStore:
     """The user's store, created if missing (the SQLite file, or the schema on the server)."""
     url = database_url(cfg)
     if url is not None:
-        return open_url(url)
+        return open_url(url, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import open_manager
 
-    return open_manager()
+    return open_manager(on_session_deleted=on_session_deleted)
 
 
-def open_existing_store(cfg: dict[str, Any] | None = None) -> SessionStore | None:
+def open_existing_store(
+    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
+) -> SessionStore | None:
     """The user's store, or None when there is no SQLite file yet (reading must not create one).
 
     A PostgreSQL store always opens: the server exists, and an empty schema reads as empty.
     """
     url = database_url(cfg)
     if url is not None:
-        return open_url(url)
+        return open_url(url, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import open_existing_manager
 
-    return open_existing_manager()
+    return open_existing_manager(on_session_deleted=on_session_deleted)

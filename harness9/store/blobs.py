@@ -189,10 +189,16 @@ class FileBlobStore:
 
     def delete_session(self, session_id: str) -> None:
         path = self._dir(session_id, create=False)
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()  # never followed
+            elif path.is_dir():
+                shutil.rmtree(path)
+        except OSError as exc:
+            raise BlobError(
+                f"the tool results of session {session_id} in {path} could not be "
+                f"removed: {exc.strerror or exc}"
+            ) from exc
 
     def delete_older_than(self, cutoff_unix: float) -> list[str]:
         removed: list[str] = []

@@ -16,12 +16,11 @@ concurrent writer just updated, so a session written to meanwhile is kept.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,13 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.store.codec import (
+    CHECKPOINT_COLUMNS,
+    CorruptValueError,
+    calls_from_text,
+    calls_to_text,
+    checkpoint_from_values,
+)
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
@@ -49,10 +55,6 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT_S = 10
 
-_CHECKPOINT_COLUMNS = (
-    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
-    "messages_before, messages_after, created_at"
-)
 _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
 _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
 _COPY_MESSAGES = (
@@ -119,28 +121,23 @@ def _first_title(msgs: Iterable[Message]) -> str:
     return ""
 
 
-def _encode_calls(calls: list[ToolCall]) -> str | None:
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-        ensure_ascii=False,
-    )
-
-
-def _decode_calls(calls_json: str) -> list[ToolCall]:
-    """ValueError for bad JSON; TypeError/KeyError for the wrong shape."""
-    return [ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)]
-
-
 class PostgresManager:
     """Owner of one PostgreSQL connection; creates, opens, lists and deletes sessions.
 
     Safe to share between threads: every use of the connection holds one lock.
     """
 
-    def __init__(self, url: str, *, connect_timeout: int = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: int = CONNECT_TIMEOUT_S,
+        on_session_deleted: Callable[[str], None] | None = None,
+    ) -> None:
         self.url = url
+        # Called with each deleted session's id once the deletion is committed, as the
+        # SQLite Manager does. Offloaded outputs here go with their rows (ON DELETE CASCADE).
+        self.on_session_deleted = on_session_deleted
         self.location = redact(url)
         self._connect_timeout = connect_timeout
         self._lock = threading.RLock()
@@ -357,7 +354,14 @@ class PostgresManager:
                 "(SELECT 1 FROM messages WHERE session_id = %s)",
                 (session_id, session_id),
             ).rowcount
+        if gone:
+            self._deleted([session_id])
         return bool(gone)
+
+    def _deleted(self, session_ids: Iterable[str]) -> None:
+        if self.on_session_deleted is not None:
+            for sid in session_ids:
+                self.on_session_deleted(sid)
 
     def delete_sessions(
         self, session_ids: Iterable[str], *, updated_before: float | None = None
@@ -384,6 +388,7 @@ class PostgresManager:
                 ).rowcount:
                     continue
                 deleted.append(sid)
+        self._deleted(deleted)
         return deleted
 
     def delete_sessions_older_than(
@@ -402,7 +407,9 @@ class PostgresManager:
                 "SELECT id FROM gone" + _ORDER_SQL,
                 (cutoff_unix, spared),
             ).fetchall()
-        return [r[0] for r in rows]
+        ids = [r[0] for r in rows]
+        self._deleted(ids)
+        return ids
 
     # -- moving sessions -----------------------------------------------------------------
 
@@ -465,7 +472,7 @@ class PostgresManager:
                                     sid,
                                     m.role,
                                     m.content,
-                                    _encode_calls(m.tool_calls),
+                                    calls_to_text(m.tool_calls),
                                     m.tool_call_id or None,
                                     r.created_at,
                                 )
@@ -570,16 +577,11 @@ class PostgresSession:
         out: list[StoredMessage] = []
         corrupt: list[CorruptRow] = []
         for rid, role, content, calls_json, call_id, created in rows:
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = _decode_calls(calls_json)
-                except ValueError:
-                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
-                    continue
-                except (TypeError, KeyError):
-                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
-                    continue
+            try:
+                calls = calls_from_text(calls_json)
+            except CorruptValueError as exc:
+                corrupt.append(CorruptRow(rid, str(exc)))
+                continue
             out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
         self.corrupt_rows = corrupt
         return out
@@ -595,19 +597,19 @@ class PostgresSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s "
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s "
                 "ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
-        return _checkpoint(row) if row else None
+        return checkpoint_from_values(row) if row else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s ORDER BY id",
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s ORDER BY id",
                 (self._id,),
             ).fetchall()
-        return [_checkpoint(r) for r in rows]
+        return [checkpoint_from_values(r) for r in rows]
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -633,7 +635,7 @@ class PostgresSession:
         now = time.time()
         sid = self._id
         rows = [
-            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
+            (sid, m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None, now)
             for m in msgs
         ]
         if len(rows) == 1:
@@ -688,15 +690,13 @@ class PostgresSession:
             if row is None:
                 return None
             rid, role, content, calls_json, call_id = row
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = _decode_calls(calls_json)
-                except (ValueError, TypeError, KeyError) as exc:
-                    # Raising rolls back: a message we cannot return is not deleted.
-                    raise StoreError(
-                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                    ) from exc
+            try:
+                calls = calls_from_text(calls_json)
+            except CorruptValueError as exc:
+                # Raising rolls back: a message we cannot return is not deleted.
+                raise StoreError(
+                    f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
+                ) from exc
             conn.execute("DELETE FROM messages WHERE id = %s", (rid,))
             conn.execute(
                 "DELETE FROM compactions WHERE session_id = %s AND last_message_id >= %s",
@@ -770,18 +770,3 @@ class PostgresSession:
                 ),
             ).fetchone() or (0,)
         return replace(cp, id=int(new_id), created_at=created)
-
-
-def _checkpoint(row: tuple[Any, ...]) -> Checkpoint:
-    cid, last, summary, strategy, tb, ta, mb, ma, created = row
-    return Checkpoint(
-        last_message_id=last,
-        summary=summary,
-        strategy=strategy,
-        tokens_before=tb,
-        tokens_after=ta,
-        messages_before=mb,
-        messages_after=ma,
-        created_at=created,
-        id=cid,
-    )
