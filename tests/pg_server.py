@@ -31,7 +31,16 @@ def _bin_dirs() -> list[Path]:
 
 
 def find_binaries(*, install: bool = True) -> tuple[Path | None, str]:
-    """(the server's bin directory, "") or (None, why there is none)."""
+    """(the server's bin directory, "") or (None, why there is none).
+
+    ``HARNESS9_PG_BINDIR`` names the directory to use instead of searching (and of
+    installing): for a server installed elsewhere.
+    """
+    chosen = os.environ.get("HARNESS9_PG_BINDIR")
+    if chosen:
+        if (Path(chosen) / "initdb").exists():
+            return Path(chosen), ""
+        return None, f"HARNESS9_PG_BINDIR={chosen} holds no initdb"
     dirs = _bin_dirs()
     if dirs:
         return dirs[0], ""

@@ -7,10 +7,12 @@ test_store, test_search, test_retention, test_export_import); this file covers t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -593,3 +595,26 @@ def test_bad_queries_give_the_sqlite_stores_errors(bad):
     with pytest.raises(SearchQueryError) as pg_err:
         parse(bad)
     assert str(pg_err.value) == str(sqlite_err.value)
+
+
+# -- CI must not pass with the server tests skipped ------------------------------------------
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", "1 error"), ("", "1 skipped")])
+def test_without_a_server_the_suite_skips_locally_and_fails_in_ci(tmp_path, ci, outcome):
+    (tmp_path / "test_needs_pg.py").write_text("def test_it(pg_cluster):\n    pass\n")
+    tests_dir = Path(__file__).resolve().parent
+    env = cli_env(HARNESS9_PG_BINDIR=str(tmp_path / "no-server"), CI=ci)
+    env["PYTHONPATH"] = os.pathsep.join([str(tests_dir), env["PYTHONPATH"]])
+    env.pop("HARNESS9_REQUIRE_POSTGRES", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "conftest", "test_needs_pg.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert outcome in done.stdout, done.stdout + done.stderr
+    assert "holds no initdb" in done.stdout
+    assert (done.returncode != 0) == (ci == "true")
