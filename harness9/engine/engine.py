@@ -36,6 +36,7 @@ from harness9.schema import (
     ToolDefinition,
     Usage,
 )
+from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
@@ -125,6 +126,7 @@ class AgentEngine:
         auto_compact: bool = True,
         topic_compressor: Compactor | None = None,
         token_counter: Any = None,
+        save_retry_s: float = SAVE_RETRY_S,
     ) -> None:
         self.provider = provider
         self.registry = registry
@@ -152,19 +154,38 @@ class AgentEngine:
         self._evicted: dict[str, int] = {}
         self._warned_full: dict[str, bool] = {}
         self._lock = threading.RLock()
-        self._session = session
+        self._save_retry_s = save_retry_s  # how long a save retries a locked database
+        self._session = self._holding(session)
         self._compactor = compactor
 
     # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
 
     @property
-    def session(self) -> CheckpointedSession:
+    def session(self) -> HoldingSession:
         with self._lock:
             return self._session
 
+    def _holding(self, session: CheckpointedSession) -> HoldingSession:
+        """Every save goes through a HoldingSession: a locked database never loses a reply."""
+        if isinstance(session, HoldingSession):
+            return session
+
+        def notice(text: str) -> None:
+            self.on_event(ev.Notice(text))
+
+        return HoldingSession(session, on_held=notice, on_saved=notice, retry_s=self._save_retry_s)
+
+    def flush_held(self) -> int:
+        """Save messages held back by a locked database; return how many are still held."""
+        with self._lock:
+            sess = self._session
+        sess.flush()
+        return len(sess.held)
+
     def set_session(self, session: CheckpointedSession) -> None:
         with self._lock:
-            self._session = session
+            self._session.flush()  # the session being left keeps what it was told
+            self._session = self._holding(session)
             self.last_usage = None
             sid = session.session_id
             for state in (self._last_compaction, self._evicted, self._warned_full):
