@@ -280,7 +280,12 @@ def search_sessions(
     if store is not None:
         with store:
             full_id = store.resolve_id(session) if session is not None else None
-            hits = store.search(text, limit=limit, session_id=full_id)
+            from rich.console import Console
+
+            from harness9.ui.search_view import IndexProgress
+
+            with IndexProgress(Console(stderr=True, highlight=False)) as progress:
+                hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
     if as_json:
         _print_json([_hit_json(h) for h in hits])
         return
