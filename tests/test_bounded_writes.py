@@ -1,7 +1,7 @@
 """Long writes in bounded steps: another process saving meanwhile never waits long or fails.
 
 The other process is real (a subprocess with its own Manager), as a running chat is.
-Waits are asserted against a generous bound (2 s, against steps of ~50 ms and the
+Waits are asserted against a generous bound (2 s, against steps of ~100 ms and the
 5 s lock timeout that used to be hit), never a tight timing.
 """
 

@@ -53,7 +53,7 @@ from harness9.store.session import (
 
 BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock before giving up
 LOCK_POLL_S = 0.002  # how often a waiting writer retries the lock (SQLite's own wait: 100 ms)
-STEP_TARGET_S = 0.05  # how long one step of a long write aims to hold the lock
+STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
