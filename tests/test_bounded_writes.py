@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness9.schema import Message
-from harness9.store import Manager
+from harness9.store import Manager, fts_index
 from harness9.store.fts_index import is_behind
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,3 +182,32 @@ def test_a_session_written_to_during_a_stepped_delete_is_kept(manager: Manager):
     deleted = manager.delete_sessions(candidates, updated_before=2000.0)
     assert last.session_id not in deleted and len(deleted) == 29
     assert [i.id for i in manager.list_sessions()] == [last.session_id]
+
+
+def test_another_deferred_index_rides_on_the_same_bounded_catch_up(
+    manager: Manager, db: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # What a later migration adds: a table, a mark column with DEFAULT 0, no back-fill.
+    with manager.transaction() as conn:
+        conn.execute("CREATE VIRTUAL TABLE messages_extra USING fts5(body, tokenize='trigram')")
+        conn.execute("ALTER TABLE fts_state ADD COLUMN extra_upto INTEGER NOT NULL DEFAULT 0")
+    monkeypatch.setattr(
+        fts_index,
+        "INDEXES",
+        [
+            *fts_index.INDEXES,
+            fts_index.DeferredIndex("messages_extra", "extra_upto", "new.content"),
+        ],
+    )
+    s = manager.new_session()
+    insert_unindexed(db, s.session_id, 3_000)
+    steps: list[tuple[int, int]] = []
+    manager.search("parser", on_progress=lambda d, t: steps.append((d, t)))
+    assert steps[0] == (0, 6_000) and steps[-1] == (6_000, 6_000)
+    with manager.read() as conn:
+        assert conn.execute("SELECT count(*) FROM messages_extra").fetchone() == (3_000,)
+        assert conn.execute("SELECT indexed_upto, extra_upto FROM fts_state").fetchone() == (
+            3_000,
+            3_000,
+        )
+        assert not fts_index.is_behind(conn)

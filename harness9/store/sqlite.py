@@ -7,8 +7,8 @@ file queue for the write lock instead of failing with "database is locked".
 Long writes (the search index's catch-up, deleting many sessions) run as many
 short transactions, each sized to hold the lock for about STEP_TARGET_S, with
 the lock free for a moment between them; a writer waiting for the lock polls
-every LOCK_POLL_S, so it gets in at the first gap. No writer then waits much
-longer than one step, however much work the long write has left.
+often (harness9.store.locking), so it gets in at the first gap. No writer then
+waits much longer than one step, however much work the long write has left.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -51,8 +52,6 @@ from harness9.store.session import (
     StoreError,
 )
 
-BUSY_TIMEOUT_MS = 5000  # how long a write waits for another process's lock before giving up
-LOCK_POLL_S = 0.002  # how often a waiting writer retries the lock (SQLite's own wait: 100 ms)
 STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
@@ -74,13 +73,6 @@ _CHECKPOINT_COLUMNS = (
     "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
     "messages_before, messages_after, created_at"
 )
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def advice(detail: str) -> str:
@@ -270,7 +262,7 @@ class Manager:
         with self._lock:
             conn = self.conn
             try:
-                self._begin(conn)
+                begin_immediate(conn, self.lock_wait_s)
             except sqlite3.Error as exc:
                 raise self._write_error(exc) from exc
             try:
@@ -285,30 +277,9 @@ class Manager:
                     raise self._write_error(exc) from exc
                 raise
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE, retried every LOCK_POLL_S for up to ``lock_wait_s``.
-
-        SQLite's own busy handler backs off to one retry per 100 ms, so a writer queued
-        behind a long write in steps would rarely hit the short gap between two steps;
-        polling this often, it takes the first one.
-        """
-        deadline = time.monotonic() + self.lock_wait_s
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(LOCK_POLL_S)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
-
     def _write_error(self, exc: sqlite3.Error) -> StoreError:
         text = f"cannot write session database {self.path}: {exc}{advice(str(exc))}"
-        return StoreBusyError(text) if _is_busy(exc) else StoreError(text)
+        return StoreBusyError(text) if is_busy(exc) else StoreError(text)
 
     def in_steps(self, step: Callable[[sqlite3.Connection, int], tuple[int, bool]]) -> int:
         """Run ``step(conn, size)``, each call its own write transaction, until it is done.
