@@ -77,7 +77,10 @@ class HoldingSession:
         earlier = len(self._held)
         now = time.time()
         self._held.extend(StoredMessage(0, m, now) for m in msgs)
-        self._flush(patient=True, earlier=earlier)
+        # Once the user knows the database is stuck, one attempt per save (itself a wait of
+        # the Manager's lock_wait_s) is enough: a turn must not stall for the whole back-off
+        # at every message.
+        self._flush(patient=not self._told, earlier=earlier)
 
     def flush(self, *, patient: bool = True) -> bool:
         """Save the held messages now; True when nothing is held any more."""
