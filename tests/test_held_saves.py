@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from llm_server import TextReply
 
+from harness9.config import ContextOptions
+from harness9.context.policy import ContextPolicy
 from harness9.engine import events as ev
-from harness9.engine.engine import AgentEngine
+from harness9.engine.engine import AgentEngine, EngineOptions
 from harness9.engine.prompt import PromptBuilder
-from harness9.engine.setup import build_compactor
 from harness9.provider import LLMProvider
 from harness9.schema import Message
 from harness9.store import Checkpoint, Manager, StoreBusyError
@@ -158,17 +159,16 @@ def test_a_chat_reply_saved_into_a_locked_database_is_kept_shown_and_saved_next_
     llm_server.respond_with(lock_then_reply)
     provider = LLMProvider("openai/test-model", api_base=llm_server.base_url, backoff_base=0.01)
     seen: list[ev.Event] = []
+    opts = ContextOptions(strategy="summarize", smart_triggers=False, offload=False)
     engine = AgentEngine(
         provider,
         default_registry(),
         tmp_path,
         session=session,
-        compactor=build_compactor("summarize", provider, 128_000),
-        context_window=128_000,
+        policy=ContextPolicy.from_options(opts, provider, 128_000),
         prompt_builder=PromptBuilder(tmp_path),
         on_event=seen.append,
-        assume_yes=True,
-        save_retry_s=0.3,
+        options=EngineOptions(assume_yes=True, save_retry_s=0.3),
     )
     try:
         result = engine.run_turn("hello")

@@ -103,7 +103,9 @@ def compact(
             return
 
         if opts.strategy in ("summarize", "phase2"):
-            engine.provider.check_credentials()
+            from harness9.provider import LLMProvider
+
+            LLMProvider(settings.model, settings.api_base).check_credentials()
         from harness9.engine import events as ev
 
         status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
