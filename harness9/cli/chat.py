@@ -114,8 +114,19 @@ def chat(
             on_ready=preload_in_background if interactive else None,
         )
         code = loop.run()
+        # A reply held back by a locked database gets one more patient try before exit.
+        unsaved = engine.flush_held()
+        if unsaved:
+            what = "1 message" if unsaved == 1 else f"{unsaved} messages"
+            err.print(
+                f"error: {what} of this session could not be saved: the session database "
+                f"{manager.path} stayed locked by another process",
+                style="red",
+                markup=False,
+            )
+            code = code or 1
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session
-        if started_empty and current.session_id == session.session_id:
+        if started_empty and not unsaved and current.session_id == session.session_id:
             manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)

@@ -264,7 +264,10 @@ def search_sessions(
     if store is not None:
         with store:
             full_id = store.resolve_id(session) if session is not None else None
-            hits = store.search(text, limit=limit, session_id=full_id)
+            from harness9.ui.search_view import IndexProgress
+
+            with IndexProgress(env.console(err=True)) as progress:
+                hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
     if as_json:
         _print_json(env, [_hit_json(h) for h in hits])
         return

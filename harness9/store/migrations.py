@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from harness9.store.locking import begin_immediate
+
 # The text indexed for a message row ``new`` (part of migration 4: never edit it; a change
 # is a new migration that rebuilds the index). Invalid JSON is indexed as nothing rather
 # than failing the insert: the store reports such rows as corrupt, it must still write them.
@@ -191,7 +193,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     (current,) = conn.execute("PRAGMA user_version").fetchone()
     if current == SCHEMA_VERSION:
         return current
-    conn.execute("BEGIN IMMEDIATE")
+    begin_immediate(conn)
     try:
         current = check_version(conn)  # re-read under the lock
         if current == 0:

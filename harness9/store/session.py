@@ -27,6 +27,13 @@ class StoreError(HarnessError):
     """The database could not be opened or written; the message names the file."""
 
 
+class StoreBusyError(StoreError):
+    """Another process held the write lock for longer than this one would wait.
+
+    Nothing was written; the same write can simply be tried again later.
+    """
+
+
 @dataclass(slots=True)
 class SessionInfo:
     id: str

@@ -23,7 +23,7 @@ from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.errors import HarnessError
-from harness9.ui.search_view import render_hits
+from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
     compaction_notice,
     token_line,
@@ -303,7 +303,8 @@ class ChatLoop:
         if not rest:
             self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
             return
-        hits = self.manager.search(rest, limit=10)
+        with IndexProgress(self.io.err) as progress:
+            hits = self.manager.search(rest, limit=10, on_progress=progress)
         if not hits:
             self.io.err.print("no matches")
             return
