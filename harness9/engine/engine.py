@@ -120,6 +120,7 @@ class AgentEngine:
         stream: bool = True,
         confirm: Any = None,
         assume_yes: bool = False,
+        auto_approve: tuple[str, ...] = (),
         offload: Offloader | None = None,
         trigger: CompactionTrigger | None = None,
         auto_compact: bool = True,
@@ -136,6 +137,7 @@ class AgentEngine:
         self.stream = stream
         self.confirm = confirm
         self.assume_yes = assume_yes
+        self.auto_approve = auto_approve
         self.offload = offload
         self.trigger = trigger
         self.auto_compact = auto_compact
@@ -367,6 +369,7 @@ class AgentEngine:
                 if usage is not None:
                     self.last_usage = usage
                     result.usage = usage
+                    self.on_event(ev.ModelUsage(self.provider.model, usage))
                     if usage.input_tokens > 0:
                         if self.token_counter is not None:
                             self.token_counter.calibrate(counted, usage.input_tokens)
@@ -478,6 +481,7 @@ class AgentEngine:
             session=sess,
             confirm=self.confirm,
             assume_yes=self.assume_yes,
+            auto_approve=self.auto_approve,
             session_id=sess.session_id,
             open_output=(
                 (lambda tool, args: offload.open_stream(sess.session_id, tool, args))  # type: ignore[attr-defined]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness9.schema import Message, ToolCall
+from harness9.schema import Message, ToolCall, Usage
 
 
 @dataclass(slots=True)
@@ -15,6 +15,14 @@ class TokenUpdate:
     tokens: int
     context_window: int
     actual: bool = False
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    """What one model call consumed, as the server reported it."""
+
+    model: str
+    usage: Usage
 
 
 @dataclass(slots=True)
@@ -86,6 +94,7 @@ class Error:
 
 Event = (
     TokenUpdate
+    | ModelUsage
     | CompactionStarted
     | CompactionProgress
     | Compaction

@@ -9,9 +9,10 @@ from rich.text import Text
 from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
 
-# Everything but newline and tab from C0/C1 and DEL: model text and tool output must not
-# be able to move the cursor, change the title or hide text in the user's terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Everything but newline and tab from C0/C1 and DEL, plus the bidi overrides: model text
+# and tool output must not be able to move the cursor, change the title, hide text or
+# reorder what the user reads.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def inert(text: str) -> str:
