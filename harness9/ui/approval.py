@@ -94,7 +94,9 @@ class TerminalApprover:
             if answer in ("a", "always"):
                 self.always.add(key)
                 what = _WHAT.get(approval.tool, "action")
-                self._decision(f"✓ allowed: {subject} (always for this {what}, this session)", "green")
+                self._decision(
+                    f"✓ allowed: {subject} (always for this {what}, this session)", "green"
+                )
                 return True
             if answer in ("n", "no", ""):
                 self._decision(f"✗ declined: {subject}", "red")
