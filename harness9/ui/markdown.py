@@ -14,15 +14,20 @@ reply can never drive the terminal, and Markdown links are shown, not made live.
 from __future__ import annotations
 
 import re
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.live import Live
-from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.text import Text
 
 from harness9.ui.status import inert
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.markdown import Markdown
+
+# rich.markdown (markdown-it) and rich.live are imported on the first reply, not at start-up:
+# the prompt must appear quickly, and by the first reply the model call has cost far more.
 
 CODE_THEME = "monokai"
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -84,6 +89,8 @@ def split_blocks(text: str, *, final: bool = False) -> tuple[list[str], str]:
 
 def render_markdown(source: str) -> Markdown:
     """One finished block, safe to print: control characters made visible, links inert."""
+    from rich.markdown import Markdown
+
     return Markdown(inert(source), code_theme=CODE_THEME, hyperlinks=False)
 
 
@@ -97,6 +104,31 @@ class _Tail:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         lines = console.render_lines(self.text, options.update(height=None), pad=False)
         for line in lines[-self.max_lines :]:
+            yield from line
+            yield Segment.line()
+
+
+class _Trimmed:
+    """A renderable without its leading and trailing blank lines.
+
+    Rich pads code blocks and tables with an empty line above and below; printed
+    block by block, with one blank line between blocks, that padding would double up.
+    """
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options, pad=False)
+
+        def blank(line: list[Segment]) -> bool:
+            return not "".join(seg.text for seg in line).strip()
+
+        while lines and blank(lines[0]):
+            lines.pop(0)
+        while lines and blank(lines[-1]):
+            lines.pop()
+        for line in lines:
             yield from line
             yield Segment.line()
 
@@ -134,7 +166,7 @@ class MarkdownReply:
             self._live.update(Text(""), refresh=True)
         if self._printed:
             self.console.print()
-        self.console.print(render_markdown(block))
+        self.console.print(_Trimmed(render_markdown(block)))
         self._printed += 1
 
     def _show_pending(self, *, refresh: bool) -> None:
@@ -144,8 +176,12 @@ class MarkdownReply:
                 self._live.update(Text(""), refresh=refresh)
             return
         # Leave room for the lines above; a long block shows its newest lines.
-        view = _Tail(inert(pending), self.console.size.height - 2)
+        # The blank line that will separate it from the block above, shown already.
+        lead = "\n" if self._printed else ""
+        view = _Tail(lead + inert(pending), self.console.size.height - 2)
         if self._live is None:
+            from rich.live import Live
+
             self._live = Live(
                 view,
                 console=self.console,
