@@ -204,14 +204,16 @@ def chat(
 
         reader = stdin_reader(sys.stdin)
         if interactive and one_shot is None:
-            reader = terminal_reader(harness9_home() / "prompt_history")
+            # litellm starts importing once the prompt is drawn and loads while the user
+            # types; started earlier, the import would slow the first draw.
+            reader = terminal_reader(
+                harness9_home() / "prompt_history", on_shown=preload_in_background
+            )
         loop = ChatLoop(
             engine,
             manager,
             ChatIO(out, err, reader, interactive and one_shot is None, markdown=markdown),
             settings.model,
-            # In a terminal the prompt is ready at once and litellm imports while the user types.
-            on_ready=preload_in_background if interactive else None,
             pricing=call_cost,
             approver=approver,
             switch_model=switch_model,

@@ -26,8 +26,13 @@ def prompt_reader(
     *,
     pt_input: Any = None,
     pt_output: Any = None,
+    on_shown: Callable[[], Any] | None = None,
 ) -> Callable[[str], str]:
-    """A ``read_line(prompt)`` backed by prompt_toolkit (EOFError on Ctrl-D, Ctrl-C raises)."""
+    """A ``read_line(prompt)`` backed by prompt_toolkit (EOFError on Ctrl-D, Ctrl-C raises).
+
+    ``on_shown`` runs once, right after the first prompt is on the screen: chat
+    starts importing litellm there, so the import does not slow the first draw.
+    """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion
     from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -84,6 +89,15 @@ def prompt_reader(
         mouse_support=False,
         enable_suspend=True,
     )
+
+    if on_shown is not None:
+        pending = [on_shown]
+
+        def first_render(_app: Any) -> None:
+            while pending:
+                pending.pop()()
+
+        session.app.after_render += first_render
 
     def read(prompt: str) -> str:
         return session.prompt(prompt)

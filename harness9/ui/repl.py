@@ -554,11 +554,13 @@ class ChatLoop:
         )
 
 
-def terminal_reader(history_file: Path | None = None) -> Callable[[str], str]:
+def terminal_reader(
+    history_file: Path | None = None, on_shown: Callable[[], Any] | None = None
+) -> Callable[[str], str]:
     """The line editor for a terminal: paste-safe, multi-line, history, Tab completion."""
     from harness9.ui.line_editor import prompt_reader
 
-    return prompt_reader([*SLASH_COMMANDS, "/quit"], history_file)
+    return prompt_reader([*SLASH_COMMANDS, "/quit"], history_file, on_shown=on_shown)
 
 
 def stdin_reader(stream: Any) -> Callable[[str], str]:
