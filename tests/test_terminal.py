@@ -495,3 +495,87 @@ def test_model_with_a_bad_window_is_one_error_line(llm_server):
     result = cli_chat(llm_server, stdin="/model openai/x lots\n")
     assert result.exit_code == 0
     assert "error: the window after /model NAME must be a whole number" in result.stderr
+
+
+def test_on_shown_runs_once_after_the_first_prompt_is_drawn():
+    calls: list[str] = []
+    with create_pipe_input() as pipe:
+        read = prompt_reader(
+            ["/help"],
+            None,
+            pt_input=pipe,
+            pt_output=DummyOutput(),
+            on_shown=lambda: calls.append("x"),
+        )
+        assert calls == []  # nothing before the prompt is drawn
+        pipe.send_text("one\r")
+        read("› ")
+        pipe.send_text("two\r")
+        read("› ")
+    assert calls == ["x"]
+
+
+# -- the real entry point in a pseudo-terminal ------------------------------------------------
+
+
+def run_in_pty(argv: list[str], env: dict[str, str], timeout: float = 120) -> str:
+    """Run ``python -m harness9 ARGV`` with stdin/stdout/stderr on a pty; all it printed."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    from support import cli_env
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness9", *argv],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=cli_env(**env),
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the pty
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    return seen.decode("utf-8", errors="replace")
+
+
+@pytest.mark.slow
+def test_in_a_terminal_the_reply_is_rendered_and_no_color_keeps_the_source(
+    llm_server, harness9_home
+):
+    source = "```python\nx = 1\n```\n"
+    env = {"HARNESS9_HOME": str(harness9_home), "OPENAI_API_KEY": "sk-test", "COLUMNS": "80"}
+    argv = ["chat", "--model", "openai/gpt-4o-mini", "--api-base", llm_server.base_url, "hi"]
+
+    llm_server.reply_text(source)
+    rendered = run_in_pty(argv, env)
+    llm_server.reply_text(source)
+    plain = run_in_pty(argv, {**env, "NO_COLOR": "1"})
+
+    assert "\x1b[" in rendered  # colours: a terminal
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rendered)
+    assert "x = 1" in text and "```" not in text  # a highlighted block, no fences
+    assert "```python\r\nx = 1\r\n```" in plain  # the pty turns \n into \r\n

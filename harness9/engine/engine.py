@@ -369,7 +369,6 @@ class AgentEngine:
                 if usage is not None:
                     self.last_usage = usage
                     result.usage = usage
-                    self.on_event(ev.ModelUsage(self.provider.model, usage))
                     if usage.input_tokens > 0:
                         if self.token_counter is not None:
                             self.token_counter.calibrate(counted, usage.input_tokens)
@@ -382,9 +381,12 @@ class AgentEngine:
                     # Nothing to keep, and an empty assistant turn is rejected by some APIs
                     # on the next request: report it instead of storing it.
                     result.error = EMPTY_REPLY.format(model=self.provider.model)
+                    self._report_usage(usage)
                     self.on_event(ev.Error(result.error))
                     return result
                 sess.add_messages([reply])
+                # Reported after the save: accounting must never delay keeping the reply.
+                self._report_usage(usage)
                 self.on_event(ev.AssistantReply(reply))
                 result.reply = reply
                 if not reply.tool_calls:
@@ -415,6 +417,10 @@ class AgentEngine:
             result.error = str(exc)
             self.on_event(ev.Error(result.error))
             return result
+
+    def _report_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.on_event(ev.ModelUsage(self.provider.model, usage))
 
     def _should_compact(
         self,

@@ -34,6 +34,8 @@ def usage_style(tokens: int, window: int) -> str:
 
 def format_cost(dollars: float) -> str:
     """``$0.0012``, ``$0.42``, ``$12.30``: enough digits to see a cheap session move."""
+    if 0 < dollars < 0.0001:
+        return "<$0.0001"
     if dollars < 0.01:
         return f"${dollars:.4f}"
     return f"${dollars:.2f}"
