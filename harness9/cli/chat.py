@@ -153,7 +153,7 @@ def chat(
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
     from rich.console import Console
 
-    out = Console(highlight=False, soft_wrap=not markdown)
+    out = Console(highlight=False, soft_wrap=not (markdown or interactive))
     if interactive and one_shot is None:
         err = out
     else:

@@ -60,14 +60,10 @@ class ChatIO:
     markdown: bool = False
 
 
-# A model call's usage and cost (None: unpriced) -> the session's totals so far.
-UsageSink = Callable[[str, Usage], UsageTotals]
-
-
 class EventRenderer:
     """Turns engine events into terminal output. One instance per chat.
 
-    The token line is printed once per turn (``end_turn``) and after a
+    The token line is printed once per turn (the loop calls ``print_token_line``) and after a
     compaction, not after every model call: a ten-step turn prints one.
     """
 
