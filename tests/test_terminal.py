@@ -156,7 +156,7 @@ def test_escape_sequences_in_a_markdown_reply_are_shown_not_obeyed(llm_server, m
     chat_loop(llm_server, manager, workdir, console, lines_of("hi")).run()
     raw = console.file.getvalue()
     assert "\x07" not in raw and "\u202e" not in raw and "\x1b]0;" not in raw
-    assert "␛]0;pwned" in console.export_text()
+    assert "\\x1b]0;pwned\\x07" in console.export_text()
 
 
 def test_markdown_link_targets_are_printed_not_made_clickable():

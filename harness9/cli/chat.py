@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harness9.cli import options
+from harness9.cli.env import environment
 from harness9.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 def chat(
+    ctx: typer.Context,
     prompt_arg: str | None = typer.Argument(
         None,
         metavar="[PROMPT]",
@@ -30,23 +31,9 @@ def chat(
         metavar="TEXT",
         help="Same as the PROMPT argument: one turn, reply on stdout, then exit.",
     ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="Model to talk to, as litellm names it (env LLM_MODEL; default openai/gpt-4o-mini).",
-    ),
-    api_base: str | None = typer.Option(
-        None,
-        "--api-base",
-        help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env LLM_API_BASE).",
-    ),
-    context_window: int | None = typer.Option(
-        None,
-        "--context-window",
-        min=1,
-        help="Context window in tokens; overrides the model map (env HARNESS9_CONTEXT_WINDOW).",
-    ),
+    model: options.Model = None,
+    api_base: options.ApiBase = None,
+    context_window: options.ContextWindow = None,
     resume: str | None = typer.Option(
         None,
         "--resume",
@@ -68,30 +55,13 @@ def chat(
         "--plain",
         help="Print replies as the model's exact text, not rendered Markdown (also NO_COLOR).",
     ),
-    workdir: Path | None = typer.Option(
-        None,
-        "--workdir",
-        "-C",
-        help="Directory the agent works in; file tools cannot leave it (default: current).",
-    ),
+    workdir: options.Workdir = None,
     no_stream: bool = typer.Option(
         False, "--no-stream", help="Wait for whole replies instead of streaming them."
     ),
-    timeout: int | None = typer.Option(
-        None,
-        "--timeout",
-        min=1,
-        metavar="SECONDS",
-        help="Give up on a model call after this long, then retry (env HARNESS9_TIMEOUT; default 120).",
-    ),
-    strategy: str | None = typer.Option(
-        None,
-        "--strategy",
-        help="Compaction: summarize (default), budget, window, evict or phase2 (config: compaction.strategy).",
-    ),
-    summary_model: str | None = typer.Option(
-        None, "--summary-model", help="A cheaper model for summaries (config: compaction.model)."
-    ),
+    timeout: options.Timeout = None,
+    strategy: options.Strategy = None,
+    summary_model: options.SummaryModel = None,
     auto_compact: bool | None = typer.Option(
         None,
         "--auto-compact/--no-auto-compact",
@@ -107,6 +77,18 @@ def chat(
     In a terminal, Alt-Enter or a line ending in \\ continues the message on a
     new line, and a paste is sent as one message.
     """
+    env = environment(ctx)
+    if resume and continue_:
+        raise UsageError("use either --resume ID or --continue, not both")
+    if prompt_arg is not None and prompt_opt is not None:
+        raise UsageError("give the prompt either as an argument or with --prompt, not both")
+    one_shot = prompt_arg if prompt_arg is not None else prompt_opt
+    if one_shot is not None and not one_shot.strip():
+        raise UsageError("the prompt is empty")
+    repl = env.interactive and one_shot is None
+    if repl:
+        _import_line_editor_in_background()
+
     from harness9.config import (
         Settings,
         context_options,
@@ -119,49 +101,36 @@ def chat(
     from harness9.provider.pricing import call_cost
     from harness9.store.retention import startup_retention
     from harness9.store.sqlite import open_manager
-    from harness9.ui.approval import TerminalApprover
+    from harness9.ui.approval import TerminalApprover, discard_type_ahead
     from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
-    if resume and continue_:
-        raise UsageError("use either --resume ID or --continue, not both")
-    if prompt_arg is not None and prompt_opt is not None:
-        raise UsageError("give the prompt either as an argument or with --prompt, not both")
-    one_shot = prompt_arg if prompt_arg is not None else prompt_opt
-    if one_shot is not None and not one_shot.strip():
-        raise UsageError("the prompt is empty")
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     tools = tool_options(cfg)
     work = resolve_workdir(workdir)
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    if interactive and one_shot is None:
-        _import_line_editor_in_background()
+    interactive = env.interactive
     # Markdown only for a person reading a terminal; pipes and NO_COLOR get the exact text.
-    markdown = sys.stdout.isatty() and not plain and not os.environ.get("NO_COLOR")
-    # Approvals need someone to answer: a terminal on stdin (the question goes to stderr
-    # in one-shot mode, so stdout stays the reply).
-    can_ask = sys.stdin.isatty() and (sys.stdout.isatty() or one_shot is not None)
-
-    if timeout is None and os.environ.get("HARNESS9_TIMEOUT"):
-        raw = os.environ["HARNESS9_TIMEOUT"]
-        if not raw.strip().isdigit() or int(raw) < 1:
-            raise UsageError(f"HARNESS9_TIMEOUT must be a whole number of seconds, got {raw!r}")
-        timeout = int(raw)
+    markdown = env.stdout_isatty and not plain and not os.environ.get("NO_COLOR")
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
     limits = get_model_limits(settings.model, override=settings.context_window)
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
-    from rich.console import Console
+    out = env.console(soft_wrap=not (markdown or interactive))
+    err = out if repl else env.console(err=True, soft_wrap=not env.stderr_isatty)
+    # Approvals need someone to answer: a terminal on stdin. In one-shot mode the question
+    # goes to stderr, so stdout stays the reply.
+    approver = None
+    if env.stdin_isatty and (env.stdout_isatty or one_shot is not None):
+        approver = TerminalApprover(
+            err,
+            ask=lambda prompt: _ask_line(err, env.stdin, prompt),
+            flush=lambda: discard_type_ahead(env.stdin),
+        )
+    from harness9.context.offload import remove_session_offloads
 
-    out = Console(highlight=False, soft_wrap=not (markdown or interactive))
-    if interactive and one_shot is None:
-        err = out
-    else:
-        err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
-    approver = TerminalApprover(err) if can_ask else None
-    with open_manager() as manager:
+    with open_manager(on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -171,7 +140,7 @@ def chat(
             session = manager.open_session(recent[0].id)
         else:
             session = None
-        note = startup_retention(manager, keep=[session.session_id] if session else [])
+        note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
         if session is None:
@@ -187,14 +156,15 @@ def chat(
                 window,
                 stream=not no_stream,
                 timeout=float(timeout or 120),
+                sleep=env.sleep,
                 confirm=approver,
                 assume_yes=yes,
                 auto_approve=tools.auto_approve,
             )
 
         engine = make_engine(settings.model, limits.context_tokens)
-        if engine.offload is not None:
-            engine.offload.clean_stale()
+        if engine.policy.offload is not None:
+            engine.policy.offload.clean_stale()
 
         def switch_model(name: str, window: int | None) -> tuple[Any, list[Text]]:
             """/model NAME [WINDOW]: the same session on another model, window recomputed."""
@@ -204,8 +174,8 @@ def chat(
             new_engine.set_session(loop.engine.session)
             return new_engine, window_notes(name, settings.api_base, window, new_limits)
 
-        reader = stdin_reader(sys.stdin)
-        if interactive and one_shot is None:
+        reader = stdin_reader(env.stdin)
+        if repl:
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
             reader = terminal_reader(
@@ -214,7 +184,7 @@ def chat(
         loop = ChatLoop(
             engine,
             manager,
-            ChatIO(out, err, reader, interactive and one_shot is None, markdown=markdown),
+            ChatIO(out, err, reader, repl, markdown=markdown),
             settings.model,
             pricing=call_cost,
             approver=approver,
@@ -228,6 +198,16 @@ def chat(
         if started_empty and current.session_id == session.session_id:
             manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)
+
+
+def _ask_line(console: Any, stdin: Any, prompt: str) -> str:
+    """The question on ``console``, one line of answer from ``stdin`` (EOFError at the end)."""
+    console.print(prompt, end="", markup=False, highlight=False)
+    console.file.flush()
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    return line
 
 
 def window_notes(model: str, api_base: str | None, override: int | None, limits: Any) -> list[Text]:

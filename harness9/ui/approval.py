@@ -10,25 +10,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from harness9.tools.base import Approval
-from harness9.ui.status import inert
+from harness9.ui.text import inert
 
 ANSWERS = "[y]es / [n]o / [a]lways"
 _WHAT = {"bash": "command", "write_file": "path"}
 
 
-def discard_type_ahead() -> None:
-    """Throw away keys already typed on a terminal stdin (nothing to do for a pipe)."""
+def discard_type_ahead(stream: TextIO | None = None) -> None:
+    """Throw away keys already typed on a terminal (default stdin; nothing for a pipe)."""
+    stream = stream if stream is not None else sys.stdin
     try:
-        if not sys.stdin.isatty():
+        if not stream.isatty():
             return
         import termios
 
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+        termios.tcflush(stream.fileno(), termios.TCIFLUSH)
     except (ImportError, OSError, ValueError):
         pass  # no termios (Windows) or stdin closed: nothing was typed ahead that we can see
 

@@ -20,7 +20,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.text import Text
 
-from harness9.ui.status import inert
+from harness9.ui.text import inert
 
 if TYPE_CHECKING:
     from rich.live import Live

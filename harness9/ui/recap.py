@@ -15,7 +15,8 @@ from rich.text import Text
 from harness9.context.tokens import format_token_count
 from harness9.schema import Message
 from harness9.store.session import SessionInfo
-from harness9.ui.status import inert, usage_style
+from harness9.ui.status import usage_style
+from harness9.ui.text import inert
 
 RECAP_LINES = 3  # lines kept of each side of the last exchange
 RECAP_CHARS = 240  # and at most this many characters

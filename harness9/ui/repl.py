@@ -31,11 +31,11 @@ from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
     format_cost,
-    inert,
     token_line,
     tool_call_line,
     tool_result_line,
 )
+from harness9.ui.text import inert
 
 SLASH_COMMANDS: dict[str, str] = {
     "/help": "show this help",
@@ -193,7 +193,7 @@ class ChatLoop:
     on_session_change: Callable[[str], None] | None = None
     # Called once the first prompt is about to show (chat starts loading litellm there, so
     # the import does not compete with start-up for the interpreter lock).
-    on_ready: Callable[[], None] | None = None
+    on_ready: Callable[[], object] | None = None
     # The price of one call's usage (None: unknown); None here: costs are not tracked.
     pricing: Callable[[str, Usage], float | None] | None = None
     # The tools' confirm callback when a person is at the terminal (its "always" answers
@@ -380,11 +380,11 @@ class ChatLoop:
                     highlight=False,
                     **fit,
                 )
-        n = self._pick(rest, len(infos), "number (anything else cancels): ")
-        if n is None:
+        picked = self._pick(rest, len(infos), "number (anything else cancels): ")
+        if picked is None:
             self.io.err.print("resume cancelled")
             return
-        self._resume(infos[n - 1].id)
+        self._resume(infos[picked - 1].id)
 
     def cmd_search(self, rest: str) -> None:
         if not rest:
