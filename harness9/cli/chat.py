@@ -20,7 +20,7 @@ def chat(
     ctx: typer.Context,
     prompt_arg: str | None = typer.Argument(
         None,
-        metavar="[PROMPT]",
+        metavar="PROMPT",
         help="Ask this, print the reply and exit (one turn; the session is kept).",
         show_default=False,
     ),
