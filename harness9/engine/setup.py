@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from harness9.engine.engine import AgentEngine
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
+    from harness9.tools.base import Approval
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -34,9 +35,10 @@ def build_engine(
     *,
     timeout: float = 120.0,
     stream: bool = True,
-    confirm: Callable[[str], bool] | None = None,
+    confirm: Callable[[Approval], bool] | None = None,
     assume_yes: bool = False,
     sleep: Callable[[float], None] = time.sleep,
+    auto_approve: tuple[str, ...] = (),
     blobs: BlobStore | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
@@ -69,5 +71,7 @@ def build_engine(
         session=session,
         policy=policy,
         prompt_builder=PromptBuilder(workdir),
-        options=EngineOptions(stream=stream, assume_yes=assume_yes, confirm=confirm),
+        options=EngineOptions(
+            stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
+        ),
     )

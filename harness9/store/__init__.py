@@ -15,6 +15,7 @@ from harness9.store.session import (
     Session,
     SessionInfo,
     SessionNotFoundError,
+    StoreBusyError,
     StoredMessage,
     StoreError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "SessionInfo",
     "SessionNotFoundError",
     "SessionStore",
+    "StoreBusyError",
     "StoreError",
     "StoredMessage",
     "is_session_id",

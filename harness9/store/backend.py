@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness9.errors import ConfigError, UsageError
 from harness9.store.blobs import BlobStore
 from harness9.store.search import SearchHit
-from harness9.store.session import CheckpointedSession, CorruptRow, SessionInfo
+from harness9.store.session import CheckpointedSession, CorruptRow, SessionInfo, UsageTotals
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -61,9 +61,30 @@ class SessionStore(Protocol):
 
     def session_info(self, session_id: str) -> SessionInfo: ...
 
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None: ...
+
+    def usage_totals(self, session_id: str) -> UsageTotals: ...
+
+    def usage_by_session(self) -> dict[str, UsageTotals]: ...
+
     def search(
-        self, query: str, *, limit: int = 20, session_id: str | None = None
-    ) -> list[SearchHit]: ...
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> list[SearchHit]:
+        """``on_progress(done, total)`` follows any indexing the search does first."""
+        ...
 
     def delete_session(self, session_id: str) -> None: ...
 

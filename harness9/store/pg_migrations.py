@@ -155,6 +155,26 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+MIGRATIONS.append(
+    (
+        # What a session's model calls consumed, summed as they happen (as SQLite's
+        # create_session_usage): one row per session; cost_usd sums the priced calls only.
+        "create_session_usage",
+        """
+        CREATE TABLE harness9.session_usage (
+            session_id     text    PRIMARY KEY
+                                   REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            model_calls    bigint  NOT NULL DEFAULT 0,
+            input_tokens   bigint  NOT NULL DEFAULT 0,  -- including the cached ones
+            output_tokens  bigint  NOT NULL DEFAULT 0,
+            cached_tokens  bigint  NOT NULL DEFAULT 0,
+            cost_usd       double precision NOT NULL DEFAULT 0,
+            unpriced_calls bigint  NOT NULL DEFAULT 0
+        );
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -47,6 +47,7 @@ from harness9.store.session import (
     SessionNotFoundError,
     StoredMessage,
     StoreError,
+    UsageTotals,
 )
 from harness9.store.sqlite import AmbiguousSessionError, is_session_id, make_title
 
@@ -294,13 +295,71 @@ class PostgresManager:
             raise SessionNotFoundError(session_id)
         return SessionInfo(*row)
 
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
+        with self.statement() as conn:
+            conn.execute(
+                "INSERT INTO session_usage AS u (session_id, model_calls, input_tokens, "
+                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
+                "VALUES (%s, 1, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
+                "model_calls = u.model_calls + 1, "
+                "input_tokens = u.input_tokens + excluded.input_tokens, "
+                "output_tokens = u.output_tokens + excluded.output_tokens, "
+                "cached_tokens = u.cached_tokens + excluded.cached_tokens, "
+                "cost_usd = u.cost_usd + excluded.cost_usd, "
+                "unpriced_calls = u.unpriced_calls + excluded.unpriced_calls",
+                (
+                    session_id,
+                    input_tokens,
+                    output_tokens,
+                    cached_tokens,
+                    cost_usd or 0.0,
+                    1 if cost_usd is None else 0,
+                ),
+            )
+
+    _USAGE_COLUMNS = (
+        "model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, unpriced_calls"
+    )
+
+    def usage_totals(self, session_id: str) -> UsageTotals:
+        """The session's summed usage; all zero for a session that made no model call."""
+        with self.read() as conn:
+            row = conn.execute(
+                f"SELECT {self._USAGE_COLUMNS} FROM session_usage WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+        return UsageTotals(*row) if row is not None else UsageTotals()
+
+    def usage_by_session(self) -> dict[str, UsageTotals]:
+        """Every session's summed usage that has any (for listings)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                f"SELECT session_id, {self._USAGE_COLUMNS} FROM session_usage"
+            ).fetchall()
+        return {row[0]: UsageTotals(*row[1:]) for row in rows}
+
     def search(
-        self, query: str, *, limit: int = 20, session_id: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> list[SearchHit]:
         """Messages matching ``query`` (words ANDed, "phrases", prefix*), best ts_rank first.
 
         Same query language and errors as the SQLite store; ``rank`` is the negated
-        ts_rank, so lower is better there too.
+        ts_rank, so lower is better there too. ``on_progress`` is never called: nothing is
+        indexed late here.
         """
         terms = parse(query)
         if session_id is not None and not is_session_id(session_id):
@@ -338,7 +397,7 @@ class PostgresManager:
             for sid, mid, role, created, title, body, rank in rows
         ]
 
-    def catch_up_index(self) -> int:
+    def catch_up_index(self, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Nothing to catch up: a message is indexed in the transaction that stores it."""
         return 0
 
