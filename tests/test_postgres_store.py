@@ -618,3 +618,17 @@ def test_without_a_server_the_suite_skips_locally_and_fails_in_ci(tmp_path, ci, 
     assert outcome in done.stdout, done.stdout + done.stderr
     assert "holds no initdb" in done.stdout
     assert (done.returncode != 0) == (ci == "true")
+
+
+def test_usage_totals_add_up_per_session_and_go_with_it(pg_url):
+    from harness9.store.session import UsageTotals
+
+    with PostgresManager(pg_url) as m:
+        a, b = m.new_session().session_id, m.new_session().session_id
+        m.add_usage(a, input_tokens=100, output_tokens=10, cached_tokens=40, cost_usd=0.5)
+        m.add_usage(a, input_tokens=50, output_tokens=5)
+        assert m.usage_totals(a) == UsageTotals(2, 150, 15, 40, 0.5, 1)
+        assert m.usage_totals(b) == UsageTotals()
+        assert m.usage_by_session() == {a: UsageTotals(2, 150, 15, 40, 0.5, 1)}
+        m.delete_session(a)
+        assert m.usage_by_session() == {}
