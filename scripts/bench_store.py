@@ -587,6 +587,13 @@ def main() -> None:
     ap.add_argument("--scale", action="store_true", help="the year's-store run (minutes)")
     ap.add_argument("--sessions", type=int, default=10_000, help="--scale: sessions")
     ap.add_argument("--messages", type=int, default=1_000_000, help="--scale: messages")
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="also benchmark the PostgreSQL store on this server ('temp': a throwaway one); "
+        "see scripts/bench_store_pg.py",
+    )
+    ap.add_argument("--seconds", type=float, default=10, help="concurrent writers: seconds per run")
     args = ap.parse_args()
     if args.scale:
         raise SystemExit(run_scale(args.sessions, args.messages, args.runs))
@@ -665,6 +672,13 @@ def main() -> None:
         f"{catch_up:.2f} s, in steps of about {STEP_TARGET_S * 1000:.0f} ms (another writer "
         "waits about one step; --scale measures it)"
     )
+    if args.database_url:
+        from bench_store_pg import report
+
+        with tempfile.TemporaryDirectory() as d:
+            report(
+                args.database_url, msgs, singles, args.repeats, QUERY, args.seconds, pairs, Path(d)
+            )
 
 
 if __name__ == "__main__":

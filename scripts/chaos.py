@@ -3,6 +3,8 @@
     python scripts/chaos.py            # >= 200 kill points, >= 1,000 concurrent writes (minutes)
     python scripts/chaos.py --quick    # a short run of every scenario
     python scripts/chaos.py --scenario search-cleanup   # one scenario alone
+    python scripts/chaos.py --database-url temp|postgresql://...   # kill -9 and concurrency
+                                       # on a PostgreSQL store ("temp": a throwaway server)
 
 Scenarios (each a row of the closing table):
   kill -9      `harness9 chat --resume` SIGKILLed at a random moment (seeded) while a
@@ -31,6 +33,7 @@ every write a writer saw committed. "Found" counts those present afterwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -66,6 +69,7 @@ from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
 from harness9.context.view import load_view  # noqa: E402
 from harness9.schema import TRUNCATED_STUB, Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
+from harness9.store.backend import SessionStore  # noqa: E402
 
 API_KEY = "sk-chaos-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:24]
 SUMMARY_MARK = "You compress the history"
@@ -161,7 +165,25 @@ def saved_part(msgs: list[Message]) -> list[Message]:
     ]
 
 
+def database_url() -> str | None:
+    """The PostgreSQL store under test (--database-url), or None for the SQLite file."""
+    return os.environ.get("HARNESS9_DATABASE_URL") or None
+
+
+def open_store(db: Path | str) -> SessionStore:
+    """The store the CLI under test uses: ``db``, or the server when --database-url is set."""
+    url = database_url()
+    if url:
+        from harness9.store.postgres import PostgresManager
+
+        return PostgresManager(url)
+    return Manager(db)
+
+
 def integrity(db: Path) -> str:
+    url = database_url()
+    if url:
+        return pg_integrity(url)
     conn = sqlite3.connect(db)
     try:
         return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
@@ -169,14 +191,32 @@ def integrity(db: Path) -> str:
         conn.close()
 
 
+def pg_integrity(url: str) -> str:
+    """The invariants every write keeps: counts match rows, checkpoints name stored messages."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        (miscounted,) = conn.execute(
+            "SELECT count(*) FROM harness9.sessions AS s WHERE s.message_count <> "
+            "(SELECT count(*) FROM harness9.messages AS m WHERE m.session_id = s.id)"
+        ).fetchone() or (0,)
+        (dangling,) = conn.execute(
+            "SELECT count(*) FROM harness9.compactions AS c WHERE NOT EXISTS (SELECT 1 FROM "
+            "harness9.messages AS m WHERE m.id = c.last_message_id AND m.session_id = c.session_id)"
+        ).fetchone() or (0,)
+    if miscounted or dangling:
+        return f"{miscounted} sessions miscounted, {dangling} checkpoints dangling"
+    return "ok"
+
+
 def stored_messages(db: Path, sid: str) -> list[Message]:
-    with Manager(db) as m:
+    with open_store(db) as m:
         return m.open_session(sid).get_messages()
 
 
 def resumable_view_is_valid(db: Path, sid: str) -> bool:
     """What `--resume` would send next: the view from the latest checkpoint, repaired."""
-    with Manager(db) as m:
+    with open_store(db) as m:
         view = load_view(m.open_session(sid), Message("system", "chaos"))
     return is_valid_tool_sequence(repair_orphaned_tool_pairs(view.messages))
 
@@ -319,8 +359,14 @@ def kill_chain(
             errors, tracebacks = count_errors(out.read_text())
             problems: list[str] = []
             if sid is None:
-                with Manager(db) as m:
-                    infos = m.list_sessions()
+                with open_store(db) as m:
+                    # On a shared server other chains' sessions are there too: this chain's
+                    # is the one its first line named.
+                    infos = [
+                        i
+                        for i in m.list_sessions()
+                        if not database_url() or i.title.startswith(f"c{chain} r{run} ")
+                    ]
                 if len(infos) != 1:
                     problems.append(f"run {run}: {len(infos)} sessions after the first run")
                     continue
@@ -381,7 +427,7 @@ def kill_chain(
                 row.failed_checks.append(f"chain {chain}: final resume exited {final.returncode}")
             if integrity(db) != "ok":
                 row.failed_checks.append(f"chain {chain}: integrity_check failed at the end")
-            with Manager(db) as m:
+            with open_store(db) as m:
                 chain_checkpoints[chain] = len(m.open_session(str(sid)).list_checkpoints())
     finally:
         server.stop()
@@ -417,7 +463,7 @@ def writer_main(db: str, sid: str, count: int, tag: str, stop: str = "") -> None
     acked: list[int] = []
     errors: list[str] = []
     longest = 0.0
-    with Manager(db) as m:
+    with open_store(db) as m:
         s = m.open_session(sid)
         i = 0
         while (not stop and i < count) or (stop and not os.path.exists(stop)):
@@ -464,7 +510,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     home = base / "conc"
     home.mkdir()
     db = home / "sessions.db"
-    with Manager(db) as m:
+    with open_store(db) as m:
         s1, s2, s3 = m.new_session(), m.new_session(), m.new_session()
     server = ScriptedLLMServer().start()
     responder = ChatResponder()
@@ -474,13 +520,14 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     stderr_texts: list[str] = []
 
     def seeder() -> None:
-        with Manager(db) as m:
+        mark = "%s" if database_url() else "?"
+        with open_store(db) as m:
             while not stop.is_set():
                 old = m.new_session()
                 old.add_messages([Message("user", "old session")])
-                with m.transaction() as conn:
+                with m.transaction() as conn:  # type: ignore[attr-defined]
                     conn.execute(
-                        "UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = ?",
+                        f"UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = {mark}",
                         (old.session_id,),
                     )
                 deletes["seeded"] += 1
@@ -520,8 +567,8 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     # Threads in this process: four sharing one Manager on s3, two with their own.
     thread_acks: dict[str, list[int]] = {}
 
-    def thread_writer(tag: str, shared: Manager | None) -> None:
-        m = shared or Manager(db)
+    def thread_writer(tag: str, shared: SessionStore | None) -> None:
+        m = shared or open_store(db)
         acked = []
         try:
             s = m.open_session(s3.session_id)
@@ -533,7 +580,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
             if shared is None:
                 m.close()
 
-    shared = Manager(db)
+    shared = open_store(db)
     threads = [
         threading.Thread(target=thread_writer, args=(f"th{i}", shared if i < 4 else None))
         for i in range(6)
@@ -572,7 +619,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
 
     row.runs = len(writers) + len(threads) + len(chat_procs) + deletes["runs"]
     row.faults = deletes["runs"]  # each clean-up run races every writer
-    with Manager(db) as m:
+    with open_store(db) as m:
         contents = {
             sid: [x.content for x in m.open_session(sid).get_messages()]
             for sid in (s1.session_id, s2.session_id, s3.session_id)
@@ -1243,10 +1290,43 @@ def main() -> int:
         type=int,
         help="messages in the search-and-clean-up store (default 200,000; --quick 20,000)",
     )
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="run kill and concurrency against this PostgreSQL store ('temp': a throwaway "
+        "server); the other scenarios are about the SQLite file and do not run",
+    )
     ns = ap.parse_args()
     kills = ns.kills or (20 if ns.quick else 200)
     writes = ns.writes or (200 if ns.quick else 1000)
     only = set((ns.only or "kill,concurrency,search-cleanup,damaged,provider,hostile").split(","))
+    if ns.database_url:
+        only &= {"kill", "concurrency"}
+        with pg_database(ns.database_url) as url:
+            os.environ["HARNESS9_DATABASE_URL"] = url
+            return run(ns, only, kills, writes)
+    return run(ns, only, kills, writes)
+
+
+@contextlib.contextmanager
+def pg_database(url: str):  # noqa: ANN201
+    if url != "temp":
+        yield url
+        return
+    from pg_server import PgCluster, find_binaries
+
+    bin_dir, why = find_binaries()
+    if bin_dir is None:
+        raise SystemExit(why)
+    cluster = PgCluster(bin_dir)
+    try:
+        cluster.start()
+        yield cluster.create_database("chaos")
+    finally:
+        cluster.stop()
+
+
+def run(ns: argparse.Namespace, only: set[str], kills: int, writes: int) -> int:
     large = ns.large or (20_000 if ns.quick else 200_000)
     started = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="harness9-chaos-"))
@@ -1286,8 +1366,9 @@ def main() -> int:
     for line in failed[:40]:
         print("FAILED CHECK", line)
     bad = failed or any(r.lost or r.invalid or r.tracebacks for r in rows)
+    where = f"; store: PostgreSQL {database_url()}" if database_url() else ""
     print(
-        f"chaos: {'FAIL' if bad else 'ok'} in {time.monotonic() - started:.0f}s (seed {ns.seed}; work dir {base})"
+        f"chaos: {'FAIL' if bad else 'ok'}{where} in {time.monotonic() - started:.0f}s (seed {ns.seed}; work dir {base})"
     )
     if not bad:
         shutil.rmtree(base, ignore_errors=True)

@@ -99,8 +99,8 @@ def chat(
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import LLMProvider, get_model_limits, preload_in_background
     from harness9.provider.pricing import call_cost
+    from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
-    from harness9.store.sqlite import open_manager
     from harness9.ui.approval import TerminalApprover, discard_type_ahead
     from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
@@ -130,7 +130,7 @@ def chat(
         )
     from harness9.context.offload import remove_session_offloads
 
-    with open_manager(on_session_deleted=remove_session_offloads) as manager:
+    with open_store(cfg, on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -160,6 +160,7 @@ def chat(
                 confirm=approver,
                 assume_yes=yes,
                 auto_approve=tools.auto_approve,
+                blobs=manager.blob_store(),
             )
 
         engine = make_engine(settings.model, limits.context_tokens)

@@ -14,6 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
+from harness9.store.backend import SessionStore, open_existing_store, use_database_url
 from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import (
@@ -23,7 +24,6 @@ from harness9.store.session import (
     StoredMessage,
     UsageTotals,
 )
-from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
 
 sessions_app = typer.Typer(
@@ -34,6 +34,22 @@ sessions_app = typer.Typer(
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@sessions_app.callback()
+def _sessions_root(
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            metavar="URL",
+            help="Use the sessions in this PostgreSQL database (env HARNESS9_DATABASE_URL).",
+        ),
+    ] = None,
+) -> None:
+    """List, show, search, export, import, migrate and delete stored chat sessions."""
+    if database_url is not None:  # else keep what `harness9 --database-url` set
+        use_database_url(database_url)
 
 
 class NotConfirmedError(HarnessError):
@@ -50,9 +66,9 @@ def parse_age(text: str) -> float:
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
 
 
-def _open_store() -> Manager | None:
+def _open_store() -> SessionStore | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager(on_session_deleted=_remove_offloads)
+    return open_existing_store(on_session_deleted=_remove_offloads)
 
 
 def _remove_offloads(session_id: str) -> None:
@@ -319,7 +335,8 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 
 
 # export/import live in their own module; registered here so `sessions` is one group.
-from harness9.cli.transfer import export_command, import_command  # noqa: E402
+from harness9.cli.transfer import export_command, import_command, migrate_command  # noqa: E402
 
 sessions_app.command("export")(export_command)
 sessions_app.command("import")(import_command)
+sessions_app.command("migrate")(migrate_command)

@@ -110,7 +110,7 @@ class Session(Protocol):
         ...
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
-        """Append ``msgs``; their new ids, in order."""
+        """Append in one transaction (all or nothing); return the new ids, in order."""
         ...
 
     def pop_message(self) -> Message | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
@@ -59,6 +60,9 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
 
 STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
@@ -173,6 +177,7 @@ class Manager:
         lock_wait_s: float = BUSY_TIMEOUT_MS / 1000,
     ) -> None:
         self.path = Path(db_path)
+        self.location = str(self.path)
         self.lock_wait_s = lock_wait_s  # how long a write waits for another process's lock
         # Called with each deleted session's id once its deletion is committed. Files kept
         # beside the database (offloaded tool results) belong to whoever wires this up:
@@ -614,6 +619,24 @@ class Manager:
             # Steps that committed stay committed, even when a later one fails.
             self._deleted(deleted)
         return deleted
+
+    # -- moving sessions (harness9.store.export holds the SQLite side) -------------------
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """Everything stored about one session, read in one transaction."""
+        from harness9.store.export import snapshot_session
+
+        return snapshot_session(self, session_id)
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store an exported session in one transaction; return its id here."""
+        from harness9.store.export import import_snapshot
+
+        return import_snapshot(self, snap, new_id=new_id)
+
+    def blob_store(self) -> None:
+        """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
+        return None
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         if self.on_session_deleted is not None:
