@@ -219,6 +219,30 @@ def valid_doc() -> dict:
             lambda d: d["todos"][0].update(status=None),
             "todos[0].status has the wrong type (NoneType)",
         ),
+        (
+            lambda d: d.update(created_at=1e300),
+            "session.created_at is 1e+300, not a time (Unix seconds from 0 to 253402300799)",
+        ),
+        (
+            lambda d: d["messages"][0].update(created_at=-1),
+            "messages[0].created_at is -1.0, not a time (Unix seconds from 0 to 253402300799)",
+        ),
+        (
+            lambda d: d["messages"][0].update(role="wizard"),
+            "messages[0].role is 'wizard', not one of system, user, assistant, tool",
+        ),
+        (
+            lambda d: d["messages"][3].update(id=2**70),
+            f"messages[3].id is {2**70}, not a count from 0 to {2**63 - 1}",
+        ),
+        (
+            lambda d: d["todos"][0].update(status="done"),
+            "todos[0].status is 'done', not one of pending, in_progress, completed",
+        ),
+        (
+            lambda d: d["checkpoints"][0].update(tokens_before=-3),
+            f"checkpoints[0].tokens_before is -3, not a count from 0 to {2**63 - 1}",
+        ),
     ],
 )
 def test_a_malformed_export_is_a_one_line_error_and_writes_nothing(mutate, error):

@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    MAX_TIMESTAMP,
+    valid_timestamp,
 )
 from harness9.store.sqlite import Manager, is_session_id
 
@@ -141,6 +143,32 @@ def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: st
     return value
 
 
+_MAX_INT = 2**63 - 1  # SQLite's INTEGER
+
+
+def _time(obj: dict[str, Any], key: str, where: str) -> float:
+    value = _get(obj, key, float, where)
+    if not valid_timestamp(value):
+        raise ImportFormatError(
+            f"{where}.{key} is {value!r:.40}, not a time (Unix seconds from 0 to {MAX_TIMESTAMP:.0f})"
+        )
+    return float(value)
+
+
+def _count(obj: dict[str, Any], key: str, where: str) -> int:
+    value = _get(obj, key, int, where)
+    if not 0 <= value <= _MAX_INT:
+        raise ImportFormatError(f"{where}.{key} is {value}, not a count from 0 to {_MAX_INT}")
+    return int(value)
+
+
+def _choice(obj: dict[str, Any], key: str, where: str, allowed: tuple[str, ...]) -> str:
+    value = _get(obj, key, str, where)
+    if value not in allowed:
+        raise ImportFormatError(f"{where}.{key} is {value[:40]!r}, not one of {', '.join(allowed)}")
+    return value
+
+
 def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
     items = _get(obj, key, list, where)
     for i, item in enumerate(items):
@@ -163,9 +191,9 @@ def from_document(doc: object) -> SessionSnapshot:
         raise ImportFormatError(f"session id {sid!r} is not a canonical lower-case UUID")
     info = SessionInfo(
         sid,
-        _get(doc, "created_at", float, "session"),
-        _get(doc, "updated_at", float, "session"),
-        _get(doc, "message_count", int, "session"),
+        _time(doc, "created_at", "session"),
+        _time(doc, "updated_at", "session"),
+        _count(doc, "message_count", "session"),
         _get(doc, "title", str, "session"),
     )
     records: list[StoredMessage] = []
@@ -180,17 +208,19 @@ def from_document(doc: object) -> SessionSnapshot:
             for k, c in enumerate(_list(m, "tool_calls", where))
         ]
         call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
-        msg = Message(_get(m, "role", str, where), _get(m, "content", str, where), calls, call_id)
-        records.append(
-            StoredMessage(_get(m, "id", int, where), msg, _get(m, "created_at", float, where))
-        )
+        role = _choice(m, "role", where, ROLES)
+        msg = Message(role, _get(m, "content", str, where), calls, call_id)
+        records.append(StoredMessage(_count(m, "id", where), msg, _time(m, "created_at", where)))
     _check_increasing([r.id for r in records], "message")
     if info.message_count != len(records):
         raise ImportFormatError(
             f"message_count is {info.message_count} but the file holds {len(records)} messages"
         )
     todos = [
-        TodoItem(_get(t, "content", str, f"todos[{i}]"), _get(t, "status", str, f"todos[{i}]"))
+        TodoItem(
+            _get(t, "content", str, f"todos[{i}]"),
+            _choice(t, "status", f"todos[{i}]", TODO_STATUSES),
+        )
         for i, t in enumerate(_list(doc, "todos", "session"))
     ]
     message_ids = {r.id for r in records}
@@ -198,15 +228,15 @@ def from_document(doc: object) -> SessionSnapshot:
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
         cp = Checkpoint(
-            last_message_id=_get(c, "last_message_id", int, where),
+            last_message_id=_count(c, "last_message_id", where),
             summary=_get(c, "summary", str, where),
             strategy=_get(c, "strategy", str, where),
-            tokens_before=_get(c, "tokens_before", int, where),
-            tokens_after=_get(c, "tokens_after", int, where),
-            messages_before=_get(c, "messages_before", int, where),
-            messages_after=_get(c, "messages_after", int, where),
-            created_at=_get(c, "created_at", float, where),
-            id=_get(c, "id", int, where),
+            tokens_before=_count(c, "tokens_before", where),
+            tokens_after=_count(c, "tokens_after", where),
+            messages_before=_count(c, "messages_before", where),
+            messages_after=_count(c, "messages_after", where),
+            created_at=_time(c, "created_at", where),
+            id=_count(c, "id", where),
         )
         if cp.last_message_id not in message_ids:
             raise ImportFormatError(

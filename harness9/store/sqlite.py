@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, ROLES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
 from harness9.store.migrations import SchemaError, check_version, migrate
 from harness9.store.search import (
@@ -41,6 +41,7 @@ from harness9.store.session import (
     SessionNotFoundError,
     StoredMessage,
     StoreError,
+    valid_timestamp,
 )
 
 BUSY_TIMEOUT_MS = 5000
@@ -330,7 +331,7 @@ class Manager:
         if limit > 0:
             sql, args = sql + " LIMIT ?", (limit,)
         with self.read() as conn:
-            return [SessionInfo(*row) for row in conn.execute(sql, args)]
+            return [_session_info(row) for row in conn.execute(sql, args)]
 
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
         """Sessions last updated before ``cutoff_unix``, most recently updated first."""
@@ -338,7 +339,7 @@ class Manager:
             rows = conn.execute(
                 self._INFO_SQL + " WHERE updated_at < ?" + self._ORDER_SQL, (cutoff_unix,)
             )
-            return [SessionInfo(*row) for row in rows]
+            return [_session_info(row) for row in rows]
 
     def session_info(self, session_id: str) -> SessionInfo:
         if not is_session_id(session_id):
@@ -347,7 +348,7 @@ class Manager:
             row = conn.execute(self._INFO_SQL + " WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
-        return SessionInfo(*row)
+        return _session_info(row)
 
     _SEARCH_SQL = (
         # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
@@ -554,23 +555,12 @@ class SQLiteSession:
             rows.reverse()
         out: list[StoredMessage] = []
         corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            if isinstance(role, CorruptRow):
-                corrupt.append(role)
-                continue
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except ValueError:
-                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
-                    continue
-                except (TypeError, KeyError):
-                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
-                    continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
+        for row in rows:
+            decoded = _decode_row(row)
+            if isinstance(decoded, CorruptRow):
+                corrupt.append(decoded)
+            else:
+                out.append(decoded)
         self.corrupt_rows = corrupt
         return out
 
@@ -676,17 +666,10 @@ class SQLiteSession:
             if row is None:
                 return None
             rid, role, content, calls_json, call_id = row
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except (ValueError, TypeError, KeyError) as exc:
-                    # Raising rolls back: a message we cannot return is not deleted.
-                    raise StoreError(
-                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                    ) from exc
+            decoded = _decode_row((rid, role, content, calls_json, call_id, 0.0))
+            if isinstance(decoded, CorruptRow):
+                # Raising rolls back: a message we cannot return is not deleted.
+                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({decoded.reason})")
             now = time.time()
             conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
             conn.execute(
@@ -696,7 +679,7 @@ class SQLiteSession:
             self._touch(conn, now, -1)
             if role == ROLE_USER:
                 self._retitle(conn)
-        return Message(role, content, calls, call_id or "")
+        return decoded.message
 
     def _retitle(self, conn: sqlite3.Connection) -> None:
         title = ""
@@ -704,6 +687,8 @@ class SQLiteSession:
             "SELECT content FROM messages WHERE session_id = ? AND role = ? ORDER BY id",
             (self._id, ROLE_USER),
         ):
+            if not isinstance(content, str):
+                continue  # a damaged row names nothing
             title = _first_title([Message(ROLE_USER, content)])
             if title:
                 break
@@ -760,6 +745,75 @@ class SQLiteSession:
             )
             new_id = cur.lastrowid
         return replace(cp, id=int(new_id or 0), created_at=created)
+
+
+def _decode_calls(rid: int, calls_json: object) -> list[ToolCall] | CorruptRow:
+    if calls_json is None or calls_json == "":
+        return []
+    if not isinstance(calls_json, str):
+        return CorruptRow(rid, f"tool_calls is {_sql_type(calls_json)}, not JSON text")
+    try:
+        raw = json.loads(calls_json)
+    except ValueError:
+        return CorruptRow(rid, "tool_calls is not valid JSON")
+    try:
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in raw]
+    except (TypeError, KeyError):
+        return CorruptRow(rid, "tool_calls is not a list of tool calls")
+    for c in calls:
+        if not all(isinstance(v, str) for v in (c.id, c.name, c.arguments)):
+            return CorruptRow(rid, "tool_calls is not a list of tool calls")
+    return calls
+
+
+def _sql_type(value: object) -> str:
+    if isinstance(value, bytes):
+        return "a BLOB"
+    if value is None:
+        return "NULL"
+    return "a number" if isinstance(value, int | float) else type(value).__name__
+
+
+def _decode_row(row: tuple) -> StoredMessage | CorruptRow:
+    """One messages row as a StoredMessage, or the reason it cannot be one.
+
+    Every column is checked: a row edited by hand or damaged on disk (a BLOB where
+    text belongs, an unknown role, an absurd time) is reported and skipped, never
+    handed on to a renderer or to the model.
+    """
+    rid, role, content, calls_json, call_id, created = row
+    if isinstance(role, CorruptRow):
+        return role
+    if not isinstance(role, str):
+        return CorruptRow(rid, f"role is {_sql_type(role)}, not text")
+    if role not in ROLES:
+        return CorruptRow(rid, f"role {role[:40]!r} is not one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        return CorruptRow(rid, f"content is {_sql_type(content)}, not text")
+    if call_id is not None and not isinstance(call_id, str):
+        return CorruptRow(rid, f"tool_call_id is {_sql_type(call_id)}, not text")
+    if not valid_timestamp(created):
+        return CorruptRow(rid, f"created_at {created!r:.40} is not a time")
+    calls = _decode_calls(rid, calls_json)
+    if isinstance(calls, CorruptRow):
+        return calls
+    return StoredMessage(rid, Message(role, content, calls, call_id or ""), float(created))
+
+
+def _session_info(row: tuple) -> SessionInfo:
+    """A sessions row for display: a damaged title or count never breaks a listing.
+
+    Times are passed on as stored (renderers show an impossible one as unknown), so
+    what is shown never differs from what an export writes.
+    """
+    sid, created, updated, count, title = row
+    if isinstance(title, bytes):
+        title = title.decode("utf-8", "replace")
+    elif not isinstance(title, str):
+        title = "" if title is None else str(title)
+    if isinstance(count, bool) or not isinstance(count, int):
+        count = 0
+    return SessionInfo(sid, created, updated, count, title)
 
 
 def _checkpoint(row: tuple) -> Checkpoint:
