@@ -174,7 +174,7 @@ def build_engine(
             cooldown_iterations=opts.cooldown_iterations,
             lookahead_iterations=opts.lookahead_iterations,
         )
-    return AgentEngine(
+    engine = AgentEngine(
         provider,
         registry,
         workdir,
@@ -191,3 +191,13 @@ def build_engine(
         token_counter=make_token_counter(settings.model),
         **engine_kwargs,
     )
+    from harness9.engine import events as ev
+
+    def on_retry(attempt: int, delay: float, reason: str) -> None:
+        # Looked up at call time: the chat loop installs its renderer after this.
+        engine.on_event(ev.Retrying(attempt, delay, reason))
+
+    provider.on_retry = on_retry
+    if summarizer is not provider:
+        summarizer.on_retry = on_retry
+    return engine

@@ -31,11 +31,11 @@ from harness9.errors import HarnessError
 from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
 from harness9.store.session import (
+    MAX_TIMESTAMP,
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
-    MAX_TIMESTAMP,
     valid_timestamp,
 )
 from harness9.store.sqlite import Manager, is_session_id

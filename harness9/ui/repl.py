@@ -99,7 +99,13 @@ class EventRenderer:
                 self._end_line()
                 self.io.err.print(compaction_notice(c))
             case ev.Retrying(attempt=a, delay=d, reason=r):
-                self._spin(f"{inert(r)}: retrying in {d:.1f}s (attempt {a})…")
+                # One line each, kept on screen: a silent backoff looks like a hang.
+                self._stop_spin()
+                self._end_line()
+                self.io.err.print(
+                    Text(f"{inert(r)}; retrying in {d:.1f}s (retry {a})", style="yellow")
+                )
+                self._spin(f"waiting {d:.1f}s before retry {a}…")
             case ev.Notice(text=text):
                 self._stop_spin()
                 self._end_line()
