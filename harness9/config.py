@@ -92,12 +92,31 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
             "directory you can read, or point HARNESS9_HOME elsewhere"
         ) from exc
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        cfg = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{target} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already ends "(at line 3, column 5)".
         raise ConfigError(f"{target} is not valid TOML: {exc}") from None
+    check_top_level(cfg, target)
+    return cfg
+
+
+# What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
+# otherwise be ignored without a word, the setting silently left at its default.
+TOP_LEVEL_KEYS = ("retention_days",)
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics")
+
+
+def check_top_level(cfg: dict[str, Any], where: Path) -> None:
+    from harness9.errors import ConfigError
+
+    for name, value in cfg.items():
+        if name in TOP_LEVEL_KEYS or name in TOP_LEVEL_TABLES:
+            continue
+        known = ", ".join([*TOP_LEVEL_KEYS, *(f"[{t}]" for t in TOP_LEVEL_TABLES)])
+        what = f"table [{name}]" if isinstance(value, dict) else f"key {name}"
+        raise ConfigError(f"unknown {what} in {where} (known: {known})")
 
 
 def retention_days(cfg: dict[str, Any], source: Path | None = None) -> int:

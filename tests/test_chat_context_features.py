@@ -6,6 +6,7 @@ import json
 import sqlite3
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -131,6 +132,27 @@ def test_a_malformed_config_file_is_a_one_line_error_naming_it():
 
     assert result.exit_code == 1
     assert "config.toml" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("retention_dayz = 30\n", "unknown key retention_dayz"),
+        ("[foo]\nx = 1\n", "unknown table [foo]"),
+    ],
+)
+def test_an_unknown_top_level_key_or_table_is_a_one_line_error_naming_it(
+    llm_server, text: str, named: str
+):
+    write_config(text)
+
+    result = chat(llm_server, "hi\n")
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"harness9: {named} in ")
+    assert "(known: retention_days, [compaction], [offload], [topics])" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert llm_server.requests == []
 
 
 def test_an_unknown_strategy_in_the_config_names_the_key(llm_server):
