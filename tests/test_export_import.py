@@ -396,3 +396,84 @@ def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path,
     again = run_cli("sessions", "export", sid, "-f", "json", env={"HARNESS9_HOME": str(other_home)})
     assert again.stdout == exported.stdout
     assert stat.S_IMODE(os.stat(other_home / "sessions.db").st_mode) == 0o600
+
+
+# -- offloaded tool results travel with the session ----------------------------------------
+
+
+def chat_with_offloaded_output(server) -> tuple[str, str]:
+    """A chat whose `seq 1 200000` output was offloaded; returns (session id, offload id)."""
+    server.reply_tool_calls([("c1", "bash", json.dumps({"command": "seq 1 200000"}))])
+    server.reply_text("That is a lot of numbers.")
+    result = cli(
+        "chat",
+        "--yes",
+        "--model",
+        "openai/fake",
+        "--api-base",
+        server.base_url,
+        input="count to 200000\n",
+    )
+    assert result.exit_code == 0, result.output
+    marker = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert marker.startswith("📂 [offload:")
+    with open_manager() as m:
+        [info] = m.list_sessions()
+    return info.id, marker.split("[offload:", 1)[1].split("]", 1)[0]
+
+
+def recall_in_resumed_chat(server, sid: str, offload_id: str) -> str:
+    from llm_server import ToolCallsReply
+
+    server.reply(ToolCallsReply(calls=(("c2", "offload_recall", json.dumps({"id": offload_id})),)))
+    server.reply_text("Recalled.")
+    result = cli(
+        "chat",
+        "--model",
+        "openai/fake",
+        "--api-base",
+        server.base_url,
+        "--resume",
+        sid,
+        input="show me the start again\n",
+    )
+    assert result.exit_code == 0, result.output
+    return [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+@pytest.mark.parametrize("how", ["new-id", "other-home"])
+def test_offloaded_outputs_survive_export_and_import(
+    llm_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+):
+    sid, offload_id = chat_with_offloaded_output(llm_server)
+    path = tmp_path / "s.json"
+    assert cli("sessions", "export", sid, "-f", "json", "-o", str(path)).exit_code == 0
+    doc = json.loads(path.read_text())
+    [entry] = doc["offloads"]
+    assert entry["id"] == offload_id and entry["content"].startswith("1\n2\n3\n")
+
+    if how == "other-home":
+        monkeypatch.setenv("HARNESS9_HOME", str(tmp_path / "elsewhere"))
+        imported = cli("sessions", "import", str(path))
+    else:
+        imported = cli("sessions", "import", str(path), "--new-id")
+    assert imported.exit_code == 0, imported.output
+    new_sid = imported.stdout.split()[2]
+
+    recalled = recall_in_resumed_chat(llm_server, new_sid, offload_id)
+    assert "no offloaded result" not in recalled
+    assert recalled.startswith("1\n2\n3\n4\n")
+    # And the copy exports the same offloads again.
+    again = json.loads(cli("sessions", "export", new_sid, "-f", "json").stdout)
+    assert again["offloads"] == doc["offloads"]
+
+
+def test_an_export_with_a_hostile_offload_id_is_refused_and_writes_nothing(harness9_home: Path):
+    doc = valid_doc()
+    doc["offloads"] = [{"id": "../../../etc/passwd", "content": "x"}]
+    result = cli("sessions", "import", "-", input=json.dumps(doc))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "harness9: cannot import -: offload id '../../../etc/passwd' is not ofl_ and 12 hex digits\n"
+    )
+    assert stored_ids() == set()

@@ -12,7 +12,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,9 @@ from harness9 import config
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
 from harness9.store.sqlite import Manager
+
+if TYPE_CHECKING:
+    from harness9.store.export import OffloadedText
 
 
 class ExportFormat(StrEnum):
@@ -85,6 +88,20 @@ def _read_input(source: str) -> str:
         raise HarnessError(f"cannot import {source}: it is not UTF-8 text") from None
 
 
+def _offloads_of(session_id: str) -> list[OffloadedText]:
+    from harness9.context.offload import OffloadStore
+    from harness9.store.export import OffloadedText
+
+    try:
+        files = OffloadStore().session_files(session_id)
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot export session {session_id}: its offloaded results cannot be read "
+            f"({exc.strerror or exc})"
+        ) from exc
+    return [OffloadedText(oid, text) for oid, text in files]
+
+
 def export_command(
     session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
     fmt: Annotated[
@@ -114,6 +131,8 @@ def export_command(
         raise SessionNotFoundError(session_id)
     with Manager(path, tool_results_dir=config.tool_results_dir()) as store:
         snap = snapshot_session(store, store.resolve_id(session_id))
+    if fmt is ExportFormat.json:
+        snap.offloads = _offloads_of(snap.info.id)
     for row in snap.corrupt_rows:
         typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
@@ -149,8 +168,24 @@ def import_command(
         snap = parse_export(text)
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
+    from harness9.context.offload import OffloadStore
+
+    bad = next((o.id for o in snap.offloads if not OffloadStore.valid_id(o.id)), None)
+    if bad is not None:
+        raise ImportFormatError(
+            f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
+        )
     with open_manager() as store:
         sid = import_snapshot(store, snap, new_id=new_id)
+        try:
+            OffloadStore().restore_session(sid, [(o.id, o.content) for o in snap.offloads])
+        except OSError as exc:
+            # All or nothing: a session whose offloaded results are missing is not imported.
+            store.delete_session(sid)
+            raise HarnessError(
+                f"cannot import {source}: writing its offloaded results failed "
+                f"({exc.strerror or exc}); nothing was imported"
+            ) from exc
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
     typer.echo(f"Imported session {sid} ({what}{note}).")

@@ -244,6 +244,44 @@ class OffloadStore:
         note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
         return f"{text}\n\n{note}"
 
+    # ---- export and import ---------------------------------------------
+
+    def session_files(self, session_id: str) -> list[tuple[str, str]]:
+        """(id, full text) of every result offloaded for the session, by id.
+
+        For ``sessions export``: what ``offload_recall`` could page back, so a copy
+        of the session elsewhere can too.
+        """
+        session_dir = self._session_dir(session_id, create=False)
+        if not session_dir.is_dir() or session_dir.is_symlink():
+            return []
+        out: list[tuple[str, str]] = []
+        for path in sorted(session_dir.glob("ofl_*.txt")):
+            oid = path.stem
+            if _ID_RE.match(oid) and path.is_file() and not path.is_symlink():
+                out.append((oid, path.read_bytes().decode("utf-8", "replace")))
+        return out
+
+    def restore_session(self, session_id: str, items: list[tuple[str, str]]) -> None:
+        """Write exported results back under ``session_id`` (``sessions import``).
+
+        Every id is checked before anything is written: an id names a file.
+        """
+        for oid, _ in items:
+            if not isinstance(oid, str) or not _ID_RE.match(oid):
+                raise OffloadError(f"offload id {str(oid)[:40]!r} is not ofl_ and 12 hex digits")
+        if not items:
+            return
+        session_dir = self._session_dir(session_id, create=True)
+        for oid, text in items:
+            fd = os.open(session_dir / f"{oid}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(text.encode("utf-8", "surrogatepass"))
+
+    @staticmethod
+    def valid_id(offload_id: object) -> bool:
+        return isinstance(offload_id, str) and _ID_RE.match(offload_id) is not None
+
     # ---- cleaning ------------------------------------------------------
 
     def clean_stale(self, now: datetime | None = None) -> list[Path]:

@@ -13,7 +13,14 @@ Format (version 1)::
                    "tool_call_id" (string or null), "created_at"}],
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
-                      "tokens_after", "messages_before", "messages_after", "created_at"}]}
+                      "tokens_after", "messages_before", "messages_after", "created_at"}],
+     "offloads": [{"id", "content"}]}
+
+``offloads`` holds the full text of the tool results the conversation replaced by
+an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
+The store only carries them: the CLI fills and restores them through the context
+layer's OffloadStore (the store never reads offload files). A file without the key
+(written before it existed) imports with no offloads.
 
 Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
 """
@@ -61,6 +68,15 @@ class SessionSnapshot:
     todos: list[TodoItem]
     checkpoints: list[Checkpoint]
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
+    offloads: list[OffloadedText] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffloadedText:
+    """One offloaded tool result as exported: its id and its full text."""
+
+    id: str
+    content: str
 
 
 def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
@@ -117,6 +133,7 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
             }
             for cp in snap.checkpoints
         ],
+        "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
     }
 
 
@@ -244,7 +261,17 @@ def from_document(doc: object) -> SessionSnapshot:
             )
         checkpoints.append(cp)
     _check_increasing([c.id for c in checkpoints], "checkpoint")
-    return SessionSnapshot(info, records, todos, checkpoints)
+    offloads: list[OffloadedText] = []
+    if "offloads" in doc:
+        for i, o in enumerate(_list(doc, "offloads", "session")):
+            where = f"offloads[{i}]"
+            offloads.append(
+                OffloadedText(_get(o, "id", str, where), _get(o, "content", str, where))
+            )
+        ids = [o.id for o in offloads]
+        if len(set(ids)) != len(ids):
+            raise ImportFormatError("offloads holds the same id twice")
+    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads)
 
 
 def _check_increasing(ids: list[int], what: str) -> None:
