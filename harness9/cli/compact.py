@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from harness9.errors import UsageError
+from harness9.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from harness9.context.compaction import CompactionPlan
 
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 _MAX_ROWS = 40
@@ -87,14 +89,14 @@ def compact(
 
     manager = open_existing_manager()  # a preview must not create a database
     if manager is None:
-        raise UsageError("there are no sessions to compact")
+        raise HarnessError("there are no sessions to compact")
     with manager:
         if session:
             sess = manager.open_session(manager.resolve_id(session))
         else:
             recent = manager.list_sessions(limit=1)
             if not recent:
-                raise UsageError("there are no sessions to compact")
+                raise HarnessError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
         engine = build_engine(settings, opts, sess, work, limits.context_tokens)
         view, plan = engine.plan_compaction(force=force)
@@ -157,14 +159,31 @@ def compact(
         from harness9.ui.status import compaction_notice
 
         if notice is None:
-            out.print(
-                f"nothing to compact: {format_token_count(plan.tokens_before)} tokens is under the "
-                f"{format_token_count(plan.threshold)} threshold (use --force to compact anyway)"
-                if not plan.would_compact
-                else "nothing to compact: nothing left to fold"
-            )
+            out.print(_nothing_to_compact(plan, len(view.messages), force=force))
             return
         out.print(compaction_notice(notice))
+
+
+def _nothing_to_compact(plan: CompactionPlan, messages: int, *, force: bool) -> str:
+    """Why a compaction folded nothing, in the unit the strategy's threshold is in."""
+    from harness9.context.tokens import format_token_count
+
+    if plan.strategy == "window":
+        # The window's threshold is a message count, and --force keeps the same window.
+        return (
+            f"nothing to compact: {_plural(messages, 'message')} fit in the "
+            f"{plan.threshold}-message window"
+        )
+    if force or plan.would_compact:
+        return "nothing to compact: nothing left to fold"
+    return (
+        f"nothing to compact: {format_token_count(plan.tokens_before)} tokens is under the "
+        f"{format_token_count(plan.threshold)}-token threshold (use --force to compact anyway)"
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN001
@@ -213,11 +232,18 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
             Text(preview),
         )
     out.print(table)
-    verdict = (
-        f"would {fold_word} {summary['messages_to_summarize']} messages and keep {summary['messages_kept']}"
-        if plan.would_compact
-        else f"under the threshold ({format_token_count(plan.threshold)} tokens): nothing would be compacted"
-    )
+    if plan.would_compact:
+        verdict = (
+            f"would {fold_word} {_plural(summary['messages_to_summarize'], 'message')} "
+            f"and keep {summary['messages_kept']}"
+        )
+    elif plan.strategy == "window":
+        verdict = f"within the {plan.threshold}-message window: nothing would be compacted"
+    else:
+        verdict = (
+            f"under the threshold ({format_token_count(plan.threshold)} tokens): "
+            "nothing would be compacted"
+        )
     out.print(
         f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(plan.tokens_after)}"
         f" (window {format_token_count(summary['context_window'])}, threshold {format_token_count(plan.threshold)})"

@@ -263,10 +263,12 @@ class TokenBudgetCompactor:
 class SlidingWindowCompactor:
     """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
 
-    Blind to tokens; the cut rule may keep a few more messages so that a
-    block of results keeps its call. ``min_tail_messages`` only matters for
-    ``force``: a forced compaction keeps max(min tail, half the history),
-    never more than the window.
+    Blind to tokens. Where the window would begin on tool results, its start moves
+    back over them to the message before (the seed's backtrack): their call when it is
+    adjacent, otherwise the message the repair keeps while it drops the orphaned
+    results. ``force`` keeps the same window: the window is the promise ("the last
+    100 messages"), so a history inside it has nothing to fold. ``min_tail_messages``
+    is accepted for compatibility and no longer used.
     """
 
     strategy = "window"
@@ -284,12 +286,11 @@ class SlidingWindowCompactor:
             return unchanged_plan(self.strategy, msgs, self.max_messages)
         sizes, sizer = measure(msgs)
         before = sum(sizes) // BYTES_PER_TOKEN
-        tail = self.max_messages - 1
-        if force:
-            tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))
-        elif len(msgs) <= self.max_messages:
-            tail = len(msgs)
-        cut = find_cut(msgs, tail)
+        cut = 1
+        if len(msgs) > self.max_messages:
+            cut = len(msgs) - self.max_messages + 1
+            while 1 < cut < len(msgs) and msgs[cut].role == ROLE_TOOL:
+                cut -= 1
         return CompactionPlan(
             cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_messages
         )
