@@ -155,7 +155,6 @@ def compact(
                 )
             )
             return
-        from harness9.context.tokens import format_token_count
         from harness9.ui.status import compaction_notice
 
         if notice is None:
