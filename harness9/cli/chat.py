@@ -119,9 +119,10 @@ def chat(
         note = startup_retention(manager, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
+        started: set[str] = set()
         if session is None:
             session = manager.new_session()
-        started_empty = not resume and not continue_
+            started.add(session.session_id)
 
         engine = build_engine(
             settings,
@@ -148,12 +149,9 @@ def chat(
             settings.model,
             # In a terminal the prompt is ready at once and litellm imports while the user types.
             on_ready=preload_in_background if interactive else None,
+            started=started,
         )
-        code = loop.run()
-        # Do not leave an empty session behind for every chat that was opened and closed.
-        current = engine.session
-        if started_empty and current.session_id == session.session_id:
-            manager.delete_if_empty(current.session_id)
+        code = loop.run()  # leaving deletes the sessions it started and left empty
     raise typer.Exit(code)
 
 

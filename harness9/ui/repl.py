@@ -172,6 +172,11 @@ class ChatLoop:
     # Called once the first prompt is about to show (chat starts loading litellm there, so
     # the import does not compete with start-up for the interpreter lock).
     on_ready: Callable[[], None] | None = None
+    # Sessions this chat started. The one rule for empty sessions: one of these that is
+    # still empty when the user leaves it (/new, /resume, a /search pick, /exit, EOF) is
+    # deleted, so opening and closing chats never litters `sessions list`. Sessions that
+    # were resumed are never deleted, empty or not: another chat may be using them.
+    started: set[str] = field(default_factory=set)
     renderer: EventRenderer = field(init=False)
     failed_turns: int = 0
 
@@ -208,6 +213,7 @@ class ChatLoop:
                 continue
             self.turn(line)
         self.renderer.stop()
+        self._leave(self.engine.session.session_id)
         return 1 if (self.failed_turns and not self.io.interactive) else 0
 
     def turn(self, text: str) -> None:
@@ -270,6 +276,7 @@ class ChatLoop:
 
     def cmd_new(self, _rest: str) -> None:
         session = self.manager.new_session()
+        self.started.add(session.session_id)
         self._switch(session)
         self.io.err.print(Text(f"new session {session.session_id}", style="green"))
 
@@ -394,9 +401,18 @@ class ChatLoop:
         )
 
     def _switch(self, session: Any) -> None:
+        previous = self.engine.session.session_id
         self.engine.set_session(session)
+        if previous != session.session_id:
+            self._leave(previous)
         if self.on_session_change is not None:
             self.on_session_change(session.session_id)
+
+    def _leave(self, session_id: str) -> None:
+        """Apply the empty-session rule (see ``started``) to a session being left."""
+        if session_id in self.started:
+            self.started.discard(session_id)
+            self.manager.delete_if_empty(session_id)  # checked inside its own transaction
 
     def _banner(self) -> None:
         sid = self.engine.session.session_id
