@@ -43,6 +43,9 @@ from harness9.tools.registry import ToolRegistry
 # A compaction is announced (and stored) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
 INTERRUPTED_STUB = "[interrupted by the user before this tool finished]"
+# Appended to a reply that stopped mid-stream (Ctrl-C or a dropped connection): what the
+# user saw is what is stored, and the model sees on the next turn that it was cut off.
+REPLY_INTERRUPTED = "\n[reply interrupted]"
 EMPTY_REPLY = (
     "{model} sent an empty reply (no text, no tool call); send your message again "
     "or try another model"
@@ -311,7 +314,13 @@ class AgentEngine:
             self._isolate_topics(sess)
         pending: list[ToolCall] = []
         tools_used: list[str] = []
+        streamed: list[str] = []  # text of the reply being streamed, until it is stored
         forced_retry_done = False
+
+        def on_delta(text: str) -> None:
+            streamed.append(text)
+            self.on_event(ev.TextDelta(text))
+
         try:
             iteration = 0
             while iteration < self.max_iterations:
@@ -338,7 +347,7 @@ class AgentEngine:
                         request,
                         tools,
                         stream=self.stream,
-                        on_delta=lambda text: self.on_event(ev.TextDelta(text)),
+                        on_delta=on_delta,
                     )
                 except ContextWindowExceededError as exc:
                     # Our estimate said it fits, the API says no: compact harder, once.
@@ -356,12 +365,10 @@ class AgentEngine:
                     )
                     self._compact(sess, system, view, comp, force=True)
                     continue
-                except StreamInterruptedError as exc:
-                    partial = exc.partial
-                    if partial is not None and partial.content:
-                        kept = Message(ROLE_ASSISTANT, partial.content + "\n[reply interrupted]")
-                        sess.add_messages([kept])
+                except StreamInterruptedError:
+                    _keep_partial(sess, streamed)
                     raise
+                streamed.clear()  # complete: stored below (or reported, when empty)
                 iteration += 1
                 result.iterations = iteration
                 if usage is not None:
@@ -400,8 +407,10 @@ class AgentEngine:
             self.on_event(ev.Error(result.error))
             return result
         except KeyboardInterrupt:
-            # Keep what is complete; give every call that did not finish a stub result
-            # so the stored sequence stays valid for the next request and for --resume.
+            # Keep what is complete, and of a reply cut off mid-stream what was shown (the
+            # rule a dropped stream follows too); give every call that did not finish a
+            # stub result so the stored sequence stays valid for the next request and --resume.
+            _keep_partial(sess, streamed)
             if pending:
                 sess.add_messages(
                     [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
@@ -497,6 +506,14 @@ class AgentEngine:
                 content = offloaded.summary
         self.on_event(ev.ToolFinished(call, content, outcome.is_error))
         return content
+
+
+def _keep_partial(sess: CheckpointedSession, streamed: list[str]) -> None:
+    """Store the part of a reply that was shown before its stream stopped, marked as cut."""
+    text = "".join(streamed)
+    streamed.clear()
+    if text.strip():
+        sess.add_messages([Message(ROLE_ASSISTANT, text + REPLY_INTERRUPTED)])
 
 
 _PARAMS_CACHE: dict[type, frozenset[str]] = {}
