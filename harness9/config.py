@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
+# The smallest window a user may set: the system prompt and tool definitions alone take
+# over 1K tokens, so anything less cannot hold a single turn.
+MIN_CONTEXT_WINDOW = 1024
 
 
 def harness9_home() -> Path:
@@ -42,8 +45,17 @@ class Settings:
         """Flags win over the environment, which wins over the defaults."""
         env_cw = os.environ.get("HARNESS9_CONTEXT_WINDOW")
         cw = context_window
+        source = "--context-window"
         if cw is None and env_cw:
             cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
+            source = "HARNESS9_CONTEXT_WINDOW"
+        if cw is not None and cw < MIN_CONTEXT_WINDOW:
+            from harness9.errors import UsageError
+
+            raise UsageError(
+                f"{source} must be at least {MIN_CONTEXT_WINDOW} tokens (no model works in "
+                f"less), got {cw}"
+            )
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,

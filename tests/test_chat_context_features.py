@@ -185,6 +185,8 @@ def test_with_auto_compaction_off_an_overflow_is_announced_not_compacted(llm_ser
 
     assert result.exit_code == 0, result.output
     assert "automatic compaction is off: run /compact" in result.stderr
+    # The threshold is named as the threshold (80 % of 4000), the size as the size.
+    assert "is over the compaction threshold (3.2K tokens)" in result.stderr
     assert not any(map(is_summary_request, llm_server.requests))
     assert "⚡" not in result.stderr
 

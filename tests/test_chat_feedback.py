@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -52,3 +53,56 @@ def test_an_answer_with_a_long_separator_line_arrives_whole(llm_server):
     assert result.exit_code == 0, result.output
     assert result.stdout == f"{rule}\ndone\n"
     assert "broke off" not in result.stderr
+
+
+def test_a_message_that_can_never_fit_the_window_is_refused_in_one_line(llm_server):
+    from harness9.config import db_path
+    from harness9.store import Manager
+
+    huge = "x" * 2_000_000  # ~500K tokens against an 8K window
+    llm_server.reply_text("small reply")
+
+    result = chat(
+        f"{huge}\nsmall question\n",
+        "--model",
+        "openai/fake",
+        "--api-base",
+        llm_server.base_url,
+        "--context-window",
+        "8000",
+    )
+
+    assert result.exit_code == 1  # a piped turn failed
+    [line] = [ln for ln in result.stderr.splitlines() if "never fit" in ln]
+    assert line == (
+        "error: this message is about 500K tokens and can never fit the 8K-token context "
+        "window; nothing was sent (save it to a file in the working directory and ask the "
+        "agent to read it)"
+    )
+    assert result.stdout == "small reply\n"  # the chat goes on
+    assert len(llm_server.requests) == 1
+    with Manager(db_path()) as m:
+        [info] = m.list_sessions()
+        assert [x.content for x in m.open_session(info.id).get_messages()] == [
+            "small question",
+            "small reply",
+        ]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--context-window", "10"], {}, "--context-window must be at least 1024 tokens"),
+        ([], {"HARNESS9_CONTEXT_WINDOW": "100"}, "HARNESS9_CONTEXT_WINDOW must be at least 1024"),
+    ],
+)
+def test_an_absurd_context_window_is_a_usage_error(llm_server, monkeypatch, args, env, named):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+
+    result = chat("hi\n", "--model", "openai/fake", "--api-base", llm_server.base_url, *args)
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"harness9: {named}")
+    assert result.stderr.count("\n") == 1
+    assert llm_server.requests == []

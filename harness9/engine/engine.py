@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor
 from harness9.context.eviction import EVICTED_PREFIX
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.view import ModelView, checkpoint_for, load_view
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
@@ -309,6 +309,11 @@ class AgentEngine:
         with self._lock:  # snapshot once: /new during a turn must not mix sessions
             sess, comp = self._session, self._compactor
         result = TurnResult()
+        too_big = self._never_fits(sess, user_text)
+        if too_big is not None:
+            result.error = too_big
+            self.on_event(ev.Error(too_big))
+            return result
         sess.add_messages([Message(ROLE_USER, user_text)])
         if self.topic_compressor is not None and self.auto_compact:
             self._isolate_topics(sess)
@@ -422,6 +427,25 @@ class AgentEngine:
             self.on_event(ev.Error(result.error))
             return result
 
+    def _never_fits(self, sess: CheckpointedSession, user_text: str) -> str | None:
+        """Why a message cannot be sent at all, or None: with the system prompt and the
+        tool definitions it would exceed the whole window, so no compaction of the
+        history could ever make room. Refused before it is stored, so nothing is lost
+        and --resume is not left with a turn that fails forever."""
+        size = estimate_tokens([Message(ROLE_USER, user_text)])
+        if size <= self.context_window // 2:
+            return None  # the common case, without building the system prompt
+        fixed = estimate_tokens([self.prompt_builder.build(sess)]) + estimate_tool_tokens(
+            self.registry.definitions()
+        )
+        if size + fixed <= self.context_window:
+            return None
+        return (
+            f"this message is about {format_token_count(size)} tokens and can never fit the "
+            f"{format_token_count(self.context_window)}-token context window; nothing was sent "
+            "(save it to a file in the working directory and ask the agent to read it)"
+        )
+
     def _should_compact(
         self,
         comp: Compactor | None,
@@ -447,7 +471,8 @@ class AgentEngine:
                 self._warned_full[sess.session_id] = True
                 self.on_event(
                     ev.Notice(
-                        f"the context is over the compaction threshold ({tokens} tokens); "
+                        f"the context ({format_token_count(tokens)} tokens) is over the "
+                        f"compaction threshold ({_threshold_text(plan)}); "
                         "automatic compaction is off: run /compact"
                     )
                 )
@@ -506,6 +531,14 @@ class AgentEngine:
                 content = offloaded.summary
         self.on_event(ev.ToolFinished(call, content, outcome.is_error))
         return content
+
+
+def _threshold_text(plan: CompactionPlan) -> str:
+    from harness9.context.tokens import format_token_count
+
+    if plan.strategy == "window":  # the window's threshold is a message count
+        return f"{plan.threshold} messages"
+    return f"{format_token_count(plan.threshold)} tokens"
 
 
 def _keep_partial(sess: CheckpointedSession, streamed: list[str]) -> None:
