@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from harness9.cli.help import HarnessCommand
 from harness9.errors import HarnessError, UsageError
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
@@ -57,9 +58,10 @@ def _open_store() -> Manager | None:
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from harness9.ui.render import pipe_safe_console
 
-    return Console(highlight=False)
+    # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
+    return pipe_safe_console(soft_wrap=not sys.stdout.isatty())
 
 
 def _print_lines(infos: list[SessionInfo]) -> None:
@@ -120,7 +122,7 @@ JsonOpt = Annotated[
 ]
 
 
-@sessions_app.command("list")
+@sessions_app.command("list", cls=HarnessCommand)
 def list_sessions(
     as_json: JsonOpt = False,
     limit: Annotated[
@@ -139,9 +141,11 @@ def list_sessions(
     _print_lines(infos)
 
 
-@sessions_app.command("show")
+@sessions_app.command("show", cls=HarnessCommand)
 def show_session(
-    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
+    ],
     as_json: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Show only the newest N messages (0: all).")
@@ -174,11 +178,13 @@ def show_session(
     render_session(_console(), info, records, todos, checkpoints)
 
 
-@sessions_app.command("delete")
+@sessions_app.command("delete", cls=HarnessCommand)
 def delete_sessions(
     session_ids: Annotated[
         list[str] | None,
-        typer.Argument(help="Session ids (or unique prefixes) to delete.", show_default=False),
+        typer.Argument(
+            metavar="ID", help="Session ids (or unique prefixes) to delete.", show_default=False
+        ),
     ] = None,
     older_than: Annotated[
         str | None,
@@ -246,14 +252,17 @@ def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) 
     typer.echo(f"About to delete {what}:")
     _print_lines(targets)
     if not typer.confirm(f"Delete {what}?", default=False):
-        raise NotConfirmedError("nothing deleted")
+        # The user's choice, not an error: exit 0, and say what happened.
+        typer.echo("Nothing deleted.")
+        raise typer.Exit(0)
 
 
-@sessions_app.command("search")
+@sessions_app.command("search", cls=HarnessCommand)
 def search_sessions(
     query: Annotated[
         list[str],
         typer.Argument(
+            metavar="WORDS",
             help='Words to find (all of them), or "a quoted phrase". '
             "Put -- before a query that starts with '-'.",
             show_default=False,
@@ -310,5 +319,5 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 # export/import live in their own module; registered here so `sessions` is one group.
 from harness9.cli.transfer import export_command, import_command  # noqa: E402
 
-sessions_app.command("export")(export_command)
-sessions_app.command("import")(import_command)
+sessions_app.command("export", cls=HarnessCommand)(export_command)
+sessions_app.command("import", cls=HarnessCommand)(import_command)

@@ -88,6 +88,15 @@ def _read_input(source: str) -> str:
         raise HarnessError(f"cannot import {source}: it is not UTF-8 text") from None
 
 
+def _parse_format(text: str | None) -> ExportFormat | None:
+    if text is None:
+        return None
+    try:
+        return ExportFormat(text.strip().lower())
+    except ValueError:
+        raise UsageError(f"--format must be markdown or json, got {text!r}") from None
+
+
 def _offloads_of(session_id: str) -> list[OffloadedText]:
     from harness9.context.offload import OffloadStore
     from harness9.store.export import OffloadedText
@@ -103,12 +112,15 @@ def _offloads_of(session_id: str) -> list[OffloadedText]:
 
 
 def export_command(
-    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
-    fmt: Annotated[
-        ExportFormat | None,
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
+    ],
+    fmt_text: Annotated[
+        str | None,
         typer.Option(
             "--format",
             "-f",
+            metavar="markdown|json",
             help="markdown (to read) or json (complete, for import). "
             "Default: json if -o ends in .json, else markdown.",
             show_default=False,
@@ -123,6 +135,7 @@ def export_command(
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
     from harness9.store.export import export_json, snapshot_session
 
+    fmt = _parse_format(fmt_text)
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
         fmt = ExportFormat.json if json_suffix else ExportFormat.markdown

@@ -301,7 +301,7 @@ class ChatLoop:
                 when = _dt.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
                 title = inert(info.title) or "(empty)"
                 self.io.err.print(
-                    f"  [{n}] {info.id}  {when}  {info.message_count} messages  {title}",
+                    f"  [{n}] {info.id}  {when}  {_plural(info.message_count, 'message')}  {title}",
                     markup=False,
                     highlight=False,
                     **fit,
@@ -340,7 +340,7 @@ class ChatLoop:
         if removed == 0:
             self.io.err.print("nothing to undo")
         else:
-            self.io.err.print(f"removed the last exchange ({removed} messages)")
+            self.io.err.print(f"removed the last exchange ({_plural(removed, 'message')})")
 
     def cmd_compact(self, rest: str) -> None:
         try:
@@ -397,7 +397,10 @@ class ChatLoop:
         self._switch(session)
         count = len(session.get_messages())
         self.io.err.print(
-            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
+            Text(
+                f"resumed session {session.session_id} ({_plural(count, 'message')})",
+                style="green",
+            )
         )
 
     def _switch(self, session: Any) -> None:
@@ -424,6 +427,10 @@ class ChatLoop:
                 " for commands, Ctrl-D to leave",
             )
         )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def readline_reader(history_file: str | None = None) -> Callable[[str], str]:
