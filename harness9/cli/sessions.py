@@ -284,12 +284,20 @@ def search_sessions(
     to_fts_query(text)  # a bad query is reported even before a store exists
     store = _open_store()
     hits: list[SearchHit] = []
+    missed = 0
     if store is None and session is not None:
         raise SessionNotFoundError(session)
     if store is not None:
         with store:
             full_id = store.resolve_id(session) if session is not None else None
             hits = store.search(text, limit=limit, session_id=full_id)
+            missed = store.unindexed_count() if store.read_only else 0
+    if missed:
+        typer.echo(
+            f"warning: the store is read-only, so the {_plural(missed, 'message')} stored "
+            "since the last search could not be indexed and were not searched",
+            err=True,
+        )
     if as_json:
         _print_json([_hit_json(h) for h in hits])
         return

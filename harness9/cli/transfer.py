@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness9 import config
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
-from harness9.store.sqlite import Manager
 
 if TYPE_CHECKING:
     from harness9.store.export import OffloadedText
@@ -139,10 +137,12 @@ def export_command(
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
         fmt = ExportFormat.json if json_suffix else ExportFormat.markdown
-    path = config.db_path()
-    if not path.exists():
+    from harness9.store.sqlite import open_existing_manager
+
+    found = open_existing_manager()  # read-only when the store cannot be written
+    if found is None:
         raise SessionNotFoundError(session_id)
-    with Manager(path, tool_results_dir=config.tool_results_dir()) as store:
+    with found as store:
         snap = snapshot_session(store, store.resolve_id(session_id))
     if fmt is ExportFormat.json:
         snap.offloads = _offloads_of(snap.info.id)

@@ -23,7 +23,7 @@ from pathlib import Path
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, ROLES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
-from harness9.store.migrations import SchemaError, check_version, migrate
+from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -84,7 +84,34 @@ def advice(detail: str) -> str:
     return ""
 
 
+def unwritable_cause(path: Path) -> str | None:
+    """Why ``path`` (the database) cannot be written, in words; None if it looks writable.
+
+    SQLite says only "unable to open database file" or "attempt to write a readonly
+    database"; the user needs to know which directory or file to fix.
+    """
+    parent = path.parent
+    with suppress(OSError):
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return f"{parent} is on a read-only file system"
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {parent} is not writable"
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists() and not os.access(p, os.R_OK | os.W_OK):
+            return f"{p} is not writable"
+    return None
+
+
 def open_error(path: Path, what: str) -> StoreError:
+    lowered = what.lower()
+    if any(w in lowered for w in ("unable to open", "readonly", "read-only", "permission")):
+        cause = unwritable_cause(path)
+        if cause is not None:
+            return StoreError(
+                f"cannot open session database {path}: {cause}; make it writable "
+                f"(e.g. chmod u+w {path.parent}) or point HARNESS9_HOME at a writable directory"
+            )
     return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
@@ -163,12 +190,16 @@ class Manager:
         db_path: str | os.PathLike[str],
         *,
         tool_results_dir: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(db_path)
         self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
+        # Read-only: for list/show/search/export on a store the user may not write (a
+        # read-only home, a backup). Writes raise StoreError; search skips indexing.
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        self._conn = self._connect()
+        self._conn = self._connect_read_only() if read_only else self._connect()
 
     # -- opening -----------------------------------------------------------------
 
@@ -215,6 +246,41 @@ class Manager:
         self._restrict_permissions()
         return conn
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """Open without writing anything: no file, directory, -wal or -shm is created."""
+        from urllib.parse import quote
+
+        base = "file:" + quote(str(self.path.resolve()))
+        last: sqlite3.Error | None = None
+        # mode=ro reads a WAL database when its -shm exists or can be made; in a read-only
+        # directory it cannot, and immutable=1 (nothing can change the file there) reads it.
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(
+                    base + query, uri=True, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+                version = check_version(conn)
+            except SchemaError as exc:
+                conn.close()
+                raise self._fail(str(exc)) from exc
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+                continue
+            if version < SCHEMA_VERSION:
+                conn.close()
+                raise self._fail(
+                    f"it needs a schema upgrade (version {version} to {SCHEMA_VERSION}), which "
+                    "needs write access; run any harness9 command where it is writable first"
+                )
+            return conn
+        raise self._fail(str(last))
+
     def _restrict_permissions(self) -> None:
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
@@ -247,6 +313,12 @@ class Manager:
         """One write transaction; any exception rolls all of it back and propagates."""
         with self._lock:
             conn = self.conn
+            if self.read_only:
+                cause = unwritable_cause(self.path) or "it was opened read-only"
+                raise StoreError(
+                    f"cannot write session database {self.path}: {cause}; make it writable "
+                    "or point HARNESS9_HOME at a writable directory"
+                )
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -406,12 +478,22 @@ class Manager:
             for sid, mid, role, created, title, snip, rank in rows
         ]
 
+    def unindexed_count(self) -> int:
+        """Messages the search index has not caught up with (a read-only store cannot)."""
+        with self.read() as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM messages WHERE id > (SELECT indexed_upto FROM fts_state)"
+            ).fetchone()
+        return int(n)
+
     def catch_up_index(self) -> int:
         """Index every message not indexed yet, in one transaction; return how many.
 
         The check runs outside a write transaction, so a search with nothing to index
         never waits for another process's write lock.
         """
+        if self.read_only:
+            return 0  # what is indexed is searched; indexing would be a write
         with self.read() as conn:
             if not fts_index.is_behind(conn):
                 return 0
@@ -841,7 +923,13 @@ def open_existing_manager() -> Manager | None:
             return None
     except OSError as exc:  # an unreadable home: stat itself fails
         raise open_error(path, exc.strerror or str(exc)) from exc
-    return Manager(path, tool_results_dir=config.tool_results_dir())
+    try:
+        return Manager(path, tool_results_dir=config.tool_results_dir())
+    except StoreError:
+        if unwritable_cause(path) is None:
+            raise
+    # Reading needs no write access: list/show/search/export work on a read-only store.
+    return Manager(path, tool_results_dir=config.tool_results_dir(), read_only=True)
 
 
 def open_manager() -> Manager:
