@@ -57,9 +57,13 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
+    fts_shadow = {
+        f"{t}_{s}"
+        for t in ("messages_fts", "messages_cjk")
+        for s in ("config", "content", "data", "docsize", "idx")
+    }
     assert tables == {
         "sessions",
         "messages",
@@ -68,6 +72,7 @@ def test_final_schema(manager: Manager, db: Path):
         "schema_migrations",
         "sqlite_sequence",
         "messages_fts",
+        "messages_cjk",
         *fts_shadow,
         "fts_state",
     }
@@ -132,7 +137,12 @@ def test_final_schema(manager: Manager, db: Path):
     assert triggers == {
         ("messages_fts_delete", "messages"),
         ("messages_fts_update", "messages"),
+        ("messages_cjk_delete", "messages"),
+        ("messages_cjk_update", "messages"),
     }
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_cjk'").fetchone() == (
+        "CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram')",
+    )
 
 
 def test_migrations_are_recorded_by_name(manager: Manager, db: Path):

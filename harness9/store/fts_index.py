@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from harness9.store.migrations import FTS_BODY
+from harness9.store.migrations import CJK_ROW, FTS_BODY
 
 _BEHIND_SQL = (
     "SELECT (SELECT indexed_upto FROM fts_state) < (SELECT coalesce(max(id), 0) FROM messages)"
@@ -46,8 +46,26 @@ def catch_up(conn: sqlite3.Connection) -> int:
         "FROM messages AS new WHERE new.id > ?",
         (upto,),
     )
+    index_cjk(conn, "new.id > ?", (upto,))
     conn.execute("UPDATE fts_state SET indexed_upto = ?", (top,))
     return cur.rowcount
+
+
+def index_cjk(conn: sqlite3.Connection, where: str, args: tuple[object, ...]) -> None:
+    """Add the CJK rows matching ``where`` (over ``messages AS new``) to the trigram index.
+
+    Called wherever messages_fts is filled, with the same row selection, so both
+    indexes always cover the same messages (migration index_cjk_trigram).
+    """
+    conn.execute(
+        f"DELETE FROM messages_cjk WHERE rowid IN (SELECT id FROM messages AS new WHERE {where})",
+        args,
+    )
+    conn.execute(
+        f"INSERT INTO messages_cjk (rowid, body) SELECT new.id, {FTS_BODY} "
+        f"FROM messages AS new WHERE ({where}) AND {CJK_ROW}",
+        args,
+    )
 
 
 def index_restored(conn: sqlite3.Connection, session_id: str) -> int:
@@ -61,6 +79,11 @@ def index_restored(conn: sqlite3.Connection, session_id: str) -> int:
         f"INSERT INTO messages_fts (rowid, body) SELECT new.id, {FTS_BODY} "
         "FROM messages AS new WHERE new.session_id = ? "
         "AND new.id <= (SELECT indexed_upto FROM fts_state)",
+        (session_id,),
+    )
+    index_cjk(
+        conn,
+        "new.session_id = ? AND new.id <= (SELECT indexed_upto FROM fts_state)",
         (session_id,),
     )
     return cur.rowcount

@@ -137,6 +137,41 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+# Whether a row aliased ``new`` holds CJK text (kana, CJK ideographs and their extension A,
+# compatibility ideographs, Hangul syllables). Only such rows go into the trigram index.
+_CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+# Tool-call arguments are tested as indexed (JSON-decoded): a model may send "\uXXXX".
+CJK_ROW = (
+    f"(new.content GLOB '*{_CJK_CLASS}*' OR (new.tool_calls IS NOT NULL "
+    f"AND {_FTS_BODY_V4} GLOB '*{_CJK_CLASS}*'))"
+)
+
+MIGRATIONS.append(
+    (
+        # CJK search. unicode61 makes a whole run of CJK characters one token, so a word
+        # inside a Chinese sentence was never found. Rows holding CJK text are also indexed
+        # with the trigram tokenizer, which matches any substring of 3+ characters (shorter
+        # CJK terms are matched with LIKE on these rows). The rest keep unicode61 and bm25.
+        # Same invariant and catch-up as messages_fts (harness9.store.fts_index): the
+        # table holds exactly the CJK rows with id <= fts_state.indexed_upto.
+        "index_cjk_trigram",
+        f"""
+        CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram');
+        CREATE TRIGGER messages_cjk_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM messages_cjk WHERE rowid = old.id;
+        END;
+        CREATE TRIGGER messages_cjk_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_cjk WHERE rowid = old.id;
+            INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT indexed_upto FROM fts_state) AND {CJK_ROW};
+        END;
+        INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+            FROM messages AS new
+            WHERE new.id <= (SELECT indexed_upto FROM fts_state) AND {CJK_ROW};
+        """,
+    )
+)
+
 # The text the current schema indexes for a row aliased ``new``. A migration that changes
 # what is indexed must rebuild messages_fts and point this at its own expression.
 FTS_BODY = _FTS_BODY_V4

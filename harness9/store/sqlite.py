@@ -31,7 +31,11 @@ from harness9.store.search import (
     SNIPPET_TOKENS,
     SearchHit,
     SearchQueryError,
+    cjk_match,
     clean_snippet,
+    has_cjk,
+    query_terms,
+    substring_snippet,
     to_fts_query,
 )
 from harness9.store.session import (
@@ -443,6 +447,8 @@ class Manager:
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
         self.catch_up_index()
+        if has_cjk(query):
+            return self._search_cjk(query, limit=limit, session_id=session_id)
         sql = self._SEARCH_SQL
         args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
         if session_id is not None:
@@ -476,6 +482,52 @@ class Manager:
                 rank,
             )
             for sid, mid, role, created, title, snip, rank in rows
+        ]
+
+    def _search_cjk(self, query: str, *, limit: int, session_id: str | None) -> list[SearchHit]:
+        """A query with CJK text: substring matches in the trigram index of CJK rows.
+
+        bm25 ranks the hits when some term is 3+ characters (a trigram MATCH); with
+        only shorter terms (LIKE) the newest come first.
+        """
+        terms = query_terms(query)
+        match, likes = cjk_match(terms)
+        conds: list[str] = []
+        args: list[object] = []
+        if match is not None:
+            conds.append("messages_cjk MATCH ?")
+            args.append(match)
+        for pattern in likes:
+            # `|| ''` keeps LIKE off the trigram index, which misses patterns under 3 chars.
+            conds.append("(c.body || '') LIKE ? ESCAPE '\\'")
+            args.append(pattern)
+        if session_id is not None:
+            conds.append("m.session_id = ?")
+            args.append(session_id)
+        rank = "bm25(messages_cjk)" if match is not None else "0.0"
+        sql = (
+            "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, "
+            f"CAST(s.title AS BLOB), CAST(c.body AS BLOB), {rank} "
+            "FROM messages_cjk AS c JOIN messages AS m ON m.id = c.rowid "
+            "JOIN sessions AS s ON s.id = m.session_id "
+            f"WHERE {' AND '.join(conds)} ORDER BY {rank}, m.id DESC"
+        )
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self.read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return [
+            SearchHit(
+                sid,
+                mid,
+                clean_snippet(role),
+                created,
+                clean_snippet(title),
+                substring_snippet(clean_snippet(body), terms),
+                float(score),
+            )
+            for sid, mid, role, created, title, body, score in rows
         ]
 
     def unindexed_count(self) -> int:
