@@ -108,6 +108,7 @@ def test_a_damaged_row_is_never_sent_to_the_model(llm_server, sql, reason):
 
     assert result.exit_code == 0, result.output
     assert result.stdout == "still here\n"
+    assert f"warning: message row {ids[1]} is corrupt ({reason}); skipped\n" in result.stderr
     assert "HTTP 500" not in result.stderr
     sent = [(m["role"], m["content"]) for m in llm_server.requests[-1]["messages"][1:]]
     assert sent == [

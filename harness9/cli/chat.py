@@ -116,6 +116,14 @@ def chat(
             session = manager.open_session(recent[0].id)
         else:
             session = None
+        if session is not None:
+            session.get_records()  # resuming: say which damaged rows the model will not see
+            for row in session.corrupt_rows:
+                err.print(
+                    f"warning: message row {row.id} is corrupt ({row.reason}); skipped",
+                    style="yellow",
+                    markup=False,
+                )
         note = startup_retention(manager, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)

@@ -98,7 +98,7 @@ def unwritable_cause(path: Path) -> str | None:
     with suppress(OSError):
         if os.statvfs(parent).f_flag & os.ST_RDONLY:
             return f"{parent} is on a read-only file system"
-    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+    if os.path.isdir(parent) and not os.access(parent, os.W_OK | os.X_OK):
         return f"the directory {parent} is not writable"
     for suffix in ("", "-wal", "-shm"):
         p = Path(str(path) + suffix)
@@ -109,6 +109,12 @@ def unwritable_cause(path: Path) -> str | None:
 
 def open_error(path: Path, what: str) -> StoreError:
     lowered = what.lower()
+    parent = path.parent
+    if os.path.isdir(parent) and not os.access(parent, os.R_OK | os.X_OK):
+        return StoreError(
+            f"cannot open session database {path}: the directory {parent} cannot be read "
+            f"by you{advice('permission denied')}"
+        )
     if any(w in lowered for w in ("unable to open", "readonly", "read-only", "permission")):
         cause = unwritable_cause(path)
         if cause is not None:
