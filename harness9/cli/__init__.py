@@ -65,7 +65,7 @@ def _framework_exceptions() -> tuple[type[BaseException], ...]:
 class HarnessGroup(TyperGroup):
     """Maps exceptions to one stderr line and a named exit code, for every subcommand."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # Every error line suggests --debug, so it must work wherever it is typed:
         # `harness9 sessions show X --debug` as well as `harness9 --debug sessions ...`.
         # Only before a `--`, after which everything is an argument (a search for "--debug").

@@ -13,7 +13,6 @@ import logging
 import os
 import random
 import re
-import sys
 import threading
 import time
 import uuid
@@ -79,14 +78,15 @@ def load_litellm() -> ModuleType:
         if _litellm is None:
             # Without this litellm fetches its price map over the network at import.
             os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            # litellm aborts a stream after 100 identical chunks, taking a real answer with
+            # a long run of one string (a separator line, a table rule) for a looping model.
+            # Our own timeout and the user's Ctrl-C already bound a runaway stream. The
+            # variable is litellm's documented way to set the limit; it is read at import.
+            os.environ.setdefault("REPEATED_STREAMING_CHUNK_LIMIT", str(2**31 - 1))
             import litellm
 
             litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" prints
             litellm.set_verbose = False
-            # litellm aborts a stream after 100 identical chunks, taking a real answer with
-            # a long run of one string (a separator line, a table rule) for a looping model.
-            # Our own timeout and the user's Ctrl-C already bound a runaway stream.
-            litellm.REPEATED_STREAMING_CHUNK_LIMIT = sys.maxsize
             for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
                 logging.getLogger(name).setLevel(logging.CRITICAL)
             _litellm = litellm
