@@ -85,6 +85,8 @@ def test_show_and_export_skip_a_damaged_row_with_the_documented_warning(sql, rea
     contents = [m["content"] for m in json.loads(shown.stdout)["messages"]]
     assert contents == ["first question", "first answer", "second answer"]
     assert json.loads(shown.stdout)["corrupt_rows"] == [{"id": ids[2], "reason": reason}]
+    human = cli("sessions", "show", sid).stdout
+    assert "#3 assistant" in human and "#4" not in human and "showing the last" not in human
     # What was skipped is not in the export either, and the export imports cleanly.
     assert json.loads(exported.stdout)["message_count"] == 3
 

@@ -175,7 +175,7 @@ def show_session(
         return
     from harness9.ui.render import render_session
 
-    render_session(_console(), info, records, todos, checkpoints)
+    render_session(_console(), info, records, todos, checkpoints, limited=limit > 0)
 
 
 @sessions_app.command("delete", cls=HarnessCommand)

@@ -63,8 +63,13 @@ def render_session(
     records: Sequence[StoredMessage],
     todos: Sequence[TodoItem],
     checkpoints: Sequence[Checkpoint],
+    *,
+    limited: bool = False,
 ) -> None:
-    """A session's header, its messages (oldest first), todos and compaction checkpoints."""
+    """A session's header, its messages (oldest first), todos and compaction checkpoints.
+
+    ``limited``: ``records`` are only the newest messages (``show --limit``).
+    """
     head = Text()
     head.append(info.id, style="bold")
     head.append(f"  {inert(info.title)}" if info.title else "")
@@ -76,11 +81,11 @@ def render_session(
             style="dim",
         )
     )
-    if len(records) < info.message_count:
+    if limited and len(records) < info.message_count:
         console.print(Text(f"(showing the last {len(records)})", style="dim"))
     # Messages are numbered within the session (#1 is its first message); row ids are
     # global to the store and stay in --json.
-    first = max(1, info.message_count - len(records) + 1)
+    first = max(1, info.message_count - len(records) + 1) if limited else 1
     numbers = {rec.id: first + i for i, rec in enumerate(records)}
     for rec in records:
         render_message(console, rec, numbers[rec.id])
