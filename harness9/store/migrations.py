@@ -28,6 +28,16 @@ _FTS_BODY_V4 = """replace(replace(
         WHERE c.type = 'object'), ''),
     char(2), ' '), char(3), ' ')"""
 
+# Whether a row aliased ``new`` holds CJK text (part of migration index_cjk_trigram: never
+# edit it; a change is a new migration). Kana, CJK ideographs and their extension A,
+# compatibility ideographs, Hangul syllables). Only such rows go into the trigram index.
+_CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+# Tool-call arguments are tested as indexed (JSON-decoded): a model may send "\uXXXX".
+CJK_ROW = (
+    f"(new.content GLOB '*{_CJK_CLASS}*' OR (new.tool_calls IS NOT NULL "
+    f"AND {_FTS_BODY_V4} GLOB '*{_CJK_CLASS}*'))"
+)
+
 # (name, SQL). The name is recorded in schema_migrations for whoever opens the file by hand.
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -135,18 +145,6 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
-]
-
-# Whether a row aliased ``new`` holds CJK text (kana, CJK ideographs and their extension A,
-# compatibility ideographs, Hangul syllables). Only such rows go into the trigram index.
-_CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-# Tool-call arguments are tested as indexed (JSON-decoded): a model may send "\uXXXX".
-CJK_ROW = (
-    f"(new.content GLOB '*{_CJK_CLASS}*' OR (new.tool_calls IS NOT NULL "
-    f"AND {_FTS_BODY_V4} GLOB '*{_CJK_CLASS}*'))"
-)
-
-MIGRATIONS.append(
     (
         # CJK search. unicode61 makes a whole run of CJK characters one token, so a word
         # inside a Chinese sentence was never found. Rows holding CJK text are also indexed
@@ -169,8 +167,8 @@ MIGRATIONS.append(
             FROM messages AS new
             WHERE new.id <= (SELECT indexed_upto FROM fts_state) AND {CJK_ROW};
         """,
-    )
-)
+    ),
+]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes
 # what is indexed must rebuild messages_fts and point this at its own expression.
