@@ -30,7 +30,7 @@ _FTS_BODY_V4 = """replace(replace(
 
 # Whether a row aliased ``new`` holds CJK text (part of migration index_cjk_trigram: never
 # edit it; a change is a new migration). Kana, CJK ideographs and their extension A,
-# compatibility ideographs, Hangul syllables). Only such rows go into the trigram index.
+# compatibility ideographs and Hangul syllables. Only such rows go into the trigram index.
 _CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 # Tool-call arguments are tested as indexed (JSON-decoded): a model may send "\uXXXX".
 CJK_ROW = (
