@@ -41,6 +41,7 @@ def catch_up(conn: sqlite3.Connection) -> int:
     # one rowid-range lookup and means a hand-made stray row can never wedge every search
     # on a duplicate-rowid error.
     conn.execute("DELETE FROM messages_fts WHERE rowid > ?", (upto,))
+    conn.execute("DELETE FROM messages_cjk WHERE rowid > ?", (upto,))
     cur = conn.execute(
         f"INSERT INTO messages_fts (rowid, body) SELECT new.id, {FTS_BODY} "
         "FROM messages AS new WHERE new.id > ?",
@@ -57,10 +58,6 @@ def index_cjk(conn: sqlite3.Connection, where: str, args: tuple[object, ...]) ->
     Called wherever messages_fts is filled, with the same row selection, so both
     indexes always cover the same messages (migration index_cjk_trigram).
     """
-    conn.execute(
-        f"DELETE FROM messages_cjk WHERE rowid IN (SELECT id FROM messages AS new WHERE {where})",
-        args,
-    )
     conn.execute(
         f"INSERT INTO messages_cjk (rowid, body) SELECT new.id, {FTS_BODY} "
         f"FROM messages AS new WHERE ({where}) AND {CJK_ROW}",
