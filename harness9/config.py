@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,16 +46,15 @@ class Settings:
         """Flags win over the environment, which wins over the defaults."""
         env_cw = os.environ.get("HARNESS9_CONTEXT_WINDOW")
         cw = context_window
-        source = "--context-window"
         if cw is None and env_cw:
             cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
-            source = "HARNESS9_CONTEXT_WINDOW"
         if cw is not None and cw < MIN_CONTEXT_WINDOW:
             from harness9.errors import UsageError
 
+            # The flag's default is the variable, so either may have given the value.
             raise UsageError(
-                f"{source} must be at least {MIN_CONTEXT_WINDOW} tokens (no model works in "
-                f"less), got {cw}"
+                f"--context-window (HARNESS9_CONTEXT_WINDOW) must be at least "
+                f"{MIN_CONTEXT_WINDOW} tokens (no model works in less), got {cw}"
             )
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
@@ -131,7 +131,7 @@ def check_top_level(cfg: dict[str, Any], where: Path) -> None:
         raise ConfigError(f"unknown {what} in {where} (known: {known})")
 
 
-def retention_days(cfg: dict[str, Any], source: Path | None = None) -> int:
+def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
     """``retention_days`` from a loaded config: 0 (the default) means keep everything.
 
     A bad value is a ConfigError naming the key and ``source`` (default: the config file).

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from history import ScriptedSummarizer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -9,24 +10,9 @@ from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.context.phase2 import Phase2Compactor
 from harness9.context.repair import is_valid_tool_sequence
 from harness9.context.tokens import estimate_tokens
-from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall, Usage
+from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall
 
 SYS = Message("system", "You are harness9.")
-
-
-class ScriptedSummarizer:
-    """Deterministic in-process summariser: fixed reply, records every request."""
-
-    def __init__(self, reply: str = "Progress: working on the loader", fail: bool = False) -> None:
-        self.reply = reply
-        self.fail = fail
-        self.calls: list[list[Message]] = []
-
-    def generate(self, messages, tools):
-        self.calls.append(list(messages))
-        if self.fail:
-            raise ConnectionError("model unreachable")
-        return Message("assistant", self.reply), Usage(100, 20)
 
 
 class KeepLastTwo:
@@ -90,7 +76,7 @@ def test_eviction_alone_when_it_brings_history_under_threshold():
 
 def test_summarises_when_eviction_is_not_enough():
     msgs = chatty()
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = Phase2Compactor(s, max_tokens=estimate_tokens(msgs), summarizer_window=10**6)
     result = comp.compact_detailed(msgs)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
@@ -175,7 +161,9 @@ def test_previous_summary_at_the_head_is_merged_not_dropped():
 def test_summariser_failure_uses_fallback_and_records_error():
     msgs = chatty()
     comp = Phase2Compactor(
-        ScriptedSummarizer(fail=True), max_tokens=estimate_tokens(msgs), fallback=KeepLastTwo()
+        ScriptedSummarizer(error=ConnectionError("model unreachable")),
+        max_tokens=estimate_tokens(msgs),
+        fallback=KeepLastTwo(),
     )
     result = comp.compact_detailed(msgs)
     assert result.strategy == "fallback" and result.messages == [SYS, *msgs[-2:]]
@@ -191,7 +179,9 @@ def test_default_fallback_is_a_token_budget_at_80_percent():
 def test_summariser_failure_truncates_the_evicted_history_to_the_budget():
     msgs = tool_heavy() + chatty()[1:]
     max_tokens = estimate_tokens(msgs) // 2
-    comp = Phase2Compactor(ScriptedSummarizer(fail=True), max_tokens=max_tokens)
+    comp = Phase2Compactor(
+        ScriptedSummarizer(error=ConnectionError("model unreachable")), max_tokens=max_tokens
+    )
     result = comp.compact_detailed(msgs)
     assert result.strategy == "budget" and result.error == "ConnectionError: model unreachable"
     assert estimate_tokens(result.messages) <= int(max_tokens * 0.8)

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
 from harness9.errors import HarnessError, UsageError
+from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
 from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 sessions_app = typer.Typer(
     no_args_is_help=True,
@@ -48,33 +45,27 @@ def parse_age(text: str) -> float:
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
 
 
-def _stdin_is_interactive() -> bool:
-    return sys.stdin is not None and sys.stdin.isatty()
-
-
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager()
+    return open_existing_manager(on_session_deleted=_remove_offloads)
 
 
-def _console() -> Console:
-    from harness9.ui.render import pipe_safe_console
+def _remove_offloads(session_id: str) -> None:
+    # The offload store owns its directories; imported only when a session is deleted,
+    # so listing and showing never pay for harness9.context.
+    from harness9.context.offload import remove_session_offloads
 
-    # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
-    return pipe_safe_console(soft_wrap=not sys.stdout.isatty())
+    remove_session_offloads(session_id)
 
 
-def _print_lines(infos: list[SessionInfo]) -> None:
-    import shutil
-
+def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
     from harness9.ui.listing import session_lines
 
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    sys.stdout.write("\n".join(session_lines(infos, width)) + "\n")
+    env.write("\n".join(session_lines(infos, env.columns)) + "\n")
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2))
+def _print_json(env: Environment, data: Any) -> None:
+    env.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def _plural(n: int, word: str) -> str:
@@ -92,29 +83,11 @@ def _info_json(info: SessionInfo) -> dict[str, Any]:
 
 
 def _message_json(rec: StoredMessage) -> dict[str, Any]:
-    msg = rec.message
-    return {
-        "id": rec.id,
-        "role": msg.role,
-        "content": msg.content,
-        "tool_calls": [c.to_flat() for c in msg.tool_calls],
-        "tool_call_id": msg.tool_call_id or None,
-        "created_at": iso_utc(rec.created_at),
-    }
+    return {**record_to_json(rec), "created_at": iso_utc(rec.created_at)}
 
 
 def _checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
-    return {
-        "id": cp.id,
-        "last_message_id": cp.last_message_id,
-        "strategy": cp.strategy,
-        "summary": cp.summary,
-        "tokens_before": cp.tokens_before,
-        "tokens_after": cp.tokens_after,
-        "messages_before": cp.messages_before,
-        "messages_after": cp.messages_after,
-        "created_at": iso_utc(cp.created_at),
-    }
+    return {**checkpoint_to_json(cp), "created_at": iso_utc(cp.created_at)}
 
 
 JsonOpt = Annotated[
@@ -124,25 +97,28 @@ JsonOpt = Annotated[
 
 @sessions_app.command("list", cls=HarnessCommand)
 def list_sessions(
+    ctx: typer.Context,
     as_json: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Show at most N sessions (0: all).")
     ] = 0,
 ) -> None:
     """List sessions, most recently updated first."""
+    env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
     if store is not None:
         with store:
             infos = store.list_sessions(limit)
     if as_json:
-        _print_json([_info_json(i) for i in infos])
+        _print_json(env, [_info_json(i) for i in infos])
         return
-    _print_lines(infos)
+    _print_lines(env, infos)
 
 
 @sessions_app.command("show", cls=HarnessCommand)
 def show_session(
+    ctx: typer.Context,
     session_id: Annotated[
         str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
     ],
@@ -152,6 +128,7 @@ def show_session(
     ] = 0,
 ) -> None:
     """Show a session's messages, todos and compaction checkpoints."""
+    env = environment(ctx)
     store = _open_store()
     if store is None:
         raise SessionNotFoundError(session_id)
@@ -164,22 +141,24 @@ def show_session(
         todos = session.get_todos() or []
         checkpoints = session.list_checkpoints()
     for row in corrupt:
-        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
         data = _info_json(info)
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
         data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in corrupt]
-        _print_json(data)
+        _print_json(env, data)
         return
     from harness9.ui.render import render_session
 
-    render_session(_console(), info, records, todos, checkpoints, limited=limit > 0)
+    # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
+    render_session(env.console(), info, records, todos, checkpoints, limited=limit > 0)
 
 
 @sessions_app.command("delete", cls=HarnessCommand)
 def delete_sessions(
+    ctx: typer.Context,
     session_ids: Annotated[
         list[str] | None,
         typer.Argument(
@@ -205,17 +184,18 @@ def delete_sessions(
     ] = False,
 ) -> None:
     """Delete sessions by id, or all sessions older than an age (for cron)."""
+    env = environment(ctx)
     if session_ids and older_than is not None:
         raise UsageError("give session ids or --older-than, not both")
     if not session_ids and older_than is None:
         raise UsageError("give the session ids to delete, or --older-than AGE")
     age = parse_age(older_than) if older_than is not None else 0.0
-    cutoff = time.time() - age
+    cutoff = env.clock() - age
     store = _open_store()
     if store is None:
         if session_ids:
             raise SessionNotFoundError(session_ids[0])
-        typer.echo(f"No sessions older than {older_than}.")
+        env.echo(f"No sessions older than {older_than}.")
         return
     with store:
         if session_ids:
@@ -224,9 +204,9 @@ def delete_sessions(
         else:
             targets = store.sessions_older_than(cutoff)
             if not targets:
-                typer.echo(f"No sessions older than {older_than}.")
+                env.echo(f"No sessions older than {older_than}.")
                 return
-        _confirm_or_refuse(targets, dry_run=dry_run, yes=yes)
+        _confirm_or_refuse(env, targets, dry_run=dry_run, yes=yes)
         if dry_run:
             return
         deleted = store.delete_sessions(
@@ -234,31 +214,34 @@ def delete_sessions(
         )
     skipped = len(targets) - len(deleted)
     note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
-    typer.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
+    env.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
 
 
-def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:
+def _confirm_or_refuse(
+    env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool
+) -> None:
     what = _plural(len(targets), "session")
     if dry_run:
-        typer.echo(f"Would delete {what}:")
-        _print_lines(targets)
+        env.echo(f"Would delete {what}:")
+        _print_lines(env, targets)
         return
     if yes:
         return
-    if not _stdin_is_interactive():
+    if not env.stdin_isatty:
         raise NotConfirmedError(
             f"refusing to delete {what} without --yes (stdin is not a terminal); nothing deleted"
         )
-    typer.echo(f"About to delete {what}:")
-    _print_lines(targets)
-    if not typer.confirm(f"Delete {what}?", default=False):
+    env.echo(f"About to delete {what}:")
+    _print_lines(env, targets)
+    if not env.confirm(f"Delete {what}?"):
         # The user's choice, not an error: exit 0, and say what happened.
-        typer.echo("Nothing deleted.")
+        env.echo("Nothing deleted.")
         raise typer.Exit(0)
 
 
 @sessions_app.command("search", cls=HarnessCommand)
 def search_sessions(
+    ctx: typer.Context,
     query: Annotated[
         list[str],
         typer.Argument(
@@ -280,6 +263,7 @@ def search_sessions(
     ] = None,
 ) -> None:
     """Search every stored message (tool calls and results too), best match first."""
+    env = environment(ctx)
     text = " ".join(query)
     to_fts_query(text)  # a bad query is reported even before a store exists
     store = _open_store()
@@ -293,17 +277,17 @@ def search_sessions(
             hits = store.search(text, limit=limit, session_id=full_id)
             missed = store.unindexed_count() if store.read_only else 0
     if missed:
-        typer.echo(
+        env.echo(
             f"warning: the store is read-only, so the {_plural(missed, 'message')} stored "
             "since the last search could not be indexed and were not searched",
             err=True,
         )
     if as_json:
-        _print_json([_hit_json(h) for h in hits])
+        _print_json(env, [_hit_json(h) for h in hits])
         return
     from harness9.ui.search_view import render_hits
 
-    render_hits(_console(), hits)
+    render_hits(env.console(soft_wrap=False), hits)
 
 
 def _hit_json(hit: SearchHit) -> dict[str, Any]:

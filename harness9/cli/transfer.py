@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
 
@@ -75,10 +75,12 @@ def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
 
 
-def _read_input(source: str) -> str:
+def _read_input(env: Environment, source: str) -> str:
     try:
         if source == "-":
-            return sys.stdin.buffer.read().decode("utf-8")
+            stdin = env.stdin
+            raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+            return raw.decode("utf-8")
         return Path(source).read_bytes().decode("utf-8")
     except OSError as exc:
         raise HarnessError(f"cannot read {source}: {exc.strerror or exc}") from exc
@@ -110,6 +112,7 @@ def _offloads_of(session_id: str) -> list[OffloadedText]:
 
 
 def export_command(
+    ctx: typer.Context,
     session_id: Annotated[
         str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
     ],
@@ -131,6 +134,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
+    env = environment(ctx)
     from harness9.store.export import export_json, snapshot_session
 
     fmt = _parse_format(fmt_text)
@@ -147,7 +151,7 @@ def export_command(
     if fmt is ExportFormat.json:
         snap.offloads = _offloads_of(snap.info.id)
     for row in snap.corrupt_rows:
-        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
         text = export_json(snap)
     else:
@@ -155,13 +159,14 @@ def export_command(
 
         text = session_markdown(snap)
     if output is None:
-        sys.stdout.write(text)
+        env.write(text)
         return
     write_file_atomically(output, text, force=force)
-    typer.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+    env.echo(f"Exported session {snap.info.id} to {output}.", err=True)
 
 
 def import_command(
+    ctx: typer.Context,
     source: Annotated[
         str, typer.Argument(metavar="FILE", help="A JSON export, or - to read standard input.")
     ],
@@ -176,7 +181,8 @@ def import_command(
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
-    text = _read_input(source)
+    env = environment(ctx)
+    text = _read_input(env, source)
     try:
         snap = parse_export(text)
     except ImportFormatError as exc:
@@ -201,4 +207,4 @@ def import_command(
             ) from exc
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
-    typer.echo(f"Imported session {sid} ({what}{note}).")
+    env.echo(f"Imported session {sid} ({what}{note}).")

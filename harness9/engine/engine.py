@@ -514,7 +514,7 @@ class AgentEngine:
             assume_yes=self.assume_yes,
             session_id=sess.session_id,
             open_output=(
-                (lambda tool, args: offload.open_stream(sess.session_id, tool, args))  # type: ignore[attr-defined]
+                (lambda tool, args: offload.open_stream(sess.session_id, tool, args))
                 if offload is not None and hasattr(offload, "open_stream")
                 else None
             ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +84,7 @@ def build_topic_compressor(
 
 
 class SmartCompactionTrigger:
-    """The engine's trigger seam backed by the phase-2 rule (memory/triggers.py).
+    """The engine's trigger seam backed by the phase-2 rule (context/triggers.py).
 
     Keeps per-session growth and cooldown state; iterations count up for the
     whole life of a session in this process, as the cooldown rule expects.
@@ -150,6 +152,7 @@ def build_engine(
     context_window: int,
     *,
     timeout: float = 120.0,
+    sleep: Callable[[float], None] = time.sleep,
     **engine_kwargs: Any,
 ) -> Any:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
@@ -158,10 +161,12 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout)
+    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
+        summarizer = LLMProvider(
+            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
+        )
     registry = default_registry()
     offload = build_offload_store(opts)
     if offload is not None:

@@ -31,12 +31,23 @@ import json
 import math
 import sqlite3
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.codec import (
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_TYPES,
+    INSERT_CHECKPOINT,
+    TOOL_CALL_FIELDS,
+    checkpoint_from_values,
+    checkpoint_to_json,
+    checkpoint_values,
+    message_values,
+    record_to_json,
+)
 from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
@@ -107,32 +118,9 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "created_at": info.created_at,
         "updated_at": info.updated_at,
         "message_count": len(snap.records),  # what this file holds (corrupt rows are not in it)
-        "messages": [
-            {
-                "id": r.id,
-                "role": r.message.role,
-                "content": r.message.content,
-                "tool_calls": [c.to_flat() for c in r.message.tool_calls],
-                "tool_call_id": r.message.tool_call_id or None,
-                "created_at": r.created_at,
-            }
-            for r in snap.records
-        ],
-        "todos": [{"content": t.content, "status": t.status} for t in snap.todos],
-        "checkpoints": [
-            {
-                "id": cp.id,
-                "last_message_id": cp.last_message_id,
-                "summary": cp.summary,
-                "strategy": cp.strategy,
-                "tokens_before": cp.tokens_before,
-                "tokens_after": cp.tokens_after,
-                "messages_before": cp.messages_before,
-                "messages_after": cp.messages_after,
-                "created_at": cp.created_at,
-            }
-            for cp in snap.checkpoints
-        ],
+        "messages": [record_to_json(r) for r in snap.records],
+        "todos": [t.to_dict() for t in snap.todos],
+        "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
         "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
     }
 
@@ -186,6 +174,13 @@ def _choice(obj: dict[str, Any], key: str, where: str, allowed: tuple[str, ...])
     return value
 
 
+def _checkpoint_field(c: dict[str, Any], key: str, where: str) -> Any:
+    kind = CHECKPOINT_TYPES[key]
+    if key == "created_at":
+        return _time(c, key, where)
+    return _count(c, key, where) if kind is int else _get(c, key, kind, where)
+
+
 def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
     items = _get(obj, key, list, where)
     for i, item in enumerate(items):
@@ -217,11 +212,7 @@ def from_document(doc: object) -> SessionSnapshot:
     for i, m in enumerate(_list(doc, "messages", "session")):
         where = f"messages[{i}]"
         calls = [
-            ToolCall(
-                _get(c, "id", str, f"{where}.tool_calls[{k}]"),
-                _get(c, "name", str, f"{where}.tool_calls[{k}]"),
-                _get(c, "arguments", str, f"{where}.tool_calls[{k}]"),
-            )
+            ToolCall(*(_get(c, key, str, f"{where}.tool_calls[{k}]") for key in TOOL_CALL_FIELDS))
             for k, c in enumerate(_list(m, "tool_calls", where))
         ]
         call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
@@ -244,17 +235,7 @@ def from_document(doc: object) -> SessionSnapshot:
     checkpoints: list[Checkpoint] = []
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
-        cp = Checkpoint(
-            last_message_id=_count(c, "last_message_id", where),
-            summary=_get(c, "summary", str, where),
-            strategy=_get(c, "strategy", str, where),
-            tokens_before=_count(c, "tokens_before", where),
-            tokens_after=_count(c, "tokens_after", where),
-            messages_before=_count(c, "messages_before", where),
-            messages_after=_count(c, "messages_after", where),
-            created_at=_time(c, "created_at", where),
-            id=_count(c, "id", where),
-        )
+        cp = checkpoint_from_values([_checkpoint_field(c, key, where) for key in CHECKPOINT_FIELDS])
         if cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
@@ -299,10 +280,6 @@ _INSERT_MESSAGE = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_CHECKPOINT = (
-    "INSERT INTO compactions (id, session_id, last_message_id, summary, strategy, tokens_before, "
-    "tokens_after, messages_before, messages_after, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 def _ids_free(conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
@@ -341,24 +318,8 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
             )
             new_ids: dict[int, int] = {}
             for r in snap.records:
-                m = r.message
-                calls = (
-                    json.dumps([c.to_flat() for c in m.tool_calls], ensure_ascii=False)
-                    if m.tool_calls
-                    else None
-                )
-                cur = conn.execute(
-                    _INSERT_MESSAGE,
-                    (
-                        r.id if keep else None,
-                        sid,
-                        m.role,
-                        m.content,
-                        calls,
-                        m.tool_call_id or None,
-                        r.created_at,
-                    ),
-                )
+                values = (r.id if keep else None, sid, *message_values(r.message), r.created_at)
+                cur = conn.execute(_INSERT_MESSAGE, values)
                 new_ids[r.id] = int(cur.lastrowid or 0)
             # Kept ids may lie below the search index's mark, where the catch-up never looks.
             fts_index.index_restored(conn, sid)
@@ -367,21 +328,10 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
                 [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
             )
             for cp in snap.checkpoints:
-                conn.execute(
-                    _INSERT_CHECKPOINT,
-                    (
-                        cp.id if keep else None,
-                        sid,
-                        new_ids[cp.last_message_id],
-                        cp.summary,
-                        cp.strategy,
-                        cp.tokens_before,
-                        cp.tokens_after,
-                        cp.messages_before,
-                        cp.messages_after,
-                        cp.created_at,
-                    ),
+                moved = replace(
+                    cp, id=cp.id if keep else 0, last_message_id=new_ids[cp.last_message_id]
                 )
+                conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
     except UnicodeEncodeError:
         raise ImportFormatError("the file holds text that is not valid Unicode") from None
     return sid

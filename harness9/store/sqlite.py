@@ -7,22 +7,29 @@ file queue on ``busy_timeout`` instead of failing with "database is locked".
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, ROLES, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.codec import (
+    CHECKPOINT_COLUMNS,
+    INSERT_CHECKPOINT,
+    CorruptValueError,
+    checkpoint_from_values,
+    checkpoint_values,
+    message_from_values,
+    message_values,
+)
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -60,10 +67,6 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
-)
-_CHECKPOINT_COLUMNS = (
-    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
-    "messages_before, messages_after, created_at"
 )
 
 
@@ -161,15 +164,6 @@ def _first_title(msgs: Iterable[Message]) -> str:
     return ""
 
 
-def _encode_calls(calls: list[ToolCall]) -> str | None:
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-        ensure_ascii=False,
-    )
-
-
 def _scrub_surrogates(text: str) -> str:
     # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
     return _SURROGATE_RE.sub("\ufffd", text)
@@ -199,11 +193,14 @@ class Manager:
         self,
         db_path: str | os.PathLike[str],
         *,
-        tool_results_dir: str | os.PathLike[str] | None = None,
+        on_session_deleted: Callable[[str], None] | None = None,
         read_only: bool = False,
     ) -> None:
         self.path = Path(db_path)
-        self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
+        # Called with each deleted session's id once its deletion is committed. Files kept
+        # beside the database (offloaded tool results) belong to whoever wires this up:
+        # the store deletes rows, never directories it does not own.
+        self.on_session_deleted = on_session_deleted
         # Read-only: for list/show/search/export on a store the user may not write (a
         # read-only home, a backup). Writes raise StoreError; search skips indexing.
         self.read_only = read_only
@@ -409,7 +406,8 @@ class Manager:
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""
-        sql, args = self._INFO_SQL + self._ORDER_SQL, ()
+        sql = self._INFO_SQL + self._ORDER_SQL
+        args: tuple[int, ...] = ()
         if limit > 0:
             sql, args = sql + " LIMIT ?", (limit,)
         with self.read() as conn:
@@ -576,7 +574,7 @@ class Manager:
                 (session_id, session_id),
             ).rowcount
         if gone:
-            self._remove_tool_results(session_id)
+            self._deleted([session_id])
         return bool(gone)
 
     def delete_sessions(
@@ -605,8 +603,7 @@ class Manager:
                 ).rowcount:
                     continue
                 deleted.append(sid)
-        for sid in deleted:
-            self._remove_tool_results(sid)
+        self._deleted(deleted)
         return deleted
 
     def delete_sessions_older_than(
@@ -629,27 +626,13 @@ class Manager:
                 if sid not in spared
             ]
             conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
-        for sid in ids:
-            if is_session_id(sid):  # only canonical ids ever name a path
-                self._remove_tool_results(sid)
+        self._deleted(ids)
         return ids
 
-    def _remove_tool_results(self, session_id: str) -> None:
-        if self.tool_results_dir is None:
-            return
-        target = (
-            self.tool_results_dir / session_id
-        )  # session_id is a validated UUID: no "..", no "/"
-        try:
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.is_dir():
-                shutil.rmtree(target)
-        except OSError as exc:
-            raise StoreError(
-                f"session {session_id} was deleted but its tool results in {target} "
-                f"could not be removed: {exc.strerror or exc}"
-            ) from exc
+    def _deleted(self, session_ids: Iterable[str]) -> None:
+        if self.on_session_deleted is not None:
+            for sid in session_ids:
+                self.on_session_deleted(sid)
 
 
 class SQLiteSession:
@@ -695,12 +678,19 @@ class SQLiteSession:
             rows.reverse()
         out: list[StoredMessage] = []
         corrupt: list[CorruptRow] = []
-        for row in rows:
-            decoded = _decode_row(row)
-            if isinstance(decoded, CorruptRow):
-                corrupt.append(decoded)
-            else:
-                out.append(decoded)
+        for rid, role, content, calls_json, call_id, created in rows:
+            if isinstance(role, CorruptRow):
+                corrupt.append(role)
+                continue
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                corrupt.append(CorruptRow(rid, str(exc)))
+                continue
+            if not valid_timestamp(created):
+                corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
+                continue
+            out.append(StoredMessage(rid, message, float(created)))
         self.corrupt_rows = corrupt
         return out
 
@@ -737,19 +727,19 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
                 "ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
-        return _checkpoint(row) if row else None
+        return checkpoint_from_values(row) if row else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
                 (self._id,),
             ).fetchall()
-        return [_checkpoint(r) for r in rows]
+        return [checkpoint_from_values(r) for r in rows]
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -773,10 +763,7 @@ class SQLiteSession:
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [
-            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
-            for m in msgs
-        ]
+        rows = [(sid, *message_values(m), now) for m in msgs]
         with self._m.transaction() as conn:
             # First, so a deleted session fails before anything is inserted. The title is
             # set only while still empty: the first user message names the session.
@@ -788,7 +775,9 @@ class SQLiteSession:
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
             if len(rows) == 1:
-                last = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                inserted = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                assert inserted is not None  # sqlite3 sets it after every successful INSERT
+                last = inserted
             else:
                 conn.executemany(_INSERT_MESSAGE, rows)
                 # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
@@ -806,10 +795,11 @@ class SQLiteSession:
             if row is None:
                 return None
             rid, role, content, calls_json, call_id = row
-            decoded = _decode_row((rid, role, content, calls_json, call_id, 0.0))
-            if isinstance(decoded, CorruptRow):
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
                 # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({decoded.reason})")
+                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
             now = time.time()
             conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
             conn.execute(
@@ -819,7 +809,7 @@ class SQLiteSession:
             self._touch(conn, now, -1)
             if role == ROLE_USER:
                 self._retitle(conn)
-        return decoded.message
+        return message
 
     def _retitle(self, conn: sqlite3.Connection) -> None:
         title = ""
@@ -867,77 +857,11 @@ class SQLiteSession:
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
             self._touch(conn, now)
-            cur = conn.execute(
-                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self._id,
-                    cp.last_message_id,
-                    cp.summary,
-                    cp.strategy,
-                    cp.tokens_before,
-                    cp.tokens_after,
-                    cp.messages_before,
-                    cp.messages_after,
-                    created,
-                ),
-            )
+            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
+            row = checkpoint_values(replace(cp, id=0, created_at=created))
+            cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
             new_id = cur.lastrowid
         return replace(cp, id=int(new_id or 0), created_at=created)
-
-
-def _decode_calls(rid: int, calls_json: object) -> list[ToolCall] | CorruptRow:
-    if calls_json is None or calls_json == "":
-        return []
-    if not isinstance(calls_json, str):
-        return CorruptRow(rid, f"tool_calls is {_sql_type(calls_json)}, not JSON text")
-    try:
-        raw = json.loads(calls_json)
-    except ValueError:
-        return CorruptRow(rid, "tool_calls is not valid JSON")
-    try:
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in raw]
-    except (TypeError, KeyError):
-        return CorruptRow(rid, "tool_calls is not a list of tool calls")
-    for c in calls:
-        if not all(isinstance(v, str) for v in (c.id, c.name, c.arguments)):
-            return CorruptRow(rid, "tool_calls is not a list of tool calls")
-    return calls
-
-
-def _sql_type(value: object) -> str:
-    if isinstance(value, bytes):
-        return "a BLOB"
-    if value is None:
-        return "NULL"
-    return "a number" if isinstance(value, int | float) else type(value).__name__
-
-
-def _decode_row(row: tuple) -> StoredMessage | CorruptRow:
-    """One messages row as a StoredMessage, or the reason it cannot be one.
-
-    Every column is checked: a row edited by hand or damaged on disk (a BLOB where
-    text belongs, an unknown role, an absurd time) is reported and skipped, never
-    handed on to a renderer or to the model.
-    """
-    rid, role, content, calls_json, call_id, created = row
-    if isinstance(role, CorruptRow):
-        return role
-    if not isinstance(role, str):
-        return CorruptRow(rid, f"role is {_sql_type(role)}, not text")
-    if role not in ROLES:
-        return CorruptRow(rid, f"role {role[:40]!r} is not one of {', '.join(ROLES)}")
-    if not isinstance(content, str):
-        return CorruptRow(rid, f"content is {_sql_type(content)}, not text")
-    if call_id is not None and not isinstance(call_id, str):
-        return CorruptRow(rid, f"tool_call_id is {_sql_type(call_id)}, not text")
-    if not valid_timestamp(created):
-        return CorruptRow(rid, f"created_at {created!r:.40} is not a time")
-    calls = _decode_calls(rid, calls_json)
-    if isinstance(calls, CorruptRow):
-        return calls
-    return StoredMessage(rid, Message(role, content, calls, call_id or ""), float(created))
 
 
 def _session_info(row: tuple) -> SessionInfo:
@@ -956,22 +880,9 @@ def _session_info(row: tuple) -> SessionInfo:
     return SessionInfo(sid, created, updated, count, title)
 
 
-def _checkpoint(row: tuple) -> Checkpoint:
-    cid, last, summary, strategy, tb, ta, mb, ma, created = row
-    return Checkpoint(
-        last_message_id=last,
-        summary=summary,
-        strategy=strategy,
-        tokens_before=tb,
-        tokens_after=ta,
-        messages_before=mb,
-        messages_after=ma,
-        created_at=created,
-        id=cid,
-    )
-
-
-def open_existing_manager() -> Manager | None:
+def open_existing_manager(
+    *, on_session_deleted: Callable[[str], None] | None = None
+) -> Manager | None:
     """The user's store, or None when there is none yet: reading must not create one."""
     from harness9 import config
 
@@ -982,16 +893,16 @@ def open_existing_manager() -> Manager | None:
     except OSError as exc:  # an unreadable home: stat itself fails
         raise open_error(path, exc.strerror or str(exc)) from exc
     try:
-        return Manager(path, tool_results_dir=config.tool_results_dir())
+        return Manager(path, on_session_deleted=on_session_deleted)
     except StoreError:
         if unwritable_cause(path) is None:
             raise
     # Reading needs no write access: list/show/search/export work on a read-only store.
-    return Manager(path, tool_results_dir=config.tool_results_dir(), read_only=True)
+    return Manager(path, on_session_deleted=on_session_deleted, read_only=True)
 
 
-def open_manager() -> Manager:
+def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
 
-    return Manager(config.db_path(), tool_results_dir=config.tool_results_dir())
+    return Manager(config.db_path(), on_session_deleted=on_session_deleted)

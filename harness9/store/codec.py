@@ -1,0 +1,152 @@
+"""The one codec for stored records: Message / ToolCall / Checkpoint <-> row and <-> JSON.
+
+The SQLite store, export/import and ``--json`` output all read and write these
+records through the functions here, so a field is named, ordered and encoded
+in one place.
+
+- A message's tool calls are stored as JSON text, ``[{"id", "name", "arguments"}]``
+  (``ToolCall.to_flat``), and NULL when there are none; JSON output uses the
+  same flat objects.
+- A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness9.schema import ROLES, Message, ToolCall
+from harness9.store.session import Checkpoint, StoredMessage
+
+TOOL_CALL_FIELDS = ("id", "name", "arguments")
+# The compactions table's columns (after session_id) and the JSON keys, in one order.
+CHECKPOINT_FIELDS = (
+    "id",
+    "last_message_id",
+    "summary",
+    "strategy",
+    "tokens_before",
+    "tokens_after",
+    "messages_before",
+    "messages_after",
+    "created_at",
+)
+# What each checkpoint field holds, for readers that validate (import).
+CHECKPOINT_TYPES: dict[str, type] = {
+    "id": int,
+    "last_message_id": int,
+    "summary": str,
+    "strategy": str,
+    "tokens_before": int,
+    "tokens_after": int,
+    "messages_before": int,
+    "messages_after": int,
+    "created_at": float,
+}
+CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_FIELDS)
+INSERT_CHECKPOINT = (
+    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+)
+
+
+class CorruptValueError(ValueError):
+    """A stored value cannot be decoded; ``str(exc)`` says what is wrong with it."""
+
+
+# -- tool calls ----------------------------------------------------------------------------
+
+
+def calls_to_text(calls: list[ToolCall]) -> str | None:
+    """The ``tool_calls`` column: JSON text of the flat calls, or None when there are none."""
+    if not calls:
+        return None
+    return json.dumps([c.to_flat() for c in calls], ensure_ascii=False)
+
+
+def calls_from_text(text: object) -> list[ToolCall]:
+    """The inverse of ``calls_to_text``; raises CorruptValueError for anything else."""
+    if text is None or text == "":
+        return []
+    if not isinstance(text, str):
+        raise CorruptValueError(f"tool_calls is {_sql_type(text)}, not JSON text")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CorruptValueError("tool_calls is not valid JSON") from None
+    try:
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in data]
+    except (TypeError, KeyError):
+        raise CorruptValueError("tool_calls is not a list of tool calls") from None
+    for c in calls:
+        if not all(isinstance(v, str) for v in (c.id, c.name, c.arguments)):
+            raise CorruptValueError("tool_calls is not a list of tool calls")
+    return calls
+
+
+def _sql_type(value: object) -> str:
+    """How a stored value that should be text is described in a corrupt-row warning."""
+    if isinstance(value, bytes):
+        return "a BLOB"
+    if value is None:
+        return "NULL"
+    return "a number" if isinstance(value, int | float) else type(value).__name__
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+def message_values(m: Message) -> tuple[str, str, str | None, str | None]:
+    """``(role, content, tool_calls, tool_call_id)`` as the messages table stores them."""
+    return m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None
+
+
+def message_from_values(
+    role: object, content: object, calls_text: object, tool_call_id: object
+) -> Message:
+    """The inverse of ``message_values``; raises CorruptValueError for any damaged value.
+
+    Every column is checked: a row edited by hand or damaged on disk (a BLOB where text
+    belongs, a role no API knows) is reported and skipped by readers, never handed on
+    to a renderer or to the model.
+    """
+    if not isinstance(role, str):
+        raise CorruptValueError(f"role is {_sql_type(role)}, not text")
+    if role not in ROLES:
+        raise CorruptValueError(f"role {role[:40]!r} is not one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        raise CorruptValueError(f"content is {_sql_type(content)}, not text")
+    if tool_call_id is not None and not isinstance(tool_call_id, str):
+        raise CorruptValueError(f"tool_call_id is {_sql_type(tool_call_id)}, not text")
+    return Message(role, content, calls_from_text(calls_text), tool_call_id or "")
+
+
+def record_to_json(rec: StoredMessage) -> dict[str, Any]:
+    """A stored message as JSON: export files and ``sessions show --json`` alike."""
+    msg = rec.message
+    return {
+        "id": rec.id,
+        "role": msg.role,
+        "content": msg.content,
+        "tool_calls": [c.to_flat() for c in msg.tool_calls],
+        "tool_call_id": msg.tool_call_id or None,
+        "created_at": rec.created_at,
+    }
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+def checkpoint_values(cp: Checkpoint) -> tuple[Any, ...]:
+    """The checkpoint's values in ``CHECKPOINT_FIELDS`` order; an id of 0 is None (SQLite picks)."""
+    return (cp.id or None, *(getattr(cp, name) for name in CHECKPOINT_FIELDS[1:]))
+
+
+def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
+    """A checkpoint from its values in ``CHECKPOINT_FIELDS`` order (a row, for one)."""
+    return Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values, strict=True)))
+
+
+def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
+    """A checkpoint as JSON: export files and ``sessions show --json`` alike."""
+    return {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
