@@ -187,14 +187,15 @@ def import_command(
         snap = parse_export(text)
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
-    from harness9.context.offload import OffloadStore
+    from harness9.context.offload import OffloadStore, remove_session_offloads
 
     bad = next((o.id for o in snap.offloads if not OffloadStore.valid_id(o.id)), None)
     if bad is not None:
         raise ImportFormatError(
             f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
         )
-    with open_manager() as store:
+    # The hook removes a half-restored offload directory if the import is undone below.
+    with open_manager(on_session_deleted=remove_session_offloads) as store:
         sid = import_snapshot(store, snap, new_id=new_id)
         try:
             OffloadStore().restore_session(sid, [(o.id, o.content) for o in snap.offloads])
