@@ -162,10 +162,12 @@ def test_the_window_strategy_speaks_in_messages_not_tokens():
     forced = runner.invoke(app, ["compact", "--strategy", "window", "--force"])
     preview = runner.invoke(app, ["compact", "--strategy", "window", "--dry-run"])
 
-    expected = "nothing to compact: 21 messages fit in the 100-message window\n"
-    assert (plain.exit_code, plain.stdout) == (0, expected)
-    assert (forced.exit_code, forced.stdout) == (0, expected)  # --force keeps the last 100
-    assert "within the 100-message window: nothing would be compacted" in preview.stdout
+    expected = "nothing to compact: 21 messages fit in the 100-message window and "
+    assert plain.exit_code == 0 and plain.stdout.startswith(expected)
+    assert plain.stdout.endswith("-token threshold\n")
+    assert "under the 100 threshold" not in plain.stdout  # 100 is a message count
+    assert (forced.exit_code, forced.stdout) == (0, plain.stdout)  # --force keeps the last 100
+    assert "nothing would be compacted" in preview.stdout
     assert row_counts() == (20, 0)
 
 

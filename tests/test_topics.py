@@ -1,9 +1,9 @@
 import pytest
 from history import ScriptedSummarizer
 
+from harness9.config import ContextOptions
 from harness9.context.topics import (
     SelectiveCompressor,
-    TopicConfig,
     TopicDetector,
     cosine,
     terms,
@@ -87,7 +87,9 @@ def test_contentless_messages_do_not_start_a_topic():
 def test_defaults_follow_the_seed_and_isolation_is_off():
     d = TopicDetector()
     assert (d.cosine_threshold, d.min_segment_size) == (0.3, 3)
-    assert TopicConfig() == TopicConfig(False, 3, 0.3)
+    opts = ContextOptions()
+    assert opts.enable_topic_isolation is False
+    assert (opts.topic_similarity_threshold, opts.topic_min_segment_size) == (0.3, 3)
 
 
 def long_db_then_css(n_css: int) -> list[Message]:
@@ -97,7 +99,7 @@ def long_db_then_css(n_css: int) -> list[Message]:
 def test_selective_compressor_folds_finished_topic_when_new_topic_starts():
     s = ScriptedSummarizer("Progress: users.email migration done")
     msgs = long_db_then_css(2)
-    result = SelectiveCompressor(TopicDetector(), s).compact_detailed(msgs)
+    result = SelectiveCompressor(TopicDetector(), s).compact(msgs)
     assert result.strategy == "topic" and result.plan.cut == 13
     assert result.messages[0] == SYS
     assert result.messages[1].content.startswith(
@@ -110,7 +112,7 @@ def test_selective_compressor_folds_finished_topic_when_new_topic_starts():
 
 def test_selective_compressor_waits_while_the_new_topic_is_longer_than_two():
     s = ScriptedSummarizer()
-    result = SelectiveCompressor(TopicDetector(), s).compact_detailed(long_db_then_css(3))
+    result = SelectiveCompressor(TopicDetector(), s).compact(long_db_then_css(3))
     assert not result.plan.would_compact and s.calls == []
 
 
@@ -122,7 +124,7 @@ def test_selective_compressor_needs_more_than_ten_messages():
 
 def test_selective_compressor_force_folds_a_short_history():
     s = ScriptedSummarizer()
-    result = SelectiveCompressor(TopicDetector(), s).compact_detailed([SYS, *DB, *CSS], force=True)
+    result = SelectiveCompressor(TopicDetector(), s).compact([SYS, *DB, *CSS], force=True)
     assert result.plan.would_compact and result.messages[2:] == CSS
 
 
@@ -132,10 +134,10 @@ def test_selective_compressor_failure_keeps_history():
             raise TimeoutError("slow model")
 
     msgs = long_db_then_css(1)
-    result = SelectiveCompressor(TopicDetector(), Failing()).compact_detailed(msgs)
+    result = SelectiveCompressor(TopicDetector(), Failing()).compact(msgs)
     assert result.messages == msgs and result.error == "TimeoutError: slow model"
 
 
 def test_selective_compressor_returns_input_without_system_unchanged():
     msgs = long_db_then_css(1)[1:]
-    assert SelectiveCompressor(TopicDetector(), ScriptedSummarizer()).compact(msgs) == msgs
+    assert SelectiveCompressor(TopicDetector(), ScriptedSummarizer()).compact(msgs).messages == msgs

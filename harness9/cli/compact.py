@@ -107,7 +107,9 @@ def compact(
             return
 
         if opts.strategy in ("summarize", "phase2"):
-            engine.provider.check_credentials()
+            from harness9.provider import LLMProvider
+
+            LLMProvider(settings.model, settings.api_base).check_credentials()
         from harness9.engine import events as ev
 
         status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
@@ -145,27 +147,34 @@ def compact(
         from harness9.ui.status import compaction_notice
 
         if notice is None:
-            out.print(_nothing_to_compact(plan, len(view.messages), force=force))
+            from harness9.context.compaction import SlidingWindowCompactor
+
+            comp = engine.policy.compactor
+            window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None
+            out.print(_nothing_to_compact(plan, len(view.messages), force=force, window=window))
             return
         out.print(compaction_notice(notice))
 
 
-def _nothing_to_compact(plan: CompactionPlan, messages: int, *, force: bool) -> str:
-    """Why a compaction folded nothing, in the unit the strategy's threshold is in."""
+def _nothing_to_compact(
+    plan: CompactionPlan, messages: int, *, force: bool, window: int | None
+) -> str:
+    """Why a compaction folded nothing, in the units the strategy goes by."""
     from harness9.context.tokens import format_token_count
 
-    if plan.strategy == "window":
-        # The window's threshold is a message count, and --force keeps the same window.
-        return (
-            f"nothing to compact: {_plural(messages, 'message')} fit in the "
-            f"{plan.threshold}-message window"
+    under = (
+        f"{format_token_count(plan.tokens_before)} tokens is under the "
+        f"{format_token_count(plan.threshold)}-token threshold"
+    )
+    if window is not None:
+        # The window keeps the last N messages, forced or not ("the last 100 messages").
+        fits = (
+            f"nothing to compact: {_plural(messages, 'message')} fit in the {window}-message window"
         )
+        return f"{fits} and {under}" if plan.threshold > 0 else fits
     if force or plan.would_compact:
         return "nothing to compact: nothing left to fold"
-    return (
-        f"nothing to compact: {format_token_count(plan.tokens_before)} tokens is under the "
-        f"{format_token_count(plan.threshold)}-token threshold (use --force to compact anyway)"
-    )
+    return f"nothing to compact: {under} (use --force to compact anyway)"
 
 
 def _plural(n: int, word: str) -> str:

@@ -66,8 +66,6 @@ def render_plan(
             f"would {fold_word} {n} message{'' if n == 1 else 's'} "
             f"and keep {summary['messages_kept']}"
         )
-    elif plan.strategy == "window":  # the window's threshold is a message count
-        verdict = f"within the {plan.threshold}-message window: nothing would be compacted"
     else:
         verdict = (
             f"under the threshold ({format_token_count(plan.threshold)} tokens): "
