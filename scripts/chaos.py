@@ -2,6 +2,7 @@
 
     python scripts/chaos.py            # >= 200 kill points, >= 1,000 concurrent writes (minutes)
     python scripts/chaos.py --quick    # a short run of every scenario
+    python scripts/chaos.py --scenario search-cleanup   # one scenario alone
 
 Scenarios (each a row of the closing table):
   kill -9      `harness9 chat --resume` SIGKILLed at a random moment (seeded) while a
@@ -10,6 +11,11 @@ Scenarios (each a row of the closing table):
   concurrency  two chats on two sessions, a third on the same session as the first,
                writer processes and threads (two per session), and
                `sessions delete --older-than` in a loop, all on one database.
+  search-cleanup
+               a large store nobody searched yet (200,000 messages): `sessions search`
+               catches its index up and `sessions delete --older-than` removes half of
+               it, in loops, while four writer processes save as fast as they can.
+               Run it alone with --scenario search-cleanup.
   damaged      garbage, truncated, corrupt and newer-schema databases, a file as home,
                an unreadable home, damaged message rows (a BLOB as content, a 1e300 time,
                an unknown role), a full disk (a small tmpfs, when mounting is allowed).
@@ -408,26 +414,30 @@ def scenario_kill(base: Path, kills: int, seed: int, jobs: int) -> tuple[Row, di
 # -- concurrency -------------------------------------------------------------------------------
 
 
-def writer_main(db: str, sid: str, count: int, tag: str) -> None:
-    """Child process: append ``count`` messages, print what committed (JSON)."""
+def writer_main(db: str, sid: str, count: int, tag: str, stop: str = "") -> None:
+    """Child process: append ``count`` messages (or, with ``stop``, until that file
+    exists), print what committed (JSON)."""
     acked: list[int] = []
     errors: list[str] = []
+    longest = 0.0
     with Manager(db) as m:
         s = m.open_session(sid)
         i = 0
-        while i < count:
+        while (not stop and i < count) or (stop and not os.path.exists(stop)):
             batch = [
                 Message("user" if (i + j) % 2 == 0 else "assistant", f"{tag} {i + j}")
                 for j in range(1 + (i % 3 == 0))
             ]
-            batch = batch[: count - i]
+            batch = batch if stop else batch[: count - i]
+            t0 = time.monotonic()
             try:
                 s.add_messages(batch)
                 acked += range(i, i + len(batch))
             except Exception as exc:  # noqa: BLE001 - reported, counted as an error
                 errors.append(f"{type(exc).__name__}: {exc}")
+            longest = max(longest, time.monotonic() - t0)
             i += len(batch)
-    print(json.dumps({"acked": acked, "errors": errors}))
+    print(json.dumps({"acked": acked, "errors": errors, "longest_wait": longest}))
 
 
 class ChatResponder:
@@ -633,6 +643,130 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     if integrity(db) != "ok":
         row.failed_checks.append("integrity_check failed")
     row.scenario += f" ({deletes['runs']} clean-ups, {deletes['seeded']} idle sessions seeded)"
+    return row
+
+
+# -- search and clean-up during writes -----------------------------------------------------------
+
+
+def build_large_store(db: Path, sessions: int, per_session: int) -> list[str]:
+    """``sessions`` x ``per_session`` messages through the public API, none indexed yet;
+    the first half made two days old. Returns the old sessions' ids."""
+    rnd = random.Random(15)
+    words = [f"w{k}" for k in range(3000)]
+    pool = [
+        Message(
+            "user" if k % 2 == 0 else "assistant",
+            " ".join(rnd.choices(words, k=60)) + (" nightly build" if k % 997 == 5 else ""),
+        )
+        for k in range(per_session * 7)
+    ]
+    old: list[str] = []
+    with Manager(db) as m:
+        for i in range(sessions):
+            s = m.new_session()
+            at = (i * 13) % (len(pool) - per_session)
+            s.add_messages(pool[at : at + per_session])
+            if i < sessions // 2:
+                old.append(s.session_id)
+        with m.transaction() as conn:
+            conn.executemany(
+                "UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = ?",
+                [(sid,) for sid in old],
+            )
+    return old
+
+
+def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds: int) -> Row:
+    """Writers save as fast as they can while `sessions search` catches up the index of a
+    large store nobody searched yet and `sessions delete --older-than` removes half of it;
+    both run in loops until each has run ``rounds`` times, then the writers stop."""
+    row = Row("search and clean-up during writes")
+    home = base / "scale"
+    home.mkdir()
+    db = home / "sessions.db"
+    old = build_large_store(db, sessions, per_session)
+    with Manager(db) as m:
+        targets = [m.new_session().session_id for _ in range(2)]
+    specs = [(targets[0], "s1a"), (targets[0], "s1b"), (targets[1], "s2a"), (targets[1], "s2b")]
+    stop = home / "stop-writers"
+    writers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--writer", str(db), sid, "0", tag, str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(home),
+        )
+        for sid, tag in specs
+    ]
+    runs = {"search": 0, "delete": 0}
+    failures: list[str] = []
+    first_hits = [""]
+
+    def until_writers_end(kind: str, argv: list[str]) -> None:
+        while True:
+            r = cli(home, *argv)
+            runs[kind] += 1
+            e, t = count_errors(r.stderr)
+            row.user_errors += e
+            row.tracebacks += t
+            if r.returncode != 0:
+                failures.append(f"{kind}: exit {r.returncode}: {r.stderr.strip()[-200:]}")
+            if kind == "search" and runs[kind] == 1:
+                first_hits[0] = r.stdout
+            if runs[kind] >= rounds:
+                return
+
+    loops = [
+        threading.Thread(
+            target=until_writers_end, args=("search", ["sessions", "search", "nightly"])
+        ),
+        threading.Thread(
+            target=until_writers_end,
+            args=("delete", ["sessions", "delete", "--older-than", "1d", "--yes"]),
+        ),
+    ]
+    for t in loops:
+        t.start()
+    for t in loops:
+        t.join()
+    stop.touch()
+    outputs = [w.communicate(timeout=600) for w in writers]
+    row.runs = len(writers) + runs["search"] + runs["delete"]
+    row.faults = runs["search"] + runs["delete"]
+    longest = 0.0
+    with Manager(db) as m:
+        contents = {sid: [x.content for x in m.open_session(sid).get_messages()] for sid in targets}
+        left_old = [i.id for i in m.list_sessions() if i.id in set(old)]
+    for (sid, tag), (out, err) in zip(specs, outputs, strict=True):
+        e, t = count_errors(err)
+        row.tracebacks += t
+        try:
+            report = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            row.failed_checks.append(f"{tag}: no report ({err.strip()[-200:]})")
+            continue
+        row.user_errors += len(report["errors"])
+        row.failed_checks += [f"{tag}: {msg}" for msg in report["errors"]]
+        longest = max(longest, report.get("longest_wait", 0.0))
+        mine = [int(c.split()[1]) for c in contents[sid] if c.startswith(tag + " ")]
+        row.written += len(report["acked"])
+        row.found += len(set(report["acked"]) & set(mine))
+    row.failed_checks += failures
+    if "nightly" not in first_hits[0]:
+        row.failed_checks.append("the first search did not find the planted messages")
+    if left_old:
+        row.failed_checks.append(f"{len(left_old)} old sessions were not deleted")
+    # The longest wait is shown, not checked: four writers with no pause mostly queue
+    # behind each other, and on a loaded machine that alone can take seconds.
+    # bench_store.py --scale checks the < 1 s bound with a writer that saves like a chat.
+    if integrity(db) != "ok":
+        row.failed_checks.append("integrity_check failed")
+    row.scenario += (
+        f" ({sessions * per_session:,} messages, {runs['search']} searches, "
+        f"{runs['delete']} clean-ups, longest write {longest * 1000:.0f} ms)"
+    )
     return row
 
 
@@ -1205,7 +1339,7 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        writer_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        writer_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
         return 0
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1215,11 +1349,21 @@ def main() -> int:
     ap.add_argument("--writes", type=int, help="writes from writer processes (default 1000)")
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--jobs", type=int, default=2, help="parallel kill chains")
-    ap.add_argument("--only", help="comma-separated: kill,concurrency,damaged,provider,hostile")
+    ap.add_argument(
+        "--only",
+        "--scenario",
+        help="comma-separated: kill,concurrency,search-cleanup,damaged,provider,hostile",
+    )
+    ap.add_argument(
+        "--large",
+        type=int,
+        help="messages in the search-and-clean-up store (default 200,000; --quick 20,000)",
+    )
     ns = ap.parse_args()
     kills = ns.kills or (20 if ns.quick else 200)
     writes = ns.writes or (200 if ns.quick else 1000)
-    only = set((ns.only or "kill,concurrency,damaged,provider,hostile").split(","))
+    only = set((ns.only or "kill,concurrency,search-cleanup,damaged,provider,hostile").split(","))
+    large = ns.large or (20_000 if ns.quick else 200_000)
     started = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="harness9-chaos-"))
     rows: list[Row] = []
@@ -1237,6 +1381,10 @@ def main() -> int:
             notes.append(note)
         if "concurrency" in only:
             rows.append(scenario_concurrency(base, writes, 8 if ns.quick else 25))
+        if "search-cleanup" in only:
+            rows.append(
+                scenario_search_cleanup(base, max(2, large // 100), 100, 2 if ns.quick else 5)
+            )
         if "kill" in only:
             row, phases = scenario_kill(base, kills, ns.seed, ns.jobs)
             rows.append(row)

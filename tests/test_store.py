@@ -92,8 +92,14 @@ def test_final_schema(manager: Manager, db: Path):
         ("tool_call_id", "TEXT", 0),
         ("created_at", "REAL", 1),
     ]
-    assert columns(conn, "fts_state") == [("id", "INTEGER", 0), ("indexed_upto", "INTEGER", 1)]
-    assert conn.execute("SELECT id, indexed_upto FROM fts_state").fetchall() == [(1, 0)]
+    assert columns(conn, "fts_state") == [
+        ("id", "INTEGER", 0),
+        ("indexed_upto", "INTEGER", 1),
+        ("cjk_indexed_upto", "INTEGER", 1),
+    ]
+    assert conn.execute("SELECT id, indexed_upto, cjk_indexed_upto FROM fts_state").fetchall() == [
+        (1, 0, 0)
+    ]
     assert columns(conn, "todos") == [
         ("session_id", "TEXT", 1),
         ("position", "INTEGER", 1),

@@ -123,5 +123,18 @@ def chat(
             on_ready=preload_in_background if interactive else None,
             started=started,
         )
-        code = loop.run()  # leaving deletes the sessions it started and left empty
+        code = loop.run()
+        # A reply held back by a locked database gets one more patient try before exit.
+        unsaved = engine.flush_held()
+        if unsaved:
+            what = "1 message" if unsaved == 1 else f"{unsaved} messages"
+            err.print(
+                f"error: {what} of this session could not be saved: the session database "
+                f"{manager.path} stayed locked by another process",
+                style="red",
+                markup=False,
+            )
+            code = code or 1
+        else:
+            loop.leave()  # the sessions this chat started and left empty are removed
     raise typer.Exit(code)

@@ -274,7 +274,10 @@ def search_sessions(
     if store is not None:
         with store:
             full_id = store.resolve_id(session) if session is not None else None
-            hits = store.search(text, limit=limit, session_id=full_id)
+            from harness9.ui.search_view import IndexProgress
+
+            with IndexProgress(env.console(err=True)) as progress:
+                hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
             missed = store.unindexed_count() if store.read_only else 0
     if missed:
         env.echo(

@@ -35,6 +35,7 @@ from harness9.schema import (
     ToolDefinition,
     Usage,
 )
+from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
@@ -81,6 +82,9 @@ class EngineOptions:
     assume_yes: bool = False  # --yes: run shell commands without asking
     # Asks the user a yes/no question (a TTY); None: no one to ask.
     confirm: Callable[[str], bool] | None = None
+    # How long a save retries a database another process keeps locked before the
+    # messages are held in memory (harness9.store.holding).
+    save_retry_s: float = SAVE_RETRY_S
 
 
 @dataclass(slots=True)
@@ -117,7 +121,7 @@ class AgentEngine:
         # reply cut off mid-stream can be stored as far as it was shown.
         self._streamed: list[str] = []
         self._lock = threading.RLock()
-        self._session = session
+        self._session = self._holding(session)
 
     @property
     def context_window(self) -> int:
@@ -126,13 +130,33 @@ class AgentEngine:
     # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
 
     @property
-    def session(self) -> CheckpointedSession:
+    def session(self) -> HoldingSession:
         with self._lock:
             return self._session
 
+    def _holding(self, session: CheckpointedSession) -> HoldingSession:
+        """Every save goes through a HoldingSession: a locked database never loses a reply."""
+        if isinstance(session, HoldingSession):
+            return session
+
+        def notice(text: str) -> None:
+            self.on_event(ev.Notice(text))
+
+        return HoldingSession(
+            session, on_held=notice, on_saved=notice, retry_s=self.options.save_retry_s
+        )
+
+    def flush_held(self) -> int:
+        """Save messages held back by a locked database; return how many are still held."""
+        with self._lock:
+            sess = self._session
+        sess.flush()
+        return len(sess.held)
+
     def set_session(self, session: CheckpointedSession) -> None:
         with self._lock:
-            self._session = session
+            self._session.flush()  # the session being left keeps what it was told
+            self._session = self._holding(session)
             self.last_usage = None
             self.policy.forget(session.session_id)
 

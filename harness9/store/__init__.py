@@ -14,6 +14,7 @@ from harness9.store.session import (
     Session,
     SessionInfo,
     SessionNotFoundError,
+    StoreBusyError,
     StoredMessage,
     StoreError,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Session",
     "SessionInfo",
     "SessionNotFoundError",
+    "StoreBusyError",
     "StoreError",
     "StoredMessage",
     "is_session_id",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from harness9.store.locking import begin_immediate
+
 # The text indexed for a message row ``new`` (part of migration 4: never edit it; a change
 # is a new migration that rebuilds the index). Invalid JSON is indexed as nothing rather
 # than failing the insert: the store reports such rows as corrupt, it must still write them.
@@ -161,22 +163,40 @@ MIGRATIONS: list[tuple[str, str]] = [
         # inside a Chinese sentence was never found. Rows holding CJK text are also indexed
         # with the trigram tokenizer, which matches any substring of 3+ characters (shorter
         # CJK terms are matched with LIKE on these rows). The rest keep unicode61 and bm25.
-        # Same invariant and catch-up as messages_fts (harness9.store.fts_index): the
-        # table holds exactly the CJK rows with id <= fts_state.indexed_upto.
+        # A deferred index like messages_fts (harness9.store.fts_index): it holds exactly
+        # the CJK rows with id <= fts_state.cjk_indexed_upto, filled by the bounded
+        # catch-up from 0 (no back-fill here), emptied at once by its delete trigger.
         "index_cjk_trigram",
         f"""
         CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram');
+        -- fts_state gains the trigram index's mark. Rebuilt rather than ALTERed: after
+        -- ALTER TABLE ADD COLUMN, SQLite 3.40 with foreign_keys=ON answered "no such
+        -- table: messages" to every DELETE on a connection that re-read the schema (a
+        -- trigger created by another process was enough). The update trigger reading it
+        -- is dropped and recreated, unchanged, around the rebuild.
+        DROP TRIGGER messages_fts_update;
+        CREATE TABLE fts_state_old AS SELECT id, indexed_upto FROM fts_state;
+        DROP TABLE fts_state;
+        CREATE TABLE fts_state (
+            id               INTEGER PRIMARY KEY CHECK (id = 1),  -- exactly one row
+            indexed_upto     INTEGER NOT NULL,  -- messages_fts has every message up to it
+            cjk_indexed_upto INTEGER NOT NULL DEFAULT 0  -- messages_cjk: every CJK one
+        );
+        INSERT INTO fts_state (id, indexed_upto) SELECT id, indexed_upto FROM fts_state_old;
+        DROP TABLE fts_state_old;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT indexed_upto FROM fts_state);
+        END;
         CREATE TRIGGER messages_cjk_delete AFTER DELETE ON messages BEGIN
             DELETE FROM messages_cjk WHERE rowid = old.id;
         END;
         CREATE TRIGGER messages_cjk_update AFTER UPDATE ON messages BEGIN
             DELETE FROM messages_cjk WHERE rowid = old.id;
             INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
-                WHERE new.id <= (SELECT indexed_upto FROM fts_state) AND {CJK_ROW};
+                WHERE new.id <= (SELECT cjk_indexed_upto FROM fts_state) AND {CJK_ROW};
         END;
-        INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
-            FROM messages AS new
-            WHERE new.id <= (SELECT indexed_upto FROM fts_state) AND {CJK_ROW};
         """,
     ),
 ]
@@ -235,7 +255,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     (current,) = conn.execute("PRAGMA user_version").fetchone()
     if current == SCHEMA_VERSION:
         return current
-    conn.execute("BEGIN IMMEDIATE")
+    begin_immediate(conn)
     try:
         current = check_version(conn)  # re-read under the lock
         if current == 0:

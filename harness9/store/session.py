@@ -40,6 +40,13 @@ def valid_timestamp(value: object) -> bool:
     return 0 <= value <= MAX_TIMESTAMP  # NaN fails both comparisons
 
 
+class StoreBusyError(StoreError):
+    """Another process held the write lock for longer than this one would wait.
+
+    Nothing was written; the same write can simply be tried again later.
+    """
+
+
 @dataclass(slots=True)
 class SessionInfo:
     id: str

@@ -2,7 +2,13 @@
 
 Every write is one ``BEGIN IMMEDIATE`` transaction that rolls back on any
 exception, so a failure never leaves half a write, and two processes on one
-file queue on ``busy_timeout`` instead of failing with "database is locked".
+file queue for the write lock instead of failing with "database is locked".
+
+Long writes (the search index's catch-up, deleting many sessions) run as many
+short transactions, each sized to hold the lock for about STEP_TARGET_S, with
+the lock free for a moment between them; a writer waiting for the lock polls
+often (harness9.store.locking), so it gets in at the first gap. No writer then
+waits much longer than one step, however much work the long write has left.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import sqlite3
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -30,6 +37,7 @@ from harness9.store.codec import (
     message_from_values,
     message_values,
 )
+from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -50,12 +58,17 @@ from harness9.store.session import (
     CorruptRow,
     SessionInfo,
     SessionNotFoundError,
+    StoreBusyError,
     StoredMessage,
     StoreError,
     valid_timestamp,
 )
 
-BUSY_TIMEOUT_MS = 5000
+STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
+STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
+
+# (done, total) after each step of a long catch-up; the store itself never prints.
+ProgressCallback = Callable[[int, int], None]
 TITLE_MAX_CHARS = 60
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -194,9 +207,11 @@ class Manager:
         db_path: str | os.PathLike[str],
         *,
         on_session_deleted: Callable[[str], None] | None = None,
+        lock_wait_s: float = BUSY_TIMEOUT_MS / 1000,
         read_only: bool = False,
     ) -> None:
         self.path = Path(db_path)
+        self.lock_wait_s = lock_wait_s  # how long a write waits for another process's lock
         # Called with each deleted session's id once its deletion is committed. Files kept
         # beside the database (offloaded tool results) belong to whoever wires this up:
         # the store deletes rows, never directories it does not own.
@@ -327,7 +342,7 @@ class Manager:
                     "or point HARNESS9_HOME at a writable directory"
                 )
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                begin_immediate(conn, self.lock_wait_s)
             except sqlite3.Error as exc:
                 raise self._write_error(exc) from exc
             try:
@@ -343,7 +358,32 @@ class Manager:
                 raise
 
     def _write_error(self, exc: sqlite3.Error) -> StoreError:
-        return StoreError(f"cannot write session database {self.path}: {exc}{advice(str(exc))}")
+        text = f"cannot write session database {self.path}: {exc}{advice(str(exc))}"
+        return StoreBusyError(text) if is_busy(exc) else StoreError(text)
+
+    def in_steps(self, step: Callable[[sqlite3.Connection, int], tuple[int, bool]]) -> int:
+        """Run ``step(conn, size)``, each call its own write transaction, until it is done.
+
+        ``step`` does at most ``size`` units of work and returns (units done, finished).
+        ``size`` adapts to the measured rate so one step holds the lock for about
+        STEP_TARGET_S, and the lock is left free between steps so a waiting writer gets
+        in. Each step commits on its own: a failure keeps the steps before it.
+        Returns the units done in all.
+        """
+        size, total = 64, 0
+        while True:
+            started = time.monotonic()
+            with self.transaction() as conn:
+                held = time.monotonic()
+                done, finished = step(conn, size)
+            took = time.monotonic() - held
+            total += done
+            if finished:
+                return total
+            if done:
+                rate = done / max(took, 0.001)
+                size = max(1, min(int(rate * STEP_TARGET_S), size * 4, 50_000))
+            time.sleep(max(STEP_PAUSE_S, (held - started) / 4))
 
     def close(self) -> None:
         with self._lock:
@@ -439,18 +479,24 @@ class Manager:
     )
 
     def search(
-        self, query: str, *, limit: int = 20, session_id: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> list[SearchHit]:
         """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
 
         First indexes the messages written since the last search (harness9.store.fts_index),
-        so every message stored before the call can be found.
-        Raises SearchQueryError for a query with no reading (see harness9.store.search).
+        so every message stored before the call can be found; see ``catch_up_index`` for
+        ``on_progress``. Raises SearchQueryError for a query with no reading (see
+        harness9.store.search).
         """
         expr = to_fts_query(query)
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
-        self.catch_up_index()
+        self.catch_up_index(on_progress)
         if has_cjk(query):
             return self._search_cjk(query, limit=limit, session_id=session_id)
         sql = self._SEARCH_SQL
@@ -542,19 +588,34 @@ class Manager:
             ).fetchone()
         return int(n)
 
-    def catch_up_index(self) -> int:
-        """Index every message not indexed yet, in one transaction; return how many.
+    def catch_up_index(self, on_progress: ProgressCallback | None = None) -> int:
+        """Index every message stored before this call; return how many were indexed.
 
-        The check runs outside a write transaction, so a search with nothing to index
-        never waits for another process's write lock.
+        In bounded steps (``in_steps``): a writer waits at most about one step behind
+        it, however far behind the index is. The check runs outside a write transaction,
+        so a search with nothing to index never waits for another process's write lock.
+        ``on_progress(done, total)`` is called before the first step and after each one
+        when there is anything to index; ``total`` counts messages once per index.
         """
         if self.read_only:
             return 0  # what is indexed is searched; indexing would be a write
         with self.read() as conn:
-            if not fts_index.is_behind(conn):
+            target = fts_index.top_id(conn)
+            if not fts_index.is_behind(conn, target):
                 return 0
-        with self.transaction() as conn:
-            return fts_index.catch_up(conn)  # re-checks under the lock
+            total = fts_index.backlog(conn, target) if on_progress is not None else 0
+        progress = [0]
+
+        def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
+            n, finished = fts_index.step(conn, target, size)
+            progress[0] += n
+            if on_progress is not None:
+                on_progress(min(progress[0], total), total)
+            return n, finished
+
+        if on_progress is not None:
+            on_progress(0, total)
+        return self.in_steps(step)
 
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
@@ -582,52 +643,67 @@ class Manager:
     ) -> list[str]:
         """Delete all of them in one transaction, or none if any is missing; return the ids.
 
-        With ``updated_before`` (``--older-than``) the age is checked again inside the
-        transaction, and a session that is gone or was written to since it was listed is
-        skipped, not an error: a chat still appending to it must not lose its messages to
-        a clean-up that listed it a moment earlier.
+        With ``updated_before`` (``--older-than``) the sessions go in bounded steps
+        (``in_steps``: a few sessions per short transaction, so a chat saving meanwhile
+        waits for one step at most), the age is checked again inside each step, and a
+        session that is gone or was written to since it was listed is skipped, not an
+        error: a chat still appending to it must not lose its messages to a clean-up
+        that listed it a moment earlier. Each session goes whole or not at all.
         """
         ids = list(dict.fromkeys(session_ids))
         for sid in ids:
             if not is_session_id(sid):
                 raise SessionNotFoundError(str(sid), "not a session id")
-        deleted: list[str] = []
+        if updated_before is not None:
+            return self._delete_aged(ids, updated_before)
         with self.transaction() as conn:
             for sid in ids:
                 # Messages, todos and compactions go by ON DELETE CASCADE.
-                if updated_before is None:
-                    if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
-                        raise SessionNotFoundError(sid)
-                elif not conn.execute(
-                    "DELETE FROM sessions WHERE id = ? AND updated_at < ?", (sid, updated_before)
-                ).rowcount:
-                    continue
-                deleted.append(sid)
-        self._deleted(deleted)
-        return deleted
+                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
+                    raise SessionNotFoundError(sid)
+        self._deleted(ids)
+        return ids
 
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()
     ) -> list[str]:
         """Delete every session last updated before ``cutoff_unix`` (except ``keep``).
 
-        Choosing and deleting are one transaction, so a session another process
-        writes to meanwhile is either updated first (and kept) or deleted first.
-        Returns the deleted ids, most recently updated first.
+        In bounded steps, each re-checking the age of what it deletes, so a session
+        another process writes to meanwhile is either updated first (and kept) or
+        deleted first. Returns the deleted ids, most recently updated first.
         """
         spared = set(keep)
-        with self.transaction() as conn:
-            ids = [
-                sid
-                for (sid,) in conn.execute(
-                    "SELECT id FROM sessions WHERE updated_at < ?" + self._ORDER_SQL,
-                    (cutoff_unix,),
-                )
-                if sid not in spared
-            ]
-            conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
-        self._deleted(ids)
-        return ids
+        candidates = [s.id for s in self.sessions_older_than(cutoff_unix) if s.id not in spared]
+        return self._delete_aged(candidates, cutoff_unix)
+
+    def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
+        """Delete those of ``ids`` still last updated before ``cutoff``, step by step."""
+        pending = deque(ids)
+        deleted: list[str] = []
+
+        def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
+            work = 0  # messages (plus one per session): what a delete costs
+            while pending and work < size:
+                sid = pending.popleft()
+                row = conn.execute(
+                    "SELECT message_count FROM sessions WHERE id = ? AND updated_at < ?",
+                    (sid, cutoff),
+                ).fetchone()
+                if row is None:
+                    continue  # gone, or written to since it was listed
+                # Messages, todos and compactions go by ON DELETE CASCADE.
+                conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+                deleted.append(sid)
+                work += max(int(row[0]), 0) + 1
+            return work, not pending
+
+        try:
+            self.in_steps(step)
+        finally:
+            # Steps that committed stay committed, even when a later one fails.
+            self._deleted(deleted)
+        return deleted
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         if self.on_session_deleted is not None:

@@ -23,7 +23,7 @@ from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.errors import HarnessError
-from harness9.ui.search_view import render_hits
+from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
     compaction_notice,
     token_line,
@@ -213,8 +213,14 @@ class ChatLoop:
                 continue
             self.turn(line)
         self.renderer.stop()
-        self._leave(self.engine.session.session_id)
         return 1 if (self.failed_turns and not self.io.interactive) else 0
+
+    def leave(self) -> None:
+        """The chat is over: apply the empty-session rule to the current session.
+
+        Called by the caller after its last save (a reply held back by a locked
+        database must not make its session look empty)."""
+        self._leave(self.engine.session.session_id)
 
     def turn(self, text: str) -> None:
         # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
@@ -316,7 +322,8 @@ class ChatLoop:
         if not rest:
             self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
             return
-        hits = self.manager.search(rest, limit=10)
+        with IndexProgress(self.io.err) as progress:
+            hits = self.manager.search(rest, limit=10, on_progress=progress)
         if not hits:
             self.io.err.print("no matches")
             return
@@ -404,10 +411,10 @@ class ChatLoop:
         )
 
     def _switch(self, session: Any) -> None:
-        previous = self.engine.session.session_id
-        self.engine.set_session(session)
-        if previous != session.session_id:
-            self._leave(previous)
+        previous = self.engine.session
+        self.engine.set_session(session)  # saves what the session being left still holds
+        if previous.session_id != session.session_id and not previous.held:
+            self._leave(previous.session_id)
         if self.on_session_change is not None:
             self.on_session_change(session.session_id)
 
