@@ -57,7 +57,9 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 6
+    assert len(MIGRATIONS) == SCHEMA_VERSION
+    assert "create_session_usage" in [name for name, _ in MIGRATIONS]
+    assert "index_cjk_trigram" in [name for name, _ in MIGRATIONS]
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     fts_shadow = {
         f"{t}_{s}"
@@ -75,7 +77,17 @@ def test_final_schema(manager: Manager, db: Path):
         "messages_cjk",
         *fts_shadow,
         "fts_state",
+        "session_usage",
     }
+    assert columns(conn, "session_usage") == [
+        ("session_id", "TEXT", 1),
+        ("model_calls", "INTEGER", 1),
+        ("input_tokens", "INTEGER", 1),
+        ("output_tokens", "INTEGER", 1),
+        ("cached_tokens", "INTEGER", 1),
+        ("cost_usd", "REAL", 1),
+        ("unpriced_calls", "INTEGER", 1),
+    ]
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
         ("created_at", "REAL", 1),

@@ -17,7 +17,13 @@ from harness9.cli.help import HarnessCommand
 from harness9.errors import HarnessError, UsageError
 from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
-from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
+from harness9.store.session import (
+    Checkpoint,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    UsageTotals,
+)
 from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
 
@@ -72,13 +78,27 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _info_json(info: SessionInfo) -> dict[str, Any]:
+def _info_json(info: SessionInfo, usage: UsageTotals | None = None) -> dict[str, Any]:
     return {
         "id": info.id,
         "title": info.title,
         "created_at": iso_utc(info.created_at),
         "updated_at": iso_utc(info.updated_at),
         "message_count": info.message_count,
+        "usage": _usage_json(usage or UsageTotals()),
+    }
+
+
+def _usage_json(usage: UsageTotals) -> dict[str, Any]:
+    """Summed model usage; ``cost_usd`` is null when no call had a known price."""
+    return {
+        "model_calls": usage.model_calls,
+        "input_tokens": usage.input_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost_usd": round(usage.cost_usd, 6) if usage.priced else None,
+        "unpriced_calls": usage.unpriced_calls,
     }
 
 
@@ -107,11 +127,14 @@ def list_sessions(
     env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
+    usage: dict[str, UsageTotals] = {}
     if store is not None:
         with store:
             infos = store.list_sessions(limit)
+            if as_json:
+                usage = store.usage_by_session()
     if as_json:
-        _print_json(env, [_info_json(i) for i in infos])
+        _print_json(env, [_info_json(i, usage.get(i.id)) for i in infos])
         return
     _print_lines(env, infos)
 
@@ -140,10 +163,11 @@ def show_session(
         corrupt = session.corrupt_rows
         todos = session.get_todos() or []
         checkpoints = session.list_checkpoints()
+        usage = store.usage_totals(full_id)
     for row in corrupt:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
-        data = _info_json(info)
+        data = _info_json(info, usage)
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]

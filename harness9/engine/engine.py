@@ -37,7 +37,7 @@ from harness9.schema import (
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession
-from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.base import Approval, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
 __all__ = [
@@ -79,9 +79,11 @@ class EngineOptions:
 
     max_iterations: int = 50  # model calls per turn before the agent is stopped
     stream: bool = True
-    assume_yes: bool = False  # --yes: run shell commands without asking
-    # Asks the user a yes/no question (a TTY); None: no one to ask.
-    confirm: Callable[[str], bool] | None = None
+    assume_yes: bool = False  # --yes: run shell commands and write files without asking
+    # Asks the user to approve a tool's action (a TTY); None: no one to ask.
+    confirm: Callable[[Approval], bool] | None = None
+    # Shell commands that never need asking (config: tools.auto_approve).
+    auto_approve: tuple[str, ...] = ()
     # How long a save retries a database another process keeps locked before the
     # messages are held in memory (harness9.store.holding).
     save_retry_s: float = SAVE_RETRY_S
@@ -228,9 +230,12 @@ class AgentEngine:
                     # Nothing to keep, and an empty assistant turn is rejected by some APIs
                     # on the next request: report it instead of storing it.
                     result.error = EMPTY_REPLY.format(model=self.provider.model)
+                    self._report_usage(usage)
                     emit(ev.Error(result.error))
                     return result
                 sess.add_messages([reply])
+                # Reported after the save: accounting must never delay keeping the reply.
+                self._report_usage(usage)
                 emit(ev.AssistantReply(reply))
                 result.reply = reply
                 if not reply.tool_calls:
@@ -263,6 +268,10 @@ class AgentEngine:
             result.error = str(exc)
             emit(ev.Error(result.error))
             return result
+
+    def _report_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.on_event(ev.ModelUsage(self.provider.model, usage))
 
     def _call_model(
         self,
@@ -350,6 +359,7 @@ class AgentEngine:
             session=sess,
             confirm=opts.confirm,
             assume_yes=opts.assume_yes,
+            auto_approve=opts.auto_approve,
             session_id=sess.session_id,
             open_output=self.policy.output_opener(sess.session_id),
         )

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from harness9.config import ContextOptions, Settings
     from harness9.engine.engine import AgentEngine
     from harness9.store.session import CheckpointedSession
+    from harness9.tools.base import Approval
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -33,9 +34,10 @@ def build_engine(
     *,
     timeout: float = 120.0,
     stream: bool = True,
-    confirm: Callable[[str], bool] | None = None,
+    confirm: Callable[[Approval], bool] | None = None,
     assume_yes: bool = False,
     sleep: Callable[[float], None] = time.sleep,
+    auto_approve: tuple[str, ...] = (),
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
     from harness9.context.policy import ContextPolicy
@@ -63,7 +65,9 @@ def build_engine(
         session=session,
         policy=policy,
         prompt_builder=PromptBuilder(workdir),
-        options=EngineOptions(stream=stream, assume_yes=assume_yes, confirm=confirm),
+        options=EngineOptions(
+            stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
+        ),
     )
     from harness9.engine import events as ev
 

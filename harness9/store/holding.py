@@ -71,16 +71,18 @@ class HoldingSession:
 
     # -- writes ------------------------------------------------------------------------
 
-    def add_messages(self, msgs: list[Message]) -> None:
+    def add_messages(self, msgs: list[Message]) -> list[int]:
+        """The new messages' row ids, or [] while they are held in memory."""
         if not msgs:
-            return
+            return []
         earlier = len(self._held)
         now = time.time()
         self._held.extend(StoredMessage(0, m, now) for m in msgs)
         # Once the user knows the database is stuck, one attempt per save (itself a wait of
         # the Manager's lock_wait_s) is enough: a turn must not stall for the whole back-off
         # at every message.
-        self._flush(patient=not self._told, earlier=earlier)
+        ids = self._flush(patient=not self._told, earlier=earlier)
+        return ids[-len(msgs) :] if ids else []
 
     def flush(self, *, patient: bool = True) -> bool:
         """Save the held messages now; True when nothing is held any more."""
@@ -88,20 +90,23 @@ class HoldingSession:
             self._flush(patient=patient, earlier=len(self._held))
         return not self._held
 
-    def _flush(self, *, patient: bool, earlier: int) -> None:
-        """Save everything held; ``earlier`` of them were held before this write."""
+    def _flush(self, *, patient: bool, earlier: int) -> list[int]:
+        """Save everything held; ``earlier`` of them were held before this write.
+
+        Returns the saved rows' ids, or [] when the messages stay held.
+        """
         deadline = time.monotonic() + (self._retry_s if patient else 0.0)
         attempt = 0
         while True:
             try:
-                self.inner.add_messages([r.message for r in self._held])
+                ids = self.inner.add_messages([r.message for r in self._held])
                 break
             except StoreBusyError:
                 if time.monotonic() >= deadline:
                     if not self._told and self._on_held is not None:
                         self._on_held(held_notice(len(self._held)))
                     self._told = True  # once per episode: the count may grow silently
-                    return
+                    return []
                 pause = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
                 time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
                 attempt += 1
@@ -110,6 +115,7 @@ class HoldingSession:
             what = "1 held message" if earlier == 1 else f"{earlier} held messages"
             self._on_saved(f"saved the {what} to the session database")
         self._told = False
+        return ids
 
     def _write(self) -> None:
         """Before any other write: the held messages come first, or the write fails."""

@@ -159,6 +159,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # What a session's model calls consumed, summed as they happen: the token line's
+        # cost and `sessions list/show --json` read it. One row per session; cost_usd sums
+        # only the calls whose price was known, unpriced_calls counts the others.
+        "create_session_usage",
+        """
+        CREATE TABLE session_usage (
+            session_id     TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            model_calls    INTEGER NOT NULL DEFAULT 0,
+            input_tokens   INTEGER NOT NULL DEFAULT 0,  -- including the cached ones
+            output_tokens  INTEGER NOT NULL DEFAULT 0,
+            cached_tokens  INTEGER NOT NULL DEFAULT 0,  -- input tokens read from a prompt cache
+            cost_usd       REAL    NOT NULL DEFAULT 0,
+            unpriced_calls INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
         # CJK search. unicode61 makes a whole run of CJK characters one token, so a word
         # inside a Chinese sentence was never found. Rows holding CJK text are also indexed
         # with the trigram tokenizer, which matches any substring of 3+ characters (shorter

@@ -57,6 +57,27 @@ class SessionInfo:
 
 
 @dataclass(slots=True)
+class UsageTotals:
+    """What a session's model calls consumed. ``cost_usd`` covers the priced calls only."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def priced(self) -> bool:
+        """True when at least one call had a known price."""
+        return self.model_calls > self.unpriced_calls
+
+
+@dataclass(slots=True)
 class StoredMessage:
     """A message as stored: its row id orders the log and anchors checkpoints."""
 

@@ -61,6 +61,7 @@ from harness9.store.session import (
     StoreBusyError,
     StoredMessage,
     StoreError,
+    UsageTotals,
     valid_timestamp,
 )
 
@@ -469,6 +470,56 @@ class Manager:
         if row is None:
             raise SessionNotFoundError(session_id)
         return _session_info(row)
+
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO session_usage (session_id, model_calls, input_tokens, "
+                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
+                "VALUES (?, 1, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+                "model_calls = model_calls + 1, "
+                "input_tokens = input_tokens + excluded.input_tokens, "
+                "output_tokens = output_tokens + excluded.output_tokens, "
+                "cached_tokens = cached_tokens + excluded.cached_tokens, "
+                "cost_usd = cost_usd + excluded.cost_usd, "
+                "unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+                (
+                    session_id,
+                    input_tokens,
+                    output_tokens,
+                    cached_tokens,
+                    cost_usd or 0.0,
+                    1 if cost_usd is None else 0,
+                ),
+            )
+
+    def usage_totals(self, session_id: str) -> UsageTotals:
+        """The session's summed usage; all zero for a session that made no model call."""
+        with self.read() as conn:
+            row = conn.execute(
+                "SELECT model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, "
+                "unpriced_calls FROM session_usage WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+        return UsageTotals(*row) if row is not None else UsageTotals()
+
+    def usage_by_session(self) -> dict[str, UsageTotals]:
+        """Every session's summed usage that has any (for listings)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, model_calls, input_tokens, output_tokens, cached_tokens, "
+                "cost_usd, unpriced_calls FROM session_usage"
+            ).fetchall()
+        return {row[0]: UsageTotals(*row[1:]) for row in rows}
 
     _SEARCH_SQL = (
         # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
