@@ -261,6 +261,45 @@ class OffloadStore:
         note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
         return f"{text}\n\n{note}"
 
+    # ---- export and import ---------------------------------------------
+
+    def session_files(self, session_id: str) -> list[tuple[str, str]]:
+        """(id, full text) of every result offloaded for the session, by id.
+
+        For ``sessions export``: what ``offload_recall`` could page back, so a copy
+        of the session elsewhere can too.
+        """
+        if not valid_session_id(session_id):
+            return []
+        out: list[tuple[str, str]] = []
+        for oid in self.blobs.names(session_id):
+            if not _ID_RE.match(oid):
+                continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is None:
+                continue
+            with stream:
+                out.append((oid, stream.read().decode("utf-8", "replace")))
+        return out
+
+    def restore_session(self, session_id: str, items: list[tuple[str, str]]) -> None:
+        """Write exported results back under ``session_id`` (``sessions import``).
+
+        Every id is checked before anything is written: an id names a blob.
+        """
+        for oid, _ in items:
+            if not isinstance(oid, str) or not _ID_RE.match(oid):
+                raise OffloadError(f"offload id {str(oid)[:40]!r} is not ofl_ and 12 hex digits")
+        for oid, text in items:
+            try:
+                self.blobs.put(session_id, oid, text.encode("utf-8", "surrogatepass"))
+            except BlobError as exc:
+                raise OffloadError(str(exc)) from exc
+
+    @staticmethod
+    def valid_id(offload_id: object) -> bool:
+        return isinstance(offload_id, str) and _ID_RE.match(offload_id) is not None
+
     # ---- cleaning ------------------------------------------------------
 
     def clean_stale(self, now: datetime | None = None) -> list[str]:

@@ -52,7 +52,7 @@ from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.phase2 import Phase2Compactor
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SummarizationCompactor, Summarizer
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, checkpoint_for, load_view
@@ -405,7 +405,8 @@ class ContextPolicy:
                 st.warned_over_threshold = True
                 emit(
                     Notice(
-                        f"the context is over the compaction threshold ({tokens} tokens); "
+                        f"the context ({format_token_count(tokens)} tokens) is over the "
+                        f"compaction threshold ({_threshold_text(comp, plan)}); "
                         "automatic compaction is off: run /compact"
                     )
                 )
@@ -493,3 +494,10 @@ def _notice(
         strategy=result.strategy,
         fallback_reason=result.error,
     )
+
+
+def _threshold_text(comp: Compactor, plan: CompactionPlan) -> str:
+    """The threshold a plan was measured against, in its unit (a blind window counts messages)."""
+    if plan.threshold <= 0 and isinstance(comp, SlidingWindowCompactor):
+        return f"{comp.max_messages} messages"
+    return f"{format_token_count(plan.threshold)} tokens"
