@@ -206,7 +206,7 @@ def chat(
         )
         code = loop.run() if one_shot is None else loop.run_once(one_shot)
         # A reply held back by a locked database gets one more patient try before exit.
-        reason = f"the session database {manager.path} stayed locked by another process"
+        reason = f"the session database {manager.location} stayed locked by another process"
         try:
             unsaved = engine.flush_held()
         except StoreError as exc:  # e.g. the disk filled up while a lock held them back
