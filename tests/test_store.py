@@ -57,7 +57,7 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == len(MIGRATIONS)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
     assert tables == {
@@ -70,6 +70,8 @@ def test_final_schema(manager: Manager, db: Path):
         "messages_fts",
         *fts_shadow,
         "fts_state",
+        "session_settings",
+        "compaction_details",
     }
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -77,6 +79,11 @@ def test_final_schema(manager: Manager, db: Path):
         ("updated_at", "REAL", 1),
         ("title", "TEXT", 1),
         ("message_count", "INTEGER", 1),
+    ]
+    assert columns(conn, "session_settings") == [
+        ("session_id", "TEXT", 1),
+        ("model", "TEXT", 1),
+        ("context_window", "INTEGER", 1),
     ]
     assert columns(conn, "messages") == [
         ("id", "INTEGER", 0),
@@ -106,6 +113,12 @@ def test_final_schema(manager: Manager, db: Path):
         ("messages_before", "INTEGER", 1),
         ("messages_after", "INTEGER", 1),
         ("created_at", "REAL", 1),
+    ]
+    assert columns(conn, "compaction_details") == [
+        ("compaction_id", "INTEGER", 0),
+        ("recall_index", "TEXT", 1),
+        ("rewrites", "TEXT", 1),
+        ("state_note", "TEXT", 1),
     ]
     fks = {
         t: [(r[2], r[3], r[4], r[6]) for r in conn.execute(f"PRAGMA foreign_key_list({t})")]

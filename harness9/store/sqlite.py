@@ -57,8 +57,12 @@ _INSERT_MESSAGE = (
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
 _CHECKPOINT_COLUMNS = (
-    "id, last_message_id, summary, strategy, tokens_before, tokens_after, "
-    "messages_before, messages_after, created_at"
+    "c.id, c.last_message_id, c.summary, c.strategy, c.tokens_before, c.tokens_after, "
+    "c.messages_before, c.messages_after, c.created_at, d.recall_index, d.rewrites, d.state_note"
+)
+_CHECKPOINT_FROM = (
+    "FROM compactions AS c LEFT JOIN compaction_details AS d ON d.compaction_id = c.id "
+    "WHERE c.session_id = ? "
 )
 
 
@@ -533,11 +537,19 @@ class SQLiteSession:
         return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        return self._read_records(limit, after_id)
+
+    def _read_records(
+        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
+    ) -> list[StoredMessage]:
         sql = (
             "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
             "WHERE session_id = ? AND id > ?"
         )
         args: tuple[object, ...] = (self._id, after_id)
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            args += (upto_id,)
         if limit > 0:
             sql += " ORDER BY id DESC LIMIT ?"
             args += (limit,)
@@ -607,16 +619,49 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
-                "ORDER BY id DESC LIMIT 1",
+                f"SELECT {_CHECKPOINT_COLUMNS} {_CHECKPOINT_FROM} ORDER BY c.id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
         return _checkpoint(row) if row else None
 
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
+        return recs[0] if recs else None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see Manager.search)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings WHERE session_id = ?",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and window in use (does not count as activity: updated_at stays)."""
+        with self._m.transaction() as conn:
+            if not self._m._exists(conn, self._id):
+                raise SessionNotFoundError(self._id, "it was deleted")
+            conn.execute(
+                "INSERT INTO session_settings (session_id, model, context_window) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+                "context_window = excluded.context_window",
+                (self._id, model, context_window),
+            )
+
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                f"SELECT {_CHECKPOINT_COLUMNS} {_CHECKPOINT_FROM} ORDER BY c.id",
                 (self._id,),
             ).fetchall()
         return [_checkpoint(r) for r in rows]
@@ -737,7 +782,8 @@ class SQLiteSession:
             owner = conn.execute(
                 "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
             ).fetchone()
-            if owner is None or owner[0] != self._id:
+            # 0: a compaction that folded nothing (it only stubbed old tool results).
+            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -759,11 +805,34 @@ class SQLiteSession:
                 ),
             )
             new_id = cur.lastrowid
+            if cp.recall_index or cp.rewrites or cp.state_note:
+                conn.execute(
+                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
+                    "state_note) VALUES (?, ?, ?, ?)",
+                    (new_id, cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note),
+                )
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 
+def encode_rewrites(rewrites: dict[int, str]) -> str:
+    if not rewrites:
+        return ""
+    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
+
+
+def decode_rewrites(text: str) -> dict[int, str]:
+    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+        return {int(k): str(v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
 def _checkpoint(row: tuple) -> Checkpoint:
-    cid, last, summary, strategy, tb, ta, mb, ma, created = row
+    cid, last, summary, strategy, tb, ta, mb, ma, created, index, rewrites, state = row
     return Checkpoint(
         last_message_id=last,
         summary=summary,
@@ -774,6 +843,9 @@ def _checkpoint(row: tuple) -> Checkpoint:
         messages_after=ma,
         created_at=created,
         id=cid,
+        recall_index=index or "",
+        rewrites=decode_rewrites(rewrites or ""),
+        state_note=state or "",
     )
 
 
