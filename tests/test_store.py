@@ -57,7 +57,7 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
 def test_final_schema(manager: Manager, db: Path):
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == len(MIGRATIONS)
+    assert len(MIGRATIONS) == SCHEMA_VERSION
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
     assert tables == {

@@ -36,9 +36,12 @@ __all__ = [
     "OffloadWriter",
     "OffloadedResult",
     "is_offload_marker",
+    "page_text",
     "valid_session_id",
 ]
 RECALL_MAX_CHARS = 8000
+SEARCH_MAX_BYTES = 4 << 20  # of one offloaded file, when history_search scans it
+SNIPPET_CHARS = 240
 _ID_RE = re.compile(r"^ofl_[0-9a-f]{12}$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _READ_CHUNK_CHARS = 1 << 20
@@ -244,6 +247,37 @@ class OffloadStore:
         note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
         return f"{text}\n\n{note}"
 
+    def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
+        """(offload id, matching line) for this session's offloaded outputs holding every
+        word of ``query`` (case-insensitive), newest file first. Reads at most
+        ``SEARCH_MAX_BYTES`` of each file."""
+        words = [w for w in re.findall(r"\w+", query.lower()) if w]
+        if not words or not valid_session_id(session_id):
+            return []
+        session_dir = self.store_dir / session_id
+        if not session_dir.is_dir() or session_dir.is_symlink():
+            return []
+        files = [p for p in session_dir.glob("ofl_*.txt") if _ID_RE.match(p.stem)]
+        files.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        hits: list[tuple[str, str]] = []
+        for path in files:
+            try:
+                with path.open("r", encoding="utf-8", errors="replace") as f:
+                    text = f.read(SEARCH_MAX_BYTES)
+            except OSError:
+                continue
+            low = text.lower()
+            if not all(w in low for w in words):
+                continue
+            line = next((x for x in text.splitlines() if all(w in x.lower() for w in words)), None)
+            if line is None:
+                at = low.find(words[0])
+                line = text[max(0, at - 100) : at + 100]
+            hits.append((path.stem, " ".join(line.split())[:SNIPPET_CHARS]))
+            if len(hits) >= limit:
+                break
+        return hits
+
     # ---- cleaning ------------------------------------------------------
 
     def clean_stale(self, now: datetime | None = None) -> list[Path]:
@@ -280,6 +314,23 @@ class OffloadStore:
                 d.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.chmod(d, 0o700)
         return path
+
+
+def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:
+    """Characters ``offset``..``offset+limit`` of ``text``, with recall's paging note."""
+    if offset < 0:
+        raise OffloadError(f"offset must be 0 or more, got {offset}")
+    limit = max(1, min(limit, RECALL_MAX_CHARS))
+    total = len(text)
+    if offset > total or (offset == total and total > 0):
+        raise OffloadError(f"offset {offset} is past the end ({total} characters)")
+    part = text[offset : offset + limit]
+    end = offset + len(part)
+    if offset == 0 and end == total:
+        return part
+    note = f"[truncated: showing characters {offset}–{end} of {total}"
+    note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
+    return f"{part}\n\n{note}"
 
 
 def _read_range(path: Path, offset: int, limit: int) -> tuple[str, int]:

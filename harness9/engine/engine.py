@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor
-from harness9.context.eviction import EVICTED_PREFIX
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
-from harness9.context.view import ModelView, checkpoint_for, load_view
+from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider.errors import (
@@ -36,12 +35,15 @@ from harness9.schema import (
     ToolDefinition,
     Usage,
 )
-from harness9.store.session import CheckpointedSession
+from harness9.store.session import Checkpoint, CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
 # A compaction is announced (and stored) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
+# What a plan's strategy says when carrying it out calls no model: a dry run can then
+# compute the exact result.
+MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
 INTERRUPTED_STUB = "[interrupted by the user before this tool finished]"
 EMPTY_REPLY = (
     "{model} sent an empty reply (no text, no tool call); send your message again "
@@ -125,6 +127,7 @@ class AgentEngine:
         auto_compact: bool = True,
         topic_compressor: Compactor | None = None,
         token_counter: Any = None,
+        recall_budget: int = 0,
     ) -> None:
         self.provider = provider
         self.registry = registry
@@ -149,11 +152,13 @@ class AgentEngine:
         # Per session: tokens after the last compaction, evicted results announced,
         # and whether the "compaction is off" warning was shown.
         self._last_compaction: dict[str, int] = {}
-        self._evicted: dict[str, int] = {}
         self._warned_full: dict[str, bool] = {}
         self._lock = threading.RLock()
         self._session = session
         self._compactor = compactor
+        # Tokens a checkpoint's recall index may take; 0: no index (recall is off).
+        self.recall_budget = recall_budget
+        self._remembered: set[str] = set()
 
     # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
 
@@ -167,7 +172,7 @@ class AgentEngine:
             self._session = session
             self.last_usage = None
             sid = session.session_id
-            for state in (self._last_compaction, self._evicted, self._warned_full):
+            for state in (self._last_compaction, self._warned_full):
                 state.pop(sid, None)
             reset = getattr(self.trigger, "reset", None)
             if reset is not None:
@@ -212,10 +217,29 @@ class AgentEngine:
     # -- compaction ------------------------------------------------------------
 
     def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan | None]:
-        """What a compaction would fold right now, without calling any model (--dry-run)."""
-        view = self.current_view()
+        """What a compaction would do right now, without calling any model (--dry-run).
+
+        The figures are chat's: the messages sent plus the tool definitions. When the
+        compaction needs no model (truncation, eviction, stubs), it is run without
+        storing anything, so ``tokens_after`` is exactly what the checkpoint will say;
+        a summary's size is only known once the model answers, so it stays an estimate.
+        """
+        sess = self.session
+        system = self.system_message(sess)
+        view = load_view(sess, system)
         comp = self.compactor
-        return view, (comp.plan(view.messages, force=force) if comp is not None else None)  # type: ignore[attr-defined]
+        if comp is None:
+            return view, None
+        plan = comp.plan(view.messages, force=force)  # type: ignore[attr-defined]
+        tool_tokens = estimate_tool_tokens(self.registry.definitions())
+        plan.tokens_before += tool_tokens
+        plan.tokens_after += tool_tokens
+        if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
+            result = _call_compactor(comp, view.messages, force=force)
+            cp, _ = self.checkpoint_of(sess, system, view, result)
+            if cp is not None:
+                plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        return view, plan
 
     def compact_now(
         self, *, instructions: str | None = None, force: bool = True
@@ -250,13 +274,13 @@ class AgentEngine:
     ) -> tuple[ev.Compaction | None, ModelView, list[Message]]:
         """Run the compactor; returns (notice or None, the view, the messages to send).
 
-        A folding result is stored as a checkpoint and the view rebuilt from it. An
-        in-place result (eviction rewrites old tool results, folds nothing) is a pure
-        function of the stored log, so it is recomputed per request, never stored.
+        Every result that changes the view is stored as a checkpoint, eviction stubs
+        included (ARCHITECTURE decision 7): the view is then a pure function of the log
+        and the latest checkpoint, the same on every request until the next compaction
+        and on ``--resume``. The notice, the checkpoint and ``/context`` count the same
+        way: the messages sent plus the tool definitions.
         """
-        tool_tokens = estimate_tool_tokens(self.registry.definitions())
-        before = estimate_tokens(view.messages)
-        self.on_event(ev.CompactionStarted(getattr(comp, "strategy", type(comp).__name__), before))
+        self.on_event(ev.CompactionStarted(getattr(comp, "strategy", type(comp).__name__), 0))
         result = _call_compactor(
             comp,
             view.messages,
@@ -264,38 +288,51 @@ class AgentEngine:
             on_progress=lambda i, n: self.on_event(ev.CompactionProgress(i, n)),
             instructions=instructions,
         )
-        after = estimate_tokens(result.messages)
+        cp, new_view = self.checkpoint_of(sess, system, view, result)
+        before = estimate_tokens(view.messages)
+        after = estimate_tokens(new_view.messages) if cp is not None else before
         self._last_compaction[sess.session_id] = after
         gained = after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
-        if not gained:
+        if cp is None or not gained:
             return None, view, view.messages
-        cp = checkpoint_for(view, result, previous=sess.latest_checkpoint())
-        if cp is None:
-            if result.plan.cut != 1:
-                return None, view, view.messages
-            evicted = sum(1 for m in result.messages if m.content.startswith(EVICTED_PREFIX))
-            announce = evicted > self._evicted.get(sess.session_id, 0)
-            self._evicted[sess.session_id] = evicted
-            notice = self._notice(view.messages, result.messages, tool_tokens, result)
-            if announce:
-                self.on_event(notice)
-            return (notice if announce else None), view, result.messages
-        sess.add_checkpoint(cp)
-        self._evicted.pop(sess.session_id, None)
-        new_view = load_view(sess, system)
-        notice = self._notice(view.messages, new_view.messages, tool_tokens, result)
+        cp = sess.add_checkpoint(cp)
+        notice = self._notice(cp, result)
         self.on_event(notice)
         return notice, new_view, new_view.messages
 
+    def checkpoint_of(
+        self,
+        sess: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        result: CompactionResult,
+    ) -> tuple[Checkpoint | None, ModelView]:
+        """The checkpoint ``result`` would store, and the view it would give (nothing stored)."""
+        previous = sess.latest_checkpoint()
+        cp = checkpoint_for(
+            view,
+            result,
+            previous=previous,
+            recall_budget=self.recall_budget,
+            state_note=self.prompt_builder.state_note(sess),
+        )
+        if cp is None:
+            return None, view
+        new_view = build_view(system, sess.get_records(after_id=cp.last_message_id), cp)
+        tool_tokens = estimate_tool_tokens(self.registry.definitions())
+        cp.tokens_before = estimate_tokens(view.messages) + tool_tokens
+        cp.tokens_after = estimate_tokens(new_view.messages) + tool_tokens
+        cp.messages_before = len(view.messages)
+        cp.messages_after = len(new_view.messages)
+        return cp, new_view
+
     @staticmethod
-    def _notice(
-        before: list[Message], after: list[Message], tool_tokens: int, result: CompactionResult
-    ) -> ev.Compaction:
+    def _notice(cp: Checkpoint, result: CompactionResult) -> ev.Compaction:
         return ev.Compaction(
-            tokens_before=estimate_tokens(before) + tool_tokens,
-            tokens_after=estimate_tokens(after) + tool_tokens,
-            msgs_before=len(before),
-            msgs_after=len(after),
+            tokens_before=cp.tokens_before,
+            tokens_after=cp.tokens_after,
+            msgs_before=cp.messages_before,
+            msgs_after=cp.messages_after,
             strategy=result.strategy,
             fallback_reason=result.error,
         )
@@ -306,12 +343,14 @@ class AgentEngine:
         with self._lock:  # snapshot once: /new during a turn must not mix sessions
             sess, comp = self._session, self._compactor
         result = TurnResult()
+        self._remember_model(sess)
         sess.add_messages([Message(ROLE_USER, user_text)])
         if self.topic_compressor is not None and self.auto_compact:
             self._isolate_topics(sess)
         pending: list[ToolCall] = []
         tools_used: list[str] = []
         forced_retry_done = False
+        compacted_for_call = False  # one compaction per model call, never two
         try:
             iteration = 0
             while iteration < self.max_iterations:
@@ -320,7 +359,10 @@ class AgentEngine:
                 tools = self.registry.definitions()
                 tool_tokens = estimate_tool_tokens(tools)
                 outgoing = view.messages
-                decision = self._should_compact(comp, sess, view, iteration, tools_used)
+                decision = None
+                if not compacted_for_call:
+                    decision = self._should_compact(comp, sess, view, iteration, tools_used)
+                compacted_for_call = False
                 if comp is not None and decision is not None:
                     notice, view, outgoing = self._compact(
                         sess, system, view, comp, force=decision == "early"
@@ -355,6 +397,7 @@ class AgentEngine:
                         )
                     )
                     self._compact(sess, system, view, comp, force=True)
+                    compacted_for_call = True
                     continue
                 except StreamInterruptedError as exc:
                     partial = exc.partial
@@ -412,6 +455,13 @@ class AgentEngine:
             result.error = str(exc)
             self.on_event(ev.Error(result.error))
             return result
+
+    def _remember_model(self, sess: CheckpointedSession) -> None:
+        """Store the model and window this session uses (``harness9 compact`` reads them)."""
+        if sess.session_id in self._remembered:
+            return
+        self._remembered.add(sess.session_id)
+        sess.remember_model(self.provider.model, self.context_window)
 
     def _should_compact(
         self,

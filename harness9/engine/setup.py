@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness9.config import STRATEGIES, ContextOptions
+from harness9.config import EXTRA_STRATEGIES, STRATEGIES, STRATEGY_ALIASES, ContextOptions
 from harness9.context.compaction import SlidingWindowCompactor, TokenBudgetCompactor
 from harness9.context.eviction import EvictionCompactor
+from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
 from harness9.context.offload import OffloadConfig, OffloadStore
-from harness9.context.phase2 import Phase2Compactor
 from harness9.context.summarize import SummarizationCompactor
 from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import (
@@ -27,8 +28,29 @@ __all__ = [
     "build_compactor",
     "build_offload_store",
     "build_topic_compressor",
+    "recall_budget",
+    "register_strategy",
     "resolve_workdir",
 ]
+
+
+# A strategy a program adds (benchmarks compare peers' policies through the real chat):
+# factory(summarizer, context_window, options) -> a compactor.
+StrategyFactory = Callable[[Any, int, ContextOptions], Any]
+_EXTRA_FACTORIES: dict[str, StrategyFactory] = {}
+
+
+def register_strategy(name: str, factory: StrategyFactory) -> None:
+    """Make ``--strategy name`` (and ``compaction.strategy``) build ``factory``'s compactor.
+
+    For programs embedding harness9 (``scripts/bench_session.py`` registers the peers'
+    policies this way); the built-in names cannot be replaced.
+    """
+    if name in STRATEGIES:
+        raise ValueError(f"{name!r} is a built-in strategy")
+    _EXTRA_FACTORIES[name] = factory
+    if name not in EXTRA_STRATEGIES:
+        EXTRA_STRATEGIES.append(name)
 
 
 def build_compactor(
@@ -37,9 +59,20 @@ def build_compactor(
     context_window: int,
     *,
     threshold: float = 0.8,
+    target: float = DEFAULT_TARGET,
+    opts: ContextOptions | None = None,
 ) -> Any:
     """The compactor for a strategy name. Summarising ones fall back to ``budget`` on errors."""
     budget = int(context_window * threshold)
+    strategy = STRATEGY_ALIASES.get(strategy, strategy)
+    if strategy == "hybrid":
+        return HybridCompactor(
+            summarizer,
+            context_window,
+            threshold=threshold,
+            target=target,
+            summarizer_window=context_window,
+        )
     if strategy == "summarize":
         return SummarizationCompactor(summarizer, budget, summarizer_window=context_window)
     if strategy == "budget":
@@ -48,13 +81,15 @@ def build_compactor(
         return SlidingWindowCompactor()
     if strategy == "evict":
         return EvictionCompactor(budget)
-    if strategy == "phase2":
-        return Phase2Compactor(
-            summarizer, context_window, threshold=threshold, summarizer_window=context_window
-        )
-    raise UsageError(
-        f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}"
-    )
+    if strategy in _EXTRA_FACTORIES:
+        return _EXTRA_FACTORIES[strategy](summarizer, context_window, opts or ContextOptions())
+    names = (*STRATEGIES, *EXTRA_STRATEGIES)
+    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(names)}")
+
+
+def recall_budget(opts: ContextOptions, context_window: int) -> int:
+    """Tokens a checkpoint's recall index may take (0 when recall is off)."""
+    return max(1, int(context_window * RECALL_SHARE)) if opts.recall else 0
 
 
 def build_offload_store(opts: ContextOptions) -> OffloadStore | None:
@@ -156,7 +191,7 @@ def build_engine(
     from harness9.engine.engine import AgentEngine
     from harness9.engine.prompt import PromptBuilder
     from harness9.provider import LLMProvider, make_token_counter
-    from harness9.tools import OffloadRecallTool, default_registry
+    from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
     provider = LLMProvider(settings.model, settings.api_base, timeout=timeout)
     summarizer = provider
@@ -164,8 +199,10 @@ def build_engine(
         summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
     registry = default_registry()
     offload = build_offload_store(opts)
-    if offload is not None:
-        registry.register(OffloadRecallTool(offload))
+    if offload is not None or opts.recall:
+        registry.register(OffloadRecallTool(offload, handles=opts.recall))
+    if opts.recall:
+        registry.register(HistorySearchTool(offload))
     trigger = None
     if opts.smart_triggers:
         trigger = SmartCompactionTrigger(
@@ -180,8 +217,14 @@ def build_engine(
         workdir,
         session=session,
         compactor=build_compactor(
-            opts.strategy, summarizer, context_window, threshold=opts.threshold
+            opts.strategy,
+            summarizer,
+            context_window,
+            threshold=opts.threshold,
+            target=opts.target,
+            opts=opts,
         ),
+        recall_budget=recall_budget(opts, context_window),
         context_window=context_window,
         prompt_builder=PromptBuilder(workdir),
         offload=offload,

@@ -37,6 +37,7 @@ class MemorySession:
         self._next_id = 1
         self._next_checkpoint_id = 1
         self.corrupt_rows: list[CorruptRow] = []  # always empty: nothing here can be corrupt
+        self._model: tuple[str, int] | None = None
 
     @property
     def session_id(self) -> str:
@@ -132,6 +133,12 @@ class MemorySession:
                     if 0 < limit <= len(hits):
                         break
         return hits
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        self._model = (model, context_window)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        return self._model
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._lock:

@@ -127,3 +127,11 @@ class CheckpointedSession(Session, Protocol):
     def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
         """This session's messages matching ``query`` (words ANDed), best match first."""
         ...
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and context window the session is used with."""
+        ...
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) last recorded; None when never."""
+        ...
