@@ -36,7 +36,9 @@ __all__ = [
     "OffloadWriter",
     "OffloadedResult",
     "is_offload_marker",
+    "matching_line",
     "page_text",
+    "query_words",
     "valid_session_id",
 ]
 RECALL_MAX_CHARS = 8000
@@ -249,9 +251,9 @@ class OffloadStore:
 
     def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
         """(offload id, matching line) for this session's offloaded outputs holding every
-        word of ``query`` (case-insensitive), newest file first. Reads at most
-        ``SEARCH_MAX_BYTES`` of each file."""
-        words = [w for w in re.findall(r"\w+", query.lower()) if w]
+        word of ``query`` (whole words, case-insensitive), newest file first. Reads at
+        most ``SEARCH_MAX_BYTES`` of each file."""
+        words = query_words(query)
         if not words or not valid_session_id(session_id):
             return []
         session_dir = self.store_dir / session_id
@@ -266,14 +268,10 @@ class OffloadStore:
                     text = f.read(SEARCH_MAX_BYTES)
             except OSError:
                 continue
-            low = text.lower()
-            if not all(w in low for w in words):
-                continue
-            line = next((x for x in text.splitlines() if all(w in x.lower() for w in words)), None)
+            line = matching_line(text, words)
             if line is None:
-                at = low.find(words[0])
-                line = text[max(0, at - 100) : at + 100]
-            hits.append((path.stem, " ".join(line.split())[:SNIPPET_CHARS]))
+                continue
+            hits.append((path.stem, line))
             if len(hits) >= limit:
                 break
         return hits
@@ -314,6 +312,26 @@ class OffloadStore:
                 d.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.chmod(d, 0o700)
         return path
+
+
+def query_words(query: str) -> set[str]:
+    """The words of a search, lower-cased, as whole-word matching sees them."""
+    return {w for w in re.findall(r"[^\W_]+", query.lower()) if w}
+
+
+def matching_line(text: str, words: set[str]) -> str | None:
+    """The first line holding every word (whole words, any case), trimmed; else a window
+    around the first word when the text as a whole holds them all; else None."""
+    if not words:
+        return None
+    if not words <= set(re.findall(r"[^\W_]+", text.lower())):
+        return None
+    for line in text.splitlines():
+        if words <= set(re.findall(r"[^\W_]+", line.lower())):
+            return " ".join(line.split())[:SNIPPET_CHARS]
+    first = min(words, key=len)
+    at = text.lower().find(first)
+    return " ".join(text[max(0, at - 100) : at + 140].split())
 
 
 def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.context.offload import OffloadStore
+from harness9.context.offload import OffloadStore, matching_line, query_words
 from harness9.context.recall import message_handle
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_TOOL
@@ -21,6 +21,7 @@ from harness9.tools.base import ToolContext, ToolResult
 
 HEADER = "[history_search]"
 MAX_HITS = 8
+SCAN_HITS = 200
 
 
 class HistorySearchTool:
@@ -58,26 +59,33 @@ class HistorySearchTool:
         if not isinstance(session, CheckpointedSession):
             return ToolResult.error("history_search needs a stored session")
         try:
-            hits = session.search(query, limit=MAX_HITS * 2)
+            # Over-fetch: earlier searches' outputs quote the same words and are skipped.
+            hits = session.search(query, limit=SCAN_HITS)
         except HarnessError as exc:
             return ToolResult.error(f"history_search: {exc}")
         cp = session.latest_checkpoint()
         floor = cp.last_message_id if cp is not None else 0
         stubbed = cp.rewrites if cp is not None else {}
-        lines: list[str] = []
+        words = query_words(query)
+        out_of_view: list[str] = []
+        in_view: list[str] = []
         for hit in hits:
             record = session.get_record(hit.message_id)
             if record is None or record.message.content.startswith(HEADER):
                 continue  # an earlier search's own output
-            if hit.message_id in stubbed or hit.message_id <= floor:
+            msg = record.message
+            body = msg.content + "".join(f"\n{c.name} {c.arguments}" for c in msg.tool_calls)
+            snippet = matching_line(body, words) or plain_snippet(hit.snippet)
+            role = "tool result" if msg.role == ROLE_TOOL else msg.role
+            if hit.message_id <= floor or hit.message_id in stubbed:
                 where = "folded" if hit.message_id <= floor else "stubbed"
+                out_of_view.append(f"{message_handle(hit.message_id)} [{role}, {where}] {snippet}")
             else:
-                where = "in context"
-            role = "tool result" if record.message.role == ROLE_TOOL else record.message.role
-            snippet = plain_snippet(hit.snippet)
-            lines.append(f"{message_handle(hit.message_id)} [{role}, {where}] {snippet}")
-            if len(lines) >= MAX_HITS:
+                in_view.append(f"{message_handle(hit.message_id)} [{role}, in context] {snippet}")
+            if len(out_of_view) >= MAX_HITS:
                 break
+        # What the context no longer shows comes first: that is what the search is for.
+        lines = (out_of_view + in_view)[:MAX_HITS]
         if self.store is not None and len(lines) < MAX_HITS:
             for oid, line in self.store.search(ctx.session_id, query, limit=MAX_HITS - len(lines)):
                 lines.append(f"{oid} [offloaded output] {line}")
