@@ -50,7 +50,8 @@ with offload and recall off, as the peers ship them. Their published parameters:
 - ``masking``: observation masking (Lindenbauer et al. 2025, "The Complexity Trap"):
   every tool result but the newest 10 becomes a placeholder; applied whenever it saves
   at least 5 % (the engine's rule), which favours it (fewer cache breaks than masking
-  on every request).
+  on every request). Ten 14 KB results overflow a small window, so on a rejected
+  request it keeps only the newest 3.
 
     python scripts/bench_session.py                   # lengths 60,200,600; window 24K
     python scripts/bench_session.py --lengths 60 --policies hybrid,claude-code
@@ -251,6 +252,7 @@ class _OpenCode(_SummaryAt):
 class _Masking:
     strategy = "masking"
     KEEP = 10
+    KEEP_ON_OVERFLOW = 3  # ten 14 KB results overflow a small window: mask harder then
 
     def __init__(self, window: int) -> None:
         self.threshold_tokens = int(window * 0.8)

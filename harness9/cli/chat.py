@@ -61,7 +61,8 @@ def chat(
     strategy: str | None = typer.Option(
         None,
         "--strategy",
-        help="Compaction: summarize (default), budget, window, evict or phase2 (config: compaction.strategy).",
+        help="Compaction: hybrid (default; alias phase2), summarize, budget, window or evict "
+        "(config: compaction.strategy).",
     ),
     summary_model: str | None = typer.Option(
         None, "--summary-model", help="A cheaper model for summaries (config: compaction.model)."

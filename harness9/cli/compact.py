@@ -38,8 +38,9 @@ def compact(
     strategy: str | None = typer.Option(
         None,
         "--strategy",
-        help="summarize (LLM summary, default), budget (drop oldest), window (last 100 messages), "
-        "evict (replace old low-value tool results), phase2 (evict, then summarise); "
+        help="hybrid (stub old tool results, then summarise; the default; alias phase2), "
+        "summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
+        "evict (replace old low-value tool results); "
         "default: compaction.strategy in config.toml.",
     ),
     force: bool = typer.Option(
@@ -49,10 +50,15 @@ def compact(
         None,
         "--context-window",
         min=1,
-        help="Context window in tokens (env HARNESS9_CONTEXT_WINDOW).",
+        help="Context window in tokens (default: the one the session last used in chat, "
+        "then env HARNESS9_CONTEXT_WINDOW).",
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Model whose window applies and who summarises (env LLM_MODEL)."
+        None,
+        "--model",
+        "-m",
+        help="Model whose window applies and who summarises (default: the one the session "
+        "last used in chat, then env LLM_MODEL).",
     ),
     api_base: str | None = typer.Option(
         None, "--api-base", help="OpenAI-compatible server URL (env LLM_API_BASE)."
@@ -76,10 +82,8 @@ def compact(
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
-    settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
     opts = context_options(strategy=strategy)
     work = resolve_workdir(workdir)
-    limits = get_model_limits(settings.model, override=settings.context_window)
     from rich.console import Console
 
     out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
@@ -96,6 +100,14 @@ def compact(
             if not recent:
                 raise UsageError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
+        # The model and window chat last used for this session, unless a flag says otherwise:
+        # judged against another window, the session would compact at another point.
+        stored = sess.model_settings()
+        if stored is not None:
+            model = model or stored[0]
+            context_window = context_window or stored[1] or None
+        settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
+        limits = get_model_limits(settings.model, override=settings.context_window)
         engine = build_engine(settings, opts, sess, work, limits.context_tokens)
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
@@ -117,7 +129,7 @@ def compact(
                 _render_plan(out, view, plan, summary)
             return
 
-        if opts.strategy in ("summarize", "phase2"):
+        if opts.strategy in ("hybrid", "summarize"):
             engine.provider.check_credentials()
         from harness9.engine import events as ev
 
@@ -174,9 +186,13 @@ def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN0
     from harness9.context.tokens import estimate_message_tokens, format_token_count
     from harness9.ui.status import inert
 
-    fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(
-        plan.strategy, "drop"
-    )
+    fold_word = {
+        "summarize": "summarize",
+        "hybrid": "summarize",
+        "evict+summary": "summarize",
+        "evict": "evict",
+        "hybrid:stubs": "stub",
+    }.get(plan.strategy, "drop")
     table = Table(title=f"session {summary['session']}", show_lines=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("role", no_wrap=True)

@@ -34,6 +34,7 @@ from harness9.context.compaction import (
     Compactor,
     TokenBudgetCompactor,
     extend_cut,
+    find_cut,
     run_fallback,
     starts_with_system,
 )
@@ -184,9 +185,8 @@ class HybridCompactor:
                 fingerprint_from=msgs[1:cut],
                 on_progress=on_progress,
                 preserved_budget=self.preserved_budget,
+                instructions=instructions,
             )
-            if instructions:
-                summary += f"\n\n(Focus requested for this compaction: {instructions})"
         except Exception as exc:  # any provider failure: compaction must not fail
             error = f"{type(exc).__name__}: {exc}"
             # On the stubbed history: what stubbing saved is not thrown away.
@@ -210,11 +210,12 @@ class HybridCompactor:
             return nothing, list(msgs)
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
-        if after_stub <= self.target_tokens and after_stub < before:
+        if not force and after_stub <= self.target_tokens and after_stub < before:
             return CompactionPlan(
                 True, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
             ), stubbed
-        cut = self._cut(stubbed)
+        # Forced (/compact, `harness9 compact --force`): fold all but the protected tail.
+        cut = find_cut(stubbed, self.min_tail_messages) if force else self._cut(stubbed)
         if cut <= 1:  # nothing old enough to fold: stubbing is all there is
             return CompactionPlan(
                 after_stub < before, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
