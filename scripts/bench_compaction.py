@@ -131,7 +131,7 @@ def bench_trim(runs: int) -> None:
         compactor = TokenBudgetCompactor(budget)
 
         def ours_fn(c=compactor):
-            return c.compact(msgs)
+            return c.compact(msgs).messages
 
         def theirs_fn(b=budget):
             return trim_messages(

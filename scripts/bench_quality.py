@@ -17,7 +17,7 @@ to fit the history into a ``--window``-token context. Strategies:
 * ``evict``: EvictionCompactor(window);
 * ``offload+evict``: every tool result over the offload limits goes through a real
   OffloadStore (in a temp dir) as it is produced, then EvictionCompactor(window);
-* ``phase2``: Phase2Compactor(window) with a deterministic summariser that keeps
+* ``phase2``: Phase2Compactor.for_context_window(window) with a deterministic summariser that keeps
   only the first line of each folded message, so what survives beyond first lines
   is the fingerprint repair's doing;
 * ``offload+phase2``: the full phase-2 stack (offload, then Phase2Compactor).
@@ -362,10 +362,16 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
             with_offload,
             store,
         ),
-        ("phase2", Phase2Compactor(FirstLineSummarizer(), window), msgs, None),
+        ("phase2", Phase2Compactor.for_context_window(FirstLineSummarizer(), window), msgs, None),
         (
             "offload+phase2",
-            Phase2Compactor(FirstLineSummarizer(), window, offload=store, session_id=SESSION),
+            Phase2Compactor(
+                FirstLineSummarizer(),
+                window * 80 // 100,
+                context_window=window,
+                offload=store,
+                session_id=SESSION,
+            ),
             with_offload,
             store,
         ),
@@ -374,7 +380,7 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
     rows = []
     for name, compactor, history, st in strategies:
         t0 = time.perf_counter()
-        out = compactor.compact(history)
+        out = compactor.compact(history).messages
         seconds = time.perf_counter() - t0
         how = reachable(facts, out, st)
         ok = [bool(h) for h in how]

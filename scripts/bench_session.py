@@ -88,13 +88,14 @@ from harness9.cli import app  # noqa: E402
 from harness9.context.compaction import (  # noqa: E402
     CompactionPlan,
     CompactionResult,
+    ProgressCallback,
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups  # noqa: E402
+from harness9.context.policy import register_strategy  # noqa: E402
 from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
-from harness9.context.summarize import SummarizationCompactor  # noqa: E402
+from harness9.context.summarize import SpanSummarizer, SummarizationCompactor  # noqa: E402
 from harness9.context.tokens import estimate_tokens  # noqa: E402
-from harness9.engine.setup import register_strategy  # noqa: E402
 from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message  # noqa: E402
 
 HARNESS9_POLICIES = ("hybrid", "summarize", "budget", "window", "evict")
@@ -119,10 +120,7 @@ class _SummaryAt:
         self.strategy = name
         self.window = window
         self.threshold_tokens = int(window * trigger)
-        self.max_tokens = self.threshold_tokens
-        self.inner = SummarizationCompactor(
-            summarizer, self.threshold_tokens, min_tail_messages=0, summarizer_window=window
-        )
+        self.span = SpanSummarizer(summarizer, window=window)
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         before = estimate_tokens(msgs)
@@ -135,12 +133,19 @@ class _SummaryAt:
     def kept_text(self, msgs: Sequence[Message]) -> str:
         return ""
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
         plan = self.plan(msgs, force=force)
         if not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, self.strategy)
         try:
-            summary = self.inner.summarize(msgs[1:])
+            summary = self.span.summarize(msgs[1:])
         except Exception as exc:  # noqa: BLE001 - the peers also just truncate then
             return CompactionResult(
                 [msgs[0], *msgs[-2:]], plan, None, self.strategy, error=str(exc)
@@ -149,9 +154,6 @@ class _SummaryAt:
         out = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary)]
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)
-
-    def compact(self, msgs: list[Message], *, force: bool = False) -> list[Message]:
-        return self.compact_detailed(msgs, force=force).messages
 
 
 class _Codex(_SummaryAt):
@@ -176,7 +178,6 @@ class _Overflow:
 
     def __init__(self, summarizer: Any, window: int) -> None:
         self.threshold_tokens = window
-        self.max_tokens = window
         self.inner = SummarizationCompactor(summarizer, window, summarizer_window=window)
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
@@ -185,13 +186,17 @@ class _Overflow:
             return CompactionPlan(False, self.strategy, 1, before, before, self.threshold_tokens)
         return self.inner.plan(msgs, force=True)
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
         if not force:
             return CompactionResult(list(msgs), self.plan(msgs), None, self.strategy)
-        return self.inner.compact_detailed(msgs, force=True)
-
-    def compact(self, msgs: list[Message], *, force: bool = False) -> list[Message]:
-        return self.compact_detailed(msgs, force=force).messages
+        return self.inner.compact(msgs, force=True)
 
 
 PLACEHOLDER_OPENCODE = "[Old tool result content cleared]"
@@ -241,12 +246,19 @@ class _OpenCode(_SummaryAt):
             )
         return plan
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
         plan = self.plan(msgs, force=force)
         if plan.strategy == "opencode:prune":
-            out = _replace_results(msgs, self._prunable(msgs), PLACEHOLDER_OPENCODE)
+            out = _replace_results(list(msgs), self._prunable(msgs), PLACEHOLDER_OPENCODE)
             return CompactionResult(out, plan, None, plan.strategy)
-        return super().compact_detailed(msgs, force=force)
+        return super().compact(msgs, force=force)
 
 
 class _Masking:
@@ -256,37 +268,42 @@ class _Masking:
 
     def __init__(self, window: int) -> None:
         self.threshold_tokens = int(window * 0.8)
-        self.max_tokens = self.threshold_tokens
 
-    def _masked(self, msgs: list[Message]) -> list[Message]:
+    def _masked(self, msgs: list[Message], force: bool) -> list[Message]:
+        keep = self.KEEP_ON_OVERFLOW if force else self.KEEP
         results = [i for g in tool_groups(msgs) for i in g.result_indices]
-        old = [i for i in results[: -self.KEEP] if msgs[i].content != PLACEHOLDER_MASK]
+        old = [i for i in results[:-keep] if msgs[i].content != PLACEHOLDER_MASK]
         return _replace_results(msgs, old, PLACEHOLDER_MASK)
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         before = estimate_tokens(msgs)
         if not starts_with_system(msgs):
             return CompactionPlan(False, self.strategy, 1, before, before, self.threshold_tokens)
-        after = estimate_tokens(self._masked(list(msgs)))
+        after = estimate_tokens(self._masked(list(msgs), force))
         return CompactionPlan(
             after < before, self.strategy, 1, before, after, self.threshold_tokens
         )
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
         plan = self.plan(msgs, force=force)
-        out = self._masked(list(msgs)) if plan.would_compact else list(msgs)
+        out = self._masked(list(msgs), force) if plan.would_compact else list(msgs)
         return CompactionResult(repair_orphaned_tool_pairs(out), plan, None, self.strategy)
-
-    def compact(self, msgs: list[Message], *, force: bool = False) -> list[Message]:
-        return self.compact_detailed(msgs, force=force).messages
 
 
 def register_baselines() -> None:
-    register_strategy("overflow", lambda s, w, o: _Overflow(s, w))
-    register_strategy("claude-code", lambda s, w, o: _SummaryAt("claude-code", s, w, 0.95))
-    register_strategy("codex", lambda s, w, o: _Codex("codex", s, w, 0.9))
-    register_strategy("opencode", lambda s, w, o: _OpenCode(s, w))
-    register_strategy("masking", lambda s, w, o: _Masking(w))
+    # factory(summariser, window, threshold tokens): each peer brings its own trigger.
+    register_strategy("overflow", lambda s, w, t: _Overflow(s, w))
+    register_strategy("claude-code", lambda s, w, t: _SummaryAt("claude-code", s, w, 0.95))
+    register_strategy("codex", lambda s, w, t: _Codex("codex", s, w, 0.9))
+    register_strategy("opencode", lambda s, w, t: _OpenCode(s, w))
+    register_strategy("masking", lambda s, w, t: _Masking(w))
 
 
 # -- the script ------------------------------------------------------------------------------

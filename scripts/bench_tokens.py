@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness9.context.tokens import estimate_tokens  # noqa: E402
 from harness9.provider.llm import load_litellm  # noqa: E402
-from harness9.provider.tokens import ByteCounter, TokenCounter, TokenizerCounter  # noqa: E402
+from harness9.provider.tokenizer import ByteCounter, TokenCounter, TokenizerCounter  # noqa: E402
 from harness9.schema import Message  # noqa: E402
 
 # -- deterministic text ---------------------------------------------------------------------

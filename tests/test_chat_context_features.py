@@ -9,11 +9,11 @@ import time
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.config import db_path, harness9_home, tool_results_dir
+from harness9.config import ContextOptions, db_path, harness9_home, tool_results_dir
+from harness9.context.policy import ContextPolicy
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.engine.prompt import PromptBuilder
-from harness9.engine.setup import SmartCompactionTrigger, build_compactor
 from harness9.provider import LLMProvider
 from harness9.schema import Message
 from harness9.store import Manager
@@ -276,11 +276,11 @@ def test_the_smart_trigger_compacts_before_the_threshold_when_growth_predicts_it
             default_registry(),
             tmp_path,
             session=session,
-            compactor=build_compactor("budget", provider, 10_000),
-            context_window=10_000,
+            policy=ContextPolicy.from_options(
+                ContextOptions(strategy="budget", offload=False), provider, 10_000
+            ),
             prompt_builder=PromptBuilder(tmp_path),
             on_event=seen.append,
-            trigger=SmartCompactionTrigger(10_000),
         )
         (tmp_path / "chunk.txt").write_text("\n".join(f"entry {i} " + "w" * 40 for i in range(110)))
         for i in range(6):

@@ -124,7 +124,7 @@ def test_repair_keeps_every_non_tool_message_in_order(msgs):
 def test_token_budget_invariants(msgs, max_tokens, min_tail, force):
     snapshot = copy.deepcopy(msgs)
     compactor = TokenBudgetCompactor(max_tokens, min_tail_messages=min_tail)
-    res = compactor.compact_detailed(msgs, force=force)
+    res = compactor.compact(msgs, force=force)
     assert msgs == snapshot
     assert_invariants(msgs, res.messages, min_tail)
     assert res.plan.tokens_after == estimate_tokens(res.messages)
@@ -136,7 +136,7 @@ def test_token_budget_invariants(msgs, max_tokens, min_tail, force):
 def test_sliding_window_invariants(msgs, max_messages, force):
     snapshot = copy.deepcopy(msgs)
     compactor = SlidingWindowCompactor(max_messages)
-    res = compactor.compact_detailed(msgs, force=force)
+    res = compactor.compact(msgs, force=force)
     assert msgs == snapshot
     k = max_messages - 1
     if force:
@@ -152,7 +152,7 @@ def test_summarization_invariants(msgs, max_tokens, min_tail, force, fails):
     snapshot = copy.deepcopy(msgs)
     fake = FakeSummarizer("**Goal:** g.", error=RuntimeError("down") if fails else None)
     compactor = SummarizationCompactor(fake, max_tokens, min_tail_messages=min_tail)
-    res = compactor.compact_detailed(msgs, force=force)
+    res = compactor.compact(msgs, force=force)
     assert msgs == snapshot
     assert_invariants(msgs, res.messages, min_tail)
     tail = protected_tail_tokens(msgs, min_tail)
@@ -170,7 +170,7 @@ def test_chunked_summarization_stays_within_the_summariser_window(msgs, min_tail
     compactor = SummarizationCompactor(
         fake, 50, min_tail_messages=min_tail, summarizer_window=window
     )
-    res = compactor.compact_detailed(msgs, force=True)
+    res = compactor.compact(msgs, force=True)
     assert res.error is None  # the fake would refuse an oversized prompt
     assert_invariants(msgs, res.messages, min_tail)
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from harness9.config import ContextOptions
 from harness9.context import is_valid_tool_sequence
+from harness9.context.policy import ContextPolicy
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.engine import events as ev
-from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine
+from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine, EngineOptions
 from harness9.engine.prompt import PromptBuilder
-from harness9.engine.setup import build_compactor
 from harness9.provider import LLMProvider
 from harness9.schema import Message, ToolDefinition
 from harness9.store import Manager
@@ -51,17 +52,16 @@ def make_engine(
 ) -> tuple[AgentEngine, list[ev.Event]]:
     provider = LLMProvider("openai/test-model", api_base=server.base_url, backoff_base=0.01)
     seen: list[ev.Event] = []
+    opts = ContextOptions(strategy=strategy, smart_triggers=False, offload=False)
     engine = AgentEngine(
         provider,
         kw.pop("registry", None) or default_registry(),
         workdir,
         session=session,
-        compactor=build_compactor(strategy, provider, context_window),
-        context_window=context_window,
+        policy=ContextPolicy.from_options(opts, provider, context_window),
         prompt_builder=PromptBuilder(workdir),
         on_event=seen.append,
-        assume_yes=True,
-        **kw,
+        options=EngineOptions(assume_yes=True, **kw),
     )
     return engine, seen
 

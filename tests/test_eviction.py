@@ -136,7 +136,7 @@ def test_eviction_compactor_plans_and_compacts_over_budget():
     plan = comp.plan(msgs)
     assert plan.would_compact and plan.strategy == "evict" and plan.cut == 1  # nothing folded
     assert plan.tokens_before == before and plan.threshold == before - 1
-    result = comp.compact_detailed(msgs)
+    result = comp.compact(msgs)
     assert result.summary is None and result.strategy == "evict" and result.error is None
     assert estimate_tokens(result.messages) == plan.tokens_after < before
 
@@ -145,13 +145,13 @@ def test_eviction_compactor_leaves_history_under_budget_alone_unless_forced():
     msgs = history()
     comp = EvictionCompactor(max_tokens=10**6)
     assert not comp.plan(msgs).would_compact
-    assert comp.compact(msgs) == msgs
+    assert comp.compact(msgs).messages == msgs
     assert comp.plan(msgs, force=True).would_compact
 
 
 def test_eviction_compactor_returns_input_not_starting_with_system():
     msgs = history()[1:]
-    assert EvictionCompactor(max_tokens=1).compact(msgs) == msgs
+    assert EvictionCompactor(max_tokens=1).compact(msgs).messages == msgs
 
 
 @given(
@@ -217,4 +217,6 @@ def test_eviction_compactor_plan_writes_nothing_to_the_store(tmp_path):
     msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
     comp = EvictionCompactor(10, offload=store, session_id="s1")
     assert comp.plan(msgs).would_compact and store.entries("s1") == []
-    assert is_offload_marker(comp.compact(msgs)[2].content) and len(store.entries("s1")) == 1
+    assert (
+        is_offload_marker(comp.compact(msgs).messages[2].content) and len(store.entries("s1")) == 1
+    )

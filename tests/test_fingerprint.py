@@ -9,7 +9,7 @@ from harness9.context.fingerprint import (
     SummaryError,
     extract_fingerprint,
     facts_focus,
-    marker_compactor,
+    marker_summarizer,
     repair_summary,
     semantic_match,
     structured_summary,
@@ -154,7 +154,7 @@ def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_mark
         Message("tool", marker, tool_call_id="b"),
     ]
     s = ScriptedSummarizer("ok")
-    marker_compactor(s, 10**6).summarize(msgs)
+    marker_summarizer(s, window=10**6).summarize(msgs)
     prompt = s.calls[0][1].content
     assert f"[bash result]: {'x' * 200}… [300 more characters]" in prompt
     assert "x" * 201 not in prompt and prompt.endswith(f"[bash result]: {marker}")
@@ -163,13 +163,13 @@ def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_mark
 def test_marker_summariser_merges_a_previous_summary():
     s = ScriptedSummarizer("ok")
     head = [Message("user", SUMMARY_PREFIX + "@file:a.py"), Message("user", "next step")]
-    marker_compactor(s, 10**6).summarize(head)
+    marker_summarizer(s, window=10**6).summarize(head)
     assert "<previous-summary>\n@file:a.py\n</previous-summary>" in s.calls[0][1].content
 
 
 def test_structured_summary_uses_marker_prompt_and_repairs_omissions():
     s = ScriptedSummarizer("@file:src/db/migrate.py\nProgress: migration half done")
-    summary = structured_summary(marker_compactor(s, 10**6), conversation()[1:])
+    summary = structured_summary(marker_summarizer(s, window=10**6), conversation()[1:])
     sent = s.calls[0]
     assert sent[0].content == STRUCTURED_COMPRESSION_PROMPT
     assert "<facts-to-keep>\n@file:src/db/models.py\n@file:src/db/migrate.py" in sent[1].content
@@ -180,7 +180,9 @@ def test_structured_summary_uses_marker_prompt_and_repairs_omissions():
 
 def test_structured_summary_rejects_an_empty_reply():
     with pytest.raises(SummaryError):
-        structured_summary(marker_compactor(ScriptedSummarizer("   "), 10**6), conversation()[1:])
+        structured_summary(
+            marker_summarizer(ScriptedSummarizer("   "), window=10**6), conversation()[1:]
+        )
 
 
 def test_prompt_names_every_marker():

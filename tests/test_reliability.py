@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.context import is_valid_tool_sequence
+from harness9.context.policy import ContextPolicy
 from harness9.engine.engine import AgentEngine
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider
@@ -222,8 +223,7 @@ def test_a_model_that_never_answers_times_out_retries_and_ends_the_turn_cleanly(
             default_registry(),
             tmp_path,
             session=session,
-            compactor=None,
-            context_window=128_000,
+            policy=ContextPolicy(None, 128_000),
             prompt_builder=PromptBuilder(tmp_path),
         )
 

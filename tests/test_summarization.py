@@ -5,6 +5,8 @@ import copy
 from history import SYSTEM, FakeSummarizer, asst, call, result, user
 
 from harness9.context import (
+    CompactionPlan,
+    CompactionResult,
     SummarizationCompactor,
     TokenBudgetCompactor,
     estimate_tokens,
@@ -28,21 +30,21 @@ def users(n: int, size: int = 400) -> list[Message]:
 def test_history_within_budget_is_returned_without_calling_the_summariser():
     fake = FakeSummarizer()
     msgs = [SYSTEM, *users(10)]
-    assert SummarizationCompactor(fake, 2000).compact(msgs) == msgs
+    assert SummarizationCompactor(fake, 2000).compact(msgs).messages == msgs
     assert fake.prompts == []
 
 
 def test_history_not_starting_with_the_system_message_is_returned_unchanged():
     fake = FakeSummarizer()
     msgs = users(20)
-    assert SummarizationCompactor(fake, 10).compact(msgs) == msgs
+    assert SummarizationCompactor(fake, 10).compact(msgs).messages == msgs
     assert fake.prompts == []
 
 
 def test_nothing_to_summarise_when_only_the_min_tail_exists():
     fake = FakeSummarizer()
     msgs = [SYSTEM, *users(6)]
-    res = SummarizationCompactor(fake, 10).compact_detailed(msgs)
+    res = SummarizationCompactor(fake, 10).compact(msgs)
     assert res.messages == msgs and res.plan.would_compact is False
     assert fake.prompts == []
 
@@ -50,7 +52,7 @@ def test_nothing_to_summarise_when_only_the_min_tail_exists():
 def test_head_is_replaced_by_one_summary_message_before_the_tail():
     fake = FakeSummarizer("**Goal:** ship v1.")
     msgs = [SYSTEM, *users(20)]
-    res = SummarizationCompactor(fake, 1000).compact_detailed(msgs)
+    res = SummarizationCompactor(fake, 1000).compact(msgs)
     assert res.messages == [
         SYSTEM,
         Message("user", SUMMARY_PREFIX + "**Goal:** ship v1."),
@@ -74,7 +76,7 @@ def test_earlier_summary_at_the_head_is_merged_incrementally():
     fake = FakeSummarizer("**Goal:** merged.")
     old = Message("user", SUMMARY_PREFIX + "**Goal:** old goal.")
     msgs = [SYSTEM, old, *users(20)]
-    res = SummarizationCompactor(fake, 1000).compact_detailed(msgs)
+    res = SummarizationCompactor(fake, 1000).compact(msgs)
     prompt = fake.prompts[0]
     assert "<previous-summary>\n**Goal:** old goal.\n</previous-summary>" in prompt
     assert "New conversation to merge:\n[user]: 000xxx" in prompt
@@ -85,30 +87,37 @@ def test_earlier_summary_at_the_head_is_merged_incrementally():
 def test_summariser_error_falls_back_to_the_token_budget_compactor():
     fake = FakeSummarizer(error=ConnectionError("provider down"))
     msgs = [SYSTEM, *users(20)]
-    res = SummarizationCompactor(fake, 1000).compact_detailed(msgs)
-    assert res.messages == TokenBudgetCompactor(1000).compact(msgs)
+    res = SummarizationCompactor(fake, 1000).compact(msgs)
+    assert res.messages == TokenBudgetCompactor(1000).compact(msgs).messages
     assert res.strategy == "budget" and res.plan.strategy == "budget"
     assert res.summary is None
     assert res.error == "ConnectionError: provider down"
 
 
 def test_empty_summary_falls_back_to_the_token_budget_compactor():
-    res = SummarizationCompactor(FakeSummarizer("  \n"), 1000).compact_detailed(
-        [SYSTEM, *users(20)]
-    )
+    res = SummarizationCompactor(FakeSummarizer("  \n"), 1000).compact([SYSTEM, *users(20)])
     assert res.strategy == "budget"
     assert res.error == "the summariser returned an empty summary"
 
 
 def test_custom_fallback_is_used():
     class KeepLast:
-        def compact(self, msgs):
-            return [msgs[0], msgs[-1]]
+        strategy = "fallback"
+        threshold_tokens = 0
+
+        def plan(self, msgs, *, force=False):
+            before, after = estimate_tokens(msgs), estimate_tokens([msgs[0], msgs[-1]])
+            return CompactionPlan(True, self.strategy, len(msgs) - 1, before, after, 0)
+
+        def compact(self, msgs, *, force=False, instructions=None, on_progress=None):
+            return CompactionResult([msgs[0], msgs[-1]], self.plan(msgs), None, self.strategy)
 
     msgs = [SYSTEM, *users(20)]
-    out = SummarizationCompactor(
-        FakeSummarizer(error=RuntimeError("x")), 1000, fallback=KeepLast()
-    ).compact(msgs)
+    out = (
+        SummarizationCompactor(FakeSummarizer(error=RuntimeError("x")), 1000, fallback=KeepLast())
+        .compact(msgs)
+        .messages
+    )
     assert out == [SYSTEM, msgs[-1]]
 
 
@@ -146,7 +155,7 @@ def test_plan_estimates_the_summary_at_the_head_size_capped_at_1500_tokens():
 def test_forced_compaction_folds_all_but_the_tail_under_the_threshold():
     fake = FakeSummarizer()
     msgs = [SYSTEM, *users(10)]
-    res = SummarizationCompactor(fake, 100_000).compact_detailed(msgs, force=True)
+    res = SummarizationCompactor(fake, 100_000).compact(msgs, force=True)
     assert res.plan.would_compact and res.plan.cut == 5
     assert res.messages[2:] == msgs[-6:]
     assert len(fake.prompts) == 1
@@ -155,7 +164,7 @@ def test_forced_compaction_folds_all_but_the_tail_under_the_threshold():
 def test_focus_instructions_and_progress_reach_the_summariser():
     fake = FakeSummarizer()
     seen = []
-    SummarizationCompactor(fake, 1000).compact_detailed(
+    SummarizationCompactor(fake, 1000).compact(
         [SYSTEM, *users(20)],
         instructions="the database schema",
         on_progress=lambda i, n: seen.append((i, n)),
@@ -176,7 +185,7 @@ def test_compaction_keeps_a_results_block_with_its_call():
         asst("done"),
         user("ok"),
     ]
-    res = SummarizationCompactor(fake, 200, min_tail_messages=4).compact_detailed(msgs)
+    res = SummarizationCompactor(fake, 200, min_tail_messages=4).compact(msgs)
     assert res.messages[2:] == [
         call("a", "b"),
         result("a", "A"),
@@ -189,14 +198,14 @@ def test_compaction_keeps_a_results_block_with_its_call():
 def test_summarised_tail_drops_a_result_whose_call_was_folded():
     # Type A: an interrupt sits between the call (folded) and its late result (kept).
     msgs = [SYSTEM, *users(10), call("a"), user("stop"), result("a", "late"), asst("ok")]
-    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=2).compact_detailed(msgs)
+    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=2).compact(msgs)
     assert res.messages[2:] == [asst("ok")]
 
 
 def test_summarised_tail_stubs_a_call_without_result():
     # Type B: the interrupted call in the tail never got a result.
     msgs = [SYSTEM, *users(10), call("a"), asst("interrupted"), user("again")]
-    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=3).compact_detailed(msgs)
+    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=3).compact(msgs)
     assert res.messages[2:] == [
         call("a"),
         Message("tool", TRUNCATED_STUB, tool_call_id="a"),
@@ -229,7 +238,7 @@ def test_three_times_overflowed_session_is_summarised_in_chunks_within_the_windo
     msgs = [SYSTEM, *users(120)]  # 12,004 tokens: 3x the window
     progress = []
     compactor = SummarizationCompactor.for_context_window(fake, window)
-    res = compactor.compact_detailed(msgs, on_progress=lambda i, n: progress.append((i, n)))
+    res = compactor.compact(msgs, on_progress=lambda i, n: progress.append((i, n)))
     assert res.strategy == "summarize" and res.error is None
     assert len(fake.prompts) >= 5  # at least 11,400 tokens of head in 2,400-token calls, + merge
     assert max(fake.sizes) <= window * 60 // 100
@@ -258,7 +267,7 @@ def test_oversized_partial_summaries_are_merged_hierarchically():
     # Every partial is ~1,000 tokens: they cannot all be merged in one 2,400-token call.
     fake = FakeSummarizer(lambda prompt, n: f"**Goal:** {n} " + "z" * 4000, window=window)
     msgs = [SYSTEM, *users(120)]
-    res = SummarizationCompactor.for_context_window(fake, window).compact_detailed(msgs)
+    res = SummarizationCompactor.for_context_window(fake, window).compact(msgs)
     assert res.strategy == "summarize" and res.error is None
     assert max(fake.sizes) <= window * 60 // 100
     merges = [p for p in fake.prompts if "<part-summary>" in p]
@@ -269,9 +278,7 @@ def test_huge_previous_summary_is_summarised_as_the_oldest_part():
     window = 4000
     fake = FakeSummarizer("**Goal:** s.", window=window)
     old = Message("user", SUMMARY_PREFIX + "OLD " + "w" * 20_000)
-    res = SummarizationCompactor.for_context_window(fake, window).compact_detailed(
-        [SYSTEM, old, *users(40)]
-    )
+    res = SummarizationCompactor.for_context_window(fake, window).compact([SYSTEM, old, *users(40)])
     assert res.strategy == "summarize"
     assert fake.prompts[0].startswith("Below is part 1 of")
     assert "[previous summary]: OLD" in fake.prompts[0]

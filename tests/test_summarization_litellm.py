@@ -12,6 +12,7 @@ from harness9.context import (
     estimate_tool_tokens,
     is_valid_tool_sequence,
 )
+from harness9.context.policy import ContextPolicy
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.engine.prompt import PromptBuilder
@@ -46,7 +47,7 @@ def test_a_summary_comes_back_through_litellm_with_the_five_section_template(llm
     provider = LLMProvider("openai/test-model", api_base=llm_server.base_url)
     compactor = SummarizationCompactor(provider, max_tokens=1500)
 
-    result = compactor.compact_detailed(history(10))
+    result = compactor.compact(history(10))
 
     assert result.strategy == "summarize" and result.error is None
     assert (
@@ -83,7 +84,7 @@ def test_server_errors_that_outlast_the_retries_fall_back_to_the_token_budget(ll
     )
     compactor = SummarizationCompactor(provider, max_tokens=1500)
 
-    result = compactor.compact_detailed(history(10))
+    result = compactor.compact(history(10))
 
     assert result.strategy == "budget" and "summariser is down" in (result.error or "")
     assert len(llm_server.requests) == 2  # one try, one retry, then the fallback
@@ -101,7 +102,7 @@ def test_a_context_three_times_over_its_window_still_compacts_in_chunks(llm_serv
     assert estimate_tokens(msgs) > 3 * window
     compactor = SummarizationCompactor.for_context_window(provider, window)
 
-    result = compactor.compact_detailed(msgs)
+    result = compactor.compact(msgs)
 
     assert result.strategy == "summarize"
     assert estimate_tokens(result.messages) <= window * 80 // 100
@@ -123,11 +124,9 @@ def test_displayed_estimates_use_the_tokenizer_and_are_calibrated_by_real_usage(
         registry,
         tmp_path,
         session=session,
-        compactor=None,
-        context_window=128_000,
+        policy=ContextPolicy(None, 128_000, token_counter=counter),
         prompt_builder=PromptBuilder(tmp_path),
         on_event=seen.append,
-        token_counter=counter,
     )
     llm_server.reply_text("first", usage=(0, 1))  # no input usage: nothing to calibrate yet
     engine.run_turn("hello")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness9.context.tokens import estimate_tokens
-from harness9.provider import tokens as tokens_module
+from harness9.provider import tokenizer as tokenizer_module
 from harness9.provider.llm import load_litellm
-from harness9.provider.tokens import (
+from harness9.provider.tokenizer import (
     ByteCounter,
     Calibration,
     TokenizerCounter,
@@ -269,7 +269,7 @@ def test_a_tokenizer_that_fails_to_load_falls_back_to_bytes(
     def broken(litellm, spec):
         raise OSError("tokenizer file missing")
 
-    monkeypatch.setattr(tokens_module, "_litellm_counter", broken)
+    monkeypatch.setattr(tokenizer_module, "_litellm_counter", broken)
     counter = TokenizerCounter("gpt-4o-mini")
     assert counter.count(chat()) == estimate_tokens(chat())
     assert counter.load_error == "OSError: tokenizer file missing"
@@ -286,7 +286,7 @@ def test_a_load_that_outlives_its_timeout_is_abandoned() -> None:
 def test_choosing_a_counter_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
-        "from harness9.provider.tokens import make_token_counter\n"
+        "from harness9.provider.tokenizer import make_token_counter\n"
         "c = make_token_counter('gpt-4o-mini')\n"
         "print(type(c).__name__, 'litellm' in sys.modules)\n"
     )

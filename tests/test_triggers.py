@@ -2,17 +2,14 @@ import pytest
 
 from harness9.context.triggers import (
     CompressCooldown,
+    SessionTriggerState,
     SmartTrigger,
     TokenGrowthTracker,
     ToolCallPattern,
     TriggerInfo,
-    TriggerInfoProvider,
-    TriggerRegistry,
-    build_trigger_info,
     classify_pattern,
     classify_tool,
 )
-from harness9.schema import Message, ToolCall
 
 R, W, B = ToolCallPattern.READ_HEAVY, ToolCallPattern.WRITE_HEAVY, ToolCallPattern.MIXED
 
@@ -20,6 +17,7 @@ R, W, B = ToolCallPattern.READ_HEAVY, ToolCallPattern.WRITE_HEAVY, ToolCallPatte
 def info(current, *, max_tokens=50_000, growth=0.0, pattern=ToolCallPattern.CONVERSATION, cd=False):
     return TriggerInfo(
         max_tokens=max_tokens,
+        threshold_tokens=max_tokens * 80 // 100,
         current_tokens=current,
         growth_rate=growth,
         tool_pattern=pattern,
@@ -88,12 +86,13 @@ def test_trigger_compacts_at_fixed_threshold():
 
 
 def test_growth_prediction_compacts_at_30k_of_50k_before_40k_threshold():
-    provider = TriggerInfoProvider()
+    state = SessionTriggerState()
     for i, tokens in enumerate([10_000, 20_000, 30_000], start=1):
-        provider.growth_tracker.record(i, tokens)
-    msgs = [Message("system", "s"), Message("user", "u" * (30_000 * 4 - 1))]
-    ti = build_trigger_info(msgs, max_tokens=50_000, iteration=4, provider=provider)
+        state.growth_tracker.record(i, tokens)
+    state.iterations = 3
+    ti = state.info(30_000, [], max_tokens=50_000, threshold_tokens=40_000)
     assert ti.current_tokens == 30_000 and ti.growth_rate == 10_000.0
+    assert ti.iteration_count == 4
     assert SmartTrigger().should_compress_dynamic(ti)
 
 
@@ -117,15 +116,15 @@ def test_cooldown_blocks_threshold_and_prediction_but_not_hard_overflow():
 
 
 def test_engine_loop_compress_at_5_then_6_7_skip_8_compacts():
-    provider = TriggerInfoProvider()
+    state = SessionTriggerState()
+    state.iterations = 4
     trig = SmartTrigger()
-    msgs = [Message("system", "s"), Message("user", "x" * (45_000 * 4))]  # 45K of 50K
     decisions = {}
-    for i in range(5, 9):
-        ti = build_trigger_info(msgs, max_tokens=50_000, iteration=i, provider=provider)
-        decisions[i] = trig.should_compress_dynamic(ti)
-        if decisions[i]:
-            provider.cooldown.record_compress(i)
+    for _ in range(5, 9):  # 45K of 50K at every model call
+        ti = state.info(45_000, [], max_tokens=50_000, threshold_tokens=40_000)
+        decisions[ti.iteration_count] = trig.should_compress_dynamic(ti)
+        if decisions[ti.iteration_count]:
+            state.compacted()
     assert decisions == {5: True, 6: False, 7: False, 8: True}
 
 
@@ -159,41 +158,22 @@ def test_pattern_classification_from_recent_tools():
     assert classify_pattern(["read_file", "task"]) is ToolCallPattern.SUB_AGENT
 
 
-def test_build_trigger_info_reads_tools_from_history():
-    def call(i, name, args="{}"):
-        return Message("assistant", "", [ToolCall(f"c{i}", name, args)])
-
-    def res(i):
-        return Message("tool", "ok", tool_call_id=f"c{i}")
-
-    msgs = [Message("system", "s"), Message("user", "old task")]
-    for i, name in enumerate(["write_file", "bash", "read_file"]):
-        msgs += [call(i, name), res(i)]
-    msgs.append(Message("user", "new task"))
-    for i, name in enumerate(["grep", "read_file", "read_file"], start=10):
-        msgs += [call(i, name), res(i)]
-    ti = build_trigger_info(msgs, max_tokens=100_000, iteration=3)
+def test_trigger_info_reads_the_recent_tools():
+    state = SessionTriggerState()
+    tools = ["write_file", "bash", "read_file", "grep", "read_file", "read_file"]
+    ti = state.info(1_000, tools[-5:], max_tokens=100_000, threshold_tokens=80_000)
     assert ti.recent_tools == ["bash", "read_file", "grep", "read_file", "read_file"]
-    assert ti.tool_call_count == 3
+    assert ti.tool_call_count == 5
     assert ti.tool_pattern is R
-    assert ti.iteration_count == 3 and ti.in_cooldown is False
+    assert ti.iteration_count == 1 and ti.in_cooldown is False
 
 
-def test_registry_gives_one_provider_per_session_and_drop_resets():
-    reg = TriggerRegistry()
-    a = reg.get("s1")
-    a.cooldown.record_compress(4)
-    assert reg.get("s1") is a and reg.get("s2") is not a
-    reg.drop("s1")
-    fresh = reg.get("s1")
-    assert fresh is not a and not fresh.cooldown.in_cooldown(5)
-    assert len(reg) == 2
-
-
-def test_provider_reset_clears_tracker_and_cooldown():
-    p = TriggerInfoProvider()
+def test_state_reset_clears_tracker_cooldown_and_iterations():
+    p = SessionTriggerState()
     p.growth_tracker.record(1, 10)
     p.growth_tracker.record(2, 20)
-    p.cooldown.record_compress(2)
+    p.iterations = 2
+    p.compacted()
     p.reset()
     assert p.growth_tracker.history() == [] and not p.cooldown.in_cooldown(3)
+    assert p.iterations == 0

@@ -134,9 +134,7 @@ def test_load_view_asks_only_for_records_after_the_checkpoint():
 def test_checkpoint_covers_the_last_folded_stored_id():
     log = RecordLog(records(*users(20)))
     view = load_view(log, SYSTEM)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact_detailed(
-        view.messages
-    )
+    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact(view.messages)
     checkpoint = checkpoint_for(view, res)
     assert checkpoint is not None
     assert checkpoint.last_message_id == 14  # ids 1..14 folded, 15..20 kept
@@ -150,9 +148,7 @@ def test_checkpoint_covers_the_last_folded_stored_id():
 def test_rebuilt_view_after_the_checkpoint_is_what_the_compactor_produced():
     log = RecordLog(records(*users(20)))
     view = load_view(log, SYSTEM)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact_detailed(
-        view.messages
-    )
+    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact(view.messages)
     log.add_checkpoint(checkpoint_for(view, res))
     assert load_view(log, SYSTEM).messages == res.messages
 
@@ -162,10 +158,10 @@ def test_second_compaction_merges_into_the_first_and_moves_the_checkpoint():
     fake = FakeSummarizer(lambda prompt, n: f"**Goal:** summary {n}.")
     compactor = SummarizationCompactor(fake, 1000)
     view = load_view(log, SYSTEM)
-    log.add_checkpoint(checkpoint_for(view, compactor.compact_detailed(view.messages)))
+    log.add_checkpoint(checkpoint_for(view, compactor.compact(view.messages)))
     log.add_messages(users(10))
     view = load_view(log, SYSTEM)
-    res = compactor.compact_detailed(view.messages)
+    res = compactor.compact(view.messages)
     checkpoint = checkpoint_for(view, res, log.latest_checkpoint())
     assert "<previous-summary>\n**Goal:** summary 1.\n</previous-summary>" in fake.prompts[1]
     assert checkpoint.last_message_id == 24
@@ -175,7 +171,7 @@ def test_second_compaction_merges_into_the_first_and_moves_the_checkpoint():
 def test_truncating_fallback_records_an_empty_summary():
     log = RecordLog(records(*users(20)))
     view = load_view(log, SYSTEM)
-    res = TokenBudgetCompactor(1000).compact_detailed(view.messages)
+    res = TokenBudgetCompactor(1000).compact(view.messages)
     checkpoint = checkpoint_for(view, res)
     assert checkpoint.summary == "" and checkpoint.strategy == "budget"
     assert checkpoint.last_message_id == 11  # ids 12..20 (9 messages) fit 1,000 tokens
@@ -186,16 +182,14 @@ def test_truncating_fallback_records_an_empty_summary():
 def test_nothing_folded_means_no_checkpoint():
     log = RecordLog(records(user("a")))
     view = load_view(log, SYSTEM)
-    res = TokenBudgetCompactor(1000).compact_detailed(view.messages)
+    res = TokenBudgetCompactor(1000).compact(view.messages)
     assert checkpoint_for(view, res) is None
 
 
 def test_folding_only_the_old_summary_reuses_the_previous_checkpoint_id():
     previous = cp(7, "x" * 4000)
     view = build_view(SYSTEM, records(*users(6), first_id=8), previous)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** short."), 900).compact_detailed(
-        view.messages
-    )
+    res = SummarizationCompactor(FakeSummarizer("**Goal:** short."), 900).compact(view.messages)
     assert res.plan.cut == 2  # only the old summary is in the head
     assert checkpoint_for(view, res, previous).last_message_id == 7
     assert checkpoint_for(view, res) is None

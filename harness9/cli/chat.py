@@ -135,8 +135,8 @@ def chat(
             confirm=_tty_confirm if interactive else None,
             assume_yes=yes,
         )
-        if engine.offload is not None:
-            engine.offload.clean_stale()
+        if engine.policy.offload is not None:
+            engine.policy.offload.clean_stale()
         reader = (
             readline_reader(str(harness9_home() / "history"))
             if interactive

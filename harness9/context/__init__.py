@@ -1,13 +1,14 @@
 """What the model is shown: pure functions of the stored log, plus the offload files.
 
 Token arithmetic, repair, compactors, the span summariser, fingerprints, eviction,
-triggers, topics, offload and the model view. Never imports the engine, the UI or litellm.
+triggers, topics, offload, the model view and the ContextPolicy that owns them. Never imports the engine, the UI or litellm.
 """
 
 from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    ProgressCallback,
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     find_cut,
@@ -22,7 +23,7 @@ from harness9.context.fingerprint import (
     KeyInfoFingerprint,
     SummaryError,
     extract_fingerprint,
-    marker_compactor,
+    marker_summarizer,
     repair_summary,
     structured_summary,
     validate_markers,
@@ -41,11 +42,18 @@ from harness9.context.offload import (
 from harness9.context.phase2 import (
     Phase2Compactor,
 )
+from harness9.context.policy import (
+    ContextBreakdown,
+    ContextPolicy,
+    SessionContextState,
+    build_compactor,
+)
 from harness9.context.repair import (
     is_valid_tool_sequence,
     repair_orphaned_tool_pairs,
 )
 from harness9.context.summarize import (
+    SpanSummarizer,
     SummarizationCompactor,
     Summarizer,
 )
@@ -64,14 +72,11 @@ from harness9.context.topics import (
 )
 from harness9.context.triggers import (
     CompressCooldown,
-    SmartCompressor,
+    SessionTriggerState,
     SmartTrigger,
     TokenGrowthTracker,
     ToolCallPattern,
     TriggerInfo,
-    TriggerInfoProvider,
-    TriggerRegistry,
-    build_trigger_info,
     classify_pattern,
 )
 from harness9.context.view import (
@@ -86,6 +91,8 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "CompressCooldown",
+    "ContextBreakdown",
+    "ContextPolicy",
     "EvictionCompactor",
     "KeyInfoFingerprint",
     "ModelView",
@@ -97,12 +104,15 @@ __all__ = [
     "OffloadWriter",
     "OffloadedResult",
     "Phase2Compactor",
+    "ProgressCallback",
     "RECALL_MAX_CHARS",
     "STRUCTURED_COMPRESSION_PROMPT",
     "SelectiveCompressor",
+    "SessionContextState",
+    "SessionTriggerState",
     "SlidingWindowCompactor",
-    "SmartCompressor",
     "SmartTrigger",
+    "SpanSummarizer",
     "SummarizationCompactor",
     "Summarizer",
     "SummaryError",
@@ -113,9 +123,7 @@ __all__ = [
     "TopicDetector",
     "TopicSegment",
     "TriggerInfo",
-    "TriggerInfoProvider",
-    "TriggerRegistry",
-    "build_trigger_info",
+    "build_compactor",
     "build_view",
     "checkpoint_for",
     "classify_pattern",
@@ -130,7 +138,7 @@ __all__ = [
     "is_offload_marker",
     "is_valid_tool_sequence",
     "load_view",
-    "marker_compactor",
+    "marker_summarizer",
     "message_bytes",
     "repair_orphaned_tool_pairs",
     "repair_summary",

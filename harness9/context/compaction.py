@@ -9,13 +9,16 @@ Shared rules:
 - the output is repaired (``repair_orphaned_tool_pairs``), so it is always a
   valid tool sequence, whether or not anything was folded.
 
-Every compactor offers ``plan`` (pure, no model call: what ``compact
---dry-run`` shows), ``compact_detailed`` and ``compact``.
+Every compactor fills in the ``Compactor`` protocol completely: ``strategy``,
+``threshold_tokens`` (what ``/context``, the trigger and ``compact --dry-run``
+all read), ``plan`` (pure, no model call: what ``compact --dry-run`` shows) and
+``compact`` (the result with its plan, summary and any fallback reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol, runtime_checkable
@@ -29,25 +32,26 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
 
 __all__ = [
+    "BUDGET_PERCENT",
     "DEFAULT_MIN_TAIL",
     "CompactionPlan",
     "CompactionResult",
     "Compactor",
+    "ProgressCallback",
     "SlidingWindowCompactor",
     "TokenBudgetCompactor",
+    "TruncatingCompactor",
     "find_cut",
     "is_valid_tool_sequence",
 ]
 
 DEFAULT_MIN_TAIL = 6
-BUDGET_PERCENT = (
-    80  # of the context window; the rest is for tool schemas, output and estimate error
-)
+# The ``for_context_window`` helpers' share of the window (the default of the
+# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
+BUDGET_PERCENT = 80
 
-
-@runtime_checkable
-class Compactor(Protocol):
-    def compact(self, msgs: list[Message]) -> list[Message]: ...
+# (call number, calls expected so far): a summariser working through chunks reports progress.
+ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass(slots=True)
@@ -59,7 +63,7 @@ class CompactionPlan:
     )
     tokens_before: int  # estimate_tokens(msgs)
     tokens_after: int  # estimate of the result (budget/window: exact; summarize: see there)
-    threshold: int  # the max_tokens budget (window: the max_messages budget)
+    threshold: int  # the compactor's threshold_tokens
 
 
 @dataclass(slots=True)
@@ -69,6 +73,35 @@ class CompactionResult:
     summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
     strategy: str  # what actually ran ("budget" when summarize fell back)
     error: str | None = None  # why a fallback happened, if it did
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """The one compaction seam. Implementations are pure: they never mutate their input.
+
+    ``threshold_tokens``: the token estimate over which ``plan`` compacts without
+    ``force`` (0 for a compactor triggered by something else, as topic isolation is).
+    ``plan``: what ``compact`` would fold, without calling any model.
+    ``compact``: ``instructions`` is a focus for a summary (``/compact <focus>``) and
+    ``on_progress`` hears each summariser call; compactors that call no model ignore both.
+    """
+
+    @property
+    def strategy(self) -> str: ...
+
+    @property
+    def threshold_tokens(self) -> int: ...
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult: ...
 
 
 def starts_with_system(msgs: Sequence[Message]) -> bool:
@@ -172,22 +205,40 @@ def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
 
 
 def run_fallback(
-    fallback: Compactor, msgs: list[Message], *, force: bool, error: str, threshold: int
+    fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str
 ) -> CompactionResult:
     """What a summarising compactor returns when its summariser failed: ``fallback``'s
-    result, with ``error`` recorded (a plain Compactor's output gets a measured plan)."""
-    detailed = getattr(fallback, "compact_detailed", None)
-    if detailed is not None:
-        res: CompactionResult = detailed(msgs, force=force)
-        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
-    out = fallback.compact(msgs)
-    plan = CompactionPlan(
-        out != msgs, "fallback", 1, estimate_tokens(msgs), estimate_tokens(out), threshold
-    )
-    return CompactionResult(out, plan, None, "fallback", error)
+    result, with ``error`` recorded."""
+    res = fallback.compact(msgs, force=force)
+    return CompactionResult(res.messages, res.plan, None, res.strategy, error)
 
 
-class TokenBudgetCompactor:
+class TruncatingCompactor(ABC):
+    """A compactor that keeps the system message and a newest suffix: ``compact`` applies
+    ``plan`` (``truncate``). It calls no model, so ``instructions`` and ``on_progress`` go unused.
+    """
+
+    strategy: str
+
+    @property
+    @abstractmethod
+    def threshold_tokens(self) -> int: ...
+
+    @abstractmethod
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        return truncate(msgs, self.plan(msgs, force=force))
+
+
+class TokenBudgetCompactor(TruncatingCompactor):
     """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``."""
 
     strategy = "budget"
@@ -203,6 +254,10 @@ class TokenBudgetCompactor:
     @classmethod
     def for_context_window(cls, context_window: int) -> TokenBudgetCompactor:
         return cls(context_window * BUDGET_PERCENT // 100)
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.max_tokens
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         if not starts_with_system(msgs):
@@ -253,49 +308,51 @@ class TokenBudgetCompactor:
             True, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_tokens
         )
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
-        return truncate(msgs, self.plan(msgs, force=force))
 
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages
-
-
-class SlidingWindowCompactor:
+class SlidingWindowCompactor(TruncatingCompactor):
     """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
 
-    Blind to tokens; the cut rule may keep a few more messages so that a
-    block of results keeps its call. ``min_tail_messages`` only matters for
-    ``force``: a forced compaction keeps max(min tail, half the history),
-    never more than the window.
+    The cut rule may keep a few more messages so that a block of results keeps
+    its call. A forced compaction keeps max(``min_tail_messages``, half the
+    history), never more than the window. With ``max_tokens``, a history over
+    that many tokens is compacted as a forced one is, so the window strategy
+    compacts at the same threshold as the others; without it the compactor is
+    blind to tokens (``threshold_tokens`` 0).
     """
 
     strategy = "window"
 
     def __init__(
-        self, max_messages: int = 100, *, min_tail_messages: int = DEFAULT_MIN_TAIL
+        self,
+        max_messages: int = 100,
+        *,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        max_tokens: int | None = None,
     ) -> None:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         self.max_messages = max_messages
         self.min_tail_messages = min_tail_messages
+        self.max_tokens = max_tokens
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.max_tokens or 0
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         if not starts_with_system(msgs):
-            return unchanged_plan(self.strategy, msgs, self.max_messages)
+            return unchanged_plan(self.strategy, msgs, self.threshold_tokens)
         sizes, sizer = measure(msgs)
         before = sum(sizes) // BYTES_PER_TOKEN
+        over_tokens = self.max_tokens is not None and before > self.max_tokens
         tail = self.max_messages - 1
-        if force:
+        if force or over_tokens:
             tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))
         elif len(msgs) <= self.max_messages:
             tail = len(msgs)
         cut = find_cut(msgs, tail)
         return CompactionPlan(
-            cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_messages
+            cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.threshold_tokens
         )
-
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
-        return truncate(msgs, self.plan(msgs, force=force))
-
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages

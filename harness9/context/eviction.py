@@ -20,7 +20,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.compaction import CompactionPlan, CompactionResult, starts_with_system
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    ProgressCallback,
+    starts_with_system,
+)
 from harness9.context.fingerprint import error_lines
 from harness9.context.offload import OffloadError, OffloadStore
 from harness9.context.patterns import (
@@ -266,20 +271,28 @@ class EvictionCompactor:
     def target_tokens(self) -> int:
         return int(self.max_tokens * self.target_ratio)
 
-    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+    @property
+    def threshold_tokens(self) -> int:
+        return self.max_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         return self._run(msgs, force)[0]  # a dry run: nothing is written to the store
 
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
         plan, out = self._run(msgs, force, offload=True)
         if starts_with_system(msgs):
             out = repair_orphaned_tool_pairs(out)
         return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
 
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages
-
     def _run(
-        self, msgs: list[Message], force: bool, *, offload: bool = False
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
         before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
         plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)

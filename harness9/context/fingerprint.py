@@ -5,7 +5,7 @@ An LLM summary may drop a file path or an error. Before folding, the facts that
 must survive (paths, declared names, error lines, decisions, and the rules the
 user stated) are extracted by rules; after the model answers, ``validate_markers`` lists what it left out and
 ``repair_summary`` appends those under "Preserved facts". Every distinct fact is
-kept up to a token budget (Phase2Compactor: 15 % of its max_tokens); past it the
+kept up to a token budget (Phase2Compactor: 15 % of the context window); past it the
 best-ranked facts are written and the rest counted ("… and N more paths not
 shown") or handed to a ``spill`` that stores them. So no fingerprinted item is
 ever silently lost, however the model summarises.
@@ -18,14 +18,14 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness9.context.compaction import DEFAULT_MIN_TAIL
+from harness9.context.compaction import ProgressCallback
 from harness9.context.patterns import (
     DECISION_RE,
     find_constraints,
     find_declarations,
     find_paths,
 )
-from harness9.context.summarize import SummarizationCompactor, Summarizer
+from harness9.context.summarize import SpanSummarizer, Summarizer
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
@@ -434,19 +434,11 @@ def repair_summary(
     return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n{body}"
 
 
-def marker_compactor(
-    summarizer: Summarizer,
-    max_tokens: int,
-    *,
-    min_tail_messages: int = DEFAULT_MIN_TAIL,
-    summarizer_window: int | None = None,
-) -> SummarizationCompactor:
-    """A SummarizationCompactor that asks for the marker format (tool results cut to 200)."""
-    return SummarizationCompactor(
+def marker_summarizer(summarizer: Summarizer, *, window: int | None = None) -> SpanSummarizer:
+    """A SpanSummarizer that asks for the marker format (tool results cut to 200)."""
+    return SpanSummarizer(
         summarizer,
-        max_tokens,
-        min_tail_messages,
-        summarizer_window=summarizer_window,
+        window=window,
         system_prompt=STRUCTURED_COMPRESSION_PROMPT,
         template=MARKER_TEMPLATE,
         tool_result_chars=TOOL_CONTENT_CHARS,
@@ -467,18 +459,18 @@ def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str
 
 
 def structured_summary(
-    compactor: SummarizationCompactor,
+    span: SpanSummarizer,
     msgs: Sequence[Message],
     *,
     fingerprint_from: Sequence[Message] | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressCallback | None = None,
     preserved_budget: int | None = None,
     spill: Callable[[str], str] | None = None,
     instructions: str | None = None,
 ) -> str:
-    """``compactor.summarize`` (chunked, merging a previous summary), then fingerprint repair.
+    """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
 
-    ``compactor`` is normally a ``marker_compactor``. ``fingerprint_from`` lets a
+    ``span`` is normally a ``marker_summarizer``. ``fingerprint_from`` lets a
     caller fingerprint the original messages while the model sees an
     already-evicted rendering of them. ``preserved_budget`` (tokens) bounds both the
     facts hint in the prompt and the "Preserved facts" section; ``spill`` stores what
@@ -488,7 +480,7 @@ def structured_summary(
     focus = facts_focus(fp, preserved_budget)
     if instructions:  # the user's own focus (/compact <instructions>) comes first
         focus = instructions + (f"\n{focus}" if focus else "")
-    text = compactor.summarize(msgs, focus=focus, on_progress=on_progress).strip()
+    text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     return repair_summary(text, fp, budget_tokens=preserved_budget, spill=spill)

@@ -25,13 +25,14 @@ get under the trigger is not repeated until the context grows (the engine's rule
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from harness9.context.compaction import (
     DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
     Compactor,
+    ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
     find_cut,
@@ -39,7 +40,7 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups
-from harness9.context.fingerprint import marker_compactor, structured_summary
+from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, Summarizer
@@ -118,12 +119,7 @@ class HybridCompactor:
         self.min_tail_messages = min_tail_messages
         self.preserved_share = preserved_share
         self.recall_share = recall_share
-        self.summarization = marker_compactor(
-            summarizer,
-            self.threshold_tokens,
-            min_tail_messages=min_tail_messages,
-            summarizer_window=summarizer_window or context_window,
-        )
+        self.span = marker_summarizer(summarizer, window=summarizer_window or context_window)
         self.fallback: Compactor = fallback or TokenBudgetCompactor(
             self.target_tokens, min_tail_messages
         )
@@ -132,10 +128,6 @@ class HybridCompactor:
     def threshold_tokens(self) -> int:
         """The trigger: what /context, the engine and ``compact`` read."""
         return max(1, int(self.context_window * self.threshold))
-
-    @property
-    def max_tokens(self) -> int:  # the name the other compactors give their trigger
-        return self.threshold_tokens
 
     @property
     def target_tokens(self) -> int:
@@ -152,7 +144,7 @@ class HybridCompactor:
 
     @property
     def summarizer(self) -> Summarizer:
-        return self.summarization.summarizer
+        return self.span.summarizer
 
     # -- the seam ------------------------------------------------------------------------
 
@@ -160,16 +152,13 @@ class HybridCompactor:
         """What would happen, without a model call (a summary's size is estimated)."""
         return self._plan(msgs, force)[0]
 
-    def compact(self, msgs: list[Message], *, force: bool = False) -> list[Message]:
-        return self.compact_detailed(msgs, force=force).messages
-
-    def compact_detailed(
+    def compact(
         self,
-        msgs: list[Message],
+        msgs: Sequence[Message],
         *,
         force: bool = False,
-        on_progress: Callable[[int, int], None] | None = None,
         instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         plan, stubbed = self._plan(msgs, force)
         if not starts_with_system(msgs) or not plan.would_compact:
@@ -180,7 +169,7 @@ class HybridCompactor:
         cut = plan.cut
         try:
             summary = structured_summary(
-                self.summarization,
+                self.span,
                 stubbed[1:cut],
                 fingerprint_from=msgs[1:cut],
                 on_progress=on_progress,
@@ -190,9 +179,7 @@ class HybridCompactor:
         except Exception as exc:  # any provider failure: compaction must not fail
             error = f"{type(exc).__name__}: {exc}"
             # On the stubbed history: what stubbing saved is not thrown away.
-            return run_fallback(
-                self.fallback, stubbed, force=True, error=error, threshold=self.threshold_tokens
-            )
+            return run_fallback(self.fallback, stubbed, force=True, error=error)
         out = repair_orphaned_tool_pairs(
             [stubbed[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *stubbed[cut:]]
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-# What an offloaded tool result starts with (memory/offload.py writes it). Lives here
+# What an offloaded tool result starts with (context/offload.py writes it). Lives here
 # because the summarisers and the eviction scorer recognise it without touching disk.
 OFFLOAD_MARKER = "📂 [offload:"
 

@@ -1,27 +1,28 @@
 """The phase-2 compactor: evict first, summarise only if eviction was not enough.
 
-With ``max_tokens`` the context budget (the model's window, not 80 % of it):
+With ``max_tokens`` the compaction threshold, as for every compactor (80 % of
+the window from ``for_context_window``), and ``context_window`` the model's window:
 
-1. Under ``threshold * max_tokens`` (80 %): nothing happens.
-2. ``evict_by_density`` down to ``evict_target * max_tokens`` (70 %), keeping the
+1. Under ``max_tokens``: nothing happens.
+2. ``evict_by_density`` down to ``evict_target * context_window`` (70 %), keeping the
    newest ``keep_groups`` (3) tool groups intact. If that lands under 80 %, done:
    no model call (strategy ``"evict"``). Each stub keeps the result's error lines,
    declared names and paths within a small budget; with ``offload`` the full
    result is stored and the stub carries its ``📂 [offload:<id>]`` marker.
 3. Otherwise fold everything before the verbatim tail (``find_cut`` with at
    least ``min_tail_messages``, 6) into one structured summary. The summarising
-   is ``SummarizationCompactor.summarize`` with the marker prompt, so a head
+   is a ``SpanSummarizer`` with the marker prompt, so a head
    larger than the summariser's window is summarised in chunks and an earlier
    summary at the head is merged, not lost. The result is then checked against
    a fingerprint taken from the *original* messages and repaired, so facts that
    only lived in evicted tool results still survive. The "Preserved facts" section
-   is bounded by ``preserved_share`` (15 %) of ``max_tokens``; what does not fit is
+   is bounded by ``preserved_share`` (15 %) of ``context_window``; what does not fit is
    counted there ("… and N more paths not shown") and, with an ``offload`` store,
    written to it with a recallable marker. Result:
    ``[system, user("[Conversation Summary]\\n" + summary), *tail]``
    (strategy ``"evict+summary"``).
 4. If the summariser fails (exception or empty reply): the fallback, by default
-   ``TokenBudgetCompactor(int(max_tokens * threshold))``, runs on the evicted
+   ``TokenBudgetCompactor(max_tokens)``, runs on the evicted
    history and the error is recorded on the result.
 
 Like every compactor, the output is repaired (a valid tool sequence) and an
@@ -30,20 +31,22 @@ input that does not start with the system message comes back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 
 from harness9.context.compaction import (
+    BUDGET_PERCENT,
     DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
     Compactor,
+    ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
     run_fallback,
     starts_with_system,
 )
 from harness9.context.eviction import evict_by_density
-from harness9.context.fingerprint import PRESERVED_SHARE, marker_compactor, structured_summary
+from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, structured_summary
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
@@ -65,7 +68,7 @@ class Phase2Compactor:
         summarizer: Summarizer,
         max_tokens: int,
         *,
-        threshold: float = 0.8,
+        context_window: int | None = None,
         evict_target: float = 0.7,
         keep_groups: int = 3,
         min_tail_messages: int = DEFAULT_MIN_TAIL,
@@ -75,9 +78,11 @@ class Phase2Compactor:
         offload: OffloadStore | None = None,
         session_id: str = "",
     ) -> None:
-        """``summarizer_window`` defaults to ``max_tokens`` (the summariser is the same model).
+        """``max_tokens`` is the threshold; ``context_window`` (default: ``max_tokens``) the
+        window that ``evict_target`` and ``preserved_share`` are shares of, and the
+        summariser's window unless ``summarizer_window`` says otherwise.
 
-        ``preserved_share`` of ``max_tokens`` bounds the summary's "Preserved facts"
+        ``preserved_share`` of the window bounds the summary's "Preserved facts"
         section. With ``offload`` (and the session's ``session_id``), evicted tool
         results and the preserved facts that do not fit are written to the store, so
         their markers make them recallable with ``offload_recall``.
@@ -90,32 +95,33 @@ class Phase2Compactor:
         self.offload = offload
         self.session_id = session_id
         self.max_tokens = max_tokens
-        self.threshold = threshold
+        self.context_window = context_window or max_tokens
         self.evict_target = evict_target
         self.keep_groups = keep_groups
         self.min_tail_messages = min_tail_messages
-        self.fallback: Compactor = fallback or TokenBudgetCompactor(
-            max(1, self.threshold_tokens), min_tail_messages
-        )
-        self.summarization = marker_compactor(
-            summarizer,
-            max(1, self.threshold_tokens),
-            min_tail_messages=min_tail_messages,
-            summarizer_window=summarizer_window or max_tokens,
-        )
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
+        self.span = marker_summarizer(summarizer, window=summarizer_window or self.context_window)
 
     @classmethod
     def for_context_window(cls, summarizer: Summarizer, context_window: int) -> Phase2Compactor:
-        return cls(summarizer, context_window, summarizer_window=context_window)
+        return cls(
+            summarizer,
+            context_window * BUDGET_PERCENT // 100,
+            context_window=context_window,
+        )
 
     @property
     def summarizer(self) -> Summarizer:
-        return self.summarization.summarizer
+        return self.span.summarizer
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.max_tokens
 
     @property
     def preserved_budget(self) -> int:
         """Tokens the "Preserved facts" section may take."""
-        return int(self.max_tokens * self.preserved_share)
+        return int(self.context_window * self.preserved_share)
 
     def _spill(self, facts: str) -> str:
         """Writes facts left out of the summary to the offload store; the line naming them."""
@@ -129,24 +135,19 @@ class Phase2Compactor:
             return ""
         return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
 
-    @property
-    def threshold_tokens(self) -> int:
-        return int(self.max_tokens * self.threshold)
-
-    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
         return self._plan(msgs, force)[0]
 
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages
-
-    def compact_detailed(
+    def compact(
         self,
-        msgs: list[Message],
+        msgs: Sequence[Message],
         *,
         force: bool = False,
-        on_progress: Callable[[int, int], None] | None = None,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
+        """``instructions`` is not used: the fingerprint is the focus of a phase-2 summary."""
         plan, evicted = self._plan(msgs, force, offload=True)
         if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, plan.strategy)
@@ -157,7 +158,7 @@ class Phase2Compactor:
         cut = plan.cut
         try:
             summary = structured_summary(
-                self.summarization,
+                self.span,
                 evicted[1:cut],
                 fingerprint_from=msgs[1:cut],
                 on_progress=on_progress,
@@ -167,9 +168,7 @@ class Phase2Compactor:
         except Exception as exc:  # provider errors of any kind: compaction must not fail
             error = f"{type(exc).__name__}: {exc}"
             # On the evicted history: what eviction saved is not thrown away.
-            return run_fallback(
-                self.fallback, evicted, force=force, error=error, threshold=self.threshold_tokens
-            )
+            return run_fallback(self.fallback, evicted, force=force, error=error)
         out = repair_orphaned_tool_pairs(
             [evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]]
         )
@@ -177,7 +176,7 @@ class Phase2Compactor:
         return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
 
     def _plan(
-        self, msgs: list[Message], force: bool, *, offload: bool = False
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
         """``offload``: write evicted results to the store (never in a dry-run ``plan``)."""
         before = estimate_tokens(msgs)
@@ -189,7 +188,7 @@ class Phase2Compactor:
         evicted = evict_by_density(
             msgs,
             self.keep_groups,
-            int(self.max_tokens * self.evict_target),
+            int(self.context_window * self.evict_target),
             offload=self.offload if offload else None,
             session_id=self.session_id,
         )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_message_tokens, format_token_count
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
+from harness9.store.session import Session
 
 __all__ = [
     "MESSAGE_HANDLE_PREFIX",
@@ -35,6 +36,7 @@ __all__ = [
     "parse_message_handle",
     "render_index",
     "split_summary",
+    "state_note",
     "stub_for",
     "with_handle",
 ]
@@ -210,3 +212,21 @@ def stub_tokens(msg: Message) -> int:
 
 def is_recallable_marker(content: str) -> bool:
     return is_offload_marker(content) or is_stub(content)
+
+
+_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+def state_note(session: Session | None) -> str:
+    """The state that changes during a session (the todo list) as a checkpoint shows it.
+
+    It never goes into the system prompt (that would break every cached prefix on each
+    change, decision 7): between compactions ``write_todos`` results carry it in the
+    conversation; a compaction that folds them keeps the list as it is now.
+    """
+    todos = session.get_todos() if session is not None else None
+    if not todos:
+        return ""
+    lines = [STATE_HEADING, "Todo list:"]
+    lines += [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in todos]
+    return "\n".join(lines)

@@ -1,13 +1,17 @@
-"""SummarizationCompactor: fold the old part of a history into an LLM summary (seed §6.1).
+"""Summarising a span of messages (``SpanSummarizer``), and the compactor built on it (seed §6.1).
 
-The head (everything before the protected tail) is rendered compactly and
-summarised with the five-section template. When the head begins with an
-earlier summary, the prompt asks to merge the new span into it
-(``<previous-summary>``), so repeated compactions do not lose what earlier
-ones kept. When even the compact rendering is too large for the summariser's
-own window, it is summarised in chunks and the partial summaries are merged,
-hierarchically if need be: compaction must still work once the context has
-already overflowed. Any failure (exception or empty reply) falls back to a
+``SpanSummarizer`` renders a span compactly and summarises it with a template
+(the five-section one by default). When the span begins with an earlier
+summary, the prompt asks to merge the new span into it (``<previous-summary>``),
+so repeated compactions do not lose what earlier ones kept. When even the
+compact rendering is too large for the summariser's own window, it is
+summarised in chunks and the partial summaries are merged, hierarchically if
+need be: compaction must still work once the context has already overflowed.
+``SummarizationCompactor``, the phase-2 compactor and topic isolation all
+compose one.
+
+``SummarizationCompactor`` folds the head (everything before the protected
+tail) into one summary. Any failure (exception or empty reply) falls back to a
 truncating compactor with the same budget.
 """
 
@@ -22,6 +26,7 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
     measure,
@@ -47,6 +52,7 @@ __all__ = [
     "CHUNK_PERCENT",
     "SUMMARY_ESTIMATE_CAP",
     "SUMMARY_TEMPLATE",
+    "SpanSummarizer",
     "SummarizationCompactor",
     "Summarizer",
     "render_for_summary",
@@ -167,104 +173,29 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
     return chunks
 
 
-class SummarizationCompactor:
-    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
+class SpanSummarizer:
+    """The summary text of a span of messages: one model call, or chunks and merges.
 
-    ``system_prompt``, ``template`` and ``tool_result_chars`` change what the
-    summariser is asked for (phase 2 asks for ``@file:``/``@error:`` markers);
-    chunking, the ``<previous-summary>`` merge and the fallback stay the same.
+    ``window`` is the summariser's context window in tokens (None: unlimited, one
+    call). ``system_prompt``, ``template`` and ``tool_result_chars`` change what
+    the summariser is asked for (phase 2 asks for ``@file:``/``@error:`` markers);
+    chunking and the ``<previous-summary>`` merge stay the same.
     """
-
-    strategy = "summarize"
 
     def __init__(
         self,
         summarizer: Summarizer,
-        max_tokens: int,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        fallback: Compactor | None = None,
         *,
-        summarizer_window: int | None = None,
+        window: int | None = None,
         system_prompt: str = SUMMARIZER_SYSTEM,
         template: str = SUMMARY_TEMPLATE,
         tool_result_chars: int = TOOL_RESULT_CHARS,
     ) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         self.summarizer = summarizer
+        self.window = window
         self.system_prompt = system_prompt
         self.template = template
         self.tool_result_chars = tool_result_chars
-        self.max_tokens = max_tokens
-        self.min_tail_messages = min_tail_messages
-        self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
-        self.summarizer_window = summarizer_window
-
-    @classmethod
-    def for_context_window(
-        cls, summarizer: Summarizer, context_window: int
-    ) -> SummarizationCompactor:
-        return cls(
-            summarizer,
-            context_window * BUDGET_PERCENT // 100,
-            summarizer_window=context_window,
-        )
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would be folded; ``tokens_after`` assumes a summary of min(head, 1500) tokens."""
-        if not starts_with_system(msgs):
-            return unchanged_plan(self.strategy, msgs, self.max_tokens)
-        sizes, sizer = measure(msgs)
-        before = sum(sizes) // BYTES_PER_TOKEN
-        nothing = CompactionPlan(
-            False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
-        )
-        if not force and nothing.tokens_after <= self.max_tokens:
-            # Measured on the repaired history: that is what would be sent.
-            return nothing
-        cut = find_cut(msgs, self.min_tail_messages)
-        if cut <= 1:
-            return nothing  # no head to summarise
-        head_tokens = estimate_tokens(msgs[1:cut])
-        summary_tokens = (
-            min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
-        )
-        after = sizer.kept_tokens(cut) + summary_tokens
-        return CompactionPlan(True, self.strategy, cut, before, after, self.max_tokens)
-
-    def compact_detailed(
-        self,
-        msgs: list[Message],
-        *,
-        force: bool = False,
-        on_progress: Callable[[int, int], None] | None = None,
-        instructions: str | None = None,
-    ) -> CompactionResult:
-        plan = self.plan(msgs, force=force)
-        if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), plan, None, self.strategy)
-        if not plan.would_compact:
-            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
-        try:
-            summary = self.summarize(
-                msgs[1 : plan.cut], focus=instructions, on_progress=on_progress
-            )
-        except Exception as exc:  # any provider failure: truncation still keeps us going
-            return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
-        if not summary:
-            return self._fall_back(msgs, force, "the summariser returned an empty summary")
-        kept = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[plan.cut :]]
-        return CompactionResult(repair_orphaned_tool_pairs(kept), plan, summary, self.strategy)
-
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages
-
-    # -- internals -------------------------------------------------------
-
-    def _fall_back(self, msgs: list[Message], force: bool, error: str) -> CompactionResult:
-        return run_fallback(
-            self.fallback, msgs, force=force, error=error, threshold=self.max_tokens
-        )
 
     def _call(self, prompt: str) -> str:
         reply, _usage = self.summarizer.generate(
@@ -289,16 +220,16 @@ class SummarizationCompactor:
 
     def _capacity_bytes(self, overhead: str) -> int | None:
         """Bytes of body a call may carry next to ``overhead``; None = unlimited."""
-        if self.summarizer_window is None:
+        if self.window is None:
             return None
-        budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
+        budget = self.window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
         fixed = len((self.system_prompt + overhead).encode("utf-8", "surrogatepass"))
         return max(_MIN_CHUNK_BYTES, budget - fixed)
 
     def _too_big_to_carry(self, text: str) -> bool:
-        if self.summarizer_window is None:
+        if self.window is None:
             return False
-        budget = self.summarizer_window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
+        budget = self.window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
         return len(text.encode("utf-8", "surrogatepass")) > budget // 3
 
     def summarize(
@@ -306,7 +237,7 @@ class SummarizationCompactor:
         head: Sequence[Message],
         *,
         focus: str | None = None,
-        on_progress: Callable[[int, int], None] | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> str:
         """The summary text of ``head`` (no prefix); chunked when it overflows the window.
 
@@ -380,3 +311,98 @@ class SummarizationCompactor:
             items = [_split_bytes(m, half)[0] for m in merged if m]
             if not items:
                 raise ValueError("the summariser returned empty merged summaries")
+
+
+class SummarizationCompactor:
+    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
+
+    The summary comes from ``span`` (default: a ``SpanSummarizer`` over
+    ``summarizer`` with ``summarizer_window``); on any failure ``fallback`` runs.
+    """
+
+    strategy = "summarize"
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        max_tokens: int,
+        min_tail_messages: int = DEFAULT_MIN_TAIL,
+        fallback: Compactor | None = None,
+        *,
+        summarizer_window: int | None = None,
+        span: SpanSummarizer | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        self.summarizer = summarizer
+        self.span = span or SpanSummarizer(summarizer, window=summarizer_window)
+        self.max_tokens = max_tokens
+        self.min_tail_messages = min_tail_messages
+        self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
+
+    @classmethod
+    def for_context_window(
+        cls, summarizer: Summarizer, context_window: int
+    ) -> SummarizationCompactor:
+        return cls(
+            summarizer,
+            context_window * BUDGET_PERCENT // 100,
+            summarizer_window=context_window,
+        )
+
+    @property
+    def summarizer_window(self) -> int | None:
+        return self.span.window
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.max_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        """What would be folded; ``tokens_after`` assumes a summary of min(head, 1500) tokens."""
+        if not starts_with_system(msgs):
+            return unchanged_plan(self.strategy, msgs, self.max_tokens)
+        sizes, sizer = measure(msgs)
+        before = sum(sizes) // BYTES_PER_TOKEN
+        nothing = CompactionPlan(
+            False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
+        )
+        if not force and nothing.tokens_after <= self.max_tokens:
+            # Measured on the repaired history: that is what would be sent.
+            return nothing
+        cut = find_cut(msgs, self.min_tail_messages)
+        if cut <= 1:
+            return nothing  # no head to summarise
+        head_tokens = estimate_tokens(msgs[1:cut])
+        summary_tokens = (
+            min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
+        )
+        after = sizer.kept_tokens(cut) + summary_tokens
+        return CompactionPlan(True, self.strategy, cut, before, after, self.max_tokens)
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        plan = self.plan(msgs, force=force)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        if not plan.would_compact:
+            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
+        try:
+            summary = self.span.summarize(
+                msgs[1 : plan.cut], focus=instructions, on_progress=on_progress
+            )
+        except Exception as exc:  # any provider failure: truncation still keeps us going
+            return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
+        if not summary:
+            return self._fall_back(msgs, force, "the summariser returned an empty summary")
+        kept = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[plan.cut :]]
+        return CompactionResult(repair_orphaned_tool_pairs(kept), plan, summary, self.strategy)
+
+    def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
+        return run_fallback(self.fallback, msgs, force=force, error=error)

@@ -20,8 +20,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness9.context.compaction import CompactionPlan, CompactionResult, starts_with_system
-from harness9.context.fingerprint import marker_compactor, structured_summary
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    ProgressCallback,
+    starts_with_system,
+)
+from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import estimate_tokens
@@ -131,7 +136,8 @@ class TopicDetector:
 class SelectiveCompressor:
     """Folds finished topics into one summary when a new topic has just begun.
 
-    ``plan().threshold`` is 0: this compactor is triggered by a topic change, not a budget.
+    ``threshold_tokens`` (and ``plan().threshold``) is 0: this compactor is triggered
+    by a topic change, not a budget.
     """
 
     strategy = "topic"
@@ -147,24 +153,32 @@ class SelectiveCompressor:
     ) -> None:
         self.detector = detector
         self.summarizer = summarizer
-        # Used only to summarise (chunked when the window is known); never plans a cut.
-        self.summarization = marker_compactor(summarizer, 1, summarizer_window=summarizer_window)
+        self.span = marker_summarizer(summarizer, window=summarizer_window)
         self.min_history = min_history
         self.max_new_topic_messages = max_new_topic_messages
 
-    def plan(self, msgs: list[Message], *, force: bool = False) -> CompactionPlan:
+    @property
+    def threshold_tokens(self) -> int:
+        return 0
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         return self._plan(msgs, force)[0]
 
-    def compact(self, msgs: list[Message]) -> list[Message]:
-        return self.compact_detailed(msgs).messages
-
-    def compact_detailed(self, msgs: list[Message], *, force: bool = False) -> CompactionResult:
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        """``instructions`` is not used: the fingerprint is the focus of the summary."""
         plan, segments = self._plan(msgs, force)
         if not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, self.strategy)
         cut = plan.cut
         try:
-            summary = structured_summary(self.summarization, msgs[1:cut])
+            summary = structured_summary(self.span, msgs[1:cut], on_progress=on_progress)
         except Exception as exc:  # provider errors of any kind: keep the history as it is
             plan.tokens_after = plan.tokens_before
             return CompactionResult(
@@ -180,7 +194,9 @@ class SelectiveCompressor:
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)
 
-    def _plan(self, msgs: list[Message], force: bool) -> tuple[CompactionPlan, list[TopicSegment]]:
+    def _plan(
+        self, msgs: Sequence[Message], force: bool
+    ) -> tuple[CompactionPlan, list[TopicSegment]]:
         before = estimate_tokens(msgs)
         plan = CompactionPlan(False, self.strategy, 1, before, before, 0)
         if not starts_with_system(msgs):

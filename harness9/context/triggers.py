@@ -1,46 +1,43 @@
 """Smart compaction triggers: compact a little *before* the fixed threshold is crossed.
 
 The rule (``SmartTrigger.should_compress_dynamic``), with the defaults
-threshold 0.8, lookahead 2 iterations (3 when the recent tools are read-heavy),
-cooldown 3 iterations:
+lookahead 2 iterations (3 when the recent tools are read-heavy), cooldown 3
+iterations, and ``threshold_tokens`` the compactor's threshold:
 
-1. ``current >= max_tokens`` -> True, always (a hard overflow compacts even in cooldown).
+1. ``current >= max_tokens`` (the window) -> True, always (a hard overflow
+   compacts even in cooldown).
 2. In cooldown (a compaction happened fewer than 3 iterations ago) -> False.
    Compacted at iteration 5: no compaction at 6 or 7 below the hard limit, allowed at 8.
-3. ``current >= 0.8 * max_tokens`` -> True (the fixed threshold).
-4. ``current + growth_rate * lookahead >= 0.8 * max_tokens`` -> True (predicted crossing).
+3. ``current >= threshold_tokens`` -> True (the fixed threshold).
+4. ``current + growth_rate * lookahead >= threshold_tokens`` -> True (predicted crossing).
    max 50K (threshold 40K), snapshots 10K, 20K, 30K: growth 10K/iteration, and
    30K + 2 * 10K = 50K >= 40K, so it compacts at 30K although 30K < 40K.
 5. Otherwise False.
 
-State lives per session in a ``TriggerInfoProvider`` (growth tracker + cooldown),
-handed out by ``TriggerRegistry.get(session_id)`` and dropped on ``/new``. The
-engine's loop, per model call::
+The rule is stateless; the state it reads (growth tracker, cooldown, iteration
+count) lives per session in a ``SessionTriggerState``, which the context policy
+keeps and drops on ``/new``. Per model call (``ContextPolicy`` does this)::
 
-    provider = registry.get(session_id)
-    info = build_trigger_info(messages, max_tokens=mt, iteration=i, provider=provider)
+    info = state.info(tokens, recent_tools, max_tokens=window, threshold_tokens=t)
     if trigger.should_compress_dynamic(info):
         ...compact...
-        provider.cooldown.record_compress(i)
-    provider.growth_tracker.record(i, info.current_tokens)  # compacted or not
+        state.cooldown.record_compress(state.iterations)
+    # (state.info also records the tokens in the growth tracker, compacted or not)
 
-Iterations should count up for the whole session; a smaller number than the
-last compaction's is taken as a new numbering and ends the cooldown.
+Iterations count up for the whole session; a smaller number than the last
+compaction's is taken as a new numbering and ends the cooldown.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
 
-from harness9.context.tokens import estimate_tokens
-from harness9.schema import ROLE_ASSISTANT, ROLE_USER, Message, ToolCall
+from harness9.schema import ToolCall
 
 
 class ToolCallPattern(Enum):
@@ -186,40 +183,9 @@ class CompressCooldown:
 
 
 @dataclass(slots=True)
-class TriggerInfoProvider:
-    growth_tracker: TokenGrowthTracker = field(default_factory=TokenGrowthTracker)
-    cooldown: CompressCooldown = field(default_factory=CompressCooldown)
-
-    def reset(self) -> None:
-        self.growth_tracker.reset()
-        self.cooldown.reset()
-
-
-class TriggerRegistry:
-    """Per-session trigger state, created on first use (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._providers: dict[str, TriggerInfoProvider] = {}
-
-    def get(self, session_id: str) -> TriggerInfoProvider:
-        with self._lock:
-            provider = self._providers.get(session_id)
-            if provider is None:
-                provider = self._providers[session_id] = TriggerInfoProvider()
-            return provider
-
-    def drop(self, session_id: str) -> None:
-        with self._lock:
-            self._providers.pop(session_id, None)
-
-    def __len__(self) -> int:
-        return len(self._providers)
-
-
-@dataclass(slots=True)
 class TriggerInfo:
-    max_tokens: int
+    max_tokens: int  # the hard limit (the context window)
+    threshold_tokens: int  # the compactor's threshold
     current_tokens: int
     iteration_count: int = 0
     tool_call_count: int = 0  # calls since the last user message (this run)
@@ -230,57 +196,65 @@ class TriggerInfo:
     in_cooldown: bool = False
 
 
-def build_trigger_info(
-    messages: Sequence[Message],
-    *,
-    max_tokens: int,
-    iteration: int,
-    provider: TriggerInfoProvider | None = None,
-    tool_tokens: int = 0,
-) -> TriggerInfo:
-    """Everything the trigger needs, as a pure function of the history and the provider."""
-    all_calls = [tc for m in messages if m.role == ROLE_ASSISTANT for tc in m.tool_calls]
-    last_user = max(
-        (i for i, m in enumerate(messages) if m.role == ROLE_USER and not m.is_summary),
-        default=-1,
-    )
-    run_calls = sum(len(m.tool_calls) for m in messages[last_user + 1 :])
-    recent = all_calls[-5:]
-    tracker = provider.growth_tracker if provider else None
-    return TriggerInfo(
-        max_tokens=max_tokens,
-        current_tokens=estimate_tokens(messages) + tool_tokens,
-        iteration_count=iteration,
-        tool_call_count=run_calls,
-        token_history=tracker.history() if tracker else [],
-        growth_rate=tracker.growth_rate() if tracker else 0.0,
-        recent_tools=[tc.name for tc in recent],
-        tool_pattern=classify_pattern(recent),
-        in_cooldown=provider.cooldown.in_cooldown(iteration) if provider else False,
-    )
+@dataclass(slots=True)
+class SessionTriggerState:
+    """What the trigger remembers about one session: growth, cooldown, model calls so far."""
 
+    growth_tracker: TokenGrowthTracker = field(default_factory=TokenGrowthTracker)
+    cooldown: CompressCooldown = field(default_factory=CompressCooldown)
+    iterations: int = 0
 
-class SmartCompressor(Protocol):
-    def should_compress_dynamic(self, info: TriggerInfo) -> bool: ...
+    def info(
+        self,
+        tokens: int,
+        recent_tools: Sequence[str],
+        *,
+        max_tokens: int,
+        threshold_tokens: int,
+    ) -> TriggerInfo:
+        """Counts one model call and records ``tokens``; the trigger's view of this call."""
+        self.iterations += 1
+        i = self.iterations
+        recent = list(recent_tools[-5:])
+        info = TriggerInfo(
+            max_tokens=max_tokens,
+            threshold_tokens=threshold_tokens,
+            current_tokens=tokens,
+            iteration_count=i,
+            tool_call_count=len(recent_tools),
+            token_history=self.growth_tracker.history(),
+            growth_rate=self.growth_tracker.growth_rate(),
+            recent_tools=recent,
+            tool_pattern=classify_pattern(recent),
+            in_cooldown=self.cooldown.in_cooldown(i),
+        )
+        self.growth_tracker.record(i, tokens)
+        return info
+
+    def compacted(self) -> None:
+        """A compaction happened at the current model call: the cooldown starts."""
+        # (The growth tracker restarts by itself when it sees the compaction's drop.)
+        self.cooldown.record_compress(self.iterations)
+
+    def reset(self) -> None:
+        self.growth_tracker.reset()
+        self.cooldown.reset()
+        self.iterations = 0
 
 
 @dataclass(slots=True)
 class SmartTrigger:
     """The rule in the module docstring; stateless, so one instance serves every session."""
 
-    threshold: float = 0.8
     lookahead_iterations: int = 2
     read_heavy_lookahead: int = 3
-
-    def threshold_tokens(self, max_tokens: int) -> float:
-        return self.threshold * max_tokens
 
     def should_compress_dynamic(self, info: TriggerInfo) -> bool:
         if info.current_tokens >= info.max_tokens:
             return True
         if info.in_cooldown:
             return False
-        limit = self.threshold_tokens(info.max_tokens)
+        limit = info.threshold_tokens
         if info.current_tokens >= limit:
             return True
         if info.growth_rate <= 0:

@@ -5,7 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness9.context.events import Compaction, CompactionProgress, CompactionStarted, Notice
 from harness9.schema import Message, ToolCall
+
+__all__ = [
+    "AssistantReply",
+    "Compaction",
+    "CompactionProgress",
+    "CompactionStarted",
+    "Error",
+    "Event",
+    "EventSink",
+    "Notice",
+    "Retrying",
+    "TextDelta",
+    "TokenUpdate",
+    "ToolFinished",
+    "ToolStarted",
+    "discard",
+]
 
 
 @dataclass(slots=True)
@@ -15,30 +33,6 @@ class TokenUpdate:
     tokens: int
     context_window: int
     actual: bool = False
-
-
-@dataclass(slots=True)
-class CompactionStarted:
-    strategy: str
-    tokens_before: int
-
-
-@dataclass(slots=True)
-class CompactionProgress:
-    chunk: int
-    total: int
-
-
-@dataclass(slots=True)
-class Compaction:
-    """A compaction that cut the context by more than 5 % (seed §9.3)."""
-
-    tokens_before: int
-    tokens_after: int
-    msgs_before: int
-    msgs_after: int
-    strategy: str
-    fallback_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -70,13 +64,6 @@ class Retrying:
     attempt: int
     delay: float
     reason: str
-
-
-@dataclass(slots=True)
-class Notice:
-    """Something the user should know that is not an error (e.g. an offloaded result)."""
-
-    text: str
 
 
 @dataclass(slots=True)

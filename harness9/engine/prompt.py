@@ -5,8 +5,9 @@ old sessions never lock in an old prompt. It holds nothing that changes within a
 session (ARCHITECTURE decision 7): the first message is the start of every cached
 prefix, so a todo list or a clock in it would invalidate the whole prompt cache on
 every change. The todo list reaches the model through the ``write_todos`` results
-in the conversation and, after a compaction, through the checkpoint's state note;
-the date is the one the session was first seen on in this process.
+in the conversation and, after a compaction, through the checkpoint's state note
+(harness9.context.recall.state_note); the date is the one the session was first
+seen on in this process.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness9.context.recall import STATE_HEADING
 from harness9.schema import ROLE_SYSTEM, Message
 from harness9.store.session import Session
 
@@ -34,8 +34,6 @@ aside: call offload_recall with that id if you need more than the summary.
 Nothing you saw is lost when the conversation is compacted: stubs and the summary's
 recall index give handles (msg_<n>, ofl_<id>) that offload_recall pages back, and
 history_search finds any earlier text of this session."""
-
-_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
 @dataclass(slots=True)
@@ -58,18 +56,6 @@ class PromptBuilder:
         if session is None:
             return today
         return self._dates.setdefault(session.session_id, today)
-
-    def state_note(self, session: Session | None) -> str:
-        """The changing state, as a compaction's checkpoint shows it after the summary."""
-        todos = session.get_todos() if session is not None else None
-        today = _dt.date.today().isoformat()
-        if not todos and today == self.session_date(session):
-            return ""  # nothing the system prompt does not already say
-        lines = [STATE_HEADING, f"Date: {today}"]
-        if todos:
-            lines.append("Todo list:")
-            lines += [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in todos]
-        return "\n".join(lines)
 
     def _agents_md(self) -> str:
         path = self.workdir / AGENTS_FILE

@@ -18,7 +18,7 @@ from harness9.provider.errors import (
 )
 from harness9.provider.limits import ModelLimits, get_model_limits
 from harness9.provider.llm import LLMProvider, load_litellm, preload_in_background
-from harness9.provider.tokens import (
+from harness9.provider.tokenizer import (
     ByteCounter,
     TokenCounter,
     TokenizerCounter,

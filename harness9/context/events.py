@@ -1,0 +1,49 @@
+"""What the context policy tells the UI while it compacts (the engine re-exports these).
+
+They live here, not in the engine, so that the policy can emit them without
+importing the engine; ``harness9.engine.events`` includes them in its ``Event``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class CompactionStarted:
+    strategy: str
+    tokens_before: int
+
+
+@dataclass(slots=True)
+class CompactionProgress:
+    chunk: int
+    total: int
+
+
+@dataclass(slots=True)
+class Compaction:
+    """A compaction that cut the context by more than 5 % (seed §9.3)."""
+
+    tokens_before: int
+    tokens_after: int
+    msgs_before: int
+    msgs_after: int
+    strategy: str
+    fallback_reason: str | None = None
+
+
+@dataclass(slots=True)
+class Notice:
+    """Something the user should know that is not an error (e.g. an offloaded result)."""
+
+    text: str
+
+
+ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice
+ContextEventSink = Callable[[ContextEvent], None]
+
+
+def discard(_event: ContextEvent) -> None:
+    """The sink used when nobody listens."""

@@ -1,0 +1,576 @@
+"""ContextPolicy: what the model is shown, decided before every model call.
+
+A policy owns
+- the compactor (the strategy; its ``threshold_tokens`` is the one threshold that
+  ``/context``, the trigger and ``compact --dry-run`` all show), and the optional
+  topic-isolation compactor;
+- the smart trigger (compact early when growth predicts the threshold) and the
+  per-session state it and the compaction guard keep (``SessionContextState``);
+- the offload store (large tool results go to files, recallable by id);
+- token counting for display, and its calibration by the API's real input tokens.
+
+How the engine uses it, per turn (``emit`` is the engine's event sink)::
+
+    policy.begin_turn(session, system, emit)          # topic isolation, when enabled
+    each model call:
+        request = policy.prepare(session, system, tools, recent_tools, emit)
+        reply, usage = model(request.messages, tools)  # request.shown_tokens for the UI
+        policy.observe_usage(request, usage.input_tokens)
+    the model said the context is too long: policy.compact(session, system, emit=emit), once
+    each tool result: content = policy.offload_result(session_id, name, args, content)
+
+``/compact`` and ``harness9 compact`` call ``compact``; ``--dry-run`` calls ``plan``;
+``/context`` calls ``breakdown``; ``/new`` and ``/resume`` call ``forget``.
+Build one from the resolved options with ``ContextPolicy.from_options``: the
+threshold share lives only in those options.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    SlidingWindowCompactor,
+    TokenBudgetCompactor,
+)
+from harness9.context.events import (
+    Compaction,
+    CompactionProgress,
+    CompactionStarted,
+    ContextEventSink,
+    Notice,
+    discard,
+)
+from harness9.context.eviction import EvictionCompactor
+from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
+from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
+from harness9.context.recall import state_note
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.summarize import SummarizationCompactor, Summarizer
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.context.topics import SelectiveCompressor, TopicDetector
+from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
+from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
+from harness9.errors import UsageError
+from harness9.schema import Message, ToolDefinition
+from harness9.store.session import Checkpoint, CheckpointedSession
+
+if TYPE_CHECKING:
+    from harness9.config import ContextOptions
+
+__all__ = [
+    "MIN_COMPACTION_GAIN",
+    "ContextBreakdown",
+    "ContextPolicy",
+    "Request",
+    "SessionContextState",
+    "TokenCounter",
+    "MODEL_FREE_STRATEGIES",
+    "build_compactor",
+    "register_strategy",
+]
+
+# A compaction is announced (and stored) only when it cuts more than this share.
+MIN_COMPACTION_GAIN = 0.05
+# What a plan's strategy says when carrying it out calls no model: a dry run then
+# computes the exact result.
+MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
+
+
+class TokenCounter(Protocol):
+    """Counts a request's tokens for display (the provider's tokenizer when it has one)."""
+
+    def count(self, msgs: list[Message]) -> int: ...
+
+    def calibrate(self, estimated: int, actual_input_tokens: int) -> None: ...
+
+
+@dataclass(slots=True)
+class Request:
+    """What one model call sends, measured."""
+
+    messages: list[Message]  # repaired: a valid tool sequence
+    counted: int  # the token counter's count of ``messages`` (calibration input)
+    shown_tokens: int  # what the token line shows before the call
+
+
+@dataclass(slots=True)
+class ContextBreakdown:
+    """What one request would carry, by part (for /context)."""
+
+    system: int
+    tools: int
+    summary: int
+    messages: int
+    message_count: int
+    context_window: int
+    threshold: int
+
+    @property
+    def total(self) -> int:
+        return self.system + self.tools + self.summary + self.messages
+
+
+@dataclass(slots=True)
+class SessionContextState:
+    """Per session: the trigger's state, and what the last compaction left behind."""
+
+    trigger: SessionTriggerState = field(default_factory=SessionTriggerState)
+    last_compaction_tokens: int | None = None  # estimate right after the last compaction
+    warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
+
+
+# A strategy a program adds (``scripts/bench_session.py`` compares peers' policies through
+# the real chat this way): factory(summarizer, context_window, threshold_tokens) -> Compactor.
+StrategyFactory = Callable[[Summarizer, int, int], Compactor]
+_EXTRA_FACTORIES: dict[str, StrategyFactory] = {}
+
+
+def register_strategy(name: str, factory: StrategyFactory) -> None:
+    """Make ``--strategy name`` (and ``compaction.strategy``) build ``factory``'s compactor.
+
+    For programs embedding harness9; the built-in names cannot be replaced.
+    """
+    from harness9.config import EXTRA_STRATEGIES, STRATEGIES
+
+    if name in STRATEGIES:
+        raise ValueError(f"{name!r} is a built-in strategy")
+    _EXTRA_FACTORIES[name] = factory
+    if name not in EXTRA_STRATEGIES:
+        EXTRA_STRATEGIES.append(name)
+
+
+def build_compactor(
+    strategy: str,
+    summarizer: Summarizer,
+    context_window: int,
+    *,
+    threshold_tokens: int,
+    target: float = DEFAULT_TARGET,
+) -> Compactor:
+    """The compactor for a strategy name; every one compacts at ``threshold_tokens``.
+
+    Summarising ones fall back to ``budget`` on errors. ``target`` (a share of the
+    window) is where ``hybrid`` compacts down to.
+    """
+    from harness9.config import EXTRA_STRATEGIES, STRATEGIES, STRATEGY_ALIASES
+
+    strategy = STRATEGY_ALIASES.get(strategy, strategy)
+    if strategy == "hybrid":
+        return HybridCompactor(
+            summarizer,
+            context_window,
+            threshold=threshold_tokens / context_window,
+            target=target,
+        )
+    if strategy == "summarize":
+        return SummarizationCompactor(
+            summarizer, threshold_tokens, summarizer_window=context_window
+        )
+    if strategy == "budget":
+        return TokenBudgetCompactor(threshold_tokens)
+    if strategy == "window":
+        return SlidingWindowCompactor(max_tokens=threshold_tokens)
+    if strategy == "evict":
+        return EvictionCompactor(threshold_tokens)
+    if strategy in _EXTRA_FACTORIES:
+        return _EXTRA_FACTORIES[strategy](summarizer, context_window, threshold_tokens)
+    names = (*STRATEGIES, *EXTRA_STRATEGIES)
+    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(names)}")
+
+
+class ContextPolicy:
+    """See the module docstring. Thread-safe for one turn at a time per session."""
+
+    def __init__(
+        self,
+        compactor: Compactor | None,
+        context_window: int,
+        *,
+        auto: bool = True,
+        trigger: SmartTrigger | None = None,
+        cooldown_iterations: int = 3,
+        topics: Compactor | None = None,
+        offload: OffloadStore | None = None,
+        token_counter: TokenCounter | None = None,
+        recall_budget: int = 0,
+    ) -> None:
+        """``compactor`` None: nothing is ever compacted. ``auto`` False: never compact
+        behind the user's back (a notice says to run /compact). ``recall_budget``: the
+        tokens a checkpoint's recall index of folded tool results may take (0: none)."""
+        self.compactor = compactor
+        self.context_window = context_window
+        self.auto = auto
+        self.trigger = trigger
+        self.cooldown_iterations = cooldown_iterations
+        self.topics = topics
+        self.offload = offload
+        # Displayed estimates: the model's tokenizer when known, calibrated by the real
+        # input tokens of each call. Compaction decisions keep the byte estimate, whose
+        # head-room the threshold was chosen for.
+        self.token_counter = token_counter
+        self.recall_budget = recall_budget
+        self._calibrated = False
+        self._lock = threading.Lock()
+        self._states: dict[str, SessionContextState] = {}
+
+    @classmethod
+    def from_options(
+        cls,
+        opts: ContextOptions,
+        summarizer: Summarizer,
+        context_window: int,
+        *,
+        token_counter: TokenCounter | None = None,
+    ) -> ContextPolicy:
+        """The policy ``chat`` and ``compact`` use, from the resolved options."""
+        threshold = int(context_window * opts.threshold)
+        offload = None
+        if opts.offload:
+            offload = OffloadStore(
+                OffloadConfig(
+                    max_result_tokens=opts.offload_max_result_tokens,
+                    max_result_bytes=opts.offload_max_result_bytes,
+                    cleanup_age_days=opts.offload_cleanup_age_days,
+                )
+            )
+        topics = None
+        if opts.enable_topic_isolation:
+            detector = TopicDetector(
+                cosine_threshold=opts.topic_similarity_threshold,
+                min_segment_size=opts.topic_min_segment_size,
+            )
+            topics = SelectiveCompressor(detector, summarizer, summarizer_window=context_window)
+        return cls(
+            build_compactor(
+                opts.strategy,
+                summarizer,
+                context_window,
+                threshold_tokens=threshold,
+                target=opts.target,
+            ),
+            context_window,
+            auto=opts.auto,
+            trigger=(
+                SmartTrigger(lookahead_iterations=opts.lookahead_iterations)
+                if opts.smart_triggers
+                else None
+            ),
+            cooldown_iterations=opts.cooldown_iterations,
+            topics=topics,
+            offload=offload,
+            token_counter=token_counter,
+            recall_budget=max(1, int(context_window * RECALL_SHARE)) if opts.recall else 0,
+        )
+
+    # -- what users see ----------------------------------------------------------
+
+    @property
+    def threshold_tokens(self) -> int:
+        """Where compaction starts (without a compactor: the window, nothing compacts)."""
+        return self.compactor.threshold_tokens if self.compactor else self.context_window
+
+    def breakdown(
+        self, session: CheckpointedSession, system: Message, tools: list[ToolDefinition]
+    ) -> ContextBreakdown:
+        msgs = repair_orphaned_tool_pairs(load_view(session, system).messages)
+        system_tokens = estimate_tokens(msgs[:1])
+        summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
+        rest = estimate_tokens(msgs) - system_tokens - summary
+        return ContextBreakdown(
+            system=system_tokens,
+            tools=estimate_tool_tokens(tools),
+            summary=summary,
+            messages=max(rest, 0),
+            message_count=len(msgs) - 1,
+            context_window=self.context_window,
+            threshold=self.threshold_tokens,
+        )
+
+    def plan(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        *,
+        force: bool = False,
+        tools: list[ToolDefinition] | None = None,
+    ) -> tuple[ModelView, CompactionPlan | None]:
+        """What a compaction would do right now, without calling any model (--dry-run).
+
+        The figures are chat's: the messages sent plus the tool definitions. When the
+        compaction needs no model (truncation, eviction, stubs), it is run without
+        storing anything, so ``tokens_after`` is exactly what the checkpoint will say;
+        a summary's size is only known once the model answers, so it stays an estimate.
+        """
+        view = load_view(session, system)
+        comp = self.compactor
+        if comp is None:
+            return view, None
+        plan = comp.plan(view.messages, force=force)
+        tool_tokens = estimate_tool_tokens(tools or [])
+        plan.tokens_before += tool_tokens
+        plan.tokens_after += tool_tokens
+        if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
+            result = comp.compact(view.messages, force=force)
+            cp, _ = self.checkpoint_of(session, system, view, result, tools or [])
+            if cp is not None:
+                plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        return view, plan
+
+    def compact(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        *,
+        force: bool = True,
+        instructions: str | None = None,
+        tools: list[ToolDefinition] | None = None,
+        emit: ContextEventSink = discard,
+    ) -> Compaction | None:
+        """Compact now (/compact, ``harness9 compact``, a context-window error).
+
+        Returns the notice, or None when nothing was folded (under the threshold
+        without ``force``, or nothing left to fold).
+        """
+        comp = self.compactor
+        if comp is None:
+            return None
+        view = load_view(session, system)
+        if not force and not comp.plan(view.messages).would_compact:
+            return None
+        notice, _, _ = self._compact(
+            session, system, view, comp, tools or [], emit, force=force, instructions=instructions
+        )
+        return notice
+
+    # -- the engine's calls ------------------------------------------------------------
+
+    def state(self, session_id: str) -> SessionContextState:
+        """The session's state, created on first use."""
+        with self._lock:
+            st = self._states.get(session_id)
+            if st is None:
+                cooldown = CompressCooldown(self.cooldown_iterations)
+                st = self._states[session_id] = SessionContextState(
+                    SessionTriggerState(cooldown=cooldown)
+                )
+            return st
+
+    def forget(self, session_id: str) -> None:
+        """/new and /resume start the session with fresh state."""
+        with self._lock:
+            self._states.pop(session_id, None)
+
+    def begin_turn(
+        self, session: CheckpointedSession, system: Message, emit: ContextEventSink = discard
+    ) -> None:
+        """Experimental topic isolation: when the new message starts a new topic, fold the
+        finished ones."""
+        topics = self.topics
+        if topics is None or not self.auto:
+            return
+        view = load_view(session, system)
+        if topics.plan(view.messages).would_compact:
+            self._compact(session, system, view, topics, [], emit, force=False)
+
+    def prepare(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        tools: list[ToolDefinition],
+        recent_tools: Sequence[str],
+        emit: ContextEventSink = discard,
+        *,
+        may_compact: bool = True,
+    ) -> Request:
+        """The messages of the next model call: the view, compacted when it is time.
+
+        ``may_compact`` False: this model call already had its compaction (the model
+        rejected the context and it was compacted): never two for one call.
+        """
+        view = load_view(session, system)
+        outgoing = view.messages
+        comp = self.compactor
+        st = self.state(session.session_id)
+        decision = self._decide(comp, st, view, recent_tools, emit) if may_compact else None
+        if comp is not None and decision is not None:
+            notice, view, outgoing = self._compact(
+                session, system, view, comp, tools, emit, force=decision == "early"
+            )
+            if notice is not None and self.trigger is not None:
+                st.trigger.compacted()
+        messages = repair_orphaned_tool_pairs(outgoing)
+        counted = self._count(messages)
+        # Until the first calibration the tool definitions are added explicitly;
+        # afterwards the calibration ratio accounts for them.
+        shown = counted if self._calibrated else counted + estimate_tool_tokens(tools)
+        return Request(messages, counted, shown)
+
+    def observe_usage(self, request: Request, input_tokens: int) -> None:
+        """Calibrates the displayed count with the API's real input tokens."""
+        if input_tokens > 0 and self.token_counter is not None:
+            self.token_counter.calibrate(request.counted, input_tokens)
+            self._calibrated = True
+
+    def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
+        """Where a tool with huge output streams it (None: no offload store)."""
+        store = self.offload
+        if store is None:
+            return None
+        return lambda tool, args: store.open_stream(session_id, tool, args)
+
+    def offload_result(
+        self,
+        session_id: str,
+        tool_name: str,
+        args_json: str,
+        content: str,
+        *,
+        metadata: dict | None = None,
+    ) -> str:
+        """What the log keeps of a tool result: its offload summary when it was too big."""
+        if self.offload is None:
+            return content
+        offloaded = self.offload.maybe_offload(
+            session_id, tool_name, args_json, content, metadata=metadata
+        )
+        return offloaded.summary if offloaded is not None else content
+
+    # -- internals -----------------------------------------------------------------
+
+    def _count(self, msgs: list[Message]) -> int:
+        if self.token_counter is None:
+            return estimate_tokens(msgs)
+        return self.token_counter.count(msgs)
+
+    def _decide(
+        self,
+        comp: Compactor | None,
+        st: SessionContextState,
+        view: ModelView,
+        recent_tools: Sequence[str],
+        emit: ContextEventSink,
+    ) -> str | None:
+        """None, "threshold" (over the compactor's threshold) or "early" (the smart trigger).
+
+        The fixed threshold always compacts. The smart trigger may compact early,
+        when growth predicts the threshold will be crossed within a few model calls,
+        and its cooldown limits only those early compactions. A compaction that could
+        not get under the threshold (the protected tail alone is too big) is not
+        repeated until the context has grown by another 5 %.
+        """
+        if comp is None:
+            return None
+        plan = comp.plan(view.messages)
+        tokens = estimate_tokens(view.messages)
+        if not self.auto:
+            if plan.would_compact and not st.warned_over_threshold:
+                st.warned_over_threshold = True
+                emit(
+                    Notice(
+                        f"the context is over the compaction threshold ({tokens} tokens); "
+                        "automatic compaction is off: run /compact"
+                    )
+                )
+            return None
+        early = False
+        if self.trigger is not None and comp.threshold_tokens > 0:  # 0: blind to tokens
+            info = st.trigger.info(
+                tokens,
+                recent_tools,
+                max_tokens=self.context_window,
+                threshold_tokens=comp.threshold_tokens,
+            )
+            early = self.trigger.should_compress_dynamic(info)
+        last = st.last_compaction_tokens
+        if (
+            last is not None
+            and tokens <= last * (1 + MIN_COMPACTION_GAIN)
+            and tokens >= plan.threshold
+        ):
+            return None  # compacting again now would fold nothing new
+        if plan.would_compact:
+            return "threshold"
+        return "early" if early else None
+
+    def _compact(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        comp: Compactor,
+        tools: list[ToolDefinition],
+        emit: ContextEventSink,
+        *,
+        force: bool,
+        instructions: str | None = None,
+    ) -> tuple[Compaction | None, ModelView, list[Message]]:
+        """Run the compactor; returns (notice or None, the view, the messages to send).
+
+        Every result that changes the view is stored as a checkpoint, eviction stubs
+        included (ARCHITECTURE decision 7): the view is then a pure function of the log
+        and the latest checkpoint, the same bytes on every request until the next
+        compaction and on ``--resume``. The notice, the checkpoint, ``--dry-run`` and
+        ``/context`` count the same way: the messages sent plus the tool definitions.
+        """
+        emit(CompactionStarted(comp.strategy, estimate_tokens(view.messages)))
+        result = comp.compact(
+            view.messages,
+            force=force,
+            instructions=instructions,
+            on_progress=lambda i, n: emit(CompactionProgress(i, n)),
+        )
+        cp, new_view = self.checkpoint_of(session, system, view, result, tools)
+        before = estimate_tokens(view.messages)
+        after = estimate_tokens(new_view.messages) if cp is not None else before
+        st = self.state(session.session_id)
+        st.last_compaction_tokens = after
+        gained = after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
+        if cp is None or not gained:
+            return None, view, view.messages
+        cp = session.add_checkpoint(cp)
+        notice = Compaction(
+            tokens_before=cp.tokens_before,
+            tokens_after=cp.tokens_after,
+            msgs_before=cp.messages_before,
+            msgs_after=cp.messages_after,
+            strategy=result.strategy,
+            fallback_reason=result.error,
+        )
+        emit(notice)
+        return notice, new_view, new_view.messages
+
+    def checkpoint_of(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        result: CompactionResult,
+        tools: list[ToolDefinition],
+    ) -> tuple[Checkpoint | None, ModelView]:
+        """The checkpoint ``result`` would store and the view it gives (nothing is stored).
+
+        Its figures are the ones the notice, ``sessions show`` and ``--dry-run`` print.
+        """
+        cp = checkpoint_for(
+            view,
+            result,
+            previous=session.latest_checkpoint(),
+            recall_budget=self.recall_budget,
+            state_note=state_note(session),
+        )
+        if cp is None:
+            return None, view
+        new_view = build_view(system, session.get_records(after_id=cp.last_message_id), cp)
+        tool_tokens = estimate_tool_tokens(tools)
+        cp.tokens_before = estimate_tokens(view.messages) + tool_tokens
+        cp.tokens_after = estimate_tokens(new_view.messages) + tool_tokens
+        cp.messages_before = len(view.messages)
+        cp.messages_after = len(new_view.messages)
+        return cp, new_view

@@ -1,0 +1,112 @@
+"""The context policy: one threshold for every strategy, and per-session state it owns."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from history import FakeSummarizer
+from typer.testing import CliRunner
+
+from harness9.cli import app
+from harness9.config import STRATEGIES, ContextOptions, Settings, context_options
+from harness9.context import format_token_count
+from harness9.context.policy import ContextPolicy
+from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
+from harness9.engine import events as ev
+from harness9.engine.setup import build_engine
+from harness9.schema import Message, ToolCall
+from harness9.store.sqlite import open_manager
+
+runner = CliRunner()
+WINDOW = 20_000
+THRESHOLD = 16_000  # compaction.threshold 0.8 (the default) of the window
+
+
+def fill(session, groups: int = 8) -> None:
+    """Tool rounds with large results (so eviction has something to evict), then a chat."""
+    for i in range(groups):
+        call = ToolCall(f"c{i}", "bash", json.dumps({"command": f"cat part{i}.log"}))
+        session.add_messages(
+            [
+                Message("user", f"look at part {i}"),
+                Message("assistant", "", [call]),
+                Message("tool", f"row {i}: " + "r" * 6_000, tool_call_id=call.id),
+                Message("assistant", f"part {i} looks fine"),
+            ]
+        )
+
+
+def pad_to(session, system: Message, tokens: int) -> None:
+    """Adds one user message so that the view's estimate is exactly ``tokens``."""
+    msgs = [system, *session.get_messages()]
+    missing = tokens * BYTES_PER_TOKEN - sum(message_bytes(m) for m in msgs)
+    assert missing > 100, "the session is already too big for this window"
+    session.add_messages([Message("user", "p" * missing)])
+    assert estimate_tokens([system, *session.get_messages()]) == tokens
+
+
+def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.Event]:
+    """Events of the first model call of ``chat``'s engine on a view of ``tokens``."""
+    llm_server.reply_text("**Goal:** g\n**Progress:** p")  # a summary, if one is asked for
+    with open_manager() as manager:
+        session = manager.new_session()
+        fill(session)
+        settings = Settings.from_env(
+            model="openai/test-model", api_base=llm_server.base_url, context_window=WINDOW
+        )
+        engine = build_engine(
+            settings, context_options(strategy=strategy), session, tmp_path, WINDOW
+        )
+        system = engine.system_message()
+        pad_to(session, system, tokens)
+        seen: list[ev.Event] = []
+        engine.policy.prepare(session, system, engine.registry.definitions(), [], emit=seen.append)
+    return [e for e in seen if isinstance(e, ev.CompactionStarted)]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_context_the_trigger_and_dry_run_report_the_same_threshold(strategy, llm_server, tmp_path):
+    common = ["--strategy", strategy, "--context-window", str(WINDOW)]
+    common += ["--model", "openai/test-model", "--api-base", llm_server.base_url]
+    with open_manager() as manager:
+        session = manager.new_session()
+        fill(session)
+        sid = session.session_id
+
+    dry = runner.invoke(app, ["compact", "--dry-run", "--json", "--session", sid, *common])
+    chat = runner.invoke(app, ["chat", "--resume", sid, *common], input="/context\n")
+
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.stdout)["threshold"] == THRESHOLD
+    assert chat.exit_code == 0, chat.output
+    shown = re.search(r"compaction threshold\s+(\S+)", chat.output)
+    assert shown is not None and shown.group(1) == format_token_count(THRESHOLD) == "16K"
+    # The engine chat runs compacts once the view reaches that threshold, not a token before.
+    assert compactions_at(llm_server, strategy, THRESHOLD - 1, tmp_path) == []
+    assert compactions_at(llm_server, strategy, THRESHOLD, tmp_path) != []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_takes_its_threshold_from_the_options(strategy):
+    opts = ContextOptions(strategy=strategy, threshold=0.5)
+    policy = ContextPolicy.from_options(opts, FakeSummarizer(), WINDOW)
+    assert policy.compactor is not None
+    assert policy.threshold_tokens == policy.compactor.threshold_tokens == WINDOW // 2
+
+
+def test_each_session_gets_its_own_state_and_forget_resets_it():
+    policy = ContextPolicy(None, 50_000)
+    a = policy.state("s1")
+    a.trigger.iterations = 4
+    a.trigger.compacted()
+    assert policy.state("s1") is a and policy.state("s2") is not a
+    policy.forget("s1")
+    fresh = policy.state("s1")
+    assert fresh is not a and not fresh.trigger.cooldown.in_cooldown(5)
+
+
+def test_the_cooldown_length_comes_from_the_policy():
+    policy = ContextPolicy(None, 50_000, cooldown_iterations=7)
+    assert policy.state("s1").trigger.cooldown.cooldown_iterations == 7
