@@ -58,6 +58,7 @@ __all__ = [
 
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
+MIN_GAIN = 0.05  # stubbing that saves less than this share is not worth a cache break
 DEFAULT_TARGET = 0.5
 # Shares of the window for the summary's "Preserved facts" and the recall index: small
 # enough that the recent tail keeps most of the target, large enough for ~100 lines each
@@ -197,12 +198,17 @@ class HybridCompactor:
             return nothing, list(msgs)
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
-        if not force and after_stub <= self.target_tokens and after_stub < before:
+        # Stubbing is enough when it lands under the target (forced or not: a forced
+        # compaction, e.g. the trigger's early one, should still be the cheap kind).
+        if after_stub <= self.target_tokens and after_stub < before * (1 - MIN_GAIN):
             return CompactionPlan(
                 True, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
             ), stubbed
-        # Forced (/compact, `harness9 compact --force`): fold all but the protected tail.
-        cut = find_cut(stubbed, self.min_tail_messages) if force else self._cut(stubbed)
+        cut = self._cut(stubbed)
+        if cut <= 1 and force:
+            # Forced (/compact) with everything under the target: fold all but the
+            # protected tail, as asked.
+            cut = find_cut(stubbed, self.min_tail_messages)
         if cut <= 1:  # nothing old enough to fold: stubbing is all there is
             return CompactionPlan(
                 after_stub < before, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
