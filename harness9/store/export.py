@@ -35,6 +35,7 @@ from harness9.store.session import (
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    encode_rewrites,
 )
 from harness9.store.sqlite import Manager, is_session_id
 
@@ -112,6 +113,9 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
                 "messages_before": cp.messages_before,
                 "messages_after": cp.messages_after,
                 "created_at": cp.created_at,
+                "recall_index": cp.recall_index,
+                "rewrites": {str(k): v for k, v in sorted(cp.rewrites.items())},
+                "state_note": cp.state_note,
             }
             for cp in snap.checkpoints
         ],
@@ -139,6 +143,17 @@ def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: st
     if not ok:
         raise ImportFormatError(f"{where}.{key} has the wrong type ({type(value).__name__})")
     return value
+
+
+def _rewrites(obj: dict[str, Any], where: str) -> dict[int, str]:
+    raw = _get(obj, "rewrites", dict, where) if "rewrites" in obj else {}
+    try:
+        out = {int(k): v for k, v in raw.items()}
+    except ValueError:
+        raise ImportFormatError(f"{where}.rewrites has a key that is not a message id") from None
+    if not all(isinstance(v, str) for v in out.values()):
+        raise ImportFormatError(f"{where}.rewrites has a value that is not text")
+    return out
 
 
 def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
@@ -207,8 +222,12 @@ def from_document(doc: object) -> SessionSnapshot:
             messages_after=_get(c, "messages_after", int, where),
             created_at=_get(c, "created_at", float, where),
             id=_get(c, "id", int, where),
+            # Optional: files written before checkpoints carried them have none.
+            recall_index=_get(c, "recall_index", str, where) if "recall_index" in c else "",
+            rewrites=_rewrites(c, where),
+            state_note=_get(c, "state_note", str, where) if "state_note" in c else "",
         )
-        if cp.last_message_id not in message_ids:
+        if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
             )
@@ -310,12 +329,12 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
                 [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
             )
             for cp in snap.checkpoints:
-                conn.execute(
+                cur = conn.execute(
                     _INSERT_CHECKPOINT,
                     (
                         cp.id if keep else None,
                         sid,
-                        new_ids[cp.last_message_id],
+                        new_ids.get(cp.last_message_id, 0),
                         cp.summary,
                         cp.strategy,
                         cp.tokens_before,
@@ -325,6 +344,15 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
                         cp.created_at,
                     ),
                 )
+                if cp.recall_index or cp.rewrites or cp.state_note:
+                    # Stubs follow their messages to new ids. (Handles written inside the
+                    # index and stub texts keep the ids of the file: kept when they are free.)
+                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
+                    conn.execute(
+                        "INSERT INTO compaction_details (compaction_id, recall_index, "
+                        "rewrites, state_note) VALUES (?, ?, ?, ?)",
+                        (cur.lastrowid, cp.recall_index, encode_rewrites(stubs), cp.state_note),
+                    )
     except UnicodeEncodeError:
         raise ImportFormatError("the file holds text that is not valid Unicode") from None
     return sid

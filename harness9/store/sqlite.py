@@ -41,6 +41,8 @@ from harness9.store.session import (
     SessionNotFoundError,
     StoredMessage,
     StoreError,
+    decode_rewrites,
+    encode_rewrites,
 )
 
 BUSY_TIMEOUT_MS = 5000
@@ -812,23 +814,6 @@ class SQLiteSession:
                     (new_id, cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note),
                 )
         return replace(cp, id=int(new_id or 0), created_at=created)
-
-
-def encode_rewrites(rewrites: dict[int, str]) -> str:
-    if not rewrites:
-        return ""
-    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
-
-
-def decode_rewrites(text: str) -> dict[int, str]:
-    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
-    if not text:
-        return {}
-    try:
-        raw = json.loads(text)
-        return {int(k): str(v) for k, v in raw.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
 
 
 def _checkpoint(row: tuple) -> Checkpoint:
