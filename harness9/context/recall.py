@@ -53,6 +53,7 @@ _RECALL_INTRO = (
 _OVERFLOW_RE = re.compile(r"^… and (\d+) earlier tool results not listed")
 _HANDLE_RE = re.compile(r"^msg_([1-9][0-9]{0,17})$")
 _OFFLOAD_ID_RE = re.compile(re.escape(OFFLOAD_MARKER) + r"(ofl_[0-9a-f]{12})\]")
+_STUB_OFFLOAD_RE = re.compile(r'offload_recall\(id="(ofl_[0-9a-f]{12})"\)')
 _TOKENS_RE = re.compile(r"(\d+) tokens (?:offloaded|evicted|stubbed)")
 _KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id")
 _KEY_CHARS = 80
@@ -97,10 +98,10 @@ class IndexEntry:
 
 def _handle_and_size(content: str, message_id: int | None) -> tuple[str | None, int]:
     """Where a result's full text lives, and its size in tokens."""
-    m = _OFFLOAD_ID_RE.match(content)
+    m = _OFFLOAD_ID_RE.match(content) or _STUB_OFFLOAD_RE.search(content[:400])
     sized = _TOKENS_RE.search(content[:300])
     tokens = int(sized.group(1)) if sized else len(content.encode()) // BYTES_PER_TOKEN
-    if m is not None:  # an offloaded output (or an eviction stub that wrote one)
+    if m is not None:  # an offloaded output (or a stub of one): the full text is on disk
         return m.group(1), tokens
     if message_id is None:
         return None, tokens
