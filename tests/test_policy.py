@@ -11,8 +11,14 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import STRATEGIES, ContextOptions, Settings, context_options
-from harness9.context import format_token_count
-from harness9.context.policy import ContextPolicy
+from harness9.context import (
+    Compactor,
+    SelectiveCompressor,
+    SpanSummarizer,
+    TopicDetector,
+    format_token_count,
+)
+from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
@@ -110,3 +116,30 @@ def test_each_session_gets_its_own_state_and_forget_resets_it():
 def test_the_cooldown_length_comes_from_the_policy():
     policy = ContextPolicy(None, 50_000, cooldown_iterations=7)
     assert policy.state("s1").trigger.cooldown.cooldown_iterations == 7
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_fills_in_the_compactor_seam(strategy):
+    comp = build_compactor(strategy, FakeSummarizer(), 10_000, threshold_tokens=8_000)
+    msgs = [Message("system", "s")]
+    for i in range(12):
+        call = ToolCall(f"c{i}", "bash", "{}")
+        msgs += [
+            Message("assistant", "", [call]),
+            Message("tool", "x" * 4_000, tool_call_id=f"c{i}"),
+        ]
+
+    plan = comp.plan(msgs, force=True)
+    result = comp.compact(
+        msgs, force=True, instructions="keep paths", on_progress=lambda i, n: None
+    )
+
+    assert isinstance(comp, Compactor) and comp.threshold_tokens == 8_000
+    assert plan.threshold == result.plan.threshold == 8_000
+    assert plan.would_compact and estimate_tokens(result.messages) < estimate_tokens(msgs)
+
+
+def test_topic_isolation_summarises_with_a_span_summariser_not_a_compactor():
+    topics = SelectiveCompressor(TopicDetector(), FakeSummarizer(), summarizer_window=4_000)
+    assert isinstance(topics, Compactor) and topics.threshold_tokens == 0
+    assert isinstance(topics.span, SpanSummarizer) and topics.span.window == 4_000

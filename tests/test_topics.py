@@ -1,8 +1,8 @@
 import pytest
 
+from harness9.config import ContextOptions
 from harness9.context.topics import (
     SelectiveCompressor,
-    TopicConfig,
     TopicDetector,
     cosine,
     terms,
@@ -86,7 +86,9 @@ def test_contentless_messages_do_not_start_a_topic():
 def test_defaults_follow_the_seed_and_isolation_is_off():
     d = TopicDetector()
     assert (d.cosine_threshold, d.min_segment_size) == (0.3, 3)
-    assert TopicConfig() == TopicConfig(False, 3, 0.3)
+    opts = ContextOptions()
+    assert opts.enable_topic_isolation is False
+    assert (opts.topic_similarity_threshold, opts.topic_min_segment_size) == (0.3, 3)
 
 
 class ScriptedSummarizer:

@@ -130,7 +130,9 @@ def compact(
             return
 
         if opts.strategy in ("hybrid", "summarize"):
-            engine.provider.check_credentials()
+            from harness9.provider import LLMProvider
+
+            LLMProvider(settings.model, settings.api_base).check_credentials()
         from harness9.engine import events as ev
 
         status = err.status("compacting…", spinner="dots") if sys.stderr.isatty() else None

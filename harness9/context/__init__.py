@@ -1,7 +1,8 @@
 """What the model is shown: pure functions of the stored log, plus the offload files.
 
 Token arithmetic, repair, compactors, the span summariser, fingerprints, eviction,
-triggers, topics, offload, the model view and the ContextPolicy that owns them. Never imports the engine, the UI or litellm.
+triggers, topics, offload, the model view, and the ContextPolicy that puts them
+together for the engine. Never imports the engine, the UI or litellm.
 """
 
 from harness9.context.compaction import (
@@ -66,7 +67,6 @@ from harness9.context.tokens import (
 )
 from harness9.context.topics import (
     SelectiveCompressor,
-    TopicConfig,
     TopicDetector,
     TopicSegment,
 )
@@ -119,7 +119,6 @@ __all__ = [
     "TokenBudgetCompactor",
     "TokenGrowthTracker",
     "ToolCallPattern",
-    "TopicConfig",
     "TopicDetector",
     "TopicSegment",
     "TriggerInfo",

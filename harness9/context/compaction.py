@@ -1,4 +1,4 @@
-"""Truncating compactors (seed §6.2, §6.3) and the rules every compactor shares.
+"""The Compactor seam, the truncating compactors (seed §6.2, §6.3) and the rules all share.
 
 Shared rules:
 - the input's first message must be the system message, otherwise the input

@@ -42,15 +42,6 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(slots=True)
-class TopicConfig:
-    """The seed's settings; the engine enables the detector only when asked."""
-
-    enable_topic_isolation: bool = False
-    topic_min_segment_size: int = 3
-    topic_similarity_threshold: float = 0.3
-
-
-@dataclass(slots=True)
 class TopicSegment:
     id: str
     start_idx: int  # index into the messages passed to detect()

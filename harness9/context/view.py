@@ -3,8 +3,8 @@
 The message log is append-only; a compaction is recorded as a checkpoint
 (ARCHITECTURE decision 1). The view is ``[system] + [summary of the latest
 checkpoint, if it has one] + messages after it``, so a resumed session sees
-exactly what the live one saw. The repair is not applied here: the engine
-repairs the messages it sends.
+exactly what the live one saw. The repair is not applied here: the context
+policy repairs the messages of each request.
 """
 
 from __future__ import annotations

@@ -90,7 +90,9 @@ class Session(Protocol):
         """All messages oldest first (limit=0), or the newest ``limit`` oldest first."""
         ...
 
-    def add_messages(self, msgs: list[Message]) -> None: ...
+    def add_messages(self, msgs: list[Message]) -> list[int]:
+        """Append ``msgs``; their new ids, in order."""
+        ...
 
     def pop_message(self) -> Message | None:
         """Delete and return the newest message; None when there is none."""
