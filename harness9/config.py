@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,7 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
         raise ConfigError(f"{target} is not valid TOML: {exc}") from None
 
 
-def retention_days(cfg: dict[str, Any], source: Path | None = None) -> int:
+def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
     """``retention_days`` from a loaded config: 0 (the default) means keep everything.
 
     A bad value is a ConfigError naming the key and ``source`` (default: the config file).

@@ -310,7 +310,8 @@ def main() -> None:
         env.pop("FORCE_COLOR", None)
         py = sys.executable
         base = process_median([py, "-c", "pass"], env, args.runs)
-        # The floor any Typer command pays (harness9.cli.fastparams keeps pydantic out).
+        # The floor any Typer command pays before parsing. A command with a non-flag option
+        # (sessions list has --limit) also pays Typer's pydantic import for coercing it.
         floor = process_median([py, "-c", "import typer"], env, args.runs)
         listing = process_median([py, "-m", "harness9", "sessions", "list"], env, args.runs)
         as_json = process_median(

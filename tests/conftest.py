@@ -20,11 +20,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # litellm fetches a price map over the network at import unless told not to.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
+# Provider variables a developer's shell may hold; every HARNESS9_* and LLM_* one goes too.
 _MODEL_ENV = (
-    "LLM_MODEL",
-    "LLM_API_BASE",
-    "HARNESS9_CONTEXT_WINDOW",
-    "HARNESS9_DEBUG",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_API_BASE",
@@ -35,9 +32,10 @@ _MODEL_ENV = (
 @pytest.fixture(autouse=True)
 def harness9_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "h9home"
+    for name in list(os.environ):
+        if name.startswith(("HARNESS9_", "LLM_")) or name in _MODEL_ENV:
+            monkeypatch.delenv(name)
     monkeypatch.setenv("HARNESS9_HOME", str(home))
-    for name in _MODEL_ENV:
-        monkeypatch.delenv(name, raising=False)
     return home
 
 

@@ -1,6 +1,6 @@
 """Builders for test histories and a deterministic in-process summariser.
 
-``FakeSummarizer`` is a plain implementation of the Summarizer protocol (the
+``ScriptedSummarizer`` is a plain implementation of the Summarizer protocol (the
 same shape every provider has), not a mock of litellm: it records what it was
 asked and answers from a rule, and it refuses prompts larger than its window,
 as a real model would.
@@ -37,8 +37,10 @@ class ContextWindowExceeded(Exception):
     pass
 
 
-class FakeSummarizer:
-    """Answers ``reply(prompt_text, call_number)``; records every call."""
+class ScriptedSummarizer:
+    """The one scripted summariser of the tests: answers ``reply`` (a string, or
+    ``reply(prompt_text, call_number)``), raises ``error`` when given one, and records
+    every call."""
 
     def __init__(
         self,
@@ -50,6 +52,7 @@ class FakeSummarizer:
         self.reply = reply
         self.window = window
         self.error = error
+        self.calls: list[list[Message]] = []  # every request, as sent
         self.prompts: list[str] = []
         self.tools_seen: list[list[ToolDefinition]] = []
         self.sizes: list[int] = []
@@ -57,6 +60,7 @@ class FakeSummarizer:
     def generate(
         self, messages: list[Message], tools: list[ToolDefinition]
     ) -> tuple[Message, Usage | None]:
+        self.calls.append(list(messages))
         size = estimate_tokens(messages)
         self.sizes.append(size)
         self.tools_seen.append(tools)

@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from harness9.cli import app
+from harness9.cli.env import Environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def piped(stdin: str = "", **fields: Any) -> Environment:
+    """An environment of in-memory pipes (no terminal): what cron or ``| harness9`` gives.
+    ``fields`` override the rest, e.g. ``sleep=waits.append`` to record retry backoff."""
+    return Environment(
+        stdin=io.StringIO(stdin), stdout=io.StringIO(), stderr=io.StringIO(), **fields
+    )
+
+
+def terminal(stdin: str = "", *, columns: int = 100) -> Environment:
+    """An environment whose three streams are terminals (in memory): what a person at a
+    keyboard gives a command. Pass it as ``runner.invoke(app, argv, obj=terminal(...))``
+    and read ``env.stdout.getvalue()`` / ``env.stderr.getvalue()``."""
+    return Environment(
+        stdin=io.StringIO(stdin),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+        stdin_isatty=True,
+        stdout_isatty=True,
+        stderr_isatty=True,
+        columns=columns,
+    )
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -37,3 +67,27 @@ def run_cli(
         env=cli_env(**(env or {})),
         cwd=cwd,
     )
+
+
+# -- the in-process entry point: the same app `harness9` runs, through Typer's CliRunner ----
+
+runner = CliRunner()
+
+
+def cli(*args: str, input: str | None = None, obj: Environment | None = None) -> Result:
+    """``harness9 <args>`` in-process; ``obj`` injects an Environment (see piped/terminal)."""
+    return runner.invoke(app, list(args), input=input, obj=obj)
+
+
+def chat(
+    server: Any,
+    stdin: str,
+    *args: str,
+    workdir: Path | None = None,
+    obj: Environment | None = None,
+) -> Result:
+    """``harness9 chat`` against the scripted server, fed ``stdin`` (one turn a line)."""
+    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, *args]
+    if workdir is not None:
+        argv += ["--workdir", str(workdir)]
+    return cli(*argv, input=stdin, obj=obj)

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import time
 
-from typer.testing import CliRunner
+from support import chat, runner
 
 from harness9.cli import app
 from harness9.config import ContextOptions, db_path, harness9_home, tool_results_dir
@@ -18,13 +18,6 @@ from harness9.provider import LLMProvider
 from harness9.schema import Message
 from harness9.store import Manager
 from harness9.tools import default_registry
-
-runner = CliRunner()
-
-
-def chat(server, stdin: str, *args: str):
-    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, *args]
-    return runner.invoke(app, argv, input=stdin)
 
 
 def is_summary_request(body) -> bool:

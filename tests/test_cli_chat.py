@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from support import run_cli
-from typer.testing import CliRunner
+from support import chat, run_cli, runner
 
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.context import is_valid_tool_sequence
 from harness9.store import Manager
-
-runner = CliRunner()
-
-
-def chat(server, stdin: str, *args: str, workdir: Path | None = None):
-    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, *args]
-    if workdir is not None:
-        argv += ["--workdir", str(workdir)]
-    return runner.invoke(app, argv, input=stdin)
 
 
 def stored_sessions() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -126,6 +126,21 @@ def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
     assert cp.summary == "**Goal:** answer forty questions"
 
 
+def test_compact_summarises_with_the_summary_model_when_given_one(llm_server):
+    make_session()
+    llm_server.respond_with(lambda body: f"summary by {body['model']}")
+
+    result = runner.invoke(
+        app,
+        ["compact", "--json", "--context-window", "4000", "--model", "openai/chat-model"]
+        + ["--summary-model", "openai/cheap-model", "--api-base", llm_server.base_url]
+        + ["--timeout", "30"],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert {r["model"] for r in llm_server.requests} == {"cheap-model"}
+
+
 def test_compact_under_the_threshold_does_nothing_without_force():
     make_session(pairs=2)
 

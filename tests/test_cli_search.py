@@ -7,20 +7,12 @@ from pathlib import Path
 
 from freezegun import freeze_time
 from rich.console import Console
-from support import run_cli
-from typer.testing import CliRunner
+from support import cli, run_cli
 
-from harness9.cli import app
 from harness9.schema import Message
 from harness9.store import open_manager
 from harness9.store.search import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SearchHit
 from harness9.ui.search_view import render_hits
-
-runner = CliRunner()
-
-
-def cli(*args: str):
-    return runner.invoke(app, list(args))
 
 
 def make_session(*texts: str) -> str:

@@ -9,18 +9,11 @@ from pathlib import Path
 import pytest
 import typer
 from freezegun import freeze_time
-from support import run_cli
-from typer.testing import CliRunner
+from support import cli, run_cli, runner, terminal
 
 from harness9.cli import app
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
-
-runner = CliRunner()
-
-
-def cli(*args: str, input: str | None = None):
-    return runner.invoke(app, list(args), input=input)
 
 
 def make_session(*msgs: Message) -> str:
@@ -304,26 +297,30 @@ def test_delete_without_a_terminal_or_yes_refuses():
     assert stored_ids() == {sid}
 
 
-@pytest.fixture
-def tty(monkeypatch: pytest.MonkeyPatch) -> None:
-    # CliRunner's stdin is never a terminal; this is the one seam that says it is.
-    monkeypatch.setattr("harness9.cli.sessions._stdin_is_interactive", lambda: True)
-
-
-def test_delete_on_a_terminal_asks_and_deletes_on_yes(tty):
+def test_delete_on_a_terminal_asks_and_deletes_on_yes():
     sid = make_session(Message("user", "a"))
-    result = cli("sessions", "delete", sid, input="y\n")
+    env = terminal("y\n")
+    result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
     assert result.exit_code == 0
-    assert "Delete 1 session? [y/N]" in result.stdout
+    assert "Delete 1 session? [y/N]: " in env.stdout.getvalue()
+    assert "Deleted 1 session." in env.stdout.getvalue()
     assert stored_ids() == set()
 
 
-def test_delete_on_a_terminal_keeps_everything_on_no(tty):
+def test_delete_on_a_terminal_keeps_everything_on_no():
     sid = make_session(Message("user", "a"))
-    result = cli("sessions", "delete", sid, input="n\n")
+    env = terminal("n\n")
+    result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
     assert result.exit_code == 1
-    assert result.stderr == "harness9: nothing deleted\n"
+    assert env.stderr.getvalue() == "harness9: nothing deleted\n"
     assert stored_ids() == {sid}
+
+
+def test_delete_on_a_terminal_treats_end_of_input_as_no():
+    sid = make_session(Message("user", "a"))
+    env = terminal("")
+    result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
+    assert result.exit_code == 1 and stored_ids() == {sid}
 
 
 def old_and_new_sessions(clock) -> tuple[str, str]:

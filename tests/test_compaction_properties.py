@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 
-from history import SYSTEM, FakeSummarizer, asst, call, result, user
+from history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -150,7 +150,7 @@ def test_sliding_window_invariants(msgs, max_messages, force):
 @given(histories, st.integers(1, 3000), st.integers(0, 8), st.booleans(), st.booleans())
 def test_summarization_invariants(msgs, max_tokens, min_tail, force, fails):
     snapshot = copy.deepcopy(msgs)
-    fake = FakeSummarizer("**Goal:** g.", error=RuntimeError("down") if fails else None)
+    fake = ScriptedSummarizer("**Goal:** g.", error=RuntimeError("down") if fails else None)
     compactor = SummarizationCompactor(fake, max_tokens, min_tail_messages=min_tail)
     res = compactor.compact(msgs, force=force)
     assert msgs == snapshot
@@ -166,7 +166,7 @@ def test_summarization_invariants(msgs, max_tokens, min_tail, force, fails):
 @given(histories, st.integers(0, 8))
 def test_chunked_summarization_stays_within_the_summariser_window(msgs, min_tail):
     window = 1200
-    fake = FakeSummarizer(lambda p, n: f"**Goal:** part {n}.", window=window * 60 // 100)
+    fake = ScriptedSummarizer(lambda p, n: f"**Goal:** part {n}.", window=window * 60 // 100)
     compactor = SummarizationCompactor(
         fake, 50, min_tail_messages=min_tail, summarizer_window=window
     )

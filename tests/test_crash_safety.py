@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from support import cli_env
 from typer.testing import CliRunner
@@ -19,10 +21,36 @@ from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 
 
+def wait_until(condition: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert proc.poll() is None, "harness9 chat exited before the state was reached"
+        assert time.monotonic() < deadline, "timed out waiting for harness9 chat"
+        time.sleep(0.02)
+
+
+def assistant_rows(db: Path) -> int:
+    """Committed assistant messages, read without creating or migrating anything."""
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        (n,) = conn.execute("SELECT count(*) FROM messages WHERE role = 'assistant'").fetchone()
+        return n
+    except sqlite3.OperationalError:  # the schema is not created yet
+        return 0
+    finally:
+        conn.close()
+
+
 def test_kill_9_while_a_tool_runs_keeps_the_call_and_resume_sends_a_valid_sequence(
     llm_server, harness9_home, tmp_path
 ):
-    call = ("call_slow", "bash", json.dumps({"command": "sleep 3; echo late"}))
+    marker = tmp_path / "tool-started"
+    release = tmp_path / "release"
+    # Runs until the test lets it go, so the kill lands while it runs, however slow the machine.
+    command = f"touch {marker.name}; while [ ! -e {release.name} ]; do sleep 0.05; done; echo late"
+    call = ("call_slow", "bash", json.dumps({"command": command}))
     llm_server.reply_tool_calls([call], content="running it")
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness9", "chat", "--model", "openai/t", "--yes"]
@@ -35,12 +63,12 @@ def test_kill_9_while_a_tool_runs_keeps_the_call_and_resume_sends_a_valid_sequen
     )
     proc.stdin.write("run the slow thing\n")
     proc.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not llm_server.requests and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # the reply is saved and `sleep 3` is running
+    # Kill only once the state under test exists: the assistant's tool call is committed
+    # and the bash command is running (it has written its marker file).
+    wait_until(lambda: assistant_rows(db_path()) >= 1 and marker.exists(), proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    release.touch()  # the orphaned command exits and lets go of the stderr pipe
     proc.stdin.close()
     assert "Traceback" not in proc.stderr.read()
     proc.stderr.close()

@@ -9,18 +9,10 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
-from support import run_cli
-from typer.testing import CliRunner
+from support import cli, run_cli
 
-from harness9.cli import app
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
-
-runner = CliRunner()
-
-
-def cli(*args: str, input: str | None = None):
-    return runner.invoke(app, list(args), input=input)
 
 
 def full_session() -> str:

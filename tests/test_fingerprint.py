@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from history import ScriptedSummarizer
 
 from harness9.context.fingerprint import (
     PRESERVED_HEADING,
@@ -15,7 +16,7 @@ from harness9.context.fingerprint import (
     structured_summary,
     validate_markers,
 )
-from harness9.schema import SUMMARY_PREFIX, Message, ToolCall, Usage
+from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
 
 MODELS_PY = "class User:\n    pass\n\ndef create_all(engine):\n    pass\n"
 TRACEBACK = (
@@ -132,18 +133,6 @@ def test_repair_leaves_complete_summary_unchanged_and_is_idempotent():
     once = repair_summary("short", fp)
     assert repair_summary(once, fp) == once
     assert validate_markers(once, fp) == []
-
-
-class ScriptedSummarizer:
-    """Deterministic stand-in for the model: records what it was sent, returns a fixed reply."""
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-        self.calls: list[list[Message]] = []
-
-    def generate(self, messages, tools):
-        self.calls.append(list(messages))
-        return Message("assistant", self.reply), Usage(10, 5)
 
 
 def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_markers():

@@ -54,3 +54,20 @@ def test_the_mixed_memory_package_is_gone():
     assert not (PACKAGE / "memory").exists()
     assert (PACKAGE / "store" / "sqlite.py").exists()
     assert (PACKAGE / "context" / "compaction.py").exists()
+
+
+def test_no_module_imports_another_projects_private_names():
+    private = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in imported_modules(path)
+        if not name.startswith("harness9")
+        and any(part.startswith("_") and part != "__future__" for part in name.split("."))
+    }
+    assert private == set()
+
+
+def test_a_private_import_would_be_caught(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typer._coercion import RuntimeParam\n", encoding="utf-8")
+    assert "typer._coercion" in imported_modules(probe)

@@ -203,6 +203,41 @@ def test_clean_session_removes_its_directory_only(store):
         store.recall(SID, a.id)
 
 
+def test_clean_session_unlinks_a_symlinked_directory_without_following_it(store, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine")
+    store.store_dir.mkdir(parents=True)
+    (store.store_dir / SID).symlink_to(outside)
+    store.clean_session(SID)
+    assert (outside / "precious.txt").read_text() == "mine"
+    assert not (store.store_dir / SID).is_symlink()
+
+
+@pytest.mark.parametrize("bad_session", ["..", "../escape", "a/b", ""])
+def test_clean_session_of_an_id_that_names_no_directory_touches_nothing(
+    store, tmp_path, bad_session
+):
+    store.store_dir.mkdir(parents=True)
+    (store.store_dir.parent / "keep.txt").write_text("x")
+    store.clean_session(bad_session)
+    assert store.store_dir.is_dir() and (store.store_dir.parent / "keep.txt").exists()
+
+
+def test_deleting_a_stored_session_removes_its_offloads_through_the_store_hook(store):
+    from harness9.config import db_path
+    from harness9.context.offload import remove_session_offloads
+    from harness9.store import Manager
+
+    with Manager(db_path(), on_session_deleted=remove_session_offloads) as m:
+        gone, kept = m.new_session().session_id, m.new_session().session_id
+        for sid in (gone, kept):
+            store.maybe_offload(sid, "bash", "{}", "z" * 20000)
+        m.delete_session(gone)
+    assert not (store.store_dir / gone).exists()
+    assert (store.store_dir / kept).is_dir()
+
+
 @freeze_time("2024-06-10 12:00:00", tz_offset=0)
 def test_clean_stale_removes_session_dirs_older_than_seven_days(store):
     old = store.maybe_offload("old_session", "bash", "{}", "o" * 20000).file_path.parent

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from history import FakeSummarizer
+from history import ScriptedSummarizer
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -97,7 +97,7 @@ def test_context_the_trigger_and_dry_run_report_the_same_threshold(strategy, llm
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_takes_its_threshold_from_the_options(strategy):
     opts = ContextOptions(strategy=strategy, threshold=0.5)
-    policy = ContextPolicy.from_options(opts, FakeSummarizer(), WINDOW)
+    policy = ContextPolicy.from_options(opts, ScriptedSummarizer(), WINDOW)
     assert policy.compactor is not None
     assert policy.threshold_tokens == policy.compactor.threshold_tokens == WINDOW // 2
 
@@ -120,7 +120,7 @@ def test_the_cooldown_length_comes_from_the_policy():
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_fills_in_the_compactor_seam(strategy):
-    comp = build_compactor(strategy, FakeSummarizer(), 10_000, threshold_tokens=8_000)
+    comp = build_compactor(strategy, ScriptedSummarizer(), 10_000, threshold_tokens=8_000)
     msgs = [Message("system", "s")]
     for i in range(12):
         call = ToolCall(f"c{i}", "bash", "{}")
@@ -140,6 +140,6 @@ def test_every_strategy_fills_in_the_compactor_seam(strategy):
 
 
 def test_topic_isolation_summarises_with_a_span_summariser_not_a_compactor():
-    topics = SelectiveCompressor(TopicDetector(), FakeSummarizer(), summarizer_window=4_000)
+    topics = SelectiveCompressor(TopicDetector(), ScriptedSummarizer(), summarizer_window=4_000)
     assert isinstance(topics, Compactor) and topics.threshold_tokens == 0
     assert isinstance(topics.span, SpanSummarizer) and topics.span.window == 4_000

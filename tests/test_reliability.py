@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+import support
+from support import piped
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.cli.env import Environment
 from harness9.config import db_path
 from harness9.context import is_valid_tool_sequence
 from harness9.context.policy import ContextPolicy
@@ -48,9 +51,8 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def chat(server, stdin: str, *args: str):
-    argv = ["chat", "--model", "openai/test-model", "--api-base", server.base_url, "--yes", *args]
-    return runner.invoke(app, argv, input=stdin)
+def chat(server, stdin: str, *args: str, obj: Environment | None = None):
+    return support.chat(server, stdin, "--yes", *args, obj=obj)
 
 
 def stored(session_id: str | None = None) -> list[Message]:
@@ -235,15 +237,19 @@ def test_a_model_that_never_answers_times_out_retries_and_ends_the_turn_cleanly(
 
 
 def test_the_timeout_flag_reaches_the_model_call(llm_server):
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
-    llm_server.reply_delay(4)
+    for _ in range(4):  # the first call and three retries
+        llm_server.reply_delay(4)
+    waits: list[float] = []
+    env = piped("hi\n", sleep=waits.append)
 
-    result = chat(llm_server, "hi\n", "--timeout", "1")
+    result = chat(llm_server, "", "--timeout", "1", obj=env)
 
     assert result.exit_code == 1
-    assert "error: openai/test-model did not answer within 1s" in result.stderr
+    assert "error: openai/test-model did not answer within 1s" in env.stderr.getvalue()
+    # Exponential backoff between the attempts (plus up to 10 % jitter), waited out by env.sleep.
+    assert len(waits) == 3
+    for wait, base in zip(waits, (1, 2, 4), strict=True):
+        assert base <= wait <= base * 1.1
 
 
 def test_a_5xx_burst_longer_than_the_retries_ends_the_turn_and_the_next_one_works(llm_server):
@@ -273,8 +279,20 @@ def test_escape_sequences_from_the_model_and_tools_are_printed_inert(llm_server)
 
     for out in (result.stdout, result.stderr, shown.stdout):
         assert "\x1b" not in out and "\x07" not in out
-    assert "A␛]0;pwned\ufffdB␛[2JC" in result.stdout
+    # The live stream and `sessions show` escape alike: one inert() for every path.
+    assert "A\\x1b]0;pwned\\x07B\\x1b[2JC" in result.stdout
     assert "A\\x1b]0;pwned\\x07B\\x1b[2JC" in shown.stdout
+
+
+def test_a_bidi_override_in_streamed_model_text_is_shown_escaped(llm_server):
+    # U+202E would show "txt.exe" reversed as "exe.txt"; U+2066 opens an isolate.
+    llm_server.reply_text("open invoice\u202etxt.exe now\u2066!")
+
+    result = chat(llm_server, "hi\n")
+
+    assert result.exit_code == 0
+    assert "\u202e" not in result.stdout and "\u2066" not in result.stdout
+    assert "open invoice\\u202etxt.exe now\\u2066!" in result.stdout
 
 
 def test_the_api_key_reaches_neither_tool_output_nor_the_database(llm_server, monkeypatch):

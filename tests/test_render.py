@@ -9,7 +9,8 @@ from rich.console import Console
 from harness9.schema import Message, ToolCall
 from harness9.store import SessionInfo, StoredMessage
 from harness9.ui.listing import session_lines
-from harness9.ui.render import inert, render_message
+from harness9.ui.render import render_message
+from harness9.ui.text import inert
 
 SID = "0b6c7a2e-0000-4000-8000-000000000001"
 

@@ -129,14 +129,14 @@ def test_keep_spares_the_session_about_to_be_resumed(tmp_path: Path):
         assert [i.id for i in m.list_sessions()] == [resumed]
 
 
-def test_retention_removes_the_sessions_tool_results(tmp_path: Path):
-    results = tmp_path / "results"
-    with Manager(tmp_path / "s.db", tool_results_dir=results) as m:
+def test_retention_reports_each_removed_session_to_the_deletion_hook(tmp_path: Path):
+    seen: list[str] = []
+    with Manager(tmp_path / "s.db", on_session_deleted=seen.append) as m:
         old = session_updated_at(m, NOW - 31 * DAY)
-        (results / old).mkdir(parents=True)
-        (results / old / "r1.txt").write_text("big output")
+        young = session_updated_at(m, NOW - 1 * DAY)
         apply_retention(m, 30, now=NOW)
-    assert not (results / old).exists()
+        assert [i.id for i in m.list_sessions()] == [young]
+    assert seen == [old]
 
 
 @pytest.mark.parametrize("days", [-1, 1.5, True])
@@ -161,7 +161,7 @@ def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
         kept = session_updated_at(m, NOW)
     write_config(harness9_home, "retention_days = 7\n")
     with _at(NOW), open_manager() as m:
-        assert startup_retention(m) == (
+        assert startup_retention(m, load_config_file()) == (
             "Removed 1 session not updated in 7 days (retention_days in config.toml)."
         )
         assert [i.id for i in m.list_sessions()] == [kept]
@@ -170,7 +170,7 @@ def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
 def test_startup_retention_without_a_config_file_deletes_nothing(harness9_home: Path):
     with open_manager() as m:
         session_updated_at(m, NOW - 10_000 * DAY)
-        assert startup_retention(m) is None
+        assert startup_retention(m, load_config_file()) is None
         assert len(m.list_sessions()) == 1
 
 
@@ -180,5 +180,5 @@ def test_startup_retention_with_a_bad_value_deletes_nothing(harness9_home: Path)
     write_config(harness9_home, "retention_days = -3\n")
     with open_manager() as m:
         with pytest.raises(ConfigError, match="retention_days in .*config.toml must be from 0"):
-            startup_retention(m)
+            startup_retention(m, load_config_file())
         assert len(m.list_sessions()) == 1

@@ -33,7 +33,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def manager(db: Path, tmp_path: Path) -> Iterator[Manager]:
-    with Manager(db, tool_results_dir=tmp_path / "tool_results") as m:
+    with Manager(db) as m:
         yield m
 
 
@@ -451,32 +451,28 @@ def test_delete_cascades_to_messages_todos_and_checkpoints(manager: Manager, db:
         manager.open_session(s.session_id)
 
 
-def test_delete_removes_the_sessions_tool_results_directory(manager: Manager, tmp_path: Path):
-    s = manager.new_session()
-    keep = manager.new_session()
-    for sess in (s, keep):
-        d = tmp_path / "tool_results" / sess.session_id
-        d.mkdir(parents=True)
-        (d / "result-1.txt").write_text("big output")
-    manager.delete_session(s.session_id)
-    assert not (tmp_path / "tool_results" / s.session_id).exists()
-    assert (
-        tmp_path / "tool_results" / keep.session_id / "result-1.txt"
-    ).read_text() == "big output"
+def test_deleting_calls_the_hook_with_each_deleted_id_after_the_commit(db: Path):
+    seen: list[tuple[str, bool]] = []
+
+    def hook(sid: str) -> None:  # the row is already gone when the hook runs
+        with raw(db) as conn:
+            row = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone()
+        seen.append((sid, row is None))
+
+    with Manager(db, on_session_deleted=hook) as m:
+        a, b, keep = (m.new_session().session_id for _ in range(3))
+        m.delete_sessions([a, b])
+        assert m.delete_if_empty(keep)
+    assert seen == [(a, True), (b, True), (keep, True)]
 
 
-def test_delete_unlinks_a_symlinked_results_directory_without_following_it(
-    manager: Manager, tmp_path: Path
-):
-    s = manager.new_session()
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "precious.txt").write_text("mine")
-    (tmp_path / "tool_results").mkdir()
-    (tmp_path / "tool_results" / s.session_id).symlink_to(outside)
-    manager.delete_session(s.session_id)
-    assert (outside / "precious.txt").read_text() == "mine"
-    assert not (tmp_path / "tool_results" / s.session_id).is_symlink()
+def test_a_failed_deletion_calls_no_hook(db: Path):
+    seen: list[str] = []
+    with Manager(db, on_session_deleted=seen.append) as m:
+        sid = m.new_session().session_id
+        with pytest.raises(SessionNotFoundError):
+            m.delete_sessions([sid, "0" * 8 + "-0000-4000-8000-" + "0" * 12])
+        assert seen == [] and [i.id for i in m.list_sessions()] == [sid]
 
 
 def test_delete_of_an_unknown_session_raises_not_found(manager: Manager):

@@ -2,7 +2,7 @@
 
 import copy
 
-from history import SYSTEM, FakeSummarizer, asst, call, result, user
+from history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 
 from harness9.context import (
     CompactionPlan,
@@ -28,21 +28,21 @@ def users(n: int, size: int = 400) -> list[Message]:
 
 
 def test_history_within_budget_is_returned_without_calling_the_summariser():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     msgs = [SYSTEM, *users(10)]
     assert SummarizationCompactor(fake, 2000).compact(msgs).messages == msgs
     assert fake.prompts == []
 
 
 def test_history_not_starting_with_the_system_message_is_returned_unchanged():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     msgs = users(20)
     assert SummarizationCompactor(fake, 10).compact(msgs).messages == msgs
     assert fake.prompts == []
 
 
 def test_nothing_to_summarise_when_only_the_min_tail_exists():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     msgs = [SYSTEM, *users(6)]
     res = SummarizationCompactor(fake, 10).compact(msgs)
     assert res.messages == msgs and res.plan.would_compact is False
@@ -50,7 +50,7 @@ def test_nothing_to_summarise_when_only_the_min_tail_exists():
 
 
 def test_head_is_replaced_by_one_summary_message_before_the_tail():
-    fake = FakeSummarizer("**Goal:** ship v1.")
+    fake = ScriptedSummarizer("**Goal:** ship v1.")
     msgs = [SYSTEM, *users(20)]
     res = SummarizationCompactor(fake, 1000).compact(msgs)
     assert res.messages == [
@@ -64,7 +64,7 @@ def test_head_is_replaced_by_one_summary_message_before_the_tail():
 
 
 def test_summariser_is_called_without_tools_and_asked_for_the_five_sections():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     SummarizationCompactor(fake, 1000).compact([SYSTEM, *users(20)])
     assert fake.tools_seen == [[]]
     assert all(section in fake.prompts[0] for section in SECTIONS)
@@ -73,7 +73,7 @@ def test_summariser_is_called_without_tools_and_asked_for_the_five_sections():
 
 
 def test_earlier_summary_at_the_head_is_merged_incrementally():
-    fake = FakeSummarizer("**Goal:** merged.")
+    fake = ScriptedSummarizer("**Goal:** merged.")
     old = Message("user", SUMMARY_PREFIX + "**Goal:** old goal.")
     msgs = [SYSTEM, old, *users(20)]
     res = SummarizationCompactor(fake, 1000).compact(msgs)
@@ -85,7 +85,7 @@ def test_earlier_summary_at_the_head_is_merged_incrementally():
 
 
 def test_summariser_error_falls_back_to_the_token_budget_compactor():
-    fake = FakeSummarizer(error=ConnectionError("provider down"))
+    fake = ScriptedSummarizer(error=ConnectionError("provider down"))
     msgs = [SYSTEM, *users(20)]
     res = SummarizationCompactor(fake, 1000).compact(msgs)
     assert res.messages == TokenBudgetCompactor(1000).compact(msgs).messages
@@ -95,7 +95,7 @@ def test_summariser_error_falls_back_to_the_token_budget_compactor():
 
 
 def test_empty_summary_falls_back_to_the_token_budget_compactor():
-    res = SummarizationCompactor(FakeSummarizer("  \n"), 1000).compact([SYSTEM, *users(20)])
+    res = SummarizationCompactor(ScriptedSummarizer("  \n"), 1000).compact([SYSTEM, *users(20)])
     assert res.strategy == "budget"
     assert res.error == "the summariser returned an empty summary"
 
@@ -114,7 +114,9 @@ def test_custom_fallback_is_used():
 
     msgs = [SYSTEM, *users(20)]
     out = (
-        SummarizationCompactor(FakeSummarizer(error=RuntimeError("x")), 1000, fallback=KeepLast())
+        SummarizationCompactor(
+            ScriptedSummarizer(error=RuntimeError("x")), 1000, fallback=KeepLast()
+        )
         .compact(msgs)
         .messages
     )
@@ -122,13 +124,13 @@ def test_custom_fallback_is_used():
 
 
 def test_for_context_window_sets_budget_and_summariser_window():
-    c = SummarizationCompactor.for_context_window(FakeSummarizer(), 10_000)
+    c = SummarizationCompactor.for_context_window(ScriptedSummarizer(), 10_000)
     assert (c.max_tokens, c.summarizer_window, c.min_tail_messages) == (8000, 10_000, 6)
     assert isinstance(c.fallback, TokenBudgetCompactor) and c.fallback.max_tokens == 8000
 
 
 def test_head_is_rendered_compactly_for_the_summariser():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     big = "y" * 10_000
     msgs = [
         SYSTEM,
@@ -145,7 +147,7 @@ def test_head_is_rendered_compactly_for_the_summariser():
 
 def test_plan_estimates_the_summary_at_the_head_size_capped_at_1500_tokens():
     msgs = [SYSTEM, *users(20)]
-    plan = SummarizationCompactor(FakeSummarizer(), 1000).plan(msgs)
+    plan = SummarizationCompactor(ScriptedSummarizer(), 1000).plan(msgs)
     kept = estimate_tokens([SYSTEM, *msgs[-6:]])
     # The head (14 * 100 tokens) is under the cap; the prefix adds 23 // 4 tokens.
     assert plan.tokens_after == kept + 1400 + 5
@@ -153,7 +155,7 @@ def test_plan_estimates_the_summary_at_the_head_size_capped_at_1500_tokens():
 
 
 def test_forced_compaction_folds_all_but_the_tail_under_the_threshold():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     msgs = [SYSTEM, *users(10)]
     res = SummarizationCompactor(fake, 100_000).compact(msgs, force=True)
     assert res.plan.would_compact and res.plan.cut == 5
@@ -162,7 +164,7 @@ def test_forced_compaction_folds_all_but_the_tail_under_the_threshold():
 
 
 def test_focus_instructions_and_progress_reach_the_summariser():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     seen = []
     SummarizationCompactor(fake, 1000).compact(
         [SYSTEM, *users(20)],
@@ -174,7 +176,7 @@ def test_focus_instructions_and_progress_reach_the_summariser():
 
 
 def test_compaction_keeps_a_results_block_with_its_call():
-    fake = FakeSummarizer()
+    fake = ScriptedSummarizer()
     msgs = [
         SYSTEM,
         *users(10),
@@ -198,14 +200,14 @@ def test_compaction_keeps_a_results_block_with_its_call():
 def test_summarised_tail_drops_a_result_whose_call_was_folded():
     # Type A: an interrupt sits between the call (folded) and its late result (kept).
     msgs = [SYSTEM, *users(10), call("a"), user("stop"), result("a", "late"), asst("ok")]
-    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=2).compact(msgs)
+    res = SummarizationCompactor(ScriptedSummarizer(), 200, min_tail_messages=2).compact(msgs)
     assert res.messages[2:] == [asst("ok")]
 
 
 def test_summarised_tail_stubs_a_call_without_result():
     # Type B: the interrupted call in the tail never got a result.
     msgs = [SYSTEM, *users(10), call("a"), asst("interrupted"), user("again")]
-    res = SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=3).compact(msgs)
+    res = SummarizationCompactor(ScriptedSummarizer(), 200, min_tail_messages=3).compact(msgs)
     assert res.messages[2:] == [
         call("a"),
         Message("tool", TRUNCATED_STUB, tool_call_id="a"),
@@ -225,7 +227,7 @@ def test_compaction_does_not_modify_its_input():
         result("a"),
     ]
     snapshot = copy.deepcopy(msgs)
-    SummarizationCompactor(FakeSummarizer(), 200, min_tail_messages=2).compact(msgs)
+    SummarizationCompactor(ScriptedSummarizer(), 200, min_tail_messages=2).compact(msgs)
     assert msgs == snapshot
 
 
@@ -234,7 +236,7 @@ def test_compaction_does_not_modify_its_input():
 
 def test_three_times_overflowed_session_is_summarised_in_chunks_within_the_window():
     window = 4000
-    fake = FakeSummarizer(lambda prompt, n: f"**Goal:** part summary {n}.", window=window)
+    fake = ScriptedSummarizer(lambda prompt, n: f"**Goal:** part summary {n}.", window=window)
     msgs = [SYSTEM, *users(120)]  # 12,004 tokens: 3x the window
     progress = []
     compactor = SummarizationCompactor.for_context_window(fake, window)
@@ -250,7 +252,7 @@ def test_three_times_overflowed_session_is_summarised_in_chunks_within_the_windo
 
 
 def test_chunks_keep_the_history_in_order_and_complete():
-    fake = FakeSummarizer("**Goal:** s.", window=4000)
+    fake = ScriptedSummarizer("**Goal:** s.", window=4000)
     msgs = [SYSTEM, *users(120)]
     SummarizationCompactor.for_context_window(fake, 4000).compact(msgs)
     seen = [
@@ -265,7 +267,7 @@ def test_chunks_keep_the_history_in_order_and_complete():
 def test_oversized_partial_summaries_are_merged_hierarchically():
     window = 4000
     # Every partial is ~1,000 tokens: they cannot all be merged in one 2,400-token call.
-    fake = FakeSummarizer(lambda prompt, n: f"**Goal:** {n} " + "z" * 4000, window=window)
+    fake = ScriptedSummarizer(lambda prompt, n: f"**Goal:** {n} " + "z" * 4000, window=window)
     msgs = [SYSTEM, *users(120)]
     res = SummarizationCompactor.for_context_window(fake, window).compact(msgs)
     assert res.strategy == "summarize" and res.error is None
@@ -276,7 +278,7 @@ def test_oversized_partial_summaries_are_merged_hierarchically():
 
 def test_huge_previous_summary_is_summarised_as_the_oldest_part():
     window = 4000
-    fake = FakeSummarizer("**Goal:** s.", window=window)
+    fake = ScriptedSummarizer("**Goal:** s.", window=window)
     old = Message("user", SUMMARY_PREFIX + "OLD " + "w" * 20_000)
     res = SummarizationCompactor.for_context_window(fake, window).compact([SYSTEM, old, *users(40)])
     assert res.strategy == "summarize"

@@ -1,4 +1,5 @@
 import pytest
+from history import ScriptedSummarizer
 
 from harness9.config import ContextOptions
 from harness9.context.topics import (
@@ -7,7 +8,7 @@ from harness9.context.topics import (
     cosine,
     terms,
 )
-from harness9.schema import SUMMARY_PREFIX, Message, Usage
+from harness9.schema import SUMMARY_PREFIX, Message
 
 SYS = Message("system", "You are harness9.")
 
@@ -91,22 +92,12 @@ def test_defaults_follow_the_seed_and_isolation_is_off():
     assert (opts.topic_similarity_threshold, opts.topic_min_segment_size) == (0.3, 3)
 
 
-class ScriptedSummarizer:
-    def __init__(self, reply: str = "Progress: users.email migration done") -> None:
-        self.reply = reply
-        self.calls: list[list[Message]] = []
-
-    def generate(self, messages, tools):
-        self.calls.append(list(messages))
-        return Message("assistant", self.reply), Usage(1, 1)
-
-
 def long_db_then_css(n_css: int) -> list[Message]:
     return [SYS, *DB, *DB, *CSS[:n_css]]  # 12 DB messages, then the new topic
 
 
 def test_selective_compressor_folds_finished_topic_when_new_topic_starts():
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: users.email migration done")
     msgs = long_db_then_css(2)
     result = SelectiveCompressor(TopicDetector(), s).compact(msgs)
     assert result.strategy == "topic" and result.plan.cut == 13

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from history import SYSTEM, FakeSummarizer, asst, call, result, user
+from history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 
 from harness9.context import (
     ModelView,
@@ -134,7 +134,7 @@ def test_load_view_asks_only_for_records_after_the_checkpoint():
 def test_checkpoint_covers_the_last_folded_stored_id():
     log = RecordLog(records(*users(20)))
     view = load_view(log, SYSTEM)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact(view.messages)
+    res = SummarizationCompactor(ScriptedSummarizer("**Goal:** g."), 1000).compact(view.messages)
     checkpoint = checkpoint_for(view, res)
     assert checkpoint is not None
     assert checkpoint.last_message_id == 14  # ids 1..14 folded, 15..20 kept
@@ -148,14 +148,14 @@ def test_checkpoint_covers_the_last_folded_stored_id():
 def test_rebuilt_view_after_the_checkpoint_is_what_the_compactor_produced():
     log = RecordLog(records(*users(20)))
     view = load_view(log, SYSTEM)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** g."), 1000).compact(view.messages)
+    res = SummarizationCompactor(ScriptedSummarizer("**Goal:** g."), 1000).compact(view.messages)
     log.add_checkpoint(checkpoint_for(view, res))
     assert load_view(log, SYSTEM).messages == res.messages
 
 
 def test_second_compaction_merges_into_the_first_and_moves_the_checkpoint():
     log = RecordLog(records(*users(20)))
-    fake = FakeSummarizer(lambda prompt, n: f"**Goal:** summary {n}.")
+    fake = ScriptedSummarizer(lambda prompt, n: f"**Goal:** summary {n}.")
     compactor = SummarizationCompactor(fake, 1000)
     view = load_view(log, SYSTEM)
     log.add_checkpoint(checkpoint_for(view, compactor.compact(view.messages)))
@@ -189,7 +189,7 @@ def test_nothing_folded_means_no_checkpoint():
 def test_folding_only_the_old_summary_reuses_the_previous_checkpoint_id():
     previous = cp(7, "x" * 4000)
     view = build_view(SYSTEM, records(*users(6), first_id=8), previous)
-    res = SummarizationCompactor(FakeSummarizer("**Goal:** short."), 900).compact(view.messages)
+    res = SummarizationCompactor(ScriptedSummarizer("**Goal:** short."), 900).compact(view.messages)
     assert res.plan.cut == 2  # only the old summary is in the head
     assert checkpoint_for(view, res, previous).last_message_id == 7
     assert checkpoint_for(view, res) is None

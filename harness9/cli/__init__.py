@@ -13,81 +13,61 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import TYPE_CHECKING
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from harness9 import __version__
+from harness9.cli.env import Environment, environment
 from harness9.errors import ExitCode, HarnessError
 
-if TYPE_CHECKING:
-    import click
+# `-h` is `--help` on every command and group; children inherit context_settings.
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+# What Typer raises for itself (help, usage errors, Exit, Abort): it reports these.
+_FRAMEWORK_EXCEPTIONS = (typer.Exit, typer.Abort, typer.TyperException)
 
 
-def _debug_enabled(ctx: click.Context | None) -> bool:
-    if os.environ.get("HARNESS9_DEBUG"):
-        return True
-    while ctx is not None:
-        if ctx.params.get("debug"):
-            return True
-        ctx = ctx.parent
-    return False
+def _debug_enabled(ctx: typer.Context) -> bool:
+    """``--debug`` (a root option) or ``HARNESS9_DEBUG``: show the traceback."""
+    return bool(os.environ.get("HARNESS9_DEBUG") or ctx.find_root().params.get("debug"))
 
 
-def report_error(message: str) -> None:
+def report_error(ctx: typer.Context, message: str) -> None:
     """One line on stderr, the way every user-caused error is shown."""
-    typer.echo(f"harness9: {message}", err=True)
-
-
-def _framework_exceptions() -> tuple[type[BaseException], ...]:
-    """What Typer/click raise for themselves (help, usage errors, Exit, Abort).
-
-    Typer >= 0.25 vendors click and raises its own classes; older Typer raises
-    click's. click is consulted only if something already imported it: importing
-    it here would cost every command ~30 ms for nothing.
-    """
-    found: list[type[BaseException]] = [typer.Exit, typer.Abort]
-    try:
-        from typer.exceptions import TyperException
-
-        found.append(TyperException)
-    except ImportError:
-        pass
-    click_mod = sys.modules.get("click")
-    if click_mod is not None:
-        exc = click_mod.exceptions
-        found += [exc.Exit, exc.Abort, exc.ClickException]
-    return tuple(found)
+    environment(ctx).echo(f"harness9: {message}", err=True)
 
 
 class HarnessGroup(TyperGroup):
     """Maps exceptions to one stderr line and a named exit code, for every subcommand."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    # Typer's Context class is public (typer.Context) but the base signature names its
+    # vendored parent class, which is not: Any keeps the override compatible.
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except HarnessError as exc:
             if _debug_enabled(ctx):
                 traceback.print_exc()
-            report_error(str(exc))
+            report_error(ctx, str(exc))
             ctx.exit(int(exc.exit_code))
         except KeyboardInterrupt:
-            typer.echo("", err=True)
-            report_error("interrupted")
+            environment(ctx).echo("", err=True)
+            report_error(ctx, "interrupted")
             ctx.exit(int(ExitCode.INTERRUPTED))
         except BrokenPipeError:
             # `harness9 sessions list | head` closing the pipe is not an error.
             sys.stderr.close()
             ctx.exit(int(ExitCode.OK))
         except Exception as exc:  # the per-command error boundary: never a raw traceback
-            if isinstance(exc, _framework_exceptions()):
+            if isinstance(exc, _FRAMEWORK_EXCEPTIONS):
                 raise  # --help, usage errors, typer.Exit: the framework reports these itself
             if _debug_enabled(ctx):
                 traceback.print_exc()
                 ctx.exit(int(ExitCode.ERROR))
             report_error(
-                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+                ctx,
+                f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
             )
             ctx.exit(int(ExitCode.ERROR))
 
@@ -96,7 +76,7 @@ app = typer.Typer(
     name="harness9",
     cls=HarnessGroup,
     no_args_is_help=True,
-    add_completion=False,
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="A terminal agent harness: resumable chat sessions whose context never overflows.",
@@ -111,12 +91,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
+    if not isinstance(ctx.obj, Environment):
+        ctx.obj = Environment.from_process()
 
 
 # Registered after `app` exists; each command lives in its own module, which imports only
@@ -135,8 +118,8 @@ app.add_typer(
 
 
 def main() -> None:
-    from harness9.cli import fastparams
+    """The console script (``harness9``) and ``python -m harness9``: the app, nothing else.
 
-    command = typer.main.get_command(app)
-    fastparams.install(command)  # plain options skip Typer's pydantic import (cron speed)
-    command(prog_name="harness9")
+    Tests run this same app through Typer's CliRunner, so they parse exactly as users do.
+    """
+    app(prog_name="harness9")

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import typer
 
+from harness9.cli import options
+from harness9.cli.env import environment
 from harness9.errors import UsageError
 
 
 def chat(
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="Model to talk to, as litellm names it (env LLM_MODEL; default openai/gpt-4o-mini).",
-    ),
-    api_base: str | None = typer.Option(
-        None,
-        "--api-base",
-        help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env LLM_API_BASE).",
-    ),
-    context_window: int | None = typer.Option(
-        None,
-        "--context-window",
-        min=1,
-        help="Context window in tokens; overrides the model map (env HARNESS9_CONTEXT_WINDOW).",
-    ),
+    ctx: typer.Context,
+    model: options.Model = None,
+    api_base: options.ApiBase = None,
+    context_window: options.ContextWindow = None,
     resume: str | None = typer.Option(
         None,
         "--resume",
@@ -42,31 +27,13 @@ def chat(
     yes: bool = typer.Option(
         False, "--yes", "-y", help="Run shell commands without asking for confirmation."
     ),
-    workdir: Path | None = typer.Option(
-        None,
-        "--workdir",
-        "-C",
-        help="Directory the agent works in; file tools cannot leave it (default: current).",
-    ),
+    workdir: options.Workdir = None,
     no_stream: bool = typer.Option(
         False, "--no-stream", help="Wait for whole replies instead of streaming them."
     ),
-    timeout: int | None = typer.Option(
-        None,
-        "--timeout",
-        min=1,
-        metavar="SECONDS",
-        help="Give up on a model call after this long, then retry (env HARNESS9_TIMEOUT; default 120).",
-    ),
-    strategy: str | None = typer.Option(
-        None,
-        "--strategy",
-        help="Compaction: hybrid (default; alias phase2), summarize, budget, window or evict "
-        "(config: compaction.strategy).",
-    ),
-    summary_model: str | None = typer.Option(
-        None, "--summary-model", help="A cheaper model for summaries (config: compaction.model)."
-    ),
+    timeout: options.Timeout = None,
+    strategy: options.Strategy = None,
+    summary_model: options.SummaryModel = None,
     auto_compact: bool | None = typer.Option(
         None,
         "--auto-compact/--no-auto-compact",
@@ -91,23 +58,18 @@ def chat(
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     work = resolve_workdir(workdir)
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-
-    if timeout is None and os.environ.get("HARNESS9_TIMEOUT"):
-        raw = os.environ["HARNESS9_TIMEOUT"]
-        if not raw.strip().isdigit() or int(raw) < 1:
-            raise UsageError(f"HARNESS9_TIMEOUT must be a whole number of seconds, got {raw!r}")
-        timeout = int(raw)
+    env = environment(ctx)
+    interactive = env.interactive
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
     limits = get_model_limits(settings.model, override=settings.context_window)
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
-    from rich.console import Console
+    out = env.console(soft_wrap=not interactive)
+    err = out if interactive else env.console(err=True, soft_wrap=True)
+    from harness9.context.offload import remove_session_offloads
 
-    out = Console(highlight=False, soft_wrap=not interactive)
-    err = out if interactive else Console(stderr=True, highlight=False, soft_wrap=True)
-    with open_manager() as manager:
+    with open_manager(on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -117,7 +79,7 @@ def chat(
             session = manager.open_session(recent[0].id)
         else:
             session = None
-        note = startup_retention(manager, keep=[session.session_id] if session else [])
+        note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
         if session is None:
@@ -132,7 +94,8 @@ def chat(
             limits.context_tokens,
             stream=not no_stream,
             timeout=float(timeout or 120),
-            confirm=_tty_confirm if interactive else None,
+            sleep=env.sleep,
+            confirm=env.confirm if interactive else None,
             assume_yes=yes,
         )
         if engine.policy.offload is not None:
@@ -140,7 +103,7 @@ def chat(
         reader = (
             readline_reader(str(harness9_home() / "history"))
             if interactive
-            else stdin_reader(sys.stdin)
+            else stdin_reader(env.stdin)
         )
         loop = ChatLoop(
             engine,
@@ -156,11 +119,3 @@ def chat(
         if started_empty and current.session_id == session.session_id:
             manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)
-
-
-def _tty_confirm(question: str) -> bool:
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")

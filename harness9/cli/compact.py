@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
+from harness9.cli import options
+from harness9.cli.env import environment
 from harness9.errors import UsageError
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-# Rows of a dry-run table before the folded span is collapsed to its ends.
-_MAX_ROWS = 40
 
 
 def compact(
+    ctx: typer.Context,
     session: str | None = typer.Option(
         None,
         "--session",
@@ -35,40 +29,16 @@ def compact(
         help="Show what would be folded and what kept; call no model, write nothing.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON object instead of a table."),
-    strategy: str | None = typer.Option(
-        None,
-        "--strategy",
-        help="hybrid (stub old tool results, then summarise; the default; alias phase2), "
-        "summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
-        "evict (replace old low-value tool results); "
-        "default: compaction.strategy in config.toml.",
-    ),
+    strategy: options.Strategy = None,
+    summary_model: options.SummaryModel = None,
     force: bool = typer.Option(
         False, "--force", help="Compact even when the context is under the threshold."
     ),
-    context_window: int | None = typer.Option(
-        None,
-        "--context-window",
-        min=1,
-        help="Context window in tokens (default: the one the session last used in chat, "
-        "then env HARNESS9_CONTEXT_WINDOW).",
-    ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="Model whose window applies and who summarises (default: the one the session "
-        "last used in chat, then env LLM_MODEL).",
-    ),
-    api_base: str | None = typer.Option(
-        None, "--api-base", help="OpenAI-compatible server URL (env LLM_API_BASE)."
-    ),
-    workdir: Path | None = typer.Option(
-        None,
-        "--workdir",
-        "-C",
-        help="Directory whose AGENTS.md the system prompt includes (default: current).",
-    ),
+    context_window: options.ContextWindow = None,
+    model: options.Model = None,
+    api_base: options.ApiBase = None,
+    workdir: options.Workdir = None,
+    timeout: options.Timeout = None,
 ) -> None:
     """Fold old messages of a session into a summary checkpoint, as chat does on overflow.
 
@@ -82,12 +52,11 @@ def compact(
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
-    opts = context_options(strategy=strategy)
+    opts = context_options(strategy=strategy, summary_model=summary_model)
     work = resolve_workdir(workdir)
-    from rich.console import Console
-
-    out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
-    err = Console(stderr=True, highlight=False)
+    env = environment(ctx)
+    out = env.console()
+    err = env.console(err=True, soft_wrap=False)
 
     manager = open_existing_manager()  # a preview must not create a database
     if manager is None:
@@ -108,7 +77,15 @@ def compact(
             context_window = context_window or stored[1] or None
         settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
         limits = get_model_limits(settings.model, override=settings.context_window)
-        engine = build_engine(settings, opts, sess, work, limits.context_tokens)
+        engine = build_engine(
+            settings,
+            opts,
+            sess,
+            work,
+            limits.context_tokens,
+            timeout=float(timeout or 120),
+            sleep=env.sleep,
+        )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
         if dry_run:
@@ -124,9 +101,11 @@ def compact(
                 "threshold": plan.threshold,
             }
             if as_json:
-                print(json.dumps(summary))
+                env.echo(json.dumps(summary))
             else:
-                _render_plan(out, view, plan, summary)
+                from harness9.ui.compaction_plan import render_plan
+
+                render_plan(out, view, plan, summary)
             return
 
         if opts.strategy in ("hybrid", "summarize"):
@@ -135,7 +114,7 @@ def compact(
             LLMProvider(settings.model, settings.api_base).check_credentials()
         from harness9.engine import events as ev
 
-        status = err.status("compacting…", spinner="dots") if sys.stderr.isatty() else None
+        status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
 
         def on_event(event: ev.Event) -> None:
             if status is None:
@@ -152,7 +131,7 @@ def compact(
             if status is not None:
                 status.stop()
         if as_json:
-            print(
+            env.echo(
                 json.dumps(
                     {
                         "session": sess.session_id,
@@ -179,64 +158,3 @@ def compact(
             )
             return
         out.print(compaction_notice(notice))
-
-
-def _render_plan(out: Console, view, plan, summary: dict) -> None:  # noqa: ANN001
-    from rich.table import Table
-    from rich.text import Text
-
-    from harness9.context.tokens import estimate_message_tokens, format_token_count
-    from harness9.ui.status import inert
-
-    fold_word = {
-        "summarize": "summarize",
-        "hybrid": "summarize",
-        "evict+summary": "summarize",
-        "evict": "evict",
-        "hybrid:stubs": "stub",
-    }.get(plan.strategy, "drop")
-    table = Table(title=f"session {summary['session']}", show_lines=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("role", no_wrap=True)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("action", no_wrap=True)
-    # The fixed columns need ~40 cells; the preview takes what is left of the line.
-    table.add_column(
-        "content", overflow="ellipsis", no_wrap=True, max_width=max(20, out.width - 42)
-    )
-    rows = list(range(1, len(view.messages)))
-    folded_end = plan.cut if plan.would_compact else 1
-    if len(rows) > _MAX_ROWS:
-        # Collapse the middle of the folded span, then of the kept span if still too long.
-        head, tail = rows[: _MAX_ROWS // 4], rows[-(_MAX_ROWS * 3 // 4) :]
-        rows = head + [-1] + tail
-    for i in rows:
-        if i == -1:
-            table.add_row("…", "", "", "", Text("(rows omitted)", style="dim"))
-            continue
-        msg = view.messages[i]
-        folded = i < folded_end
-        preview = inert(msg.content.splitlines()[0] if msg.content else "")
-        if msg.tool_calls:
-            preview = (
-                " ".join(f"{tc.name}({inert(tc.arguments)})" for tc in msg.tool_calls)
-                + " "
-                + preview
-            )
-        table.add_row(
-            str(i),
-            msg.role + (" (summary)" if msg.is_summary else ""),
-            format_token_count(estimate_message_tokens(msg)),
-            Text(fold_word if folded else "keep", style="yellow" if folded else "green"),
-            Text(preview),
-        )
-    out.print(table)
-    verdict = (
-        f"would {fold_word} {summary['messages_to_summarize']} messages and keep {summary['messages_kept']}"
-        if plan.would_compact
-        else f"under the threshold ({format_token_count(plan.threshold)} tokens): nothing would be compacted"
-    )
-    out.print(
-        f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(plan.tokens_after)}"
-        f" (window {format_token_count(summary['context_window'])}, threshold {format_token_count(plan.threshold)})"
-    )

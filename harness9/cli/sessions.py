@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
+from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
 from harness9.store.sqlite import Manager, open_existing_manager
 from harness9.ui.listing import iso_utc
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 sessions_app = typer.Typer(
     no_args_is_help=True,
@@ -47,32 +44,27 @@ def parse_age(text: str) -> float:
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
 
 
-def _stdin_is_interactive() -> bool:
-    return sys.stdin is not None and sys.stdin.isatty()
-
-
 def _open_store() -> Manager | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager()
+    return open_existing_manager(on_session_deleted=_remove_offloads)
 
 
-def _console() -> Console:
-    from rich.console import Console
+def _remove_offloads(session_id: str) -> None:
+    # The offload store owns its directories; imported only when a session is deleted,
+    # so listing and showing never pay for harness9.context.
+    from harness9.context.offload import remove_session_offloads
 
-    return Console(highlight=False)
+    remove_session_offloads(session_id)
 
 
-def _print_lines(infos: list[SessionInfo]) -> None:
-    import shutil
-
+def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
     from harness9.ui.listing import session_lines
 
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    sys.stdout.write("\n".join(session_lines(infos, width)) + "\n")
+    env.write("\n".join(session_lines(infos, env.columns)) + "\n")
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2))
+def _print_json(env: Environment, data: Any) -> None:
+    env.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def _plural(n: int, word: str) -> str:
@@ -90,29 +82,11 @@ def _info_json(info: SessionInfo) -> dict[str, Any]:
 
 
 def _message_json(rec: StoredMessage) -> dict[str, Any]:
-    msg = rec.message
-    return {
-        "id": rec.id,
-        "role": msg.role,
-        "content": msg.content,
-        "tool_calls": [c.to_flat() for c in msg.tool_calls],
-        "tool_call_id": msg.tool_call_id or None,
-        "created_at": iso_utc(rec.created_at),
-    }
+    return {**record_to_json(rec), "created_at": iso_utc(rec.created_at)}
 
 
 def _checkpoint_json(cp: Checkpoint) -> dict[str, Any]:
-    return {
-        "id": cp.id,
-        "last_message_id": cp.last_message_id,
-        "strategy": cp.strategy,
-        "summary": cp.summary,
-        "tokens_before": cp.tokens_before,
-        "tokens_after": cp.tokens_after,
-        "messages_before": cp.messages_before,
-        "messages_after": cp.messages_after,
-        "created_at": iso_utc(cp.created_at),
-    }
+    return {**checkpoint_to_json(cp), "created_at": iso_utc(cp.created_at)}
 
 
 JsonOpt = Annotated[
@@ -122,25 +96,28 @@ JsonOpt = Annotated[
 
 @sessions_app.command("list")
 def list_sessions(
+    ctx: typer.Context,
     as_json: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Show at most N sessions (0: all).")
     ] = 0,
 ) -> None:
     """List sessions, most recently updated first."""
+    env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
     if store is not None:
         with store:
             infos = store.list_sessions(limit)
     if as_json:
-        _print_json([_info_json(i) for i in infos])
+        _print_json(env, [_info_json(i) for i in infos])
         return
-    _print_lines(infos)
+    _print_lines(env, infos)
 
 
 @sessions_app.command("show")
 def show_session(
+    ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
     as_json: JsonOpt = False,
     limit: Annotated[
@@ -148,6 +125,7 @@ def show_session(
     ] = 0,
 ) -> None:
     """Show a session's messages, todos and compaction checkpoints."""
+    env = environment(ctx)
     store = _open_store()
     if store is None:
         raise SessionNotFoundError(session_id)
@@ -160,22 +138,23 @@ def show_session(
         todos = session.get_todos() or []
         checkpoints = session.list_checkpoints()
     for row in corrupt:
-        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
         data = _info_json(info)
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
         data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in corrupt]
-        _print_json(data)
+        _print_json(env, data)
         return
     from harness9.ui.render import render_session
 
-    render_session(_console(), info, records, todos, checkpoints)
+    render_session(env.console(soft_wrap=False), info, records, todos, checkpoints)
 
 
 @sessions_app.command("delete")
 def delete_sessions(
+    ctx: typer.Context,
     session_ids: Annotated[
         list[str] | None,
         typer.Argument(help="Session ids (or unique prefixes) to delete.", show_default=False),
@@ -199,17 +178,18 @@ def delete_sessions(
     ] = False,
 ) -> None:
     """Delete sessions by id, or all sessions older than an age (for cron)."""
+    env = environment(ctx)
     if session_ids and older_than is not None:
         raise UsageError("give session ids or --older-than, not both")
     if not session_ids and older_than is None:
         raise UsageError("give the session ids to delete, or --older-than AGE")
     age = parse_age(older_than) if older_than is not None else 0.0
-    cutoff = time.time() - age
+    cutoff = env.clock() - age
     store = _open_store()
     if store is None:
         if session_ids:
             raise SessionNotFoundError(session_ids[0])
-        typer.echo(f"No sessions older than {older_than}.")
+        env.echo(f"No sessions older than {older_than}.")
         return
     with store:
         if session_ids:
@@ -218,9 +198,9 @@ def delete_sessions(
         else:
             targets = store.sessions_older_than(cutoff)
             if not targets:
-                typer.echo(f"No sessions older than {older_than}.")
+                env.echo(f"No sessions older than {older_than}.")
                 return
-        _confirm_or_refuse(targets, dry_run=dry_run, yes=yes)
+        _confirm_or_refuse(env, targets, dry_run=dry_run, yes=yes)
         if dry_run:
             return
         deleted = store.delete_sessions(
@@ -228,29 +208,32 @@ def delete_sessions(
         )
     skipped = len(targets) - len(deleted)
     note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
-    typer.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
+    env.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
 
 
-def _confirm_or_refuse(targets: list[SessionInfo], *, dry_run: bool, yes: bool) -> None:
+def _confirm_or_refuse(
+    env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool
+) -> None:
     what = _plural(len(targets), "session")
     if dry_run:
-        typer.echo(f"Would delete {what}:")
-        _print_lines(targets)
+        env.echo(f"Would delete {what}:")
+        _print_lines(env, targets)
         return
     if yes:
         return
-    if not _stdin_is_interactive():
+    if not env.stdin_isatty:
         raise NotConfirmedError(
             f"refusing to delete {what} without --yes (stdin is not a terminal); nothing deleted"
         )
-    typer.echo(f"About to delete {what}:")
-    _print_lines(targets)
-    if not typer.confirm(f"Delete {what}?", default=False):
+    env.echo(f"About to delete {what}:")
+    _print_lines(env, targets)
+    if not env.confirm(f"Delete {what}?"):
         raise NotConfirmedError("nothing deleted")
 
 
 @sessions_app.command("search")
 def search_sessions(
+    ctx: typer.Context,
     query: Annotated[
         list[str],
         typer.Argument(
@@ -271,6 +254,7 @@ def search_sessions(
     ] = None,
 ) -> None:
     """Search every stored message (tool calls and results too), best match first."""
+    env = environment(ctx)
     text = " ".join(query)
     to_fts_query(text)  # a bad query is reported even before a store exists
     store = _open_store()
@@ -282,11 +266,11 @@ def search_sessions(
             full_id = store.resolve_id(session) if session is not None else None
             hits = store.search(text, limit=limit, session_id=full_id)
     if as_json:
-        _print_json([_hit_json(h) for h in hits])
+        _print_json(env, [_hit_json(h) for h in hits])
         return
     from harness9.ui.search_view import render_hits
 
-    render_hits(_console(), hits)
+    render_hits(env.console(soft_wrap=False), hits)
 
 
 def _hit_json(hit: SearchHit) -> dict[str, Any]:

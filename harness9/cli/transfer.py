@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +16,7 @@ from typing import Annotated
 import typer
 
 from harness9 import config
+from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
 from harness9.store.sqlite import Manager
@@ -74,10 +74,12 @@ def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
             os.unlink(tmp)
 
 
-def _read_input(source: str) -> str:
+def _read_input(env: Environment, source: str) -> str:
     try:
         if source == "-":
-            return sys.stdin.buffer.read().decode("utf-8")
+            stdin = env.stdin
+            raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+            return raw.decode("utf-8")
         return Path(source).read_bytes().decode("utf-8")
     except OSError as exc:
         raise HarnessError(f"cannot read {source}: {exc.strerror or exc}") from exc
@@ -86,6 +88,7 @@ def _read_input(source: str) -> str:
 
 
 def export_command(
+    ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
     fmt: Annotated[
         ExportFormat | None,
@@ -104,6 +107,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
+    env = environment(ctx)
     from harness9.store.export import export_json, snapshot_session
 
     if fmt is None:
@@ -112,10 +116,10 @@ def export_command(
     path = config.db_path()
     if not path.exists():
         raise SessionNotFoundError(session_id)
-    with Manager(path, tool_results_dir=config.tool_results_dir()) as store:
+    with Manager(path) as store:
         snap = snapshot_session(store, store.resolve_id(session_id))
     for row in snap.corrupt_rows:
-        typer.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
         text = export_json(snap)
     else:
@@ -123,13 +127,14 @@ def export_command(
 
         text = session_markdown(snap)
     if output is None:
-        sys.stdout.write(text)
+        env.write(text)
         return
     write_file_atomically(output, text, force=force)
-    typer.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+    env.echo(f"Exported session {snap.info.id} to {output}.", err=True)
 
 
 def import_command(
+    ctx: typer.Context,
     source: Annotated[
         str, typer.Argument(metavar="FILE", help="A JSON export, or - to read standard input.")
     ],
@@ -144,7 +149,8 @@ def import_command(
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
-    text = _read_input(source)
+    env = environment(ctx)
+    text = _read_input(env, source)
     try:
         snap = parse_export(text)
     except ImportFormatError as exc:
@@ -153,4 +159,4 @@ def import_command(
         sid = import_snapshot(store, snap, new_id=new_id)
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
-    typer.echo(f"Imported session {sid} ({what}{note}).")
+    env.echo(f"Imported session {sid} ({what}{note}).")

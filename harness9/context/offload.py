@@ -39,6 +39,7 @@ __all__ = [
     "matching_line",
     "page_text",
     "query_words",
+    "remove_session_offloads",
     "valid_session_id",
 ]
 RECALL_MAX_CHARS = 8000
@@ -296,12 +297,27 @@ class OffloadStore:
         return removed
 
     def clean_session(self, session_id: str) -> None:
-        """Forget and delete everything offloaded for a session (``/new``, session delete)."""
-        session_dir = self._session_dir(session_id, create=False)
+        """Forget and delete everything offloaded for a session (``/new``, session delete).
+
+        The one deleter of a session's directory. A symlink in its place is unlinked,
+        never followed; an id this store would never have made a directory for has
+        nothing to delete. A directory that cannot be removed is an OffloadError.
+        """
         with self._lock:
             self._index.pop(session_id, None)
-        if session_dir.is_dir() and not session_dir.is_symlink():
-            shutil.rmtree(session_dir, ignore_errors=True)
+        if not valid_session_id(session_id):
+            return
+        target = self.store_dir / session_id
+        try:
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target)
+        except OSError as exc:
+            raise OffloadError(
+                f"the tool results of session {session_id} in {target} could not be "
+                f"removed: {exc.strerror or exc}"
+            ) from exc
 
     def _session_dir(self, session_id: str, *, create: bool) -> Path:
         if not valid_session_id(session_id):
@@ -349,6 +365,11 @@ def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:
     note = f"[truncated: showing characters {offset}–{end} of {total}"
     note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
     return f"{part}\n\n{note}"
+
+
+def remove_session_offloads(session_id: str) -> None:
+    """Delete a deleted session's offloaded results (the store's ``on_session_deleted``)."""
+    OffloadStore().clean_session(session_id)
 
 
 def _read_range(path: Path, offset: int, limit: int) -> tuple[str, int]:

@@ -56,7 +56,7 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
             slot = open_calls.pop(msg.tool_call_id, None)
             if slot is None:
                 continue
-            if type(slot) is not int:
+            if not isinstance(slot, int):
                 queue = slot
                 slot = queue.popleft()
                 if queue:
@@ -75,7 +75,7 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
                 prev = fresh.get(tc.id)
                 if prev is None:
                     fresh[tc.id] = base + pos
-                elif type(prev) is int:
+                elif isinstance(prev, int):
                     fresh[tc.id] = deque((prev, base + pos))
                 else:
                     prev.append(base + pos)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ def build_engine(
     stream: bool = True,
     confirm: Callable[[str], bool] | None = None,
     assume_yes: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
     from harness9.context.policy import ContextPolicy
@@ -42,10 +44,12 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout)
+    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(opts.summary_model, settings.api_base, timeout=timeout)
+        summarizer = LLMProvider(
+            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
+        )
     policy = ContextPolicy.from_options(
         opts, summarizer, context_window, token_counter=make_token_counter(settings.model)
     )

@@ -130,6 +130,7 @@ class LLMProvider:
         backoff_base: float = 1.0,
         backoff_max: float = 30.0,
         on_retry: Callable[[int, float, str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.model = model
         self.api_base = api_base or None
@@ -139,6 +140,8 @@ class LLMProvider:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.on_retry = on_retry
+        # Waits out the backoff; tests inject one that only records the delay.
+        self.sleep = sleep
 
     def __repr__(self) -> str:
         return f"LLMProvider(model={self.model!r}, api_base={self.api_base!r})"
@@ -201,7 +204,7 @@ class LLMProvider:
                 attempt += 1
                 if self.on_retry is not None:
                     self.on_retry(attempt, delay, str(error))
-                time.sleep(delay)
+                self.sleep(delay)
 
     def _request(
         self, messages: list[Message], tools: list[ToolDefinition], stream: bool

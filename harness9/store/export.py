@@ -24,18 +24,30 @@ import json
 import math
 import sqlite3
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness9.errors import HarnessError
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.codec import (
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_TYPES,
+    INSERT_CHECKPOINT,
+    INSERT_CHECKPOINT_DETAILS,
+    TOOL_CALL_FIELDS,
+    checkpoint_details,
+    checkpoint_from_values,
+    checkpoint_to_json,
+    checkpoint_values,
+    message_values,
+    record_to_json,
+)
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
-    encode_rewrites,
 )
 from harness9.store.sqlite import Manager, is_session_id
 
@@ -90,35 +102,9 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "created_at": info.created_at,
         "updated_at": info.updated_at,
         "message_count": len(snap.records),  # what this file holds (corrupt rows are not in it)
-        "messages": [
-            {
-                "id": r.id,
-                "role": r.message.role,
-                "content": r.message.content,
-                "tool_calls": [c.to_flat() for c in r.message.tool_calls],
-                "tool_call_id": r.message.tool_call_id or None,
-                "created_at": r.created_at,
-            }
-            for r in snap.records
-        ],
-        "todos": [{"content": t.content, "status": t.status} for t in snap.todos],
-        "checkpoints": [
-            {
-                "id": cp.id,
-                "last_message_id": cp.last_message_id,
-                "summary": cp.summary,
-                "strategy": cp.strategy,
-                "tokens_before": cp.tokens_before,
-                "tokens_after": cp.tokens_after,
-                "messages_before": cp.messages_before,
-                "messages_after": cp.messages_after,
-                "created_at": cp.created_at,
-                "recall_index": cp.recall_index,
-                "rewrites": {str(k): v for k, v in sorted(cp.rewrites.items())},
-                "state_note": cp.state_note,
-            }
-            for cp in snap.checkpoints
-        ],
+        "messages": [record_to_json(r) for r in snap.records],
+        "todos": [t.to_dict() for t in snap.todos],
+        "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
     }
 
 
@@ -187,11 +173,7 @@ def from_document(doc: object) -> SessionSnapshot:
     for i, m in enumerate(_list(doc, "messages", "session")):
         where = f"messages[{i}]"
         calls = [
-            ToolCall(
-                _get(c, "id", str, f"{where}.tool_calls[{k}]"),
-                _get(c, "name", str, f"{where}.tool_calls[{k}]"),
-                _get(c, "arguments", str, f"{where}.tool_calls[{k}]"),
-            )
+            ToolCall(*(_get(c, key, str, f"{where}.tool_calls[{k}]") for key in TOOL_CALL_FIELDS))
             for k, c in enumerate(_list(m, "tool_calls", where))
         ]
         call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
@@ -212,21 +194,13 @@ def from_document(doc: object) -> SessionSnapshot:
     checkpoints: list[Checkpoint] = []
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
-        cp = Checkpoint(
-            last_message_id=_get(c, "last_message_id", int, where),
-            summary=_get(c, "summary", str, where),
-            strategy=_get(c, "strategy", str, where),
-            tokens_before=_get(c, "tokens_before", int, where),
-            tokens_after=_get(c, "tokens_after", int, where),
-            messages_before=_get(c, "messages_before", int, where),
-            messages_after=_get(c, "messages_after", int, where),
-            created_at=_get(c, "created_at", float, where),
-            id=_get(c, "id", int, where),
-            # Optional: files written before checkpoints carried them have none.
-            recall_index=_get(c, "recall_index", str, where) if "recall_index" in c else "",
-            rewrites=_rewrites(c, where),
-            state_note=_get(c, "state_note", str, where) if "state_note" in c else "",
+        cp = checkpoint_from_values(
+            [_get(c, key, CHECKPOINT_TYPES[key], where) for key in CHECKPOINT_FIELDS]
         )
+        # Optional: files written before checkpoints carried them have none.
+        cp.recall_index = _get(c, "recall_index", str, where) if "recall_index" in c else ""
+        cp.rewrites = _rewrites(c, where)
+        cp.state_note = _get(c, "state_note", str, where) if "state_note" in c else ""
         if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
@@ -260,10 +234,6 @@ def parse_export(text: str) -> SessionSnapshot:
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_CHECKPOINT = (
-    "INSERT INTO compactions (id, session_id, last_message_id, summary, strategy, tokens_before, "
-    "tokens_after, messages_before, messages_after, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -303,24 +273,8 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
             )
             new_ids: dict[int, int] = {}
             for r in snap.records:
-                m = r.message
-                calls = (
-                    json.dumps([c.to_flat() for c in m.tool_calls], ensure_ascii=False)
-                    if m.tool_calls
-                    else None
-                )
-                cur = conn.execute(
-                    _INSERT_MESSAGE,
-                    (
-                        r.id if keep else None,
-                        sid,
-                        m.role,
-                        m.content,
-                        calls,
-                        m.tool_call_id or None,
-                        r.created_at,
-                    ),
-                )
+                values = (r.id if keep else None, sid, *message_values(r.message), r.created_at)
+                cur = conn.execute(_INSERT_MESSAGE, values)
                 new_ids[r.id] = int(cur.lastrowid or 0)
             # Kept ids may lie below the search index's mark, where the catch-up never looks.
             fts_index.index_restored(conn, sid)
@@ -329,30 +283,18 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
                 [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
             )
             for cp in snap.checkpoints:
-                cur = conn.execute(
-                    _INSERT_CHECKPOINT,
-                    (
-                        cp.id if keep else None,
-                        sid,
-                        new_ids.get(cp.last_message_id, 0),
-                        cp.summary,
-                        cp.strategy,
-                        cp.tokens_before,
-                        cp.tokens_after,
-                        cp.messages_before,
-                        cp.messages_after,
-                        cp.created_at,
-                    ),
-                )
-                if cp.recall_index or cp.rewrites or cp.state_note:
+                moved = replace(
+                    cp,
+                    id=cp.id if keep else 0,
+                    last_message_id=new_ids.get(cp.last_message_id, 0),
                     # Stubs follow their messages to new ids. (Handles written inside the
-                    # index and stub texts keep the ids of the file: kept when they are free.)
-                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
-                    conn.execute(
-                        "INSERT INTO compaction_details (compaction_id, recall_index, "
-                        "rewrites, state_note) VALUES (?, ?, ?, ?)",
-                        (cur.lastrowid, cp.recall_index, encode_rewrites(stubs), cp.state_note),
-                    )
+                    # index and stub texts keep the file's ids: kept when they are free.)
+                    rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
+                )
+                cur = conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
+                details = checkpoint_details(moved)
+                if details is not None:
+                    conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
     except UnicodeEncodeError:
         raise ImportFormatError("the file holds text that is not valid Unicode") from None
     return sid

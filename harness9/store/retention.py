@@ -8,7 +8,8 @@ want clean-up without a crontab.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from harness9.store.sqlite import Manager
 
@@ -40,12 +41,15 @@ def retention_notice(deleted: Sequence[str], days: int) -> str | None:
     return f"Removed {what} not updated in {days} {unit} (retention_days in config.toml)."
 
 
-def startup_retention(manager: Manager, *, keep: Iterable[str] = ()) -> str | None:
-    """Read ``retention_days`` from the config file, apply it, return the notice (or None).
+def startup_retention(
+    manager: Manager, cfg: Mapping[str, Any], *, keep: Iterable[str] = ()
+) -> str | None:
+    """Apply ``retention_days`` of the loaded config file, return the notice (or None).
 
-    Raises ConfigError (one line naming the file and key) for a malformed file or value.
+    ``cfg`` is the config chat resolved at start-up (read once per process). Raises
+    ConfigError (one line naming the file and key) for a bad value.
     """
     from harness9 import config
 
-    days = config.retention_days(config.load_config_file())
+    days = config.retention_days(cfg)
     return retention_notice(apply_retention(manager, days, keep=keep), days)

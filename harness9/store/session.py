@@ -7,7 +7,6 @@ message id), and the view sent to the model is rebuilt from the latest one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -138,20 +137,3 @@ class CheckpointedSession(Session, Protocol):
     def model_settings(self) -> tuple[str, int] | None:
         """The (model, context window) last recorded; None when never."""
         ...
-
-
-def encode_rewrites(rewrites: dict[int, str]) -> str:
-    if not rewrites:
-        return ""
-    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
-
-
-def decode_rewrites(text: str) -> dict[int, str]:
-    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
-    if not text:
-        return {}
-    try:
-        raw = json.loads(text)
-        return {int(k): str(v) for k, v in raw.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}

@@ -7,15 +7,13 @@ file queue on ``busy_timeout`` instead of failing with "database is locked".
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +21,17 @@ from pathlib import Path
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
 from harness9.store import fts_index
+from harness9.store.codec import (
+    INSERT_CHECKPOINT,
+    INSERT_CHECKPOINT_DETAILS,
+    SELECT_CHECKPOINTS,
+    CorruptValueError,
+    checkpoint_details,
+    checkpoint_from_values,
+    checkpoint_values,
+    message_from_values,
+    message_values,
+)
 from harness9.store.migrations import SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -41,8 +50,6 @@ from harness9.store.session import (
     SessionNotFoundError,
     StoredMessage,
     StoreError,
-    decode_rewrites,
-    encode_rewrites,
 )
 
 BUSY_TIMEOUT_MS = 5000
@@ -57,14 +64,6 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
-)
-_CHECKPOINT_COLUMNS = (
-    "c.id, c.last_message_id, c.summary, c.strategy, c.tokens_before, c.tokens_after, "
-    "c.messages_before, c.messages_after, c.created_at, d.recall_index, d.rewrites, d.state_note"
-)
-_CHECKPOINT_FROM = (
-    "FROM compactions AS c LEFT JOIN compaction_details AS d ON d.compaction_id = c.id "
-    "WHERE c.session_id = ? "
 )
 
 
@@ -129,15 +128,6 @@ def _first_title(msgs: Iterable[Message]) -> str:
     return ""
 
 
-def _encode_calls(calls: list[ToolCall]) -> str | None:
-    if not calls:
-        return None
-    return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-        ensure_ascii=False,
-    )
-
-
 def _scrub_surrogates(text: str) -> str:
     # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
     return _SURROGATE_RE.sub("\ufffd", text)
@@ -167,10 +157,13 @@ class Manager:
         self,
         db_path: str | os.PathLike[str],
         *,
-        tool_results_dir: str | os.PathLike[str] | None = None,
+        on_session_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(db_path)
-        self.tool_results_dir = Path(tool_results_dir) if tool_results_dir is not None else None
+        # Called with each deleted session's id once its deletion is committed. Files kept
+        # beside the database (offloaded tool results) belong to whoever wires this up:
+        # the store deletes rows, never directories it does not own.
+        self.on_session_deleted = on_session_deleted
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._connect()
@@ -332,7 +325,8 @@ class Manager:
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""
-        sql, args = self._INFO_SQL + self._ORDER_SQL, ()
+        sql = self._INFO_SQL + self._ORDER_SQL
+        args: tuple[int, ...] = ()
         if limit > 0:
             sql, args = sql + " LIMIT ?", (limit,)
         with self.read() as conn:
@@ -441,7 +435,7 @@ class Manager:
                 (session_id, session_id),
             ).rowcount
         if gone:
-            self._remove_tool_results(session_id)
+            self._deleted([session_id])
         return bool(gone)
 
     def delete_sessions(
@@ -470,8 +464,7 @@ class Manager:
                 ).rowcount:
                     continue
                 deleted.append(sid)
-        for sid in deleted:
-            self._remove_tool_results(sid)
+        self._deleted(deleted)
         return deleted
 
     def delete_sessions_older_than(
@@ -494,27 +487,13 @@ class Manager:
                 if sid not in spared
             ]
             conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
-        for sid in ids:
-            if is_session_id(sid):  # only canonical ids ever name a path
-                self._remove_tool_results(sid)
+        self._deleted(ids)
         return ids
 
-    def _remove_tool_results(self, session_id: str) -> None:
-        if self.tool_results_dir is None:
-            return
-        target = (
-            self.tool_results_dir / session_id
-        )  # session_id is a validated UUID: no "..", no "/"
-        try:
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.is_dir():
-                shutil.rmtree(target)
-        except OSError as exc:
-            raise StoreError(
-                f"session {session_id} was deleted but its tool results in {target} "
-                f"could not be removed: {exc.strerror or exc}"
-            ) from exc
+    def _deleted(self, session_ids: Iterable[str]) -> None:
+        if self.on_session_deleted is not None:
+            for sid in session_ids:
+                self.on_session_deleted(sid)
 
 
 class SQLiteSession:
@@ -572,19 +551,12 @@ class SQLiteSession:
             if isinstance(role, CorruptRow):
                 corrupt.append(role)
                 continue
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except ValueError:
-                    corrupt.append(CorruptRow(rid, "tool_calls is not valid JSON"))
-                    continue
-                except (TypeError, KeyError):
-                    corrupt.append(CorruptRow(rid, "tool_calls is not a list of tool calls"))
-                    continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                corrupt.append(CorruptRow(rid, str(exc)))
+                continue
+            out.append(StoredMessage(rid, message, created))
         self.corrupt_rows = corrupt
         return out
 
@@ -621,10 +593,10 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} {_CHECKPOINT_FROM} ORDER BY c.id DESC LIMIT 1",
+                SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
-        return _checkpoint(row) if row else None
+        return checkpoint_from_values(row) if row else None
 
     def get_record(self, message_id: int) -> StoredMessage | None:
         """The stored message with this id if it belongs to this session (a recall handle)."""
@@ -663,10 +635,10 @@ class SQLiteSession:
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} {_CHECKPOINT_FROM} ORDER BY c.id",
+                SELECT_CHECKPOINTS + " ORDER BY id",
                 (self._id,),
             ).fetchall()
-        return [_checkpoint(r) for r in rows]
+        return [checkpoint_from_values(r) for r in rows]
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -690,10 +662,7 @@ class SQLiteSession:
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [
-            (sid, m.role, m.content, _encode_calls(m.tool_calls), m.tool_call_id or None, now)
-            for m in msgs
-        ]
+        rows = [(sid, *message_values(m), now) for m in msgs]
         with self._m.transaction() as conn:
             # First, so a deleted session fails before anything is inserted. The title is
             # set only while still empty: the first user message names the session.
@@ -705,7 +674,9 @@ class SQLiteSession:
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
             if len(rows) == 1:
-                last = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                inserted = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
+                assert inserted is not None  # sqlite3 sets it after every successful INSERT
+                last = inserted
             else:
                 conn.executemany(_INSERT_MESSAGE, rows)
                 # Under BEGIN IMMEDIATE nobody else inserts, and AUTOINCREMENT hands out
@@ -723,17 +694,11 @@ class SQLiteSession:
             if row is None:
                 return None
             rid, role, content, calls_json, call_id = row
-            calls: list[ToolCall] = []
-            if calls_json:
-                try:
-                    calls = [
-                        ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls_json)
-                    ]
-                except (ValueError, TypeError, KeyError) as exc:
-                    # Raising rolls back: a message we cannot return is not deleted.
-                    raise StoreError(
-                        f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                    ) from exc
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                # Raising rolls back: a message we cannot return is not deleted.
+                raise StoreError(f"cannot pop message row {rid}: {exc}") from exc
             now = time.time()
             conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
             conn.execute(
@@ -743,7 +708,7 @@ class SQLiteSession:
             self._touch(conn, now, -1)
             if role == ROLE_USER:
                 self._retitle(conn)
-        return Message(role, content, calls, call_id or "")
+        return message
 
     def _retitle(self, conn: sqlite3.Connection) -> None:
         title = ""
@@ -790,51 +755,19 @@ class SQLiteSession:
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
             self._touch(conn, now)
-            cur = conn.execute(
-                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self._id,
-                    cp.last_message_id,
-                    cp.summary,
-                    cp.strategy,
-                    cp.tokens_before,
-                    cp.tokens_after,
-                    cp.messages_before,
-                    cp.messages_after,
-                    created,
-                ),
-            )
+            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
+            row = checkpoint_values(replace(cp, id=0, created_at=created))
+            cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
             new_id = cur.lastrowid
-            if cp.recall_index or cp.rewrites or cp.state_note:
-                conn.execute(
-                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
-                    "state_note) VALUES (?, ?, ?, ?)",
-                    (new_id, cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note),
-                )
+            details = checkpoint_details(cp)
+            if details is not None:
+                conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 
-def _checkpoint(row: tuple) -> Checkpoint:
-    cid, last, summary, strategy, tb, ta, mb, ma, created, index, rewrites, state = row
-    return Checkpoint(
-        last_message_id=last,
-        summary=summary,
-        strategy=strategy,
-        tokens_before=tb,
-        tokens_after=ta,
-        messages_before=mb,
-        messages_after=ma,
-        created_at=created,
-        id=cid,
-        recall_index=index or "",
-        rewrites=decode_rewrites(rewrites or ""),
-        state_note=state or "",
-    )
-
-
-def open_existing_manager() -> Manager | None:
+def open_existing_manager(
+    *, on_session_deleted: Callable[[str], None] | None = None
+) -> Manager | None:
     """The user's store, or None when there is none yet: reading must not create one."""
     from harness9 import config
 
@@ -844,11 +777,11 @@ def open_existing_manager() -> Manager | None:
             return None
     except OSError as exc:  # an unreadable home: stat itself fails
         raise open_error(path, exc.strerror or str(exc)) from exc
-    return Manager(path, tool_results_dir=config.tool_results_dir())
+    return Manager(path, on_session_deleted=on_session_deleted)
 
 
-def open_manager() -> Manager:
+def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
 
-    return Manager(config.db_path(), tool_results_dir=config.tool_results_dir())
+    return Manager(config.db_path(), on_session_deleted=on_session_deleted)

@@ -7,7 +7,6 @@ made visible: an escape sequence in a tool result must not drive the terminal.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -16,9 +15,7 @@ from rich.text import Text
 from harness9.schema import TodoItem
 from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
 from harness9.ui.listing import local_time
-
-# C0/C1 controls except tab and newline, plus the bidi overrides that reorder what is shown.
-_UNSAFE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from harness9.ui.text import inert
 
 _ROLE_STYLES = {
     "user": "bold cyan",
@@ -27,16 +24,6 @@ _ROLE_STYLES = {
     "system": "bold magenta",
 }
 _TODO_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-
-
-def inert(text: str) -> str:
-    """``text`` with every character that could drive a terminal replaced by its escape."""
-    return _UNSAFE_RE.sub(
-        lambda m: (
-            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
-        ),
-        text,
-    )
 
 
 def render_session(

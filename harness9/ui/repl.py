@@ -26,11 +26,11 @@ from harness9.errors import HarnessError
 from harness9.ui.search_view import render_hits
 from harness9.ui.status import (
     compaction_notice,
-    inert,
     token_line,
     tool_call_line,
     tool_result_line,
 )
+from harness9.ui.text import inert
 
 SLASH_COMMANDS: dict[str, str] = {
     "/help": "show this help",
@@ -165,7 +165,7 @@ class ChatLoop:
     on_session_change: Callable[[str], None] | None = None
     # Called once the first prompt is about to show (chat starts loading litellm there, so
     # the import does not compete with start-up for the interpreter lock).
-    on_ready: Callable[[], None] | None = None
+    on_ready: Callable[[], object] | None = None
     renderer: EventRenderer = field(init=False)
     failed_turns: int = 0
 
@@ -293,11 +293,11 @@ class ChatLoop:
                     highlight=False,
                     **fit,
                 )
-        n = self._pick(rest, len(infos), "number (anything else cancels): ")
-        if n is None:
+        picked = self._pick(rest, len(infos), "number (anything else cancels): ")
+        if picked is None:
             self.io.err.print("resume cancelled")
             return
-        self._resume(infos[n - 1].id)
+        self._resume(infos[picked - 1].id)
 
     def cmd_search(self, rest: str) -> None:
         if not rest:

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from harness9.store.search import SearchHit, snippet_parts
 from harness9.ui.listing import local_time
-from harness9.ui.render import inert
+from harness9.ui.text import inert
 
 MATCH_STYLE = "bold reverse"
 

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from rich.text import Text
 
 from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
-
-# Everything but newline and tab from C0/C1 and DEL: model text and tool output must not
-# be able to move the cursor, change the title or hide text in the user's terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def inert(text: str) -> str:
-    """Make untrusted text safe to print: control characters become visible placeholders."""
-    return _CONTROL.sub(lambda m: "\ufffd" if m.group() != "\x1b" else "␛", text)
+from harness9.ui.text import inert
 
 
 def usage_style(tokens: int, window: int) -> str:

@@ -1,0 +1,88 @@
+"""Options that ``chat`` and ``compact`` share, declared once.
+
+Each is an ``Annotated`` type a command uses as a parameter's annotation. Where
+an environment variable backs an option it is declared with ``envvar=``, so
+Typer reads it, shows it in ``--help`` and reports a bad value the way it
+reports a bad flag. (The compaction knobs' variables, such as
+``HARNESS9_COMPACTION_STRATEGY``, are read by ``harness9.config`` with the
+rest of the knobs, so config.toml < environment < flag holds for all of them.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Model = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="LLM_MODEL",
+        show_default=False,
+        help="Model to talk to, as litellm names it (default openai/gpt-4o-mini).",
+    ),
+]
+ApiBase = Annotated[
+    str | None,
+    typer.Option(
+        "--api-base",
+        envvar="LLM_API_BASE",
+        show_default=False,
+        help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.",
+    ),
+]
+ContextWindow = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1,
+        metavar="TOKENS",
+        envvar="HARNESS9_CONTEXT_WINDOW",
+        show_default=False,
+        help="Context window in tokens; overrides the model map.",
+    ),
+]
+Timeout = Annotated[
+    int | None,
+    typer.Option(
+        "--timeout",
+        min=1,
+        metavar="SECONDS",
+        envvar="HARNESS9_TIMEOUT",
+        show_default=False,
+        help="Give up on a model call after this long, then retry (default 120).",
+    ),
+]
+Strategy = Annotated[
+    str | None,
+    typer.Option(
+        "--strategy",
+        show_default=False,
+        help="Compaction: hybrid (the default: stub old tool results, then summarise; alias "
+        "phase2), summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
+        "evict (replace old low-value tool results). Default: HARNESS9_COMPACTION_STRATEGY, "
+        "else compaction.strategy in config.toml.",
+    ),
+]
+SummaryModel = Annotated[
+    str | None,
+    typer.Option(
+        "--summary-model",
+        show_default=False,
+        help="A cheaper model for summaries (default: HARNESS9_SUMMARY_MODEL, else "
+        "compaction.model in config.toml, else the chat model).",
+    ),
+]
+Workdir = Annotated[
+    Path | None,
+    typer.Option(
+        "--workdir",
+        "-C",
+        show_default=False,
+        help="Directory the agent works in and whose AGENTS.md the system prompt includes; "
+        "file tools cannot leave it (default: current).",
+    ),
+]

@@ -1,0 +1,174 @@
+"""The one codec for stored records: Message / ToolCall / Checkpoint <-> row and <-> JSON.
+
+The SQLite store, export/import and ``--json`` output all read and write these
+records through the functions here, so a field is named, ordered and encoded
+in one place.
+
+- A message's tool calls are stored as JSON text, ``[{"id", "name", "arguments"}]``
+  (``ToolCall.to_flat``), and NULL when there are none; JSON output uses the
+  same flat objects.
+- A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order;
+  its recall index, stubs and state note (``CHECKPOINT_DETAIL_FIELDS``) live in the
+  ``compaction_details`` table, one row when any is set, and follow in JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness9.schema import Message, ToolCall
+from harness9.store.session import Checkpoint, StoredMessage
+
+TOOL_CALL_FIELDS = ("id", "name", "arguments")
+# The compactions table's columns (after session_id) and the JSON keys, in one order.
+CHECKPOINT_FIELDS = (
+    "id",
+    "last_message_id",
+    "summary",
+    "strategy",
+    "tokens_before",
+    "tokens_after",
+    "messages_before",
+    "messages_after",
+    "created_at",
+)
+# What each checkpoint field holds, for readers that validate (import).
+CHECKPOINT_TYPES: dict[str, type] = {
+    "id": int,
+    "last_message_id": int,
+    "summary": str,
+    "strategy": str,
+    "tokens_before": int,
+    "tokens_after": int,
+    "messages_before": int,
+    "messages_after": int,
+    "created_at": float,
+}
+CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_FIELDS)
+INSERT_CHECKPOINT = (
+    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+)
+CHECKPOINT_DETAIL_FIELDS = ("recall_index", "rewrites", "state_note")
+# A session's checkpoints with their details (``compaction_details`` has no column named
+# like one of ``compactions``, so the plain names stay unambiguous); append ORDER BY.
+SELECT_CHECKPOINTS = (
+    f"SELECT {CHECKPOINT_COLUMNS}, d.recall_index, d.rewrites, d.state_note FROM compactions "
+    "LEFT JOIN compaction_details AS d ON d.compaction_id = compactions.id "
+    "WHERE session_id = ?"
+)
+INSERT_CHECKPOINT_DETAILS = (
+    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, state_note) "
+    "VALUES (?, ?, ?, ?)"
+)
+
+
+class CorruptValueError(ValueError):
+    """A stored value cannot be decoded; ``str(exc)`` says what is wrong with it."""
+
+
+# -- tool calls ----------------------------------------------------------------------------
+
+
+def calls_to_text(calls: list[ToolCall]) -> str | None:
+    """The ``tool_calls`` column: JSON text of the flat calls, or None when there are none."""
+    if not calls:
+        return None
+    return json.dumps([c.to_flat() for c in calls], ensure_ascii=False)
+
+
+def calls_from_text(text: str | None) -> list[ToolCall]:
+    """The inverse of ``calls_to_text``; raises CorruptValueError for anything else."""
+    if not text:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CorruptValueError("tool_calls is not valid JSON") from None
+    try:
+        return [ToolCall(c["id"], c["name"], c["arguments"]) for c in data]
+    except (TypeError, KeyError):
+        raise CorruptValueError("tool_calls is not a list of tool calls") from None
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+def message_values(m: Message) -> tuple[str, str, str | None, str | None]:
+    """``(role, content, tool_calls, tool_call_id)`` as the messages table stores them."""
+    return m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None
+
+
+def message_from_values(
+    role: str, content: str, calls_text: str | None, tool_call_id: str | None
+) -> Message:
+    """The inverse of ``message_values``; raises CorruptValueError for corrupt tool calls."""
+    return Message(role, content, calls_from_text(calls_text), tool_call_id or "")
+
+
+def record_to_json(rec: StoredMessage) -> dict[str, Any]:
+    """A stored message as JSON: export files and ``sessions show --json`` alike."""
+    msg = rec.message
+    return {
+        "id": rec.id,
+        "role": msg.role,
+        "content": msg.content,
+        "tool_calls": [c.to_flat() for c in msg.tool_calls],
+        "tool_call_id": msg.tool_call_id or None,
+        "created_at": rec.created_at,
+    }
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+def checkpoint_values(cp: Checkpoint) -> tuple[Any, ...]:
+    """The checkpoint's values in ``CHECKPOINT_FIELDS`` order; an id of 0 is None (SQLite picks)."""
+    return (cp.id or None, *(getattr(cp, name) for name in CHECKPOINT_FIELDS[1:]))
+
+
+def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
+    """A checkpoint from its values in ``CHECKPOINT_FIELDS`` order (a row, for one),
+    optionally followed by its ``CHECKPOINT_DETAIL_FIELDS`` values (NULL: none)."""
+    base = len(CHECKPOINT_FIELDS)
+    cp = Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values[:base], strict=True)))
+    if len(values) > base:
+        index, rewrites, state = values[base:]
+        cp.recall_index = index or ""
+        cp.rewrites = decode_rewrites(rewrites or "")
+        cp.state_note = state or ""
+    return cp
+
+
+def checkpoint_details(cp: Checkpoint) -> tuple[str, str, str] | None:
+    """The ``compaction_details`` values, or None when the checkpoint has none."""
+    if not (cp.recall_index or cp.rewrites or cp.state_note):
+        return None
+    return cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note
+
+
+def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
+    """A checkpoint as JSON: export files and ``sessions show --json`` alike."""
+    out = {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
+    out["recall_index"] = cp.recall_index
+    out["rewrites"] = {str(k): v for k, v in sorted(cp.rewrites.items())}
+    out["state_note"] = cp.state_note
+    return out
+
+
+def encode_rewrites(rewrites: dict[int, str]) -> str:
+    if not rewrites:
+        return ""
+    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
+
+
+def decode_rewrites(text: str) -> dict[int, str]:
+    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+        return {int(k): str(v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
