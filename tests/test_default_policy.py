@@ -298,3 +298,25 @@ def test_offload_recall_pages_a_message_handle_of_this_session_only(llm_server, 
     assert results["r1"].startswith(rec.message.content[10:40])
     assert "offset=40" in results["r1"]  # paged, with where to continue
     assert results["r2"].startswith("error:") and "no message" in results["r2"]
+
+
+def test_resume_sends_the_same_bytes_the_live_session_would_have(llm_server, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.log").write_text(log_lines("a", 20))
+    llm_server.reply_tool_calls([("c1", "bash", json.dumps({"command": "cat a.log"}))])
+    llm_server.reply_text("read it")
+    assert chat(llm_server, "read a.log\n", work=work).exit_code == 0
+    with Manager(db_path()) as m:
+        [info] = m.list_sessions()
+    llm_server.reply_text("still here")
+
+    result = chat(llm_server, "and now?\n", "--resume", info.id, work=work)
+
+    assert result.exit_code == 0, result.output
+    before, after = llm_server.requests[-2], llm_server.requests[-1]
+    assert after["messages"][: len(before["messages"])] == before["messages"]
+    assert [m.get("content") for m in after["messages"][len(before["messages"]) :]] == [
+        "read it",
+        "and now?",
+    ]
