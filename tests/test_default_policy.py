@@ -320,3 +320,20 @@ def test_resume_sends_the_same_bytes_the_live_session_would_have(llm_server, tmp
         "read it",
         "and now?",
     ]
+
+
+def test_context_after_a_compaction_shows_the_checkpoints_figure(llm_server):
+    from harness9.context.tokens import format_token_count
+
+    sid = _tool_session()
+    args = ["--model", "openai/test-model", "--api-base", llm_server.base_url]
+    args += ["--context-window", "6000", "--strategy", "budget"]
+    done = runner.invoke(app, ["compact", "--session", sid, "--force", "--json", *args])
+    assert done.exit_code == 0, done.output
+
+    result = runner.invoke(app, ["chat", "--resume", sid, *args], input="/context\n")
+
+    assert result.exit_code == 0, result.output
+    after = json.loads(done.stdout)["tokens_after"]
+    total = next(x for x in result.stderr.splitlines() if x.strip().startswith("total"))
+    assert total.split()[-1] == format_token_count(after)
