@@ -103,7 +103,8 @@ BASELINES = ("overflow", "claude-code", "codex", "opencode", "masking")
 NO_SUMMARY = frozenset({"budget", "window", "evict", "masking"})  # summariser never called
 REFERENCE_WINDOW = 200_000  # the window the peers' absolute numbers were chosen for
 CALLS_PER_TURN = 10
-ROUND_CALLS = 16  # tool calls per probe round
+ROUND_CALLS = 6  # tool calls per probe round (their results must fit a small window)
+PROBE_TURNS = 6  # user turns the probe may take (each allows 50 model calls)
 
 
 # -- the peers' policies ---------------------------------------------------------------------
@@ -666,7 +667,7 @@ def run_one(policy: str, summariser: str, n_calls: int, window: int, tmp: Path) 
         res = runner.invoke(
             app,
             [*base, "--resume", session_id],
-            input=f"Give me the values of {keys}.\n",
+            input=f"Give me the values of {keys}.\n" + "Go on.\n" * (PROBE_TURNS - 1),
             env=env,
         )
         if res.exit_code != 0:

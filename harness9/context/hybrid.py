@@ -59,6 +59,9 @@ __all__ = [
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
 MIN_GAIN = 0.05  # stubbing that saves less than this share is not worth a cache break
+# What an API adds per message beyond its text (role, call ids, separators): about 8
+# tokens for the call/result pairs of a tool-heavy session.
+MESSAGE_OVERHEAD_TOKENS = 8
 DEFAULT_TARGET = 0.5
 # Shares of the window for the summary's "Preserved facts" and the recall index: small
 # enough that the recent tail keeps most of the target, large enough for ~100 lines each
@@ -80,6 +83,11 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
             if message_bytes(stub) + HANDLE_ALLOWANCE_BYTES < message_bytes(m):
                 out[i] = stub
     return out
+
+
+def _load(msgs: Sequence[Message], tokens: int) -> int:
+    """``tokens`` (the messages' estimate) plus the framing of each message."""
+    return tokens + MESSAGE_OVERHEAD_TOKENS * len(msgs)
 
 
 def _bytes(msgs: Sequence[Message]) -> int:
@@ -194,13 +202,17 @@ class HybridCompactor:
         nothing = CompactionPlan(False, STRATEGY_HYBRID, 1, before, before, self.threshold_tokens)
         if not starts_with_system(msgs):
             return nothing, list(msgs)
-        if not force and before < self.threshold_tokens:
+        # Decisions count each message's framing too (role, ids: MESSAGE_OVERHEAD_TOKENS):
+        # stubs make messages small and many, and the byte estimate alone misses that.
+        if not force and _load(msgs, before) < self.threshold_tokens:
             return nothing, list(msgs)
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
         # Stubbing is enough when it lands under the target (forced or not: a forced
         # compaction, e.g. the trigger's early one, should still be the cheap kind).
-        if after_stub <= self.target_tokens and after_stub < before * (1 - MIN_GAIN):
+        if _load(stubbed, after_stub) <= self.target_tokens and after_stub < before * (
+            1 - MIN_GAIN
+        ):
             return CompactionPlan(
                 True, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
             ), stubbed
@@ -231,7 +243,7 @@ class HybridCompactor:
         start = n
         used = 0
         while start > 1:
-            cost = _bytes([msgs[start - 1]])
+            cost = _bytes([msgs[start - 1]]) + MESSAGE_OVERHEAD_TOKENS * BYTES_PER_TOKEN
             if used + cost > room_bytes and n - start >= self.min_tail_messages:
                 break
             used += cost
