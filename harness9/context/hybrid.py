@@ -202,9 +202,10 @@ class HybridCompactor:
         nothing = CompactionPlan(False, STRATEGY_HYBRID, 1, before, before, self.threshold_tokens)
         if not starts_with_system(msgs):
             return nothing, list(msgs)
-        # Decisions count each message's framing too (role, ids: MESSAGE_OVERHEAD_TOKENS):
+        # The trigger is the estimate every strategy uses (what /context shows). How far
+        # down to compact also counts each message's framing (MESSAGE_OVERHEAD_TOKENS):
         # stubs make messages small and many, and the byte estimate alone misses that.
-        if not force and _load(msgs, before) < self.threshold_tokens:
+        if not force and before < self.threshold_tokens:
             return nothing, list(msgs)
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
