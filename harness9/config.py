@@ -259,3 +259,33 @@ def _parse_env(raw: str, kind: type, name: str) -> Any:
         return kind(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+
+
+# -- [tools] in config.toml -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ToolOptions:
+    # Shell commands that never need asking, e.g. ("ls", "cat", "git status"); a listed
+    # command with plain arguments counts, one with ; | > $( ) or globs never does.
+    auto_approve: tuple[str, ...] = ()
+
+
+def tool_options(cfg: dict[str, Any] | None = None) -> ToolOptions:
+    """``[tools]`` from the config file; bad values are one-line ConfigErrors."""
+    from harness9.errors import ConfigError
+
+    cfg = load_config_file() if cfg is None else cfg
+    where = config_path()
+    table = cfg.get("tools", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[tools] in {where} must be a table")
+    unknown = sorted(set(table) - {"auto_approve"})
+    if unknown:
+        raise ConfigError(f"unknown key tools.{unknown[0]} in {where} (known: auto_approve)")
+    value = table.get("auto_approve", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(
+            f'tools.auto_approve in {where} must be a list of commands, e.g. ["ls", "git status"]'
+        )
+    return ToolOptions(auto_approve=tuple(" ".join(v.split()) for v in value))

@@ -100,8 +100,9 @@ class Message:
 
 @dataclass(slots=True)
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # all prompt tokens, the cached ones included
     output_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache
 
 
 @dataclass(slots=True)

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PROMPT = "› ".encode()
+# The line editor draws the prompt's trailing space as a cursor move, so match the mark only.
+PROMPT = "›".encode()
 
 
 def time_to_prompt(home: str, timeout: float = 60.0) -> float:

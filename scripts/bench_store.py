@@ -1,6 +1,7 @@
 """Benchmark the session store against plain sqlite3 doing the same work, in one run.
 
     .venv/bin/python scripts/bench_store.py [--repeats 5] [--runs 11]
+    .venv/bin/python scripts/bench_store.py --scale [--sessions 10000 --messages 1000000]
 
 The baseline is hand-written sqlite3 with the same schema and pragmas (WAL,
 synchronous=NORMAL, foreign_keys=ON): it inserts the same rows in the same
@@ -17,6 +18,18 @@ row, "first search after 10,000 adds": the store's search (catch-up indexing
 of all 10,000 messages, then the query) against plain sqlite3 running the same
 FTS5 insert of the same text and then the same query. "search (index up to
 date)" is a search with nothing to catch up on, the same query on both sides.
+A second table times the road not taken, indexing at write time: plain sqlite3
+with and without an FTS5 insert trigger doing the same adds.
+
+``--scale`` builds a year's store instead (10,000 sessions, 1,000,000 messages, one
+session of 5,000) through the public API, copies the file for the plain sqlite3
+side, and measures both sides on the same data: ``sessions list`` (whole
+processes), reading the 5,000-message session, the first search (the store
+catches the index up in bounded steps; plain sqlite3 in one transaction), a warm
+search, and deleting the older half of the sessions (the store in bounded steps;
+plain sqlite3 in one DELETE). Meanwhile another process per database saves one
+message every 20 ms through the store's API, as a running chat does, and each
+row shows the longest such save and how many failed during that operation.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -47,7 +61,7 @@ from harness9.store.search import (  # noqa: E402
     SNIPPET_TOKENS,
     to_fts_query,
 )
-from harness9.store.sqlite import BUSY_TIMEOUT_MS, Manager  # noqa: E402
+from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager  # noqa: E402
 
 N_MESSAGES = 10_000
 N_SINGLE = 200
@@ -243,6 +257,30 @@ def bench_pair(
     return {k: tuple(statistics.median(x) for x in v) for k, v in results.items()}
 
 
+def bench_write_time_indexing(
+    tmp: Path, msgs: list[Message], singles: list[Message], repeats: int
+) -> dict[str, tuple[float, float]]:
+    """Medians for (deferred, at write time): the choice the store's fts_index made."""
+    out: dict[str, tuple[list[float], list[float]]] = {
+        "batch add 10,000": ([], []),
+        "200 single adds": ([], []),
+    }
+    for rep in range(repeats):
+        for eager in (rep % 2, 1 - rep % 2):
+            plain = Plain(tmp / f"eager-{rep}-{eager}.db")
+            if eager:
+                plain.conn.execute(
+                    "CREATE TRIGGER index_now AFTER INSERT ON messages BEGIN "
+                    f"INSERT INTO messages_fts (rowid, body) VALUES (new.id, {FTS_BODY}); END"
+                )
+            out["batch add 10,000"][eager].append(timed(lambda p=plain: p.add(msgs)))
+            out["200 single adds"][eager].append(
+                timed(lambda p=plain: [p.add([m]) for m in singles])
+            )
+            plain.close()
+    return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in out.items()}
+
+
 def build_big_store(home: Path, sessions: int, per_session: int) -> None:
     msgs = make_messages(per_session, seed=1)
     with Manager(home / "sessions.db") as m:
@@ -262,17 +300,303 @@ def process_median(cmd: list[str], env: dict[str, str], runs: int) -> float:
 FLOOR_LABEL = 'python -c "import typer"'
 
 
+# -- --scale: a year's store, with a concurrent writer ------------------------------------------
+
+SHOW_MESSAGES = 5_000
+WRITE_EVERY_S = 0.02
+LIST_ROW = "sessions list (whole process)"
+SCALE_QUERY = "nightly build"  # in about 1 message in 2,000, as a real search term is
+SCALE_POOL = 20_000
+SCALE_ARGS = (*SEARCH_ARGS[:-1], to_fts_query(SCALE_QUERY))
+
+
+def make_scale_messages(n: int, seed: int) -> list[Message]:
+    """Like make_messages, but the words follow a Zipf law over a 4,000-word vocabulary
+    (real text has rare words; ten words in every message would make every query match
+    every message) and one message in 2,000 mentions the nightly build."""
+    rnd = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ter", "sun", "vel", "dra", "po", "qui", "zen"]
+    stems = [a + b + c for a in syllables for b in syllables for c in syllables]  # 1,000
+    vocab = [stem + end for end in ("", "s", "er", "ing") for stem in stems]
+    weights = [1 / (k + 1) for k in range(len(vocab))]
+
+    def text(size: int) -> str:
+        words = rnd.choices(vocab, weights, k=size // 5)
+        return " ".join(words)[:size]
+
+    msgs = make_messages(n, seed)
+    out = []
+    for i, m in enumerate(msgs):
+        body = text(len(m.content))
+        if i % 2000 == 7:
+            body = "the nightly build failed again: " + body
+        out.append(Message(m.role, body, m.tool_calls, m.tool_call_id))
+    return out
+
+
+def writer_main(db: str, sid: str, stop: str) -> None:
+    """Child process: save one message every WRITE_EVERY_S until ``stop`` exists.
+
+    Prints one JSON list of [wall-clock start, seconds waited, ok] per save.
+    """
+    out: list[list[object]] = []
+    with Manager(db) as m:
+        s = m.open_session(sid)
+        Path(stop + ".ready").touch()
+        i = 0
+        while not Path(stop).exists():
+            start, t0 = time.time(), time.perf_counter()
+            try:
+                s.add_messages([Message("user", f"concurrent save {i}")])
+                ok = True
+            except Exception:  # noqa: BLE001 - counted as a failed save
+                ok = False
+            out.append([start, time.perf_counter() - t0, ok])
+            i += 1
+            time.sleep(WRITE_EVERY_S)
+    print(json.dumps(out))
+
+
+class ConcurrentWriter:
+    """Another process saving to ``db`` as a running chat does, until ``finish``."""
+
+    def __init__(self, db: Path, sid: str, stop: Path) -> None:
+        self.stop = stop
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--writer", str(db), sid, str(stop)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        while not Path(str(stop) + ".ready").exists():
+            if self.proc.poll() is not None:
+                raise SystemExit("the concurrent writer did not start")
+            time.sleep(0.01)
+
+    def finish(self) -> list[tuple[float, float, bool]]:
+        self.stop.touch()
+        out, _ = self.proc.communicate(timeout=600)
+        return [(float(a), float(b), bool(c)) for a, b, c in json.loads(out)]
+
+
+def build_scale_store(db: Path, sessions: int, messages: int) -> tuple[str, float]:
+    """The store through the public API, one add_messages per session.
+
+    Half the sessions are built before the returned cutoff and half after, so
+    ``delete --older-than`` the cutoff removes half. Returns (the id of the
+    SHOW_MESSAGES-message session, the cutoff).
+    """
+    per, extra = divmod(messages - SHOW_MESSAGES, sessions - 1)
+    pool = make_scale_messages(SCALE_POOL + per + 1, seed=3)
+    cutoff = 0.0
+    t0 = time.perf_counter()
+    with Manager(db) as m:
+        big = m.new_session()
+        big.add_messages(make_scale_messages(SHOW_MESSAGES, seed=4))
+        for i in range(sessions - 1):
+            if i == sessions // 2 - 1:
+                time.sleep(0.05)
+                cutoff = time.time()
+                time.sleep(0.05)
+            at = (i * 7919) % SCALE_POOL  # a different slice of the pool for each session
+            m.new_session().add_messages(pool[at : at + per + (1 if i < extra else 0)])
+            if i % 2000 == 1998:
+                print(f"  {i + 2:,} sessions in {time.perf_counter() - t0:.0f} s", flush=True)
+    return big.session_id, cutoff
+
+
+PLAIN_LIST = (
+    "import sqlite3, sys\n"
+    "c = sqlite3.connect(sys.argv[1])\n"
+    "rows = c.execute('SELECT id, created_at, updated_at, message_count, title FROM sessions "
+    "ORDER BY updated_at DESC, created_at DESC, rowid DESC').fetchall()\n"
+    "sys.stdout.write(''.join(f'{r[0]}  {r[3]}  {r[4]}\\n' for r in rows))\n"
+)
+
+
+def plain_read(conn: sqlite3.Connection, sid: str) -> list[Message]:
+    rows = conn.execute(
+        "SELECT role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? "
+        "ORDER BY id",
+        (sid,),
+    ).fetchall()
+    return [
+        Message(
+            r,
+            c,
+            [ToolCall(d["id"], d["name"], d["arguments"]) for d in json.loads(t)] if t else [],
+            i or "",
+        )
+        for r, c, t, i in rows
+    ]
+
+
+def plain_first_search(conn: sqlite3.Connection) -> list[tuple]:
+    """The catch-up done by hand in one transaction (as the store did before), then search."""
+    conn.execute("BEGIN IMMEDIATE")
+    (upto,) = conn.execute("SELECT indexed_upto FROM fts_state").fetchone()
+    conn.execute(
+        f"INSERT INTO messages_fts (rowid, body) SELECT new.id, {FTS_BODY} "
+        "FROM messages AS new WHERE new.id > ?",
+        (upto,),
+    )
+    conn.execute("UPDATE fts_state SET indexed_upto = (SELECT max(id) FROM messages)")
+    conn.execute("COMMIT")
+    return conn.execute(SEARCH_SQL, SCALE_ARGS).fetchall()
+
+
+def plain_delete(conn: sqlite3.Connection, cutoff: float) -> int:
+    conn.execute("BEGIN IMMEDIATE")
+    n = conn.execute("DELETE FROM sessions WHERE updated_at < ?", (cutoff,)).rowcount
+    conn.execute("COMMIT")
+    return n
+
+
+def run_scale(sessions: int, messages: int, runs: int) -> int:
+    print(
+        f"python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; building "
+        f"{sessions:,} sessions / {messages:,} messages through the public API"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        home, plain_home = tmp / "home", tmp / "plain"
+        home.mkdir()
+        plain_home.mkdir()
+        db, plain_db = home / "sessions.db", plain_home / "sessions.db"
+        t0 = time.perf_counter()
+        big_id, cutoff = build_scale_store(db, sessions, messages)
+        built = time.perf_counter() - t0
+        with Manager(db) as m:
+            writer_sid = m.new_session().session_id  # created now: never "older"
+        shutil.copyfile(db, plain_db)  # closed, so the WAL was checkpointed into the file
+        print(
+            f"built in {built:.0f} s ({db.stat().st_size / 1e6:,.0f} MB), copied for plain sqlite3"
+        )
+
+        env = dict(os.environ, HARNESS9_HOME=str(home), PYTHONPATH=str(REPO))
+        env.pop("FORCE_COLOR", None)
+        py = sys.executable
+        writers = {
+            "plain": ConcurrentWriter(plain_db, writer_sid, tmp / "stop-plain"),
+            "store": ConcurrentWriter(db, writer_sid, tmp / "stop-store"),
+        }
+        windows: list[tuple[str, str, float, float]] = []  # (row, side, start, end)
+        results: dict[str, dict[str, float]] = {}
+
+        def measure(row: str, side: str, fn: Callable[[], object], repeat: int = 1) -> object:
+            times, value = [], None
+            for _ in range(repeat):
+                start, t = time.time(), time.perf_counter()
+                value = fn()
+                times.append(time.perf_counter() - t)
+                windows.append((row, side, start, time.time()))
+            results.setdefault(row, {})[side] = statistics.median(times)
+            return value
+
+        floor = process_median([py, "-c", "import typer"], env, runs)
+        list_cmds = {
+            "plain": [py, "-c", PLAIN_LIST, str(plain_db)],
+            "store": [py, "-m", "harness9", "sessions", "list"],
+        }
+        for side, cmd in list_cmds.items():
+            start = time.time()
+            results.setdefault(LIST_ROW, {})[side] = process_median(cmd, env, runs)
+            windows.append((LIST_ROW, side, start, time.time()))
+        plain = sqlite3.connect(plain_db, isolation_level=None)
+        plain.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        plain.execute("PRAGMA foreign_keys = ON")
+        store = Manager(db)
+        show = f"show of a {SHOW_MESSAGES:,}-message session"
+        a = measure(show, "plain", lambda: plain_read(plain, big_id), repeat=3)
+        b = measure(show, "store", lambda: store.open_session(big_id).get_messages(), repeat=3)
+        assert a == b, "the two sides read different messages"
+        first = f"first search ({messages:,} messages to index)"
+        print(f"first searches ({messages:,} messages to index on each side)…", flush=True)
+        a = measure(first, "plain", lambda: plain_first_search(plain))
+        b = measure(first, "store", lambda: store.search(SCALE_QUERY))
+        assert isinstance(a, list) and isinstance(b, list) and len(a) == len(b) > 0
+        warm = "warm search (median of 5)"
+        measure(warm, "plain", lambda: plain.execute(SEARCH_SQL, SCALE_ARGS).fetchall(), 5)
+        measure(warm, "store", lambda: store.search(SCALE_QUERY), 5)
+        half = f"delete --older-than ({sessions // 2:,} sessions)"
+        a = measure(half, "plain", lambda: plain_delete(plain, cutoff))
+        b = measure(half, "store", lambda: len(store.delete_sessions_older_than(cutoff)))
+        assert a == b == sessions // 2, f"the two sides deleted {a} and {b} sessions"
+        plain.close()
+        store.close()
+        saves = {side: w.finish() for side, w in writers.items()}
+
+    def writer_figures(row: str, side: str) -> tuple[float, int, int]:
+        """(longest wait, failed, made) of the saves that overlapped ``row`` on ``side``."""
+        spans = [(s, e) for r, sd, s, e in windows if r == row and sd == side]
+        mine = [
+            (wait, ok)
+            for start, wait, ok in saves[side]
+            if any(start <= e and start + wait >= s for s, e in spans)
+        ]
+        return max((w for w, _ in mine), default=0.0), sum(not ok for _, ok in mine), len(mine)
+
+    print()
+    width = max(len(r) for r in results)
+    head = "concurrent saves: longest (failed/made)"
+    print(f"{'operation':<{width}} {'plain sqlite3':>13} {'harness9':>13} {'ratio':>7}   {head}")
+    print(f"{'':<{width}} {'':>13} {'':>13} {'':>7}   {'plain sqlite3':>20} {'harness9':>20}")
+    worst, failed = 0.0, 0
+    for row, sides in results.items():
+        cells = []
+        for side in ("plain", "store"):
+            wait, bad, made = writer_figures(row, side)
+            cells.append(f"{wait * 1000:7.0f} ms ({bad}/{made})")
+            if side == "store":
+                worst, failed = max(worst, wait), failed + bad
+        print(
+            f"{row:<{width}} {fmt_s(sides['plain']):>13} {fmt_s(sides['store']):>13} "
+            f"{sides['store'] / sides['plain']:6.2f}x   {cells[0]:>20} {cells[1]:>20}"
+        )
+    listing = results[LIST_ROW]["store"]
+    warm_s = results[warm]["store"]
+    checks = [
+        (f"every concurrent save waits < 1 s (longest {worst * 1000:.0f} ms)", worst < 1.0),
+        (f"no concurrent save fails ({failed} failed)", failed == 0),
+        (f"warm search < 100 ms ({warm_s * 1000:.1f} ms)", warm_s < 0.1),
+        (
+            f"sessions list within 1.3x of {FLOOR_LABEL} ({listing * 1000:.0f} ms vs "
+            f"{floor * 1000:.0f} ms: {listing / floor:.2f}x)",
+            listing < 1.3 * floor,
+        ),
+    ]
+    print()
+    for text, ok in checks:
+        print(f"{'ok' if ok else 'NO'}  {text}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
 def fmt_s(seconds: float) -> str:
     return f"{seconds * 1000:9.2f} ms"
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--writer":
+        writer_main(*sys.argv[2:5])
+        return
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each store operation")
     ap.add_argument("--runs", type=int, default=11, help="runs of each whole process")
+    ap.add_argument("--scale", action="store_true", help="the year's-store run (minutes)")
+    ap.add_argument("--sessions", type=int, default=10_000, help="--scale: sessions")
+    ap.add_argument("--messages", type=int, default=1_000_000, help="--scale: messages")
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="also benchmark the PostgreSQL store on this server ('temp': a throwaway one); "
+        "see scripts/bench_store_pg.py",
+    )
+    ap.add_argument("--seconds", type=float, default=10, help="concurrent writers: seconds per run")
     args = ap.parse_args()
+    if args.scale:
+        raise SystemExit(run_scale(args.sessions, args.messages, args.runs))
 
     msgs = make_messages(N_MESSAGES)
     singles = make_messages(N_SINGLE, seed=2)
@@ -295,6 +619,15 @@ def main() -> None:
         print(
             f"{name:<{width}} {fmt_s(plain):>13} {fmt_s(store):>13} {ratio:6.2f}x  < 2.00x  "
             f"{'yes' if ratio < 2 else 'NO'}"
+        )
+    print()
+    with tempfile.TemporaryDirectory() as d:
+        eager = bench_write_time_indexing(Path(d), msgs, singles, args.repeats)
+    print("indexing at write time instead (plain sqlite3 with an FTS5 insert trigger; not used):")
+    for name, (deferred, at_write) in eager.items():
+        print(
+            f"  {name:<{width - 2}} {fmt_s(deferred):>13} {fmt_s(at_write):>13} "
+            f"{at_write / deferred:6.2f}x  < 2.00x  {'yes' if at_write / deferred < 2 else 'NO'}"
         )
 
     print()
@@ -336,9 +669,16 @@ def main() -> None:
     print()
     print(
         f"first search's catch-up over that store: {indexed:,} messages indexed in "
-        f"{catch_up:.2f} s, in one write transaction (other writers wait up to "
-        f"busy_timeout = {BUSY_TIMEOUT_MS / 1000:.0f} s)"
+        f"{catch_up:.2f} s, in steps of about {STEP_TARGET_S * 1000:.0f} ms (another writer "
+        "waits about one step; --scale measures it)"
     )
+    if args.database_url:
+        from bench_store_pg import report
+
+        with tempfile.TemporaryDirectory() as d:
+            report(
+                args.database_url, msgs, singles, args.repeats, QUERY, args.seconds, pairs, Path(d)
+            )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
     python scripts/chaos.py            # >= 200 kill points, >= 1,000 concurrent writes (minutes)
     python scripts/chaos.py --quick    # a short run of every scenario
+    python scripts/chaos.py --scenario search-cleanup   # one scenario alone
+    python scripts/chaos.py --database-url temp|postgresql://...   # kill -9 and concurrency
+                                       # on a PostgreSQL store ("temp": a throwaway server)
 
 Scenarios (each a row of the closing table):
   kill -9      `harness9 chat --resume` SIGKILLed at a random moment (seeded) while a
@@ -10,6 +13,11 @@ Scenarios (each a row of the closing table):
   concurrency  two chats on two sessions, a third on the same session as the first,
                writer processes and threads (two per session), and
                `sessions delete --older-than` in a loop, all on one database.
+  search-cleanup
+               a large store nobody searched yet (200,000 messages): `sessions search`
+               catches its index up and `sessions delete --older-than` removes half of
+               it, in loops, while four writer processes save as fast as they can.
+               Run it alone with --scenario search-cleanup.
   damaged      garbage, truncated, corrupt and newer-schema databases, a file as home,
                an unreadable home, a full disk (a small tmpfs, when mounting is allowed).
   provider     timeouts, 429 + Retry-After, 5xx bursts, broken streams, an empty reply,
@@ -25,6 +33,7 @@ every write a writer saw committed. "Found" counts those present afterwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -60,6 +69,7 @@ from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
 from harness9.context.view import load_view  # noqa: E402
 from harness9.schema import TRUNCATED_STUB, Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
+from harness9.store.backend import SessionStore  # noqa: E402
 
 API_KEY = "sk-chaos-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:24]
 SUMMARY_MARK = "You compress the history"
@@ -155,7 +165,25 @@ def saved_part(msgs: list[Message]) -> list[Message]:
     ]
 
 
+def database_url() -> str | None:
+    """The PostgreSQL store under test (--database-url), or None for the SQLite file."""
+    return os.environ.get("HARNESS9_DATABASE_URL") or None
+
+
+def open_store(db: Path | str) -> SessionStore:
+    """The store the CLI under test uses: ``db``, or the server when --database-url is set."""
+    url = database_url()
+    if url:
+        from harness9.store.postgres import PostgresManager
+
+        return PostgresManager(url)
+    return Manager(db)
+
+
 def integrity(db: Path) -> str:
+    url = database_url()
+    if url:
+        return pg_integrity(url)
     conn = sqlite3.connect(db)
     try:
         return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
@@ -163,14 +191,32 @@ def integrity(db: Path) -> str:
         conn.close()
 
 
+def pg_integrity(url: str) -> str:
+    """The invariants every write keeps: counts match rows, checkpoints name stored messages."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        (miscounted,) = conn.execute(
+            "SELECT count(*) FROM harness9.sessions AS s WHERE s.message_count <> "
+            "(SELECT count(*) FROM harness9.messages AS m WHERE m.session_id = s.id)"
+        ).fetchone() or (0,)
+        (dangling,) = conn.execute(
+            "SELECT count(*) FROM harness9.compactions AS c WHERE NOT EXISTS (SELECT 1 FROM "
+            "harness9.messages AS m WHERE m.id = c.last_message_id AND m.session_id = c.session_id)"
+        ).fetchone() or (0,)
+    if miscounted or dangling:
+        return f"{miscounted} sessions miscounted, {dangling} checkpoints dangling"
+    return "ok"
+
+
 def stored_messages(db: Path, sid: str) -> list[Message]:
-    with Manager(db) as m:
+    with open_store(db) as m:
         return m.open_session(sid).get_messages()
 
 
 def resumable_view_is_valid(db: Path, sid: str) -> bool:
     """What `--resume` would send next: the view from the latest checkpoint, repaired."""
-    with Manager(db) as m:
+    with open_store(db) as m:
         view = load_view(m.open_session(sid), Message("system", "chaos"))
     return is_valid_tool_sequence(repair_orphaned_tool_pairs(view.messages))
 
@@ -313,8 +359,14 @@ def kill_chain(
             errors, tracebacks = count_errors(out.read_text())
             problems: list[str] = []
             if sid is None:
-                with Manager(db) as m:
-                    infos = m.list_sessions()
+                with open_store(db) as m:
+                    # On a shared server other chains' sessions are there too: this chain's
+                    # is the one its first line named.
+                    infos = [
+                        i
+                        for i in m.list_sessions()
+                        if not database_url() or i.title.startswith(f"c{chain} r{run} ")
+                    ]
                 if len(infos) != 1:
                     problems.append(f"run {run}: {len(infos)} sessions after the first run")
                     continue
@@ -375,7 +427,7 @@ def kill_chain(
                 row.failed_checks.append(f"chain {chain}: final resume exited {final.returncode}")
             if integrity(db) != "ok":
                 row.failed_checks.append(f"chain {chain}: integrity_check failed at the end")
-            with Manager(db) as m:
+            with open_store(db) as m:
                 chain_checkpoints[chain] = len(m.open_session(str(sid)).list_checkpoints())
     finally:
         server.stop()
@@ -405,26 +457,30 @@ def scenario_kill(base: Path, kills: int, seed: int, jobs: int) -> tuple[Row, di
 # -- concurrency -------------------------------------------------------------------------------
 
 
-def writer_main(db: str, sid: str, count: int, tag: str) -> None:
-    """Child process: append ``count`` messages, print what committed (JSON)."""
+def writer_main(db: str, sid: str, count: int, tag: str, stop: str = "") -> None:
+    """Child process: append ``count`` messages (or, with ``stop``, until that file
+    exists), print what committed (JSON)."""
     acked: list[int] = []
     errors: list[str] = []
-    with Manager(db) as m:
+    longest = 0.0
+    with open_store(db) as m:
         s = m.open_session(sid)
         i = 0
-        while i < count:
+        while (not stop and i < count) or (stop and not os.path.exists(stop)):
             batch = [
                 Message("user" if (i + j) % 2 == 0 else "assistant", f"{tag} {i + j}")
                 for j in range(1 + (i % 3 == 0))
             ]
-            batch = batch[: count - i]
+            batch = batch if stop else batch[: count - i]
+            t0 = time.monotonic()
             try:
                 s.add_messages(batch)
                 acked += range(i, i + len(batch))
             except Exception as exc:  # noqa: BLE001 - reported, counted as an error
                 errors.append(f"{type(exc).__name__}: {exc}")
+            longest = max(longest, time.monotonic() - t0)
             i += len(batch)
-    print(json.dumps({"acked": acked, "errors": errors}))
+    print(json.dumps({"acked": acked, "errors": errors, "longest_wait": longest}))
 
 
 class ChatResponder:
@@ -454,7 +510,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     home = base / "conc"
     home.mkdir()
     db = home / "sessions.db"
-    with Manager(db) as m:
+    with open_store(db) as m:
         s1, s2, s3 = m.new_session(), m.new_session(), m.new_session()
     server = ScriptedLLMServer().start()
     responder = ChatResponder()
@@ -464,13 +520,14 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     stderr_texts: list[str] = []
 
     def seeder() -> None:
-        with Manager(db) as m:
+        mark = "%s" if database_url() else "?"
+        with open_store(db) as m:
             while not stop.is_set():
                 old = m.new_session()
                 old.add_messages([Message("user", "old session")])
-                with m.transaction() as conn:
+                with m.transaction() as conn:  # type: ignore[attr-defined]
                     conn.execute(
-                        "UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = ?",
+                        f"UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = {mark}",
                         (old.session_id,),
                     )
                 deletes["seeded"] += 1
@@ -510,8 +567,8 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     # Threads in this process: four sharing one Manager on s3, two with their own.
     thread_acks: dict[str, list[int]] = {}
 
-    def thread_writer(tag: str, shared: Manager | None) -> None:
-        m = shared or Manager(db)
+    def thread_writer(tag: str, shared: SessionStore | None) -> None:
+        m = shared or open_store(db)
         acked = []
         try:
             s = m.open_session(s3.session_id)
@@ -523,7 +580,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
             if shared is None:
                 m.close()
 
-    shared = Manager(db)
+    shared = open_store(db)
     threads = [
         threading.Thread(target=thread_writer, args=(f"th{i}", shared if i < 4 else None))
         for i in range(6)
@@ -562,7 +619,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
 
     row.runs = len(writers) + len(threads) + len(chat_procs) + deletes["runs"]
     row.faults = deletes["runs"]  # each clean-up run races every writer
-    with Manager(db) as m:
+    with open_store(db) as m:
         contents = {
             sid: [x.content for x in m.open_session(sid).get_messages()]
             for sid in (s1.session_id, s2.session_id, s3.session_id)
@@ -630,6 +687,130 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
     if integrity(db) != "ok":
         row.failed_checks.append("integrity_check failed")
     row.scenario += f" ({deletes['runs']} clean-ups, {deletes['seeded']} idle sessions seeded)"
+    return row
+
+
+# -- search and clean-up during writes -----------------------------------------------------------
+
+
+def build_large_store(db: Path, sessions: int, per_session: int) -> list[str]:
+    """``sessions`` x ``per_session`` messages through the public API, none indexed yet;
+    the first half made two days old. Returns the old sessions' ids."""
+    rnd = random.Random(15)
+    words = [f"w{k}" for k in range(3000)]
+    pool = [
+        Message(
+            "user" if k % 2 == 0 else "assistant",
+            " ".join(rnd.choices(words, k=60)) + (" nightly build" if k % 997 == 5 else ""),
+        )
+        for k in range(per_session * 7)
+    ]
+    old: list[str] = []
+    with Manager(db) as m:
+        for i in range(sessions):
+            s = m.new_session()
+            at = (i * 13) % (len(pool) - per_session)
+            s.add_messages(pool[at : at + per_session])
+            if i < sessions // 2:
+                old.append(s.session_id)
+        with m.transaction() as conn:
+            conn.executemany(
+                "UPDATE sessions SET updated_at = updated_at - 172800 WHERE id = ?",
+                [(sid,) for sid in old],
+            )
+    return old
+
+
+def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds: int) -> Row:
+    """Writers save as fast as they can while `sessions search` catches up the index of a
+    large store nobody searched yet and `sessions delete --older-than` removes half of it;
+    both run in loops until each has run ``rounds`` times, then the writers stop."""
+    row = Row("search and clean-up during writes")
+    home = base / "scale"
+    home.mkdir()
+    db = home / "sessions.db"
+    old = build_large_store(db, sessions, per_session)
+    with Manager(db) as m:
+        targets = [m.new_session().session_id for _ in range(2)]
+    specs = [(targets[0], "s1a"), (targets[0], "s1b"), (targets[1], "s2a"), (targets[1], "s2b")]
+    stop = home / "stop-writers"
+    writers = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--writer", str(db), sid, "0", tag, str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(home),
+        )
+        for sid, tag in specs
+    ]
+    runs = {"search": 0, "delete": 0}
+    failures: list[str] = []
+    first_hits = [""]
+
+    def until_writers_end(kind: str, argv: list[str]) -> None:
+        while True:
+            r = cli(home, *argv)
+            runs[kind] += 1
+            e, t = count_errors(r.stderr)
+            row.user_errors += e
+            row.tracebacks += t
+            if r.returncode != 0:
+                failures.append(f"{kind}: exit {r.returncode}: {r.stderr.strip()[-200:]}")
+            if kind == "search" and runs[kind] == 1:
+                first_hits[0] = r.stdout
+            if runs[kind] >= rounds:
+                return
+
+    loops = [
+        threading.Thread(
+            target=until_writers_end, args=("search", ["sessions", "search", "nightly"])
+        ),
+        threading.Thread(
+            target=until_writers_end,
+            args=("delete", ["sessions", "delete", "--older-than", "1d", "--yes"]),
+        ),
+    ]
+    for t in loops:
+        t.start()
+    for t in loops:
+        t.join()
+    stop.touch()
+    outputs = [w.communicate(timeout=600) for w in writers]
+    row.runs = len(writers) + runs["search"] + runs["delete"]
+    row.faults = runs["search"] + runs["delete"]
+    longest = 0.0
+    with Manager(db) as m:
+        contents = {sid: [x.content for x in m.open_session(sid).get_messages()] for sid in targets}
+        left_old = [i.id for i in m.list_sessions() if i.id in set(old)]
+    for (sid, tag), (out, err) in zip(specs, outputs, strict=True):
+        e, t = count_errors(err)
+        row.tracebacks += t
+        try:
+            report = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            row.failed_checks.append(f"{tag}: no report ({err.strip()[-200:]})")
+            continue
+        row.user_errors += len(report["errors"])
+        row.failed_checks += [f"{tag}: {msg}" for msg in report["errors"]]
+        longest = max(longest, report.get("longest_wait", 0.0))
+        mine = [int(c.split()[1]) for c in contents[sid] if c.startswith(tag + " ")]
+        row.written += len(report["acked"])
+        row.found += len(set(report["acked"]) & set(mine))
+    row.failed_checks += failures
+    if "nightly" not in first_hits[0]:
+        row.failed_checks.append("the first search did not find the planted messages")
+    if left_old:
+        row.failed_checks.append(f"{len(left_old)} old sessions were not deleted")
+    # The longest wait is shown, not checked: four writers with no pause mostly queue
+    # behind each other, and on a loaded machine that alone can take seconds.
+    # bench_store.py --scale checks the < 1 s bound with a writer that saves like a chat.
+    if integrity(db) != "ok":
+        row.failed_checks.append("integrity_check failed")
+    row.scenario += (
+        f" ({sessions * per_session:,} messages, {runs['search']} searches, "
+        f"{runs['delete']} clean-ups, longest write {longest * 1000:.0f} ms)"
+    )
     return row
 
 
@@ -1089,7 +1270,7 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        writer_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        writer_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
         return 0
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1099,11 +1280,54 @@ def main() -> int:
     ap.add_argument("--writes", type=int, help="writes from writer processes (default 1000)")
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--jobs", type=int, default=2, help="parallel kill chains")
-    ap.add_argument("--only", help="comma-separated: kill,concurrency,damaged,provider,hostile")
+    ap.add_argument(
+        "--only",
+        "--scenario",
+        help="comma-separated: kill,concurrency,search-cleanup,damaged,provider,hostile",
+    )
+    ap.add_argument(
+        "--large",
+        type=int,
+        help="messages in the search-and-clean-up store (default 200,000; --quick 20,000)",
+    )
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="run kill and concurrency against this PostgreSQL store ('temp': a throwaway "
+        "server); the other scenarios are about the SQLite file and do not run",
+    )
     ns = ap.parse_args()
     kills = ns.kills or (20 if ns.quick else 200)
     writes = ns.writes or (200 if ns.quick else 1000)
-    only = set((ns.only or "kill,concurrency,damaged,provider,hostile").split(","))
+    only = set((ns.only or "kill,concurrency,search-cleanup,damaged,provider,hostile").split(","))
+    if ns.database_url:
+        only &= {"kill", "concurrency"}
+        with pg_database(ns.database_url) as url:
+            os.environ["HARNESS9_DATABASE_URL"] = url
+            return run(ns, only, kills, writes)
+    return run(ns, only, kills, writes)
+
+
+@contextlib.contextmanager
+def pg_database(url: str):  # noqa: ANN201
+    if url != "temp":
+        yield url
+        return
+    from pg_server import PgCluster, find_binaries
+
+    bin_dir, why = find_binaries()
+    if bin_dir is None:
+        raise SystemExit(why)
+    cluster = PgCluster(bin_dir)
+    try:
+        cluster.start()
+        yield cluster.create_database("chaos")
+    finally:
+        cluster.stop()
+
+
+def run(ns: argparse.Namespace, only: set[str], kills: int, writes: int) -> int:
+    large = ns.large or (20_000 if ns.quick else 200_000)
     started = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="harness9-chaos-"))
     rows: list[Row] = []
@@ -1121,6 +1345,10 @@ def main() -> int:
             notes.append(note)
         if "concurrency" in only:
             rows.append(scenario_concurrency(base, writes, 8 if ns.quick else 25))
+        if "search-cleanup" in only:
+            rows.append(
+                scenario_search_cleanup(base, max(2, large // 100), 100, 2 if ns.quick else 5)
+            )
         if "kill" in only:
             row, phases = scenario_kill(base, kills, ns.seed, ns.jobs)
             rows.append(row)
@@ -1138,8 +1366,9 @@ def main() -> int:
     for line in failed[:40]:
         print("FAILED CHECK", line)
     bad = failed or any(r.lost or r.invalid or r.tracebacks for r in rows)
+    where = f"; store: PostgreSQL {database_url()}" if database_url() else ""
     print(
-        f"chaos: {'FAIL' if bad else 'ok'} in {time.monotonic() - started:.0f}s (seed {ns.seed}; work dir {base})"
+        f"chaos: {'FAIL' if bad else 'ok'}{where} in {time.monotonic() - started:.0f}s (seed {ns.seed}; work dir {base})"
     )
     if not bad:
         shutil.rmtree(base, ignore_errors=True)

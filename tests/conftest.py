@@ -45,3 +45,100 @@ def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with ScriptedLLMServer() as server:
         yield server
+
+
+# -- PostgreSQL: one throwaway cluster per test run --------------------------------------
+
+_PG_REQUIRED = bool(os.environ.get("CI") or os.environ.get("HARNESS9_REQUIRE_POSTGRES"))
+
+
+def _pg_unavailable(reason: str) -> None:
+    # In CI (CI=true) a skipped PostgreSQL suite would pass unnoticed: fail instead.
+    if _PG_REQUIRED:
+        pytest.fail(f"PostgreSQL tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[object]:
+    """A started PgCluster (tests/pg_server.py), stopped after the run."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _pg_unavailable("psycopg is not installed (pip install -e '.[dev]')")
+    from pg_server import PgCluster, find_binaries
+
+    bin_dir, why = find_binaries()
+    if bin_dir is None:
+        _pg_unavailable(why)
+    cluster = PgCluster(bin_dir)
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as exc:
+        cluster.stop()
+        _pg_unavailable(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_cluster) -> str:
+    """The URL of a database with the harness9 schema, shared by the run's tests."""
+    from harness9.store.postgres import PostgresManager
+
+    url = pg_cluster.create_database("harness9_test")
+    PostgresManager(url).close()  # migrate once
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """The shared test database, emptied: every test starts with no session."""
+    import psycopg
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        # Ids restart at 1, as in a new SQLite file.
+        conn.execute(
+            "TRUNCATE harness9.sessions, harness9.messages, harness9.todos, "
+            "harness9.compactions, harness9.blobs, harness9.session_usage RESTART IDENTITY"
+        )
+    return pg_database
+
+
+@pytest.fixture
+def pg_fresh_url(pg_cluster, request: pytest.FixtureRequest) -> str:
+    """A new, empty database (no harness9 schema yet): for migration tests."""
+    import uuid
+
+    return pg_cluster.create_database(f"fresh_{uuid.uuid4().hex[:12]}")
+
+
+# -- one store-behaviour suite, both backends ------------------------------------------------
+# A test that uses the ``backend`` fixture (directly or through ``store_url``) runs once per
+# store, unless it also uses ``db`` (an SQLite file it inspects by hand) or is marked
+# ``sqlite_only`` (it checks SQLite's own machinery).
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or "db" in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where the test's store lives: an SQLite file path, or an emptied PostgreSQL database."""
+    if backend == "postgres":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "sessions.db")

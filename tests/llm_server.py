@@ -40,7 +40,7 @@ NO_REPLY_MESSAGE = "scripted server: no reply queued"
 @dataclass(slots=True, frozen=True)
 class TextReply:
     text: str
-    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None: estimated
+    usage: tuple[int, ...] | None = None  # (prompt, completion[, cached]) tokens; None: estimated
     chunk_size: int = 5  # characters per streamed delta
     delay: float = 0.0  # seconds to wait before answering
     chunk_delay: float = 0.0  # seconds between streamed deltas (a slow model)
@@ -176,7 +176,7 @@ class ScriptedLLMServer:
         self,
         text: str,
         *,
-        usage: tuple[int, int] | None = None,
+        usage: tuple[int, ...] | None = None,
         chunk_size: int = 5,
         delay: float = 0.0,
         chunk_delay: float = 0.0,
@@ -261,17 +261,20 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _usage(spec_usage: tuple[int, int] | None, body: dict[str, Any], out_text: str) -> dict:
+def _usage(spec_usage: tuple[int, ...] | None, body: dict[str, Any], out_text: str) -> dict:
     if spec_usage is None:
         # Deterministic stand-in: bytes / 4, like the harness's own estimate.
         prompt = max(1, len(json.dumps(body.get("messages", []))) // 4)
         spec_usage = (prompt, max(1, len(out_text.encode()) // 4))
-    prompt, completion = spec_usage
-    return {
+    prompt, completion, *cached = spec_usage
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached:  # (prompt, completion, cached): OpenAI's prompt-cache report
+        usage["prompt_tokens_details"] = {"cached_tokens": cached[0]}
+    return usage
 
 
 class _QuietServer(ThreadingHTTPServer):

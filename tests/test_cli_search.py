@@ -149,3 +149,41 @@ def test_search_in_a_real_process():
         2,
         "harness9: search query has an unbalanced quote: '\"open'\n",
     )
+
+
+def test_a_first_search_over_many_unindexed_messages_says_so_once_on_stderr():
+    sid = make_session("the nightly build broke")
+    with open_manager() as m, m.transaction() as conn:
+        conn.execute(
+            "WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < 25000) "
+            "INSERT INTO messages (session_id, role, content, created_at) "
+            "SELECT ?, 'user', 'filler ' || x, 1000.0 FROM k",
+            (sid,),
+        )
+    first = cli("sessions", "search", "nightly")
+    assert first.exit_code == 0
+    assert first.stderr == "indexing 25,001 messages…\n"
+    assert first.stdout.startswith(f"1. {sid}  ")
+    again = cli("sessions", "search", "nightly")
+    assert (again.exit_code, again.stderr) == (0, "")
+
+
+def test_the_indexing_progress_bar_is_drawn_on_a_terminal_and_removed_when_done():
+    from io import StringIO
+
+    from harness9.ui.search_view import IndexProgress
+
+    out = StringIO()
+    console = Console(file=out, force_terminal=True, width=60, color_system=None)
+    with IndexProgress(console, threshold=100) as progress:
+        for done in range(0, 1001, 250):
+            progress(done, 1000)
+        assert progress.announced
+    text = out.getvalue()
+    assert text.startswith("indexing 1,000 messages…\n")
+    assert "100%" in text or "━" in text
+    quiet = StringIO()
+    with IndexProgress(Console(file=quiet, force_terminal=True), threshold=100) as progress:
+        progress(0, 99)
+        progress(99, 99)
+    assert quiet.getvalue() == ""

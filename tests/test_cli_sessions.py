@@ -58,6 +58,15 @@ def test_list_json_prints_id_title_times_and_count():
             "created_at": "2026-05-17T14:30:00Z",
             "updated_at": "2026-05-17T14:30:00Z",
             "message_count": 2,
+            "usage": {  # no model call was made in this session
+                "model_calls": 0,
+                "input_tokens": 0,
+                "cached_tokens": 0,
+                "output_tokens": 0,
+                "total_tokens": 0,
+                "cost_usd": None,
+                "unpriced_calls": 0,
+            },
         }
     ]
 
@@ -105,6 +114,9 @@ def full_session() -> str:
         )
         s.save_todos([TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")])
         s.add_checkpoint(Checkpoint(ids[1], "Goal: list files", "summarization", 900, 120, 3, 2))
+        m.add_usage(
+            s.session_id, input_tokens=900, output_tokens=20, cached_tokens=512, cost_usd=0.0003
+        )
         return s.session_id
 
 
@@ -120,6 +132,15 @@ def test_show_json_prints_messages_todos_and_checkpoints():
         "created_at": t,
         "updated_at": t,
         "message_count": 3,
+        "usage": {
+            "model_calls": 1,
+            "input_tokens": 900,
+            "cached_tokens": 512,
+            "output_tokens": 20,
+            "total_tokens": 920,
+            "cost_usd": 0.0003,
+            "unpriced_calls": 0,
+        },
         "messages": [
             {
                 "id": 1,

@@ -12,7 +12,15 @@ from freezegun import freeze_time
 from support import cli, run_cli
 
 from harness9.schema import Message, TodoItem, ToolCall
-from harness9.store import Checkpoint, open_manager
+from harness9.store import Checkpoint
+from harness9.store.backend import open_store as open_manager
+
+
+@pytest.fixture(autouse=True)
+def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs on the SQLite file and on PostgreSQL (through the URL)."""
+    if backend == "postgres":
+        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)
 
 
 def full_session() -> str:
@@ -244,6 +252,7 @@ def test_a_missing_file_is_a_one_line_error(tmp_path: Path):
     )
 
 
+@pytest.mark.sqlite_only  # sabotaged with an SQLite trigger
 def test_a_failure_half_way_through_the_import_leaves_nothing(harness9_home: Path):
     doc = valid_doc()
     with open_manager() as m:
@@ -355,6 +364,7 @@ def test_markdown_escapes_html_in_tool_names():
 # -- a real process -------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # two homes; tests/test_postgres_store.py pipes between backends
 def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path, tmp_path: Path):
     sid = full_session()
     exported = run_cli("sessions", "export", sid, "--format", "json")

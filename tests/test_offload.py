@@ -247,7 +247,7 @@ def test_clean_stale_removes_session_dirs_older_than_seven_days(store):
     six_days = (now - timedelta(days=6)).timestamp()
     os.utime(old, (eight_days, eight_days))
     os.utime(young, (six_days, six_days))
-    assert store.clean_stale() == [old]
+    assert store.clean_stale() == ["old_session"]
     assert not old.exists() and young.exists()
 
 

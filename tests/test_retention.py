@@ -12,6 +12,7 @@ from harness9.config import config_path, load_config_file, retention_days
 from harness9.errors import ConfigError
 from harness9.schema import Message
 from harness9.store import Manager, open_manager
+from harness9.store.backend import open_url
 from harness9.store.retention import apply_retention, retention_notice, startup_retention
 
 NOW = 1_800_000_000.0
@@ -98,8 +99,8 @@ def test_a_bad_retention_value_is_one_line_naming_the_key(harness9_home: Path, v
 # -- applying it ---------------------------------------------------------------------------------
 
 
-def test_apply_retention_deletes_only_sessions_idle_longer_than_the_limit(tmp_path: Path):
-    with Manager(tmp_path / "s.db") as m:
+def test_apply_retention_deletes_only_sessions_idle_longer_than_the_limit(store_url: str):
+    with open_url(store_url) as m:
         old = session_updated_at(m, NOW - 31 * DAY, "old secret")
         recent = session_updated_at(m, NOW - 29 * DAY)
         assert apply_retention(m, 30, now=NOW) == [old]
@@ -107,22 +108,22 @@ def test_apply_retention_deletes_only_sessions_idle_longer_than_the_limit(tmp_pa
         assert m.search("secret") == []
 
 
-def test_apply_retention_returns_the_deleted_ids_most_recently_updated_first(tmp_path: Path):
-    with Manager(tmp_path / "s.db") as m:
+def test_apply_retention_returns_the_deleted_ids_most_recently_updated_first(store_url: str):
+    with open_url(store_url) as m:
         a = session_updated_at(m, NOW - 40 * DAY)
         b = session_updated_at(m, NOW - 35 * DAY)
         assert apply_retention(m, 30, now=NOW) == [b, a]
 
 
-def test_zero_days_deletes_nothing(tmp_path: Path):
-    with Manager(tmp_path / "s.db") as m:
+def test_zero_days_deletes_nothing(store_url: str):
+    with open_url(store_url) as m:
         session_updated_at(m, NOW - 4000 * DAY)
         assert apply_retention(m, 0, now=NOW) == []
         assert len(m.list_sessions()) == 1
 
 
-def test_keep_spares_the_session_about_to_be_resumed(tmp_path: Path):
-    with Manager(tmp_path / "s.db") as m:
+def test_keep_spares_the_session_about_to_be_resumed(store_url: str):
+    with open_url(store_url) as m:
         resumed = session_updated_at(m, NOW - 90 * DAY)
         other = session_updated_at(m, NOW - 90 * DAY)
         assert apply_retention(m, 30, now=NOW, keep=[resumed]) == [other]

@@ -11,6 +11,7 @@ from freezegun import freeze_time
 
 from harness9.schema import Message, ToolCall
 from harness9.store import Checkpoint, Manager, SessionNotFoundError, StoreError
+from harness9.store.backend import SessionStore, open_url
 from harness9.store.export import import_snapshot, snapshot_session
 from harness9.store.migrations import MIGRATIONS, NO_FTS5, SchemaError, migrate
 from harness9.store.search import (
@@ -32,8 +33,8 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def manager(db: Path) -> Iterator[Manager]:
-    with Manager(db) as m:
+def manager(store_url: str) -> Iterator[SessionStore]:
+    with open_url(store_url) as m:
         yield m
 
 
@@ -359,6 +360,7 @@ def test_a_stray_index_row_above_the_mark_does_not_break_the_catch_up(manager: M
     assert found(manager, "stray") == []
 
 
+@pytest.mark.sqlite_only
 def test_catch_up_index_returns_how_many_messages_it_indexed(manager: Manager):
     add(manager, "a", "b", "c")
     assert manager.catch_up_index() == 3

@@ -11,10 +11,16 @@ from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, CheckpointedSession, Manager, MemorySession, Session
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CheckpointedSession]:
     if request.param == "memory":
         yield MemorySession()
+        return
+    if request.param == "postgres":
+        from harness9.store.postgres import PostgresManager
+
+        with PostgresManager(request.getfixturevalue("pg_url")) as pg:
+            yield pg.new_session()
         return
     with Manager(tmp_path / "sessions.db") as manager:
         yield manager.new_session()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from tools_support import make_ctx, run_tool
 
+from harness9.tools.base import Approval
 from harness9.tools.shell import DECLINED, REFUSED_NO_TTY
 
 
@@ -122,8 +123,8 @@ def test_no_tty_and_no_yes_refuses_without_running(workdir: Path) -> None:
 def test_declined_confirmation_does_not_run(workdir: Path) -> None:
     asked: list[str] = []
 
-    def decline(question: str) -> bool:
-        asked.append(question)
+    def decline(approval: Approval) -> bool:
+        asked.append(approval.question)
         return False
 
     result = run_tool(make_ctx(workdir, confirm=decline), "bash", command="touch marker")

@@ -29,7 +29,8 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(workdir: Path) -> ToolContext:
-    return make_ctx(workdir)
+    # --yes: these tests are about reading and writing; approvals have their own tests.
+    return make_ctx(workdir, assume_yes=True)
 
 
 def write_lines(path: Path, n: int) -> None:

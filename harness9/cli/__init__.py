@@ -96,10 +96,20 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        metavar="URL",
+        help="Keep sessions in this PostgreSQL database (env HARNESS9_DATABASE_URL; "
+        "config: database_url). Default: the SQLite file in $HARNESS9_HOME.",
+    ),
 ) -> None:
     """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
+    from harness9.store.backend import use_database_url
+
     if not isinstance(ctx.obj, Environment):
         ctx.obj = Environment.from_process()
+    use_database_url(database_url)
 
 
 # Registered after `app` exists; each command lives in its own module, which imports only

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from harness9.cli import options
 from harness9.cli.env import environment
 from harness9.errors import UsageError
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
 
 def chat(
     ctx: typer.Context,
+    prompt_arg: str | None = typer.Argument(
+        None,
+        metavar="PROMPT",
+        help="Ask this, print the reply and exit (one turn; the session is kept).",
+        show_default=False,
+    ),
+    prompt_opt: str | None = typer.Option(
+        None,
+        "--prompt",
+        "-p",
+        metavar="TEXT",
+        help="Same as the PROMPT argument: one turn, reply on stdout, then exit.",
+    ),
     model: options.Model = None,
     api_base: options.ApiBase = None,
     context_window: options.ContextWindow = None,
@@ -25,7 +45,15 @@ def chat(
         False, "--continue", "-c", help="Continue the most recently updated session."
     ),
     yes: bool = typer.Option(
-        False, "--yes", "-y", help="Run shell commands without asking for confirmation."
+        False,
+        "--yes",
+        "-y",
+        help="Run shell commands and write files without asking for confirmation.",
+    ),
+    plain: bool = typer.Option(
+        False,
+        "--plain",
+        help="Print replies as the model's exact text, not rendered Markdown (also NO_COLOR).",
     ),
     workdir: options.Workdir = None,
     no_stream: bool = typer.Option(
@@ -42,34 +70,67 @@ def chat(
 ) -> None:
     """Chat with the agent. Sessions are saved as you go; resume them with --resume or /resume.
 
+    `harness9 chat "question"` (or -p) runs one turn and exits: the reply on
+    stdout, token line and notices on stderr, exit code 1 if the turn failed.
     With stdin not a terminal, each input line is one user turn, replies go to
     stdout and token lines to stderr: `printf 'hi\\n' | harness9 chat`.
+    In a terminal, Alt-Enter or a line ending in \\ continues the message on a
+    new line, and a paste is sent as one message.
     """
-    from harness9.config import Settings, context_options, harness9_home, load_config_file
-    from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.provider import LLMProvider, get_model_limits, preload_in_background
-    from harness9.store.retention import startup_retention
-    from harness9.store.sqlite import open_manager
-    from harness9.ui.repl import ChatIO, ChatLoop, readline_reader, stdin_reader
-
+    env = environment(ctx)
     if resume and continue_:
         raise UsageError("use either --resume ID or --continue, not both")
+    if prompt_arg is not None and prompt_opt is not None:
+        raise UsageError("give the prompt either as an argument or with --prompt, not both")
+    one_shot = prompt_arg if prompt_arg is not None else prompt_opt
+    if one_shot is not None and not one_shot.strip():
+        raise UsageError("the prompt is empty")
+    repl = env.interactive and one_shot is None
+    if repl:
+        _import_line_editor_in_background()
+
+    from harness9.config import (
+        Settings,
+        context_options,
+        harness9_home,
+        load_config_file,
+        tool_options,
+    )
+    from harness9.engine.setup import build_engine, resolve_workdir
+    from harness9.provider import LLMProvider, get_model_limits, preload_in_background
+    from harness9.provider.pricing import call_cost
+    from harness9.store.backend import open_store
+    from harness9.store.retention import startup_retention
+    from harness9.ui.approval import TerminalApprover, discard_type_ahead
+    from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
+
     settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
+    tools = tool_options(cfg)
     work = resolve_workdir(workdir)
-    env = environment(ctx)
     interactive = env.interactive
+    # Markdown only for a person reading a terminal; pipes and NO_COLOR get the exact text.
+    markdown = env.stdout_isatty and not plain and not os.environ.get("NO_COLOR")
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
     limits = get_model_limits(settings.model, override=settings.context_window)
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
-    out = env.console(soft_wrap=not interactive)
-    err = out if interactive else env.console(err=True, soft_wrap=True)
+    out = env.console(soft_wrap=not (markdown or interactive))
+    err = out if repl else env.console(err=True, soft_wrap=not env.stderr_isatty)
+    # Approvals need someone to answer: a terminal on stdin. In one-shot mode the question
+    # goes to stderr, so stdout stays the reply.
+    approver = None
+    if env.stdin_isatty and (env.stdout_isatty or one_shot is not None):
+        approver = TerminalApprover(
+            err,
+            ask=lambda prompt: _ask_line(err, env.stdin, prompt),
+            flush=lambda: discard_type_ahead(env.stdin),
+        )
     from harness9.context.offload import remove_session_offloads
 
-    with open_manager(on_session_deleted=remove_session_offloads) as manager:
+    with open_store(cfg, on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -86,36 +147,123 @@ def chat(
             session = manager.new_session()
         started_empty = not resume and not continue_
 
-        engine = build_engine(
-            settings,
-            opts,
-            session,
-            work,
-            limits.context_tokens,
-            stream=not no_stream,
-            timeout=float(timeout or 120),
-            sleep=env.sleep,
-            confirm=env.confirm if interactive else None,
-            assume_yes=yes,
-        )
+        def make_engine(model_name: str, window: int) -> Any:
+            return build_engine(
+                replace(settings, model=model_name),
+                opts,
+                session,
+                work,
+                window,
+                stream=not no_stream,
+                timeout=float(timeout or 120),
+                sleep=env.sleep,
+                confirm=approver,
+                assume_yes=yes,
+                auto_approve=tools.auto_approve,
+                blobs=manager.blob_store(),
+            )
+
+        engine = make_engine(settings.model, limits.context_tokens)
         if engine.policy.offload is not None:
             engine.policy.offload.clean_stale()
-        reader = (
-            readline_reader(str(harness9_home() / "history"))
-            if interactive
-            else stdin_reader(env.stdin)
-        )
+
+        def switch_model(name: str, window: int | None) -> tuple[Any, list[Text]]:
+            """/model NAME [WINDOW]: the same session on another model, window recomputed."""
+            LLMProvider(name, settings.api_base).check_credentials()
+            new_limits = get_model_limits(name, override=window)
+            new_engine = make_engine(name, new_limits.context_tokens)
+            new_engine.set_session(loop.engine.session)
+            return new_engine, window_notes(name, settings.api_base, window, new_limits)
+
+        reader = stdin_reader(env.stdin)
+        if repl:
+            # litellm starts importing once the prompt is drawn and loads while the user
+            # types; started earlier, the import would slow the first draw.
+            reader = terminal_reader(
+                harness9_home() / "prompt_history", on_shown=preload_in_background
+            )
         loop = ChatLoop(
             engine,
             manager,
-            ChatIO(out, err, reader, interactive),
+            ChatIO(out, err, reader, repl, markdown=markdown),
             settings.model,
-            # In a terminal the prompt is ready at once and litellm imports while the user types.
-            on_ready=preload_in_background if interactive else None,
+            pricing=call_cost,
+            approver=approver,
+            switch_model=switch_model,
+            notes=window_notes(settings.model, settings.api_base, settings.context_window, limits),
+            recap_on_start=bool(resume or continue_),
         )
-        code = loop.run()
+        code = loop.run() if one_shot is None else loop.run_once(one_shot)
+        # A reply held back by a locked database gets one more patient try before exit.
+        unsaved = engine.flush_held()
+        if unsaved:
+            what = "1 message" if unsaved == 1 else f"{unsaved} messages"
+            err.print(
+                f"error: {what} of this session could not be saved: the session database "
+                f"{manager.path} stayed locked by another process",
+                style="red",
+                markup=False,
+            )
+            code = code or 1
         # Do not leave an empty session behind for every chat that was opened and closed.
         current = engine.session
-        if started_empty and current.session_id == session.session_id:
+        if started_empty and not unsaved and current.session_id == session.session_id:
             manager.delete_if_empty(current.session_id)
     raise typer.Exit(code)
+
+
+def _ask_line(console: Any, stdin: Any, prompt: str) -> str:
+    """The question on ``console``, one line of answer from ``stdin`` (EOFError at the end)."""
+    console.print(prompt, end="", markup=False, highlight=False)
+    console.file.flush()
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    return line
+
+
+def window_notes(model: str, api_base: str | None, override: int | None, limits: Any) -> list[Text]:
+    """A warning when the window is a guess: no override and no table that knows the model.
+
+    A model only the name-based family table knows counts as a guess when it is
+    served from an --api-base (a local server runs it with whatever window it was
+    started with). litellm offers no public way to ask an OpenAI-compatible
+    server for its window, so the user is told how to set it instead.
+    """
+    from rich.text import Text
+
+    from harness9.context.tokens import format_token_count
+    from harness9.provider import window_source
+
+    if override is not None:
+        return []
+    source = window_source(model)
+    if source == "map" or (source == "family" and not api_base):
+        return []
+    window = format_token_count(limits.context_tokens)
+    return [
+        Text(
+            f"the context window of {model} is not known; assuming {window}. If the model "
+            "or server has less, set it with --context-window N (or HARNESS9_CONTEXT_WINDOW) "
+            "so compaction starts in time.",
+            style="yellow",
+        )
+    ]
+
+
+def _import_line_editor_in_background() -> None:
+    """Start importing prompt_toolkit while the store opens and the engine is built.
+
+    The import is ~0.1 s of the time to the first prompt; overlapped with the
+    start-up's own file reads it shortened time-to-prompt by ~10 % in
+    scripts/bench_startup.py-style runs. The line editor's own import waits for it.
+    """
+    import contextlib
+    import threading
+
+    def run() -> None:
+        # Any failure resurfaces, with its traceback, at the real import.
+        with contextlib.suppress(Exception):
+            import prompt_toolkit  # noqa: F401
+
+    threading.Thread(target=run, name="harness9-line-editor-import", daemon=True).start()

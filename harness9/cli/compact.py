@@ -48,7 +48,7 @@ def compact(
     from harness9.config import Settings, context_options
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
-    from harness9.store.sqlite import open_existing_manager
+    from harness9.store.backend import open_existing_store
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
@@ -58,7 +58,7 @@ def compact(
     out = env.console()
     err = env.console(err=True, soft_wrap=False)
 
-    manager = open_existing_manager()  # a preview must not create a database
+    manager = open_existing_store()  # a preview must not create a database
     if manager is None:
         raise UsageError("there are no sessions to compact")
     with manager:
@@ -85,6 +85,7 @@ def compact(
             limits.context_tokens,
             timeout=float(timeout or 120),
             sleep=env.sleep,
+            blobs=manager.blob_store(),
         )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None

@@ -14,10 +14,16 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
+from harness9.store.backend import SessionStore, open_existing_store, use_database_url
 from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
-from harness9.store.session import Checkpoint, SessionInfo, SessionNotFoundError, StoredMessage
-from harness9.store.sqlite import Manager, open_existing_manager
+from harness9.store.session import (
+    Checkpoint,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    UsageTotals,
+)
 from harness9.ui.listing import iso_utc
 
 sessions_app = typer.Typer(
@@ -28,6 +34,22 @@ sessions_app = typer.Typer(
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@sessions_app.callback()
+def _sessions_root(
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            metavar="URL",
+            help="Use the sessions in this PostgreSQL database (env HARNESS9_DATABASE_URL).",
+        ),
+    ] = None,
+) -> None:
+    """List, show, search, export, import, migrate and delete stored chat sessions."""
+    if database_url is not None:  # else keep what `harness9 --database-url` set
+        use_database_url(database_url)
 
 
 class NotConfirmedError(HarnessError):
@@ -44,9 +66,9 @@ def parse_age(text: str) -> float:
     return int(match.group(1)) * _AGE_UNITS[match.group(2)]
 
 
-def _open_store() -> Manager | None:
+def _open_store() -> SessionStore | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_manager(on_session_deleted=_remove_offloads)
+    return open_existing_store(on_session_deleted=_remove_offloads)
 
 
 def _remove_offloads(session_id: str) -> None:
@@ -71,13 +93,27 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _info_json(info: SessionInfo) -> dict[str, Any]:
+def _info_json(info: SessionInfo, usage: UsageTotals | None = None) -> dict[str, Any]:
     return {
         "id": info.id,
         "title": info.title,
         "created_at": iso_utc(info.created_at),
         "updated_at": iso_utc(info.updated_at),
         "message_count": info.message_count,
+        "usage": _usage_json(usage or UsageTotals()),
+    }
+
+
+def _usage_json(usage: UsageTotals) -> dict[str, Any]:
+    """Summed model usage; ``cost_usd`` is null when no call had a known price."""
+    return {
+        "model_calls": usage.model_calls,
+        "input_tokens": usage.input_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost_usd": round(usage.cost_usd, 6) if usage.priced else None,
+        "unpriced_calls": usage.unpriced_calls,
     }
 
 
@@ -106,11 +142,14 @@ def list_sessions(
     env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
+    usage: dict[str, UsageTotals] = {}
     if store is not None:
         with store:
             infos = store.list_sessions(limit)
+            if as_json:
+                usage = store.usage_by_session()
     if as_json:
-        _print_json(env, [_info_json(i) for i in infos])
+        _print_json(env, [_info_json(i, usage.get(i.id)) for i in infos])
         return
     _print_lines(env, infos)
 
@@ -137,10 +176,11 @@ def show_session(
         corrupt = session.corrupt_rows
         todos = session.get_todos() or []
         checkpoints = session.list_checkpoints()
+        usage = store.usage_totals(full_id)
     for row in corrupt:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
-        data = _info_json(info)
+        data = _info_json(info, usage)
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
@@ -264,7 +304,10 @@ def search_sessions(
     if store is not None:
         with store:
             full_id = store.resolve_id(session) if session is not None else None
-            hits = store.search(text, limit=limit, session_id=full_id)
+            from harness9.ui.search_view import IndexProgress
+
+            with IndexProgress(env.console(err=True)) as progress:
+                hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
     if as_json:
         _print_json(env, [_hit_json(h) for h in hits])
         return
@@ -292,7 +335,8 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 
 
 # export/import live in their own module; registered here so `sessions` is one group.
-from harness9.cli.transfer import export_command, import_command  # noqa: E402
+from harness9.cli.transfer import export_command, import_command, migrate_command  # noqa: E402
 
 sessions_app.command("export")(export_command)
 sessions_app.command("import")(import_command)
+sessions_app.command("migrate")(migrate_command)

@@ -15,11 +15,9 @@ from typing import Annotated
 
 import typer
 
-from harness9 import config
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
-from harness9.store.sqlite import Manager
 
 
 class ExportFormat(StrEnum):
@@ -108,16 +106,17 @@ def export_command(
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
     env = environment(ctx)
-    from harness9.store.export import export_json, snapshot_session
+    from harness9.store.backend import open_existing_store
+    from harness9.store.export import export_json
 
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
         fmt = ExportFormat.json if json_suffix else ExportFormat.markdown
-    path = config.db_path()
-    if not path.exists():
+    store = open_existing_store()
+    if store is None:
         raise SessionNotFoundError(session_id)
-    with Manager(path) as store:
-        snap = snapshot_session(store, store.resolve_id(session_id))
+    with store:
+        snap = store.snapshot(store.resolve_id(session_id))
     for row in snap.corrupt_rows:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
@@ -144,8 +143,8 @@ def import_command(
     ] = False,
 ) -> None:
     """Import a session from a JSON export (all of it or nothing)."""
-    from harness9.store.export import ImportFormatError, import_snapshot, parse_export
-    from harness9.store.sqlite import open_manager
+    from harness9.store.backend import open_store
+    from harness9.store.export import ImportFormatError, parse_export
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
@@ -155,8 +154,62 @@ def import_command(
         snap = parse_export(text)
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
-    with open_manager() as store:
-        sid = import_snapshot(store, snap, new_id=new_id)
+    with open_store() as store:
+        sid = store.restore(snap, new_id=new_id)
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
     env.echo(f"Imported session {sid} ({what}{note}).")
+
+
+def migrate_command(
+    ctx: typer.Context,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="Where to copy every session: a postgresql:// URL (or an SQLite file path).",
+            show_default=False,
+        ),
+    ],
+) -> None:
+    """Copy every session (and its offloaded tool outputs) from this store to another.
+
+    The source is the store this command would use (the SQLite file unless a
+    database URL is set). Sessions already in the destination are skipped, so an
+    interrupted migration can simply be run again. The source is never changed.
+    """
+    env = environment(ctx)
+    from harness9.store.backend import open_existing_store, open_url
+    from harness9.store.migrate import migrate_sessions
+
+    if not to.strip():
+        raise UsageError("--to needs a postgresql:// URL or an SQLite file path")
+    source = open_existing_store()
+    if source is None:
+        env.echo("No sessions to migrate.")
+        return
+    with source, open_url(to.strip()) as dest:
+        if _same_store(source.location, dest.location):
+            raise UsageError("--to names the store the sessions are already in")
+        report = migrate_sessions(source, dest, offload_dir=_offload_dir())
+    skipped = f", {_plural(report.skipped, 'session')} already there" if report.skipped else ""
+    blobs = f", {_plural(report.blobs, 'offloaded output')}" if report.blobs else ""
+    env.echo(
+        f"Copied {_plural(report.copied, 'session')} "
+        f"({_plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
+    )
+
+
+def _offload_dir() -> Path:
+    from harness9 import config
+
+    return config.tool_results_dir()
+
+
+def _same_store(a: str, b: str) -> bool:
+    from harness9.store.backend import is_database_url
+
+    if is_database_url(a) or is_database_url(b):
+        return a == b
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()

@@ -1,7 +1,8 @@
 """Layer 1 of phase 2: big tool results go to disk, a rule summary stays in context.
 
 A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is
-written to ``<store>/<session>/<id>.txt`` and the conversation gets a summary
+written to the blob store (``<store>/<session>/<id>.txt`` files by default, the
+database with a PostgreSQL store) and the conversation gets a summary
 starting with ``📂 [offload:<id>]``. The model can page the full text back with
 the ``offload_recall`` tool (at most 8,000 characters a call).
 
@@ -12,19 +13,20 @@ session ids must be UUID-like (``[A-Za-z0-9_-]``) before they name a directory.
 
 from __future__ import annotations
 
-import os
+import io
 import re
 import secrets
-import shutil
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from harness9.config import tool_results_dir
 from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
 from harness9.errors import HarnessError
+from harness9.store.blobs import BlobError, BlobStore, BlobWriter, FileBlobStore
 
 __all__ = [
     "OFFLOAD_MARKER",
@@ -75,7 +77,7 @@ class OffloadedResult:
     id: str
     tool_name: str
     args: str
-    file_path: Path
+    file_path: Path | None  # None when the blob lives in a database
     token_size: int
     timestamp: datetime
     summary: str  # what replaces the result in the conversation
@@ -90,28 +92,30 @@ def _new_id() -> str:
 
 
 class OffloadWriter:
-    """Streams one tool output to its offload file, keeping only head and tail in memory.
+    """Streams one tool output to its blob, keeping only head and tail in memory.
 
-    ``write`` takes ``bytes`` or ``str`` chunks; ``finish`` closes the file and
-    returns the record with its rule summary. The file is created (0600) on open.
+    ``write`` takes ``bytes`` or ``str`` chunks; ``finish`` closes the blob and
+    returns the record with its rule summary. The blob is created on open.
     """
 
     def __init__(
-        self, store: OffloadStore, session_id: str, tool_name: str, args: str, path: Path, oid: str
+        self, store: OffloadStore, session_id: str, tool_name: str, args: str, oid: str
     ) -> None:
         self._store = store
         self._session_id = session_id
         self.tool_name = tool_name
         self.args = args
-        self.path = path
         self.id = oid
         cfg = store.config
         # A head at least as big as the byte limit means a result under the limits
         # is held whole, so the caller can still inline it (content_if_complete).
         self._stats = OutputStatsBuilder(head_bytes=max(8192, cfg.max_result_bytes))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.fchmod(fd, 0o600)  # umask cannot loosen it
-        self._file = os.fdopen(fd, "wb")
+        try:
+            self._blob: BlobWriter = store.blobs.open_writer(session_id, oid)
+        except BlobError as exc:
+            raise OffloadError(str(exc)) from exc
+        self.path = store.blobs.path_of(session_id, oid)
+        self._closed = False
         self._result: OffloadedResult | None = None
 
     @property
@@ -133,10 +137,10 @@ class OffloadWriter:
         return n > cfg.max_result_bytes or n // 4 > cfg.max_result_tokens
 
     def write(self, chunk: bytes | str) -> None:
-        if self._result is not None or self._file.closed:
+        if self._result is not None or self._closed:
             raise OffloadError("offload writer is already finished")
         data = chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk
-        self._file.write(data)
+        self._blob.write(data)
         self._stats.feed(data)
 
     def content_if_complete(self) -> str | None:
@@ -147,15 +151,18 @@ class OffloadWriter:
         return self._stats.head_bytes().decode("utf-8", "replace")
 
     def abort(self) -> None:
-        """Drop the file (the caller inlined the output instead)."""
-        if not self._file.closed:
-            self._file.close()
-        self.path.unlink(missing_ok=True)
+        """Drop the blob (the caller inlined the output instead)."""
+        self._closed = True
+        self._blob.abort()
 
     def finish(self, *, metadata: dict | None = None) -> OffloadedResult:
         if self._result is not None:
             return self._result
-        self._file.close()
+        self._closed = True
+        try:
+            self._blob.close()
+        except BlobError as exc:
+            raise OffloadError(str(exc)) from exc
         stats = self._stats.finish()
         body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
         summary = (
@@ -176,11 +183,16 @@ class OffloadWriter:
 
 
 class OffloadStore:
-    """Per-session directories of offloaded results; safe to share between threads."""
+    """Offloaded results per session, in a blob store; safe to share between threads.
 
-    def __init__(self, config: OffloadConfig | None = None) -> None:
+    ``blobs`` defaults to files under ``config.store_dir``; a PostgreSQL session
+    store passes its own, so the results live in the database with the sessions.
+    """
+
+    def __init__(self, config: OffloadConfig | None = None, blobs: BlobStore | None = None) -> None:
         self.config = config or OffloadConfig()
         self.store_dir = Path(self.config.store_dir or tool_results_dir())
+        self.blobs: BlobStore = blobs if blobs is not None else FileBlobStore(self.store_dir)
         self._lock = threading.Lock()
         self._index: dict[str, dict[str, OffloadedResult]] = {}
 
@@ -207,9 +219,9 @@ class OffloadStore:
         return writer.finish(metadata=metadata)
 
     def open_stream(self, session_id: str, tool_name: str, args: str) -> OffloadWriter:
-        session_dir = self._session_dir(session_id, create=True)
-        oid = _new_id()
-        return OffloadWriter(self, session_id, tool_name, args, session_dir / f"{oid}.txt", oid)
+        if not valid_session_id(session_id):
+            raise OffloadError(f"invalid session id for offload: {session_id!r}")
+        return OffloadWriter(self, session_id, tool_name, args, _new_id())
 
     def _remember(self, session_id: str, result: OffloadedResult) -> None:
         with self._lock:
@@ -234,13 +246,17 @@ class OffloadStore:
             raise OffloadNotFoundError(str(offload_id))
         if not valid_session_id(session_id):
             raise OffloadNotFoundError(offload_id)
-        path = self.store_dir / session_id / f"{offload_id}.txt"
-        if not path.is_file():
-            raise OffloadNotFoundError(offload_id)
         if offset < 0:
             raise OffloadError(f"offset must be 0 or more, got {offset}")
+        try:
+            stream = self.blobs.read(session_id, offload_id)
+        except BlobError as exc:
+            raise OffloadError(str(exc)) from exc
+        if stream is None:
+            raise OffloadNotFoundError(offload_id)
         limit = max(1, min(limit, RECALL_MAX_CHARS))
-        text, total = _read_range(path, offset, limit)
+        with stream:
+            text, total = _read_range(stream, offset, limit)
         if offset > total or (offset == total and total > 0):
             raise OffloadError(f"offset {offset} is past the end ({total} characters)")
         end = offset + len(text)
@@ -279,55 +295,31 @@ class OffloadStore:
 
     # ---- cleaning ------------------------------------------------------
 
-    def clean_stale(self, now: datetime | None = None) -> list[Path]:
-        """Remove session directories whose mtime is older than ``cleanup_age_days``."""
+    def clean_stale(self, now: datetime | None = None) -> list[str]:
+        """Remove the results of sessions not written for ``cleanup_age_days``; return their ids."""
         now = now or datetime.now(UTC)
         cutoff = now.timestamp() - self.config.cleanup_age_days * 86400
-        removed: list[Path] = []
-        if not self.store_dir.is_dir():
-            return removed
-        for child in sorted(self.store_dir.iterdir()):
-            if child.is_symlink() or not child.is_dir() or not valid_session_id(child.name):
-                continue
-            if child.stat().st_mtime < cutoff:
-                shutil.rmtree(child, ignore_errors=True)
-                removed.append(child)
-                with self._lock:
-                    self._index.pop(child.name, None)
+        removed = self.blobs.delete_older_than(cutoff)
+        with self._lock:
+            for sid in removed:
+                self._index.pop(sid, None)
         return removed
 
     def clean_session(self, session_id: str) -> None:
         """Forget and delete everything offloaded for a session (``/new``, session delete).
 
-        The one deleter of a session's directory. A symlink in its place is unlinked,
-        never followed; an id this store would never have made a directory for has
-        nothing to delete. A directory that cannot be removed is an OffloadError.
+        The one deleter of a session's offloads. In files, a symlink in place of the
+        directory is unlinked, never followed; an id this store would never have made a
+        directory for has nothing to delete. What cannot be removed is an OffloadError.
         """
         with self._lock:
             self._index.pop(session_id, None)
         if not valid_session_id(session_id):
             return
-        target = self.store_dir / session_id
         try:
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.is_dir():
-                shutil.rmtree(target)
-        except OSError as exc:
-            raise OffloadError(
-                f"the tool results of session {session_id} in {target} could not be "
-                f"removed: {exc.strerror or exc}"
-            ) from exc
-
-    def _session_dir(self, session_id: str, *, create: bool) -> Path:
-        if not valid_session_id(session_id):
-            raise OffloadError(f"invalid session id for offload: {session_id!r}")
-        path = self.store_dir / session_id
-        if create:
-            for d in (self.store_dir, path):
-                d.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(d, 0o700)
-        return path
+            self.blobs.delete_session(session_id)
+        except BlobError as exc:
+            raise OffloadError(str(exc)) from exc
 
 
 def query_words(query: str) -> set[str]:
@@ -372,12 +364,12 @@ def remove_session_offloads(session_id: str) -> None:
     OffloadStore().clean_session(session_id)
 
 
-def _read_range(path: Path, offset: int, limit: int) -> tuple[str, int]:
+def _read_range(stream: BinaryIO, offset: int, limit: int) -> tuple[str, int]:
     """(characters offset..offset+limit, total characters), reading in bounded chunks."""
     total = 0
     parts: list[str] = []
     want_end = offset + limit
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
+    with io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="") as f:
         while chunk := f.read(_READ_CHUNK_CHARS):
             start, stop = total, total + len(chunk)
             if stop > offset and start < want_end:

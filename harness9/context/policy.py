@@ -59,6 +59,7 @@ from harness9.context.triggers import CompressCooldown, SessionTriggerState, Sma
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
 from harness9.schema import Message, ToolDefinition
+from harness9.store.blobs import BlobStore
 from harness9.store.session import Checkpoint, CheckpointedSession
 
 if TYPE_CHECKING:
@@ -228,8 +229,13 @@ class ContextPolicy:
         context_window: int,
         *,
         token_counter: TokenCounter | None = None,
+        blobs: BlobStore | None = None,
     ) -> ContextPolicy:
-        """The policy ``chat`` and ``compact`` use, from the resolved options."""
+        """The policy ``chat`` and ``compact`` use, from the resolved options.
+
+        ``blobs`` is where offloaded outputs go: the session store's own (a database
+        store keeps them with the sessions), or None for files in $HARNESS9_HOME.
+        """
         threshold = int(context_window * opts.threshold)
         offload = None
         if opts.offload:
@@ -238,7 +244,8 @@ class ContextPolicy:
                     max_result_tokens=opts.offload_max_result_tokens,
                     max_result_bytes=opts.offload_max_result_bytes,
                     cleanup_age_days=opts.offload_cleanup_age_days,
-                )
+                ),
+                blobs,
             )
         topics = None
         if opts.enable_topic_isolation:

@@ -34,8 +34,9 @@ from harness9.schema import (
     ToolDefinition,
     Usage,
 )
+from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession
-from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.base import Approval, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
 __all__ = [
@@ -74,9 +75,14 @@ class EngineOptions:
 
     max_iterations: int = 50  # model calls per turn before the agent is stopped
     stream: bool = True
-    assume_yes: bool = False  # --yes: run shell commands without asking
-    # Asks the user a yes/no question (a TTY); None: no one to ask.
-    confirm: Callable[[str], bool] | None = None
+    assume_yes: bool = False  # --yes: run shell commands and write files without asking
+    # Asks the user to approve a tool's action (a TTY); None: no one to ask.
+    confirm: Callable[[Approval], bool] | None = None
+    # Shell commands that never need asking (config: tools.auto_approve).
+    auto_approve: tuple[str, ...] = ()
+    # How long a save retries a database another process keeps locked before the
+    # messages are held in memory (harness9.store.holding).
+    save_retry_s: float = SAVE_RETRY_S
 
 
 @dataclass(slots=True)
@@ -110,8 +116,9 @@ class AgentEngine:
         self.on_event = on_event
         self.last_usage: Usage | None = None
         self._lock = threading.RLock()
-        self._session = session
+        self._session = self._holding(session)
         self._remembered = ""  # the session whose model and window were last stored
+        self._remembered_model = ""  # /model may switch it
 
     @property
     def context_window(self) -> int:
@@ -120,13 +127,33 @@ class AgentEngine:
     # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
 
     @property
-    def session(self) -> CheckpointedSession:
+    def session(self) -> HoldingSession:
         with self._lock:
             return self._session
 
+    def _holding(self, session: CheckpointedSession) -> HoldingSession:
+        """Every save goes through a HoldingSession: a locked database never loses a reply."""
+        if isinstance(session, HoldingSession):
+            return session
+
+        def notice(text: str) -> None:
+            self.on_event(ev.Notice(text))
+
+        return HoldingSession(
+            session, on_held=notice, on_saved=notice, retry_s=self.options.save_retry_s
+        )
+
+    def flush_held(self) -> int:
+        """Save messages held back by a locked database; return how many are still held."""
+        with self._lock:
+            sess = self._session
+        sess.flush()
+        return len(sess.held)
+
     def set_session(self, session: CheckpointedSession) -> None:
         with self._lock:
-            self._session = session
+            self._session.flush()  # the session being left keeps what it was told
+            self._session = self._holding(session)
             self.last_usage = None
             self.policy.forget(session.session_id)
 
@@ -199,9 +226,12 @@ class AgentEngine:
                     # Nothing to keep, and an empty assistant turn is rejected by some APIs
                     # on the next request: report it instead of storing it.
                     result.error = EMPTY_REPLY.format(model=self.provider.model)
+                    self._report_usage(usage)
                     emit(ev.Error(result.error))
                     return result
                 sess.add_messages([reply])
+                # Reported after the save: accounting must never delay keeping the reply.
+                self._report_usage(usage)
                 emit(ev.AssistantReply(reply))
                 result.reply = reply
                 if not reply.tool_calls:
@@ -235,10 +265,15 @@ class AgentEngine:
 
     def _remember_model(self, sess: CheckpointedSession) -> None:
         """Store the model and window the session uses (``harness9 compact`` reads them)."""
-        if self._remembered == sess.session_id:
+        if self._remembered == sess.session_id and self._remembered_model == self.provider.model:
             return
         self._remembered = sess.session_id
+        self._remembered_model = self.provider.model
         sess.remember_model(self.provider.model, self.policy.context_window)
+
+    def _report_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.on_event(ev.ModelUsage(self.provider.model, usage))
 
     def _call_model(
         self,
@@ -298,6 +333,7 @@ class AgentEngine:
             session=sess,
             confirm=opts.confirm,
             assume_yes=opts.assume_yes,
+            auto_approve=opts.auto_approve,
             session_id=sess.session_id,
             open_output=self.policy.output_opener(sess.session_id),
         )

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness9.context.events import Compaction, CompactionProgress, CompactionStarted, Notice
-from harness9.schema import Message, ToolCall
+from harness9.schema import Message, ToolCall, Usage
 
 __all__ = [
     "AssistantReply",
@@ -16,6 +16,7 @@ __all__ = [
     "Error",
     "Event",
     "EventSink",
+    "ModelUsage",
     "Notice",
     "Retrying",
     "TextDelta",
@@ -33,6 +34,14 @@ class TokenUpdate:
     tokens: int
     context_window: int
     actual: bool = False
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    """What one model call consumed, as the server reported it."""
+
+    model: str
+    usage: Usage
 
 
 @dataclass(slots=True)
@@ -73,6 +82,7 @@ class Error:
 
 Event = (
     TokenUpdate
+    | ModelUsage
     | CompactionStarted
     | CompactionProgress
     | Compaction

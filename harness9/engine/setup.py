@@ -12,7 +12,9 @@ from harness9.errors import UsageError
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, Settings
     from harness9.engine.engine import AgentEngine
+    from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
+    from harness9.tools.base import Approval
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -33,9 +35,11 @@ def build_engine(
     *,
     timeout: float = 120.0,
     stream: bool = True,
-    confirm: Callable[[str], bool] | None = None,
+    confirm: Callable[[Approval], bool] | None = None,
     assume_yes: bool = False,
     sleep: Callable[[float], None] = time.sleep,
+    auto_approve: tuple[str, ...] = (),
+    blobs: BlobStore | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
     from harness9.context.policy import ContextPolicy
@@ -51,7 +55,11 @@ def build_engine(
             opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
         )
     policy = ContextPolicy.from_options(
-        opts, summarizer, context_window, token_counter=make_token_counter(settings.model)
+        opts,
+        summarizer,
+        context_window,
+        token_counter=make_token_counter(settings.model),
+        blobs=blobs,
     )
     registry = default_registry()
     if policy.offload is not None or opts.recall:
@@ -65,5 +73,7 @@ def build_engine(
         session=session,
         policy=policy,
         prompt_builder=PromptBuilder(workdir),
-        options=EngineOptions(stream=stream, assume_yes=assume_yes, confirm=confirm),
+        options=EngineOptions(
+            stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
+        ),
     )

@@ -16,7 +16,7 @@ from harness9.provider.errors import (
     StreamInterruptedError,
     TransientError,
 )
-from harness9.provider.limits import ModelLimits, get_model_limits
+from harness9.provider.limits import ModelLimits, get_model_limits, window_source
 from harness9.provider.llm import LLMProvider, load_litellm, preload_in_background
 from harness9.provider.tokenizer import (
     ByteCounter,
@@ -38,6 +38,7 @@ __all__ = [
     "ServiceUnavailableError",
     "StreamInterruptedError",
     "TokenCounter",
+    "window_source",
     "TokenizerCounter",
     "TransientError",
     "get_model_limits",

@@ -76,19 +76,32 @@ def routing_candidates(name: str) -> list[str]:
     return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
+def window_source(name: str) -> str:
+    """Where the table lookup found ``name``'s window (overrides aside).
+
+    ``"map"``: litellm's model map; ``"family"``: the seed's family table (a
+    name-based estimate); ``"default"``: nobody knows the model, 256K is a guess.
+    """
+    return _lookup_with_source(name.strip())[1]
+
+
 @lru_cache(maxsize=256)
 def _lookup(name: str) -> ModelLimits:
+    return _lookup_with_source(name)[0]
+
+
+def _lookup_with_source(name: str) -> tuple[ModelLimits, str]:
     candidates = routing_candidates(name)
     for candidate in candidates:
         for key in dict.fromkeys((candidate, candidate.lower())):
             limits = _from_map_entry(_map_entry(key))
             if limits is not None:
-                return limits
+                return limits, "map"
     base = candidates[-1].lower() if candidates else ""
     for pattern, limits in FAMILY_LIMITS:
         if pattern.search(base):
-            return limits
-    return DEFAULT_LIMITS
+            return limits, "family"
+    return DEFAULT_LIMITS, "default"
 
 
 def _from_map_entry(entry: Any) -> ModelLimits | None:
@@ -168,4 +181,4 @@ def _map_entry(key: str) -> Any:
         return _model_map().get(key)
 
 
-__all__ = ["DEFAULT_LIMITS", "FAMILY_LIMITS", "ModelLimits", "get_model_limits"]
+__all__ = ["DEFAULT_LIMITS", "FAMILY_LIMITS", "ModelLimits", "get_model_limits", "window_source"]

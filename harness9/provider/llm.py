@@ -359,7 +359,20 @@ def _usage(raw: Any) -> Usage | None:
     completion = getattr(raw, "completion_tokens", None)
     if prompt is None and completion is None:
         return None
-    return Usage(input_tokens=int(prompt or 0), output_tokens=int(completion or 0))
+    return Usage(
+        input_tokens=int(prompt or 0),
+        output_tokens=int(completion or 0),
+        cached_tokens=_cached_tokens(raw),
+    )
+
+
+def _cached_tokens(raw: Any) -> int:
+    """Prompt tokens served from the provider's cache (OpenAI's or Anthropic's field)."""
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if not isinstance(cached, int):
+        cached = getattr(raw, "cache_read_input_tokens", None)
+    return cached if isinstance(cached, int) and cached > 0 else 0
 
 
 # litellm prefixes messages with its class names: "litellm.RateLimitError: RateLimitError:

@@ -1,9 +1,10 @@
 """Persistence only: what was said, exactly, forever (until deleted).
 
-Sessions, the SQLite store and its migrations, full-text search, export/import and
-retention. Never imports ``harness9.context``, the engine, the UI or litellm.
+Sessions, the SQLite store and its migrations, the PostgreSQL store (imported only
+when a URL selects it), full-text search, export/import and retention. Never imports ``harness9.context``, the engine, the UI or litellm.
 """
 
+from harness9.store.backend import SessionStore, open_existing_store, open_store
 from harness9.store.memory import (
     MemorySession,
 )
@@ -14,6 +15,7 @@ from harness9.store.session import (
     Session,
     SessionInfo,
     SessionNotFoundError,
+    StoreBusyError,
     StoredMessage,
     StoreError,
 )
@@ -36,8 +38,12 @@ __all__ = [
     "Session",
     "SessionInfo",
     "SessionNotFoundError",
+    "SessionStore",
+    "StoreBusyError",
     "StoreError",
     "StoredMessage",
     "is_session_id",
+    "open_existing_store",
     "open_manager",
+    "open_store",
 ]

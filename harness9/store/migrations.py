@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from harness9.store.locking import begin_immediate
+
 # The text indexed for a message row ``new`` (part of migration 4: never edit it; a change
 # is a new migration that rebuilds the index). Invalid JSON is indexed as nothing rather
 # than failing the insert: the store reports such rows as corrupt, it must still write them.
@@ -136,6 +138,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # What a session's model calls consumed, summed as they happen: the token line's
+        # cost and `sessions list/show --json` read it. One row per session; cost_usd sums
+        # only the calls whose price was known, unpriced_calls counts the others.
+        "create_session_usage",
+        """
+        CREATE TABLE session_usage (
+            session_id     TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            model_calls    INTEGER NOT NULL DEFAULT 0,
+            input_tokens   INTEGER NOT NULL DEFAULT 0,  -- including the cached ones
+            output_tokens  INTEGER NOT NULL DEFAULT 0,
+            cached_tokens  INTEGER NOT NULL DEFAULT 0,  -- input tokens read from a prompt cache
+            cost_usd       REAL    NOT NULL DEFAULT 0,
+            unpriced_calls INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
         # Recall memory and cache-stable eviction (ARCHITECTURE decisions 6 and 7). A
         # checkpoint now also carries the index of the tool results it folded (rendered,
         # with their recall handles), the eviction stubs that replace kept messages in the
@@ -223,7 +242,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     (current,) = conn.execute("PRAGMA user_version").fetchone()
     if current == SCHEMA_VERSION:
         return current
-    conn.execute("BEGIN IMMEDIATE")
+    begin_immediate(conn)
     try:
         current = check_version(conn)  # re-read under the lock
         if current == 0:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness9.store.sqlite import Manager
+if TYPE_CHECKING:
+    from harness9.store.backend import SessionStore
 
 DAY_SECONDS = 86_400
 
 
 def apply_retention(
-    manager: Manager, days: int, now: float | None = None, *, keep: Iterable[str] = ()
+    manager: SessionStore, days: int, now: float | None = None, *, keep: Iterable[str] = ()
 ) -> list[str]:
     """Delete sessions not updated within ``days`` days of ``now``; return their ids.
 
@@ -42,7 +43,7 @@ def retention_notice(deleted: Sequence[str], days: int) -> str | None:
 
 
 def startup_retention(
-    manager: Manager, cfg: Mapping[str, Any], *, keep: Iterable[str] = ()
+    manager: SessionStore, cfg: Mapping[str, Any], *, keep: Iterable[str] = ()
 ) -> str | None:
     """Apply ``retention_days`` of the loaded config file, return the notice (or None).
 

@@ -28,6 +28,13 @@ class StoreError(HarnessError):
     """The database could not be opened or written; the message names the file."""
 
 
+class StoreBusyError(StoreError):
+    """Another process held the write lock for longer than this one would wait.
+
+    Nothing was written; the same write can simply be tried again later.
+    """
+
+
 @dataclass(slots=True)
 class SessionInfo:
     id: str
@@ -35,6 +42,27 @@ class SessionInfo:
     updated_at: float
     message_count: int
     title: str  # first user message, one line, at most 60 characters
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    """What a session's model calls consumed. ``cost_usd`` covers the priced calls only."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def priced(self) -> bool:
+        """True when at least one call had a known price."""
+        return self.model_calls > self.unpriced_calls
 
 
 @dataclass(slots=True)
@@ -90,7 +118,7 @@ class Session(Protocol):
         ...
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
-        """Append ``msgs``; their new ids, in order."""
+        """Append in one transaction (all or nothing); return the new ids, in order."""
         ...
 
     def pop_message(self) -> Message | None:

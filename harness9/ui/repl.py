@@ -8,10 +8,10 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,9 +23,14 @@ from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.errors import HarnessError
-from harness9.ui.search_view import render_hits
+from harness9.schema import Usage
+from harness9.store.session import UsageTotals
+from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
+from harness9.ui.recap import recap
+from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
     compaction_notice,
+    format_cost,
     token_line,
     tool_call_line,
     tool_result_line,
@@ -38,7 +43,8 @@ SLASH_COMMANDS: dict[str, str] = {
     "/resume": "pick one of the 10 most recent sessions to continue",
     "/undo": "remove the last exchange (your last message and everything after it)",
     "/compact": "compact the context now; optional focus instructions follow the command",
-    "/context": "show what the next request would carry, in tokens",
+    "/context": "show what the next request would carry, in tokens, and the session's cost",
+    "/model": "show the model, or switch to another one: /model NAME [WINDOW]",
     "/search": 'search past sessions (/search WORDS or "a phrase"); pick a hit to resume it',
     "/exit": "leave (Ctrl-D works too)",
 }
@@ -50,20 +56,35 @@ class ChatIO:
     err: Console  # token lines, notices, errors (stderr when not interactive)
     read_line: Callable[[str], str]  # raises EOFError at the end, KeyboardInterrupt on Ctrl-C
     interactive: bool
+    # Render replies as Markdown (a terminal, no NO_COLOR, no --plain); else the exact text.
+    markdown: bool = False
 
 
 class EventRenderer:
-    """Turns engine events into terminal output. One instance per chat."""
+    """Turns engine events into terminal output. One instance per chat.
 
-    def __init__(self, io: ChatIO, model: str, session_id: Callable[[], str]) -> None:
+    The token line is printed once per turn (the loop calls ``print_token_line``) and after a
+    compaction, not after every model call: a ten-step turn prints one.
+    """
+
+    def __init__(
+        self,
+        io: ChatIO,
+        model: str,
+        session_id: Callable[[], str],
+        on_usage: Callable[[str, Usage], None] | None = None,
+        session_cost: Callable[[], float | None] | None = None,
+    ) -> None:
         self.io = io
         self.model = model
         self.session_id = session_id
+        self.on_usage = on_usage
+        self.session_cost = session_cost or (lambda: None)
         self._status: Status | None = None
-        self._mid_line = False
         self._estimate: tuple[int, int] | None = None
         self._actual: tuple[int, int] | None = None
         self._streamed = False  # did the current reply arrive as TextDeltas?
+        self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
 
     # The engine calls this synchronously from the turn's thread.
     def __call__(self, event: ev.Event) -> None:
@@ -74,16 +95,18 @@ class EventRenderer:
                 self._spin(f"thinking… ctx ~{format_token_count(t)}/{format_token_count(w)}")
             case ev.TokenUpdate(tokens=t, context_window=w, actual=True):
                 self._actual = (t, w)
+            case ev.ModelUsage(model=model, usage=usage):
+                if self.on_usage is not None:
+                    self.on_usage(model, usage)
             case ev.TextDelta(text=text):
                 self._stop_spin()
                 self._streamed = True
-                self._write(text)
+                self._reply.feed(text)
             case ev.AssistantReply(message=reply):
                 self._stop_spin()
                 if not self._streamed:  # --no-stream: the whole reply arrives here
-                    self._write(reply.content)
+                    self._reply.feed(reply.content)
                 self._end_line()
-                self._print_token_line()
             case ev.ToolStarted(call=call):
                 self._stop_spin()
                 self._end_line()
@@ -98,6 +121,10 @@ class EventRenderer:
                 self._stop_spin()
                 self._end_line()
                 self.io.err.print(compaction_notice(c))
+                window = (self._actual or self._estimate or (0, 0))[1]
+                if window:
+                    self._estimate, self._actual = (c.tokens_after, window), None
+                    self.print_token_line()
             case ev.Retrying(attempt=a, delay=d, reason=r):
                 self._spin(f"{inert(r)}: retrying in {d:.1f}s (attempt {a})…")
             case ev.Notice(text=text):
@@ -116,7 +143,11 @@ class EventRenderer:
         self._stop_spin()
         self._end_line()
 
-    def _print_token_line(self) -> None:
+    def reset(self) -> None:
+        """Forget the last turn's sizes (another session or model is now current)."""
+        self._estimate = self._actual = None
+
+    def print_token_line(self) -> None:
         if self._actual is not None:
             (tokens, window), estimated = self._actual, False
         elif self._estimate is not None:
@@ -124,26 +155,23 @@ class EventRenderer:
         else:
             return
         self.io.err.print(
-            token_line(self.model, self.session_id(), tokens, window, estimated=estimated)
+            token_line(
+                self.model,
+                self.session_id(),
+                tokens,
+                window,
+                estimated=estimated,
+                cost=self.session_cost(),
+            )
         )
 
-    def _write(self, text: str) -> None:
-        if not text:
-            return
-        out = self.io.out.file
-        out.write(inert(text))
-        out.flush()
-        self._mid_line = not text.endswith("\n")
-
     def _end_line(self) -> None:
-        if self._mid_line:
-            self.io.out.file.write("\n")
-            self.io.out.file.flush()
-            self._mid_line = False
+        self._reply.finish()
 
     def _spin(self, message: str) -> None:
         if not self.io.interactive:
             return
+        self._end_line()  # one live display at a time: the reply's must end first
         if self._status is None:
             self._status = self.io.err.status(message, spinner="dots")
             self._status.start()
@@ -166,12 +194,33 @@ class ChatLoop:
     # Called once the first prompt is about to show (chat starts loading litellm there, so
     # the import does not compete with start-up for the interpreter lock).
     on_ready: Callable[[], object] | None = None
+    # The price of one call's usage (None: unknown); None here: costs are not tracked.
+    pricing: Callable[[str, Usage], float | None] | None = None
+    # The tools' confirm callback when a person is at the terminal (its "always" answers
+    # are forgotten when the session changes).
+    approver: Any = None
+    # Builds an engine for another model on the same session: (name, window or None) ->
+    # (engine, notes to show). None: /model cannot switch.
+    switch_model: Callable[[str, int | None], tuple[AgentEngine, list[Text]]] | None = None
+    # Shown once before the first prompt (e.g. "the window is a guess").
+    notes: list[Text] = field(default_factory=list)
+    # Show where the session left off before the first prompt (--resume, --continue).
+    recap_on_start: bool = False
     renderer: EventRenderer = field(init=False)
+    usage: UsageTotals = field(init=False)
     failed_turns: int = 0
+    interrupted_turns: int = 0
 
     def __post_init__(self) -> None:
-        self.renderer = EventRenderer(self.io, self.model, lambda: self.engine.session.session_id)
+        self.renderer = EventRenderer(
+            self.io,
+            self.model,
+            lambda: self.engine.session.session_id,
+            on_usage=self._record_usage,
+            session_cost=self.session_cost,
+        )
         self.engine.on_event = self.renderer
+        self.usage = self.manager.usage_totals(self.engine.session.session_id)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -179,6 +228,7 @@ class ChatLoop:
         """Run until /exit or EOF. Returns the exit code (1 if a piped turn failed)."""
         if self.io.interactive:
             self._banner()
+        self._start()
         if self.on_ready is not None:
             self.on_ready()
         prompt = "› " if self.io.interactive else ""
@@ -204,6 +254,21 @@ class ChatLoop:
         self.renderer.stop()
         return 1 if (self.failed_turns and not self.io.interactive) else 0
 
+    def run_once(self, text: str) -> int:
+        """One turn, then return: 0, 1 when the turn failed, 130 when it was interrupted."""
+        self._start()
+        self.turn(text)
+        self.renderer.stop()
+        if self.interrupted_turns:
+            return 130
+        return 1 if self.failed_turns else 0
+
+    def _start(self) -> None:
+        for note in self.notes:
+            self.io.err.print(note)
+        if self.recap_on_start:
+            self.print_recap()
+
     def turn(self, text: str) -> None:
         # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
@@ -221,12 +286,33 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if result is None or result.interrupted:
+            self.interrupted_turns += 1
             self.io.err.print(
                 Text("interrupted — the completed part of the turn is kept", style="yellow")
             )
             return
+        if result.reply is not None:
+            self.renderer.print_token_line()
         if result.error:
             self.failed_turns += 1
+
+    # -- usage and cost ------------------------------------------------------------
+
+    def _record_usage(self, model: str, usage: Usage) -> None:
+        cost = self.pricing(model, usage) if self.pricing is not None else None
+        sid = self.engine.session.session_id
+        self.manager.add_usage(
+            sid,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_usd=cost,
+        )
+        self.usage = self.manager.usage_totals(sid)
+
+    def session_cost(self) -> float | None:
+        """The session's cost so far in dollars; None when no call had a known price."""
+        return self.usage.cost_usd if self.usage.priced else None
 
     # -- slash commands ------------------------------------------------------------
 
@@ -235,6 +321,7 @@ class ChatLoop:
         rest = rest.strip()
         handler = {
             "/help": self.cmd_help,
+            "/model": self.cmd_model,
             "/new": self.cmd_new,
             "/resume": self.cmd_resume,
             "/undo": self.cmd_undo,
@@ -303,7 +390,8 @@ class ChatLoop:
         if not rest:
             self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
             return
-        hits = self.manager.search(rest, limit=10)
+        with IndexProgress(self.io.err) as progress:
+            hits = self.manager.search(rest, limit=10, on_progress=progress)
         if not hits:
             self.io.err.print("no matches")
             return
@@ -353,6 +441,20 @@ class ChatLoop:
             table.add_row(label, format_token_count(tokens))
         table.add_row("window", format_token_count(b.context_window))
         table.add_row("compaction threshold", format_token_count(b.threshold))
+        u = self.usage
+        if u.model_calls:
+            table.add_row(
+                f"session usage ({u.model_calls} calls)",
+                f"{format_token_count(u.input_tokens)} in "
+                f"({format_token_count(u.cached_tokens)} cached), "
+                f"{format_token_count(u.output_tokens)} out",
+            )
+            cost = self.session_cost()
+            unpriced = f" ({u.unpriced_calls} calls unpriced)" if u.unpriced_calls else ""
+            table.add_row(
+                "session cost",
+                (format_cost(cost) + unpriced) if cost is not None else "unknown for this model",
+            )
         self.io.err.print(table)
         self.io.err.print(
             token_line(
@@ -361,8 +463,44 @@ class ChatLoop:
                 b.total,
                 b.context_window,
                 estimated=True,
+                cost=self.session_cost(),
             )
         )
+
+    def cmd_model(self, rest: str) -> None:
+        if not rest:
+            b = self.engine.context_breakdown()
+            self.io.err.print(
+                f"model {self.model} · window {format_token_count(b.context_window)} · "
+                f"compaction at {format_token_count(b.threshold)}",
+                markup=False,
+                highlight=False,
+            )
+            return
+        name, _, window_text = rest.partition(" ")
+        window = None
+        if window_text.strip():
+            from harness9.config import parse_positive_int
+
+            window = parse_positive_int(window_text, "the window after /model NAME")
+        if self.switch_model is None:
+            self.renderer.error("switching models is not available here")
+            return
+        engine, notes = self.switch_model(name, window)
+        engine.on_event = self.renderer
+        self.engine = engine
+        self.model = self.renderer.model = name
+        self.renderer.reset()
+        b = engine.context_breakdown()
+        self.io.err.print(
+            Text(
+                f"switched to {inert(name)} · window {format_token_count(b.context_window)} · "
+                f"compaction at {format_token_count(b.threshold)}",
+                style="green",
+            )
+        )
+        for note in notes:
+            self.io.err.print(note)
 
     # -- helpers --------------------------------------------------------------------
 
@@ -382,13 +520,22 @@ class ChatLoop:
     def _resume(self, session_id: str) -> None:
         session = self.manager.open_session(session_id)
         self._switch(session)
-        count = len(session.get_messages())
-        self.io.err.print(
-            Text(f"resumed session {session.session_id} ({count} messages)", style="green")
-        )
+        self.print_recap()
+
+    def print_recap(self) -> None:
+        """Which session this is and its last exchange (--resume, --continue, /resume)."""
+        sid = self.engine.session.session_id
+        info = self.manager.session_info(sid)
+        b = self.engine.context_breakdown()
+        for line in recap(info, self.engine.session.get_messages(), b.total, b.context_window):
+            self.io.err.print(line)
 
     def _switch(self, session: Any) -> None:
         self.engine.set_session(session)
+        self.renderer.reset()
+        self.usage = self.manager.usage_totals(session.session_id)
+        if self.approver is not None:
+            self.approver.reset()
         if self.on_session_change is not None:
             self.on_session_change(session.session_id)
 
@@ -399,46 +546,18 @@ class ChatLoop:
                 ("harness9", "bold"),
                 f" · {self.model} · session {sid[:8]} · ",
                 ("/help", "bold"),
-                " for commands, Ctrl-D to leave",
+                " for commands, Alt-Enter or a trailing \\ for a new line, Ctrl-D to leave",
             )
         )
 
 
-def readline_reader(history_file: str | None = None) -> Callable[[str], str]:
-    """``input()`` with readline: history and Tab completion of slash commands."""
-    try:
-        import readline
-    except ImportError:  # not on every platform; plain input still works
-        return input
+def terminal_reader(
+    history_file: Path | None = None, on_shown: Callable[[], Any] | None = None
+) -> Callable[[str], str]:
+    """The line editor for a terminal: paste-safe, multi-line, history, Tab completion."""
+    from harness9.ui.line_editor import prompt_reader
 
-    commands = sorted(SLASH_COMMANDS) + ["/quit"]
-
-    def complete(text: str, state: int) -> str | None:
-        buffer = readline.get_line_buffer()
-        if not buffer.startswith("/") or " " in buffer:
-            return None
-        matches = [c for c in commands if c.startswith(text)]
-        return matches[state] if state < len(matches) else None
-
-    readline.set_completer(complete)
-    readline.set_completer_delims(" \t\n")
-    if "libedit" in (readline.__doc__ or ""):
-        readline.parse_and_bind("bind ^I rl_complete")
-    else:
-        readline.parse_and_bind("tab: complete")
-    if history_file:
-        with contextlib.suppress(OSError):
-            readline.read_history_file(history_file)
-        import atexit
-
-        readline.set_history_length(1000)
-        atexit.register(_save_history, readline, history_file)
-    return input
-
-
-def _save_history(readline: Any, path: str) -> None:
-    with contextlib.suppress(OSError):
-        readline.write_history_file(path)
+    return prompt_reader([*SLASH_COMMANDS, "/quit"], history_file, on_shown=on_shown)
 
 
 def stdin_reader(stream: Any) -> Callable[[str], str]:

@@ -8,6 +8,7 @@ stay plain text when the output is not a terminal).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -15,6 +16,9 @@ from rich.text import Text
 from harness9.store.search import SearchHit, snippet_parts
 from harness9.ui.listing import local_time
 from harness9.ui.text import inert
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 MATCH_STYLE = "bold reverse"
 
@@ -48,3 +52,54 @@ def render_hits(console: Console, hits: Sequence[SearchHit]) -> None:
         # soft_wrap: one hit is two lines however narrow the console, so output stays greppable.
         console.print(hit_heading(number, hit), soft_wrap=True)
         console.print(hit_snippet(hit), soft_wrap=True)
+
+
+# A catch-up this long (about a second or more) is announced; shorter ones pass unnoticed.
+LONG_CATCH_UP = 20_000
+
+
+class IndexProgress:
+    """The progress callback a search is given: says once that indexing will take a while.
+
+    The store calls it with (done, total) for each bounded step of its catch-up. For a
+    long one it prints ``indexing 300,000 messages…`` once on ``console`` (stderr), and
+    on a terminal also draws a progress bar, removed when done. Use as a context
+    manager so the bar is stopped even when the search fails.
+    """
+
+    def __init__(self, console: Console, threshold: int = LONG_CATCH_UP) -> None:
+        self.console = console
+        self.threshold = threshold
+        self.announced = False
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.threshold:
+            return
+        if not self.announced:
+            self.announced = True
+            self.console.print(f"indexing {total:,} messages…", markup=False, highlight=False)
+            if self.console.is_terminal:
+                from rich.progress import BarColumn, Progress, TaskProgressColumn
+
+                self._progress = Progress(
+                    BarColumn(), TaskProgressColumn(), console=self.console, transient=True
+                )
+                self._progress.start()
+                self._task = self._progress.add_task("indexing", total=total)
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done)
+            if done >= total:
+                self.close()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def __enter__(self) -> IndexProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

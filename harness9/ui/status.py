@@ -21,10 +21,28 @@ def usage_style(tokens: int, window: int) -> str:
     return "red"
 
 
+def format_cost(dollars: float) -> str:
+    """``$0.0012``, ``$0.42``, ``$12.30``: enough digits to see a cheap session move."""
+    if 0 < dollars < 0.0001:
+        return "<$0.0001"
+    if dollars < 0.01:
+        return f"${dollars:.4f}"
+    return f"${dollars:.2f}"
+
+
 def token_line(
-    model: str, session_id: str, tokens: int, window: int, *, estimated: bool = False
+    model: str,
+    session_id: str,
+    tokens: int,
+    window: int,
+    *,
+    estimated: bool = False,
+    cost: float | None = None,
 ) -> Text:
-    """``<model> │ session <id8> │ ctx 45.2K/128K (35%)``."""
+    """``<model> │ session <id8> │ ctx 45.2K/128K (35%) │ $0.0123``.
+
+    ``cost`` is the session's cost so far; None (no known price) leaves it out.
+    """
     pct = round(100 * tokens / window) if window > 0 else 0
     approx = "~" if estimated else ""
     line = Text(f"{model} │ session {session_id[:8]} │ ", style="dim")
@@ -32,6 +50,8 @@ def token_line(
         f"ctx {approx}{format_token_count(tokens)}/{format_token_count(window)} ({pct}%)",
         style=usage_style(tokens, window),
     )
+    if cost is not None:
+        line.append(f" │ {format_cost(cost)}", style="dim")
     return line
 
 

@@ -1,0 +1,208 @@
+"""Which session store a command uses: the SQLite file, or a PostgreSQL server.
+
+A PostgreSQL URL selects the shared store; it comes from ``--database-url``,
+else ``HARNESS9_DATABASE_URL``, else ``database_url`` in ``config.toml``.
+Nothing set means ``$HARNESS9_HOME/sessions.db``, exactly as before. psycopg is
+imported only once a URL is given: ``sessions list`` on SQLite pays nothing.
+
+``SessionStore`` is the manager protocol every command talks to; both
+``harness9.store.sqlite.Manager`` and ``harness9.store.postgres.PostgresManager``
+fill it in completely.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness9.errors import ConfigError, UsageError
+from harness9.store.blobs import BlobStore
+from harness9.store.search import SearchHit
+from harness9.store.session import CheckpointedSession, CorruptRow, SessionInfo, UsageTotals
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
+
+ENV_VAR = "HARNESS9_DATABASE_URL"
+CONFIG_KEY = "database_url"
+SCHEMES = ("postgresql://", "postgres://")
+
+# Set by the CLI's --database-url for this process (None: not given).
+_flag_url: str | None = None
+
+
+class StoredSession(CheckpointedSession, Protocol):
+    """A session of a persistent store: reads also report the rows they had to skip."""
+
+    corrupt_rows: list[CorruptRow]
+
+
+class SessionStore(Protocol):
+    """What every command needs from a session store (SQLite file or PostgreSQL server)."""
+
+    location: str  # the file or the URL (without password), for messages
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def close(self) -> None: ...
+
+    def new_session(self) -> StoredSession: ...
+
+    def open_session(self, session_id: str) -> StoredSession: ...
+
+    def resolve_id(self, prefix: str) -> str: ...
+
+    def list_sessions(self, limit: int = 0) -> list[SessionInfo]: ...
+
+    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]: ...
+
+    def session_info(self, session_id: str) -> SessionInfo: ...
+
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None: ...
+
+    def usage_totals(self, session_id: str) -> UsageTotals: ...
+
+    def usage_by_session(self) -> dict[str, UsageTotals]: ...
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> list[SearchHit]:
+        """``on_progress(done, total)`` follows any indexing the search does first."""
+        ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+    def delete_if_empty(self, session_id: str) -> bool: ...
+
+    def delete_sessions(
+        self, session_ids: Iterable[str], *, updated_before: float | None = None
+    ) -> list[str]: ...
+
+    def delete_sessions_older_than(
+        self, cutoff_unix: float, *, keep: Iterable[str] = ()
+    ) -> list[str]: ...
+
+    def snapshot(self, session_id: str) -> SessionSnapshot: ...
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str: ...
+
+    def blob_store(self) -> BlobStore | None:
+        """Where offloaded tool outputs go; None: the default files in $HARNESS9_HOME."""
+        ...
+
+
+def use_database_url(url: str | None) -> None:
+    """Record ``--database-url`` for this process (the CLI calls this once per command)."""
+    global _flag_url
+    _flag_url = url or None
+
+
+def is_database_url(text: str) -> bool:
+    return text.strip().lower().startswith(SCHEMES)
+
+
+def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
+    """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
+    if _flag_url is not None:
+        if not is_database_url(_flag_url):
+            raise UsageError(
+                f"--database-url must be a postgresql:// URL, got {_redacted(_flag_url)!r}"
+            )
+        return _flag_url.strip()
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        if not is_database_url(env):
+            raise ConfigError(f"{ENV_VAR} must be a postgresql:// URL, got {_redacted(env)!r}")
+        return env
+    from harness9 import config
+
+    if cfg is None:
+        # No file (or no home directory at all): nothing to read, and nothing to complain
+        # about here; the SQLite store reports a broken home itself, in its own words.
+        if not config.config_path().is_file():
+            return None
+        cfg = config.load_config_file()
+    value = cfg.get(CONFIG_KEY)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not is_database_url(value):
+        shown = _redacted(value) if isinstance(value, str) else value
+        raise ConfigError(
+            f"{CONFIG_KEY} in {config.config_path()} must be a postgresql:// URL, got {shown!r}"
+        )
+    return value.strip()
+
+
+def _redacted(url: str) -> str:
+    if "@" not in url:
+        return url
+    head, _, tail = url.rpartition("@")
+    if ":" in head.split("//", 1)[-1]:
+        scheme, _, rest = head.partition("//")
+        return f"{scheme}//{rest.split(':', 1)[0]}:***@{tail}"
+    return url
+
+
+OnDeleted = Callable[[str], None] | None
+
+
+def open_url(url: str, *, on_session_deleted: OnDeleted = None) -> SessionStore:
+    """The store at ``url``: a PostgreSQL URL, or a path to an SQLite file.
+
+    ``on_session_deleted`` is called with each deleted session's id once the deletion
+    is committed (whoever keeps files beside the store removes them there).
+    """
+    if is_database_url(url):
+        try:
+            from harness9.store.postgres import PostgresManager
+        except ImportError as exc:
+            raise ConfigError(
+                f"a PostgreSQL store needs psycopg: pip install 'harness9[postgres]' ({exc.msg})"
+            ) from None
+        return PostgresManager(url, on_session_deleted=on_session_deleted)
+    from harness9.store.sqlite import Manager
+
+    return Manager(os.path.expanduser(url), on_session_deleted=on_session_deleted)
+
+
+def open_store(
+    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
+) -> SessionStore:
+    """The user's store, created if missing (the SQLite file, or the schema on the server)."""
+    url = database_url(cfg)
+    if url is not None:
+        return open_url(url, on_session_deleted=on_session_deleted)
+    from harness9.store.sqlite import open_manager
+
+    return open_manager(on_session_deleted=on_session_deleted)
+
+
+def open_existing_store(
+    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
+) -> SessionStore | None:
+    """The user's store, or None when there is no SQLite file yet (reading must not create one).
+
+    A PostgreSQL store always opens: the server exists, and an empty schema reads as empty.
+    """
+    url = database_url(cfg)
+    if url is not None:
+        return open_url(url, on_session_deleted=on_session_deleted)
+    from harness9.store.sqlite import open_existing_manager
+
+    return open_existing_manager(on_session_deleted=on_session_deleted)

@@ -1,0 +1,66 @@
+"""Copy a whole history from one session store to another (``sessions migrate --to``).
+
+Each session moves in its own transaction on the destination (the export/import
+path: ``snapshot`` then ``restore``), oldest first, so an interrupted run leaves
+whole sessions behind and simply runs again: sessions already present are
+skipped. Offloaded tool outputs follow their session when the destination keeps
+them elsewhere (files into the database, or back). The source is only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness9.store.backend import SessionStore
+from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
+from harness9.store.export import SessionExistsError
+
+
+@dataclass(slots=True)
+class MigrationReport:
+    copied: int = 0
+    skipped: int = 0  # already in the destination
+    messages: int = 0
+    blobs: int = 0
+
+
+def migrate_sessions(
+    source: SessionStore, dest: SessionStore, *, offload_dir: Path
+) -> MigrationReport:
+    """Copy every session of ``source`` into ``dest``; ``offload_dir`` holds file blobs."""
+    report = MigrationReport()
+    src_blobs = source.blob_store() or FileBlobStore(offload_dir)
+    dest_own = dest.blob_store()
+    # Both on files: they are the same files ($HARNESS9_HOME), nothing to move.
+    dest_blobs: BlobStore | None = dest_own if dest_own is not None or source.blob_store() else None
+    if dest_blobs is None and source.blob_store() is not None:
+        dest_blobs = FileBlobStore(offload_dir)
+    for info in reversed(source.list_sessions()):
+        snap = source.snapshot(info.id)
+        try:
+            dest.restore(snap)
+        except SessionExistsError:
+            report.skipped += 1
+        else:
+            report.copied += 1
+            report.messages += len(snap.records)
+        if dest_blobs is not None:
+            report.blobs += _copy_blobs(src_blobs, dest_blobs, info.id)
+    return report
+
+
+def _copy_blobs(src: BlobStore, dest: BlobStore, session_id: str) -> int:
+    copied = 0
+    for name in src.names(session_id):
+        stream = src.read(session_id, name)
+        if stream is None:
+            continue
+        with stream:
+            data = stream.read()
+        try:
+            dest.put(session_id, name, data)
+        except BlobError:
+            continue  # already there (a second run), or the name is not one we write
+        copied += 1
+    return copied

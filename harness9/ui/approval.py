@@ -1,0 +1,109 @@
+"""Asking the user before a tool acts: run this command? write this file (here is the diff)?
+
+Answers are y (yes, this once), n (no) and a (always: this command, or this
+path, for the rest of the session). Keys typed ahead while the model was
+working are discarded before the question, so a stray Enter or "y" typed for
+the previous prompt cannot answer it; the decision is printed under it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from harness9.tools.base import Approval
+from harness9.ui.text import inert
+
+ANSWERS = "[y]es / [n]o / [a]lways"
+_WHAT = {"bash": "command", "write_file": "path"}
+
+
+def discard_type_ahead(stream: TextIO | None = None) -> None:
+    """Throw away keys already typed on a terminal (default stdin; nothing for a pipe)."""
+    stream = stream if stream is not None else sys.stdin
+    try:
+        if not stream.isatty():
+            return
+        import termios
+
+        termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        pass  # no termios (Windows) or stdin closed: nothing was typed ahead that we can see
+
+
+def preview_text(preview: str, max_lines: int) -> Text:
+    """A diff or a file's head, coloured by line kind, inert, cut to ``max_lines``."""
+    lines = preview.splitlines()
+    shown, hidden = lines[:max_lines], len(lines) - max_lines
+    text = Text()
+    for line in shown:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        text.append(inert(line) + "\n", style=style)
+    if hidden > 0:
+        text.append(f"… {hidden} more lines\n", style="dim")
+    return text
+
+
+class TerminalApprover:
+    """The ``confirm`` callback for tools when a person is at the terminal."""
+
+    def __init__(
+        self,
+        console: Console,
+        ask: Callable[[str], str] | None = None,
+        flush: Callable[[], None] = discard_type_ahead,
+    ) -> None:
+        self.console = console
+        self.ask = ask or (lambda prompt: console.input(prompt, markup=False))
+        self.flush = flush
+        self.always: set[tuple[str, str]] = set()
+
+    def reset(self) -> None:
+        """Forget the "always" answers (a new or resumed session starts asking again)."""
+        self.always.clear()
+
+    def __call__(self, approval: Approval) -> bool:
+        key = (approval.tool, approval.subject)
+        subject = inert(approval.subject)
+        if key in self.always:
+            self._decision(f"✓ allowed: {subject} (always, this session)", "green")
+            return True
+        if approval.preview:
+            room = max(12, self.console.size.height - 8)
+            self.console.print(preview_text(approval.preview, room), end="")
+        self.flush()
+        while True:
+            try:
+                answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip().lower()
+            except EOFError:
+                answer = "n"
+            if answer in ("y", "yes"):
+                self._decision(f"✓ allowed once: {subject}", "green")
+                return True
+            if answer in ("a", "always"):
+                self.always.add(key)
+                what = _WHAT.get(approval.tool, "action")
+                self._decision(
+                    f"✓ allowed: {subject} (always for this {what}, this session)", "green"
+                )
+                return True
+            if answer in ("n", "no", ""):
+                self._decision(f"✗ declined: {subject}", "red")
+                return False
+            self.console.print("answer y, n or a", style="yellow")
+
+    def _decision(self, line: str, style: str) -> None:
+        self.console.print(Text(f"  {line}", style=style))

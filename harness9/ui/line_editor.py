@@ -1,0 +1,105 @@
+"""The interactive prompt: a prompt_toolkit line editor.
+
+- Enter sends the message. A paste (the terminal's bracketed paste) arrives as
+  one message however many lines it has: it lands in the buffer, Enter sends it.
+- Alt-Enter (or Esc then Enter), Ctrl-J, or a line ending in ``\\`` continue
+  the message on a new line.
+- History persists in ``$HARNESS9_HOME/prompt_history``; Up/Down walk it.
+- Tab completes slash commands at the start of the line.
+
+prompt_toolkit is imported only here, when a terminal session starts (about
+0.1 s); pipes keep the plain one-line-per-turn reader in ``repl.stdin_reader``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+CONTINUE_HINT = "Alt-Enter or a trailing \\ for a new line"
+
+
+def prompt_reader(
+    commands: Iterable[str],
+    history_file: Path | None = None,
+    *,
+    pt_input: Any = None,
+    pt_output: Any = None,
+    on_shown: Callable[[], Any] | None = None,
+) -> Callable[[str], str]:
+    """A ``read_line(prompt)`` backed by prompt_toolkit (EOFError on Ctrl-D, Ctrl-C raises).
+
+    ``on_shown`` runs once, right after the first prompt is on the screen: chat
+    starts importing litellm there, so the import does not slow the first draw.
+    """
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import Completer, Completion
+    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings
+
+    names = sorted(set(commands))
+
+    class SlashCompleter(Completer):
+        def get_completions(self, document: Any, complete_event: Any) -> Any:
+            text = document.text_before_cursor
+            if not text.startswith("/") or " " in text or "\n" in text:
+                return
+            for name in names:
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text))
+
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    @bindings.add("c-j")
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _enter(event: Any) -> None:
+        buffer = event.current_buffer
+        if buffer.complete_state is not None and buffer.complete_state.current_completion:
+            buffer.apply_completion(buffer.complete_state.current_completion)
+            return
+        doc = buffer.document
+        if doc.is_cursor_at_the_end and doc.text.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+            return
+        buffer.validate_and_handle()
+
+    history: History = InMemoryHistory()
+    if history_file is not None:
+        try:
+            history_file.parent.mkdir(parents=True, exist_ok=True)
+            history = FileHistory(str(history_file))
+        except OSError:
+            pass  # an unwritable home still gets an in-session history
+
+    session: PromptSession[str] = PromptSession(
+        history=history,
+        completer=SlashCompleter(),
+        complete_while_typing=False,
+        key_bindings=bindings,
+        prompt_continuation=lambda width, line_number, wrap_count: "… ".rjust(width),
+        input=pt_input,
+        output=pt_output,
+        # Colours and mouse stay the terminal's: the prompt is a plain "› ".
+        mouse_support=False,
+        enable_suspend=True,
+    )
+
+    if on_shown is not None:
+        pending = [on_shown]
+
+        def first_render(_app: Any) -> None:
+            while pending:
+                pending.pop()()
+
+        session.app.after_render += first_render
+
+    def read(prompt: str) -> str:
+        return session.prompt(prompt)
+
+    return read

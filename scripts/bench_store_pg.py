@@ -1,0 +1,307 @@
+"""The PostgreSQL half of ``scripts/bench_store.py --database-url URL`` (and concurrent writers).
+
+Single-store figures: the store (harness9.store.postgres) against plain psycopg
+doing the same work on the same server, in the same tables (the store's own
+schema, so both sides pay the same search column and index): one transaction
+that updates the session row and inserts the messages (``executemany``, which
+psycopg pipelines), the same SELECT decoded into the same Message objects, and
+the same full-text query. The ratio is the cost of the store's own layer.
+
+Concurrent writers: 8 processes append single messages for N seconds, each to its
+own session, then all to one session; committed messages per second, and a check
+that every acknowledged message is stored, in each writer's order (0 lost).
+
+``--database-url temp`` starts a throwaway server (tests/pg_server.py) with
+PostgreSQL's default durability (fsync and synchronous_commit on).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness9.schema import Message, ToolCall  # noqa: E402
+from harness9.store.pg_search import parse, to_tsquery_text  # noqa: E402
+
+WRITERS = 8
+
+
+@contextmanager
+def database(url: str) -> Iterator[str]:
+    """``url``, or a throwaway durable server when ``url`` is "temp"."""
+    if url != "temp":
+        yield url
+        return
+    sys.path.insert(0, str(REPO / "tests"))
+    from pg_server import PgCluster, find_binaries
+
+    bin_dir, why = find_binaries()
+    if bin_dir is None:
+        raise SystemExit(why)
+    cluster = PgCluster(bin_dir, durable=True)
+    try:
+        cluster.start()
+        yield cluster.create_database("bench")
+    finally:
+        cluster.stop()
+
+
+class PlainPg:
+    """Hand-written psycopg on the store's tables: the baseline."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("SET search_path TO harness9")
+        self.sid = str(uuid.uuid4())
+        now = time.time()
+        self.conn.execute(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES (%s, %s, %s)",
+            (self.sid, now, now),
+        )
+
+    def add(self, msgs: list[Message]) -> None:
+        now = time.time()
+        rows = [
+            (
+                self.sid,
+                m.role,
+                m.content,
+                json.dumps([c.to_flat() for c in m.tool_calls]) if m.tool_calls else None,
+                m.tool_call_id or None,
+                now,
+            )
+            for m in msgs
+        ]
+        with self.conn.transaction():
+            self.conn.execute(
+                "UPDATE sessions SET updated_at = %s, message_count = message_count + %s "
+                "WHERE id = %s",
+                (now, len(rows), self.sid),
+            )
+            self.conn.cursor().executemany(
+                "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, "
+                "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+
+    def get(self, limit: int) -> list[Message]:
+        sql = "SELECT role, content, tool_calls, tool_call_id FROM messages WHERE session_id = %s"
+        if limit:
+            rows = self.conn.execute(
+                sql + " ORDER BY id DESC LIMIT %s", (self.sid, limit)
+            ).fetchall()
+            rows.reverse()
+        else:
+            rows = self.conn.execute(sql + " ORDER BY id", (self.sid,)).fetchall()
+        return [
+            Message(
+                r,
+                c,
+                [ToolCall(d["id"], d["name"], d["arguments"]) for d in json.loads(t)] if t else [],
+                i or "",
+            )
+            for r, c, t, i in rows
+        ]
+
+    def search(self, query: str) -> list[tuple]:
+        tsq = to_tsquery_text(parse(query))
+        return self.conn.execute(
+            "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q) "
+            "SELECT m.session_id, m.id, m.role, m.created_at, s.title, "
+            "left(search_body(m.content, m.tool_calls), 150000), ts_rank(m.search, q.q) AS rank "
+            "FROM messages AS m JOIN sessions AS s ON s.id = m.session_id, q "
+            "WHERE m.search @@ q.q ORDER BY rank DESC, m.id DESC LIMIT 20",
+            (tsq,),
+        ).fetchall()
+
+    def close(self) -> None:
+        self.conn.execute("DELETE FROM sessions WHERE id = %s", (self.sid,))
+        self.conn.close()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_pg_pair(
+    url: str, msgs: list[Message], singles: list[Message], repeats: int, query: str
+) -> dict[str, tuple[float, float]]:
+    """Medians for (plain psycopg, store), alternating who goes first."""
+    from harness9.store.postgres import PostgresManager
+
+    names = ("batch add 10,000", "search", "get_messages(50)", "get_messages(0)", "200 single adds")
+    results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in names}
+    manager = PostgresManager(url)  # migrates the schema the baseline writes into
+    for rep in range(repeats):
+        plain = PlainPg(url)
+        session = manager.new_session()
+
+        def store_search(manager: PostgresManager = manager) -> object:
+            return manager.search(query)
+
+        sides = [
+            (0, plain.add, plain.get, lambda plain=plain: plain.search(query)),
+            (1, session.add_messages, session.get_messages, store_search),
+        ]
+        if rep % 2:
+            sides.reverse()
+
+        def both(name: str, step: Callable[..., object], sides=sides) -> None:
+            for side, *ops in sides:
+                results[name][side].append(timed(lambda ops=ops: step(*ops)))
+
+        both("batch add 10,000", lambda add, get, search: add(msgs))
+        for _ in range(20):
+            both("search", lambda add, get, search: search())
+        for _ in range(20):
+            both("get_messages(50)", lambda add, get, search: get(50))
+        for _ in range(3):
+            both("get_messages(0)", lambda add, get, search: get(0))
+        for side, _, get, _ in sides:
+            assert get(0) == msgs, f"side {side} did not read back what it wrote"
+        for _ in range(5):
+            both("200 single adds", lambda add, get, search: [add([m]) for m in singles])
+        plain.close()
+        manager.delete_session(session.session_id)
+    manager.close()
+    return {k: tuple(statistics.median(x) for x in v) for k, v in results.items()}
+
+
+# -- concurrent writers --------------------------------------------------------------------
+
+
+def _open(target: str):  # noqa: ANN202 - either store
+    from harness9.store.backend import open_url
+
+    return open_url(target)
+
+
+def writer_main(target: str, sid: str, seconds: float, tag: str) -> None:
+    """Append single messages until the deadline; print how many were acknowledged."""
+    done = 0
+    with _open(target) as store:
+        session = store.open_session(sid)
+        print("ready", flush=True)
+        sys.stdin.readline()  # start together
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            session.add_messages([Message("user", f"{tag}:{done}")])
+            done += 1
+    print(done, flush=True)
+
+
+def concurrent_writers(target: str, seconds: float, *, same_session: bool) -> tuple[float, int]:
+    """(messages committed per second, messages lost) for WRITERS processes."""
+    with _open(target) as store:
+        sids = [store.new_session().session_id for _ in range(1 if same_session else WRITERS)]
+    procs = []
+    for k in range(WRITERS):
+        sid = sids[0] if same_session else sids[k]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "writer", target, sid, str(seconds), f"w{k}"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    t0 = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    acked = {}
+    for k, p in enumerate(procs):
+        out, _ = p.communicate(timeout=seconds + 120)
+        if p.returncode != 0:
+            raise SystemExit(f"writer {k} failed (exit {p.returncode})")
+        acked[f"w{k}"] = int(out.strip().splitlines()[-1])
+    elapsed = time.perf_counter() - t0
+    stored: dict[str, list[int]] = {tag: [] for tag in acked}
+    with _open(target) as store:
+        for sid in sids:
+            for m in store.open_session(sid).get_messages():
+                tag, n = m.content.split(":")
+                stored[tag].append(int(n))
+        for sid in sids:
+            store.delete_session(sid)
+    lost = 0
+    for tag, count in acked.items():
+        if stored[tag] != list(range(count)):  # every acknowledged one, in the writer's order
+            lost += max(1, count - len(stored[tag]))
+    del elapsed  # includes start-up and exit; the writers wrote for exactly `seconds`
+    return sum(acked.values()) / seconds, lost
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "writer":
+    writer_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+
+
+def report(
+    url: str,
+    msgs: list[Message],
+    singles: list[Message],
+    repeats: int,
+    query: str,
+    seconds: float,
+    sqlite_pairs: dict[str, tuple[float, float]],
+    tmp: Path,
+) -> None:
+    """Print the PostgreSQL table next to SQLite's, then the concurrent-writer figures."""
+    import psycopg
+
+    with database(url) as db:
+        with psycopg.connect(db) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+        print()
+        print(
+            f"PostgreSQL {version[0] if version else '?'}, psycopg {psycopg.__version__}; "
+            f"medians of {repeats} repeats, same messages"
+        )
+        pg = bench_pg_pair(db, msgs, singles, repeats, query)
+        same = {
+            "batch add 10,000": "batch add 10,000",
+            "get_messages(50)": "get_messages(50)",
+            "get_messages(0)": "get_messages(0)",
+            "200 single adds": "200 single adds",
+            "search": "search (index up to date)",
+        }
+        width = max(len(k) for k in same)
+        # SQLite store (ratio vs plain sqlite3, from the table above), then PostgreSQL store
+        # against plain psycopg.
+        print(
+            f"{'operation':<{width}} {'SQLite store':>12} {'ratio':>7}   {'PG store':>11} "
+            f"{'psycopg':>11} {'ratio':>7}  target  ok"
+        )
+        for name, sqlite_name in same.items():
+            sp, ss = sqlite_pairs.get(sqlite_name, (float("nan"), float("nan")))
+            pp, ps = pg[name]
+            ratio = ps / pp
+            print(
+                f"{name:<{width}} {ss * 1000:9.2f} ms {ss / sp:6.2f}x   {ps * 1000:8.2f} ms "
+                f"{pp * 1000:8.2f} ms {ratio:6.2f}x  < 2.00x  {'yes' if ratio < 2 else 'NO'}"
+            )
+        print()
+        print(f"{WRITERS} writer processes appending single messages for {seconds:.0f} s")
+        print(f"{'backend':<12} {'sessions':<18} {'messages/s':>11} {'lost':>5}")
+        for backend, target in (("SQLite", str(tmp / "writers.db")), ("PostgreSQL", db)):
+            for same_session in (False, True):
+                rate, lost = concurrent_writers(target, seconds, same_session=same_session)
+                where = "one shared" if same_session else "one each"
+                print(f"{backend:<12} {where:<18} {rate:11.0f} {lost:5d}")

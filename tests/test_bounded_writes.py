@@ -1,0 +1,213 @@
+"""Long writes in bounded steps: another process saving meanwhile never waits long or fails.
+
+The other process is real (a subprocess with its own Manager), as a running chat is.
+Waits are asserted against a generous bound (2 s, against steps of ~100 ms and the
+5 s lock timeout that used to be hit), never a tight timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness9.schema import Message
+from harness9.store import Manager, fts_index
+from harness9.store.fts_index import is_behind
+
+REPO = Path(__file__).resolve().parent.parent
+GENEROUS_WAIT_S = 2.0
+
+# Saves one message every 20 ms until told to stop; reports every save's wait.
+WRITER = """
+import json, sys, time
+from pathlib import Path
+from harness9.schema import Message
+from harness9.store import Manager
+db, sid, ready, stop = sys.argv[1:5]
+waits, errors = [], []
+with Manager(db) as m:
+    s = m.open_session(sid)
+    Path(ready).touch()
+    i = 0
+    while not Path(stop).exists():
+        t0 = time.monotonic()
+        try:
+            s.add_messages([Message("user", f"saved {i}")])
+            waits.append(time.monotonic() - t0)
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        i += 1
+        time.sleep(0.02)
+print(json.dumps({"waits": waits, "errors": errors}))
+"""
+
+
+class Writer:
+    """A second process saving to ``sid`` while the test runs a long write."""
+
+    def __init__(self, db: Path, sid: str, tmp: Path) -> None:
+        self.ready, self.stop = tmp / "writer-ready", tmp / "writer-stop"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), sid, str(self.ready), str(self.stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 60
+        while not self.ready.exists():
+            assert self.proc.poll() is None, self.proc.communicate()[1]
+            assert time.monotonic() < deadline, "the writer process never started"
+            time.sleep(0.01)
+
+    def finish(self) -> tuple[list[float], list[str]]:
+        self.stop.touch()
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err
+        report = json.loads(out)
+        return report["waits"], report["errors"]
+
+
+def insert_unindexed(db: Path, sid: str, n: int) -> None:
+    """``n`` messages of varied words, written straight to the file (fast) and not indexed."""
+    with Manager(db) as m, m.transaction() as conn:
+        conn.execute(
+            "WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < ?) "
+            "INSERT INTO messages (session_id, role, content, created_at) "
+            "SELECT ?, 'user', 'word' || (x % 977) || ' parser compile ' || x || "
+            "' alpha beta gamma delta ' || (x * 7919 % 10007), 1000.0 FROM k",
+            (n, sid),
+        )
+        conn.execute("UPDATE sessions SET message_count = message_count + ? WHERE id = ?", (n, sid))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sessions.db"
+
+
+@pytest.fixture
+def manager(db: Path) -> Iterator[Manager]:
+    with Manager(db) as m:
+        yield m
+
+
+def test_a_search_catching_up_100000_messages_lets_another_process_save(
+    manager: Manager, db: Path, tmp_path: Path
+):
+    big, chat = manager.new_session(), manager.new_session()
+    insert_unindexed(db, big.session_id, 100_000)
+    big.add_messages([Message("user", "the nightly build broke")])
+    writer = Writer(db, chat.session_id, tmp_path)
+    steps: list[tuple[int, int]] = []
+    try:
+        hits = manager.search(
+            "nightly", on_progress=lambda done, total: steps.append((done, total))
+        )
+    finally:
+        waits, errors = writer.finish()
+    assert [h.snippet.count("nightly") for h in hits] == [1]
+    assert errors == []
+    assert len(waits) >= 3, "the writer saved too rarely to have raced the catch-up"
+    assert max(waits) < GENEROUS_WAIT_S, f"longest wait {max(waits):.2f} s"
+    total = steps[0][1]  # the writer's saves made before the search started count too
+    assert total >= 100_001 and steps[0] == (0, total) and steps[-1] == (total, total)
+    assert len(steps) > 10, "the catch-up ran in too few steps to be bounded"
+    saved = [m.content for m in manager.open_session(chat.session_id).get_messages()]
+    assert saved == [f"saved {i}" for i in range(len(waits))]
+
+
+def test_a_search_finds_what_was_stored_before_it_not_necessarily_what_came_during_it(
+    manager: Manager, db: Path
+):
+    s = manager.new_session()
+    insert_unindexed(db, s.session_id, 5_000)
+    s.add_messages([Message("user", "before the search")])
+    later = manager.new_session()
+
+    def write_during(done: int, total: int) -> None:
+        if done == 0:
+            later.add_messages([Message("user", "during the search")])
+
+    assert [h.message_id for h in manager.search("before", on_progress=write_during)]
+    with manager.read() as conn:
+        assert is_behind(conn), "the message written during the search is left for the next"
+    assert len(manager.search("during")) == 1
+
+
+def test_no_progress_is_reported_when_the_index_is_up_to_date(manager: Manager):
+    manager.new_session().add_messages([Message("user", "hello there")])
+    manager.search("hello")
+    calls: list[tuple[int, int]] = []
+    manager.search("hello", on_progress=lambda d, t: calls.append((d, t)))
+    assert calls == []
+
+
+def test_deleting_many_old_sessions_lets_another_process_save(
+    manager: Manager, db: Path, tmp_path: Path
+):
+    old = [manager.new_session() for _ in range(400)]
+    for s in old:
+        s.add_messages([Message("user", f"old {k} alpha beta") for k in range(50)])
+    manager.search("alpha")  # indexed rows make deletes dearer: each is removed from the index
+    with manager.transaction() as conn:
+        conn.execute("UPDATE sessions SET updated_at = 1000.0")
+    chat = manager.new_session()
+    writer = Writer(db, chat.session_id, tmp_path)
+    try:
+        deleted = manager.delete_sessions_older_than(2000.0)
+    finally:
+        waits, errors = writer.finish()
+    assert sorted(deleted) == sorted(s.session_id for s in old)
+    assert errors == [] and max(waits) < GENEROUS_WAIT_S
+    assert [i.id for i in manager.list_sessions()] == [chat.session_id]
+    assert manager.search("alpha") == []
+
+
+def test_a_session_written_to_during_a_stepped_delete_is_kept(manager: Manager):
+    sessions = [manager.new_session() for _ in range(30)]
+    for s in sessions:
+        s.add_messages([Message("user", "idle")])
+    with manager.transaction() as conn:
+        conn.execute("UPDATE sessions SET updated_at = 1000.0")
+    last = sessions[-1]  # listed most recently updated first: the last one goes last
+    candidates = [i.id for i in manager.sessions_older_than(2000.0)]
+    last.add_messages([Message("user", "still in use")])  # after the listing, before its step
+    deleted = manager.delete_sessions(candidates, updated_before=2000.0)
+    assert last.session_id not in deleted and len(deleted) == 29
+    assert [i.id for i in manager.list_sessions()] == [last.session_id]
+
+
+def test_another_deferred_index_rides_on_the_same_bounded_catch_up(
+    manager: Manager, db: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # What a later migration adds: a table, a mark column with DEFAULT 0, no back-fill.
+    with manager.transaction() as conn:
+        conn.execute("CREATE VIRTUAL TABLE messages_extra USING fts5(body, tokenize='trigram')")
+        conn.execute("ALTER TABLE fts_state ADD COLUMN extra_upto INTEGER NOT NULL DEFAULT 0")
+    monkeypatch.setattr(
+        fts_index,
+        "INDEXES",
+        [
+            *fts_index.INDEXES,
+            fts_index.DeferredIndex("messages_extra", "extra_upto", "new.content"),
+        ],
+    )
+    s = manager.new_session()
+    insert_unindexed(db, s.session_id, 3_000)
+    steps: list[tuple[int, int]] = []
+    manager.search("parser", on_progress=lambda d, t: steps.append((d, t)))
+    assert steps[0] == (0, 6_000) and steps[-1] == (6_000, 6_000)
+    with manager.read() as conn:
+        assert conn.execute("SELECT count(*) FROM messages_extra").fetchone() == (3_000,)
+        assert conn.execute("SELECT indexed_upto, extra_upto FROM fts_state").fetchone() == (
+            3_000,
+            3_000,
+        )
+        assert not fts_index.is_behind(conn)
