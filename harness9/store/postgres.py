@@ -550,7 +550,7 @@ class PostgresManager:
                 for cp in snap.checkpoints:
                     values = (
                         sid,
-                        new_ids[cp.last_message_id],
+                        new_ids.get(cp.last_message_id, 0),
                         _clean_text(cp.summary),
                         cp.strategy,
                         cp.tokens_before,
@@ -560,20 +560,29 @@ class PostgresManager:
                         cp.created_at,
                     )
                     if keep:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (id, session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             (cp.id, *values),
-                        )
+                        ).fetchone()
                     else:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             values,
+                        ).fetchone()
+                    # Stubs follow their messages to new ids.
+                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
+                    details = checkpoint_details(replace(cp, rewrites=stubs))
+                    if details is not None and row is not None:
+                        conn.execute(
+                            "INSERT INTO compaction_details (compaction_id, recall_index, "
+                            "rewrites, state_note) VALUES (%s, %s, %s, %s)",
+                            (row[0], *(_clean_text(x) for x in details)),
                         )
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
