@@ -141,7 +141,7 @@ class ContextOptions:
     strategy: str = "hybrid"
     auto: bool = True  # false: never compact behind the user's back; overflow says "/compact"
     threshold: float = 0.8  # share of the window at which compaction starts
-    target: float = 0.5  # share of the window hybrid compacts down to (below the threshold)
+    target: float = 0.4  # share of the window hybrid compacts down to (below the threshold)
     recall: bool = True  # checkpoints index folded tool results; history_search is offered
     summary_model: str | None = None  # a cheaper model for summaries; None: the chat model
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold

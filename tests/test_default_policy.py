@@ -138,8 +138,11 @@ def test_a_result_folded_by_three_compactions_is_recalled_by_handle_and_found_by
     if strategy == "budget":
         assert all(c.last_message_id > secret_id for c in checkpoints)
         assert f"msg_{secret_id} bash `cat first.log`" in checkpoints[-1].recall_index
-    else:
-        assert all(f'id="msg_{secret_id}"' in c.rewrites[secret_id] for c in checkpoints)
+    else:  # stubbed first, folded once stubs are not enough
+        assert all(
+            c.last_message_id > secret_id or f'id="msg_{secret_id}"' in c.rewrites[secret_id]
+            for c in checkpoints
+        )
     last = chat_requests(llm_server)[-1]
     assert "zebra-4242" not in json.dumps(last["messages"])
 
@@ -170,8 +173,10 @@ def test_a_result_folded_by_three_compactions_is_recalled_by_handle_and_found_by
 
     assert result.exit_code == 0, result.output
     results = {m["tool_call_id"]: m["content"] for m in seen[-1]["messages"] if m["role"] == "tool"}
-    where = "folded" if strategy == "budget" else "stubbed"
-    assert f"msg_{secret_id} [tool result, {where}] the secret is zebra-4242" in results["s1"]
+    assert re.search(
+        rf"msg_{secret_id} \[tool result, (folded|stubbed)\] the secret is zebra-4242",
+        results["s1"],
+    )
     assert "the secret is zebra-4242" in results["r1"]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from harness9.context.hybrid import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
 from harness9.context.recall import (
     IndexEntry,
@@ -105,7 +107,7 @@ def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds()
     assert res.strategy == STRATEGY_HYBRID and res.summary
     cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=comp.recall_budget)
     assert cp is not None and cp.last_message_id > 0
-    assert "bash `cat f120` (152 tokens)" in cp.recall_index  # the newest folded
+    assert re.search(r"^- msg_\d+ bash `cat f\d+` \(152 tokens\)$", cp.recall_index, re.M)
     assert "earlier tool results not listed" in cp.recall_index  # the rest: counted
     assert all('offload_recall(id="msg_' in v for v in cp.rewrites.values())
 

@@ -3,7 +3,7 @@
 Offloading (layer 1) happens when a tool runs: a big output goes to disk and the
 conversation gets a marker. When the context passes the trigger
 (``threshold`` × the window, 80 %), one compaction brings it down to ``target`` × the
-window (50 %), well below the trigger, so compactions are rare and each one buys
+window (40 %), well below the trigger, so compactions are rare and each one buys
 many appended requests (ARCHITECTURE decision 7: requests are append-only between
 compactions).
 
@@ -62,7 +62,7 @@ MIN_GAIN = 0.05  # stubbing that saves less than this share is not worth a cache
 # What an API adds per message beyond its text (role, call ids, separators): about 8
 # tokens for the call/result pairs of a tool-heavy session.
 MESSAGE_OVERHEAD_TOKENS = 8
-DEFAULT_TARGET = 0.5
+DEFAULT_TARGET = 0.4
 # Shares of the window for the summary's "Preserved facts" and the recall index: small
 # enough that the recent tail keeps most of the target, large enough for ~100 lines each
 # on a 128K window.
