@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
+# The smallest window a user may set: the system prompt and tool definitions alone take
+# over 1K tokens, so anything less cannot hold a single turn.
+MIN_CONTEXT_WINDOW = 1024
 
 
 def harness9_home() -> Path:
@@ -45,6 +48,14 @@ class Settings:
         cw = context_window
         if cw is None and env_cw:
             cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
+        if cw is not None and cw < MIN_CONTEXT_WINDOW:
+            from harness9.errors import UsageError
+
+            # The flag's default is the variable, so either may have given the value.
+            raise UsageError(
+                f"--context-window (HARNESS9_CONTEXT_WINDOW) must be at least "
+                f"{MIN_CONTEXT_WINDOW} tokens (no model works in less), got {cw}"
+            )
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
@@ -93,12 +104,31 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
             "directory you can read, or point HARNESS9_HOME elsewhere"
         ) from exc
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        cfg = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{target} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already ends "(at line 3, column 5)".
         raise ConfigError(f"{target} is not valid TOML: {exc}") from None
+    check_top_level(cfg, target)
+    return cfg
+
+
+# What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
+# otherwise be ignored without a word, the setting silently left at its default.
+TOP_LEVEL_KEYS = ("retention_days", "database_url")
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools")
+
+
+def check_top_level(cfg: dict[str, Any], where: Path) -> None:
+    from harness9.errors import ConfigError
+
+    for name, value in cfg.items():
+        if name in TOP_LEVEL_KEYS or name in TOP_LEVEL_TABLES:
+            continue
+        known = ", ".join([*TOP_LEVEL_KEYS, *(f"[{t}]" for t in TOP_LEVEL_TABLES)])
+        what = f"table [{name}]" if isinstance(value, dict) else f"key {name}"
+        raise ConfigError(f"unknown {what} in {where} (known: {known})")
 
 
 def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:

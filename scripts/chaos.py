@@ -19,11 +19,14 @@ Scenarios (each a row of the closing table):
                it, in loops, while four writer processes save as fast as they can.
                Run it alone with --scenario search-cleanup.
   damaged      garbage, truncated, corrupt and newer-schema databases, a file as home,
-               an unreadable home, a full disk (a small tmpfs, when mounting is allowed).
+               an unreadable home, damaged message rows (a BLOB as content, a 1e300 time,
+               an unknown role), a full disk (a small tmpfs, when mounting is allowed).
   provider     timeouts, 429 + Retry-After, 5xx bursts, broken streams, an empty reply,
                invalid tool-call JSON, an unknown tool.
   hostile      path traversal and symlink escapes, path-like session ids, a 200 MB tool
-               output (peak RSS against a small run), terminal escapes, the API key.
+               output (peak RSS against a small run), terminal escapes, the API key and
+               other secrets in the environment, hostile imports (role "wizard", bad types,
+               absurd times, a traversing offload id).
 
 "Messages written" counts what the client had saved as far as the outside world can tell:
 every message a request carried (the client sends only what it loaded from the store) and
@@ -958,10 +961,79 @@ def scenario_damaged(base: Path, server: ScriptedLLMServer) -> Row:
         if problem:
             row.failed_checks.append(f"unreadable home: {problem}")
 
+    damaged_rows(base, server, row)
     full = scenario_full_disk(base, server, row)
     if full:
         row.scenario += f" ({full})"
     return row
+
+
+def damaged_rows(base: Path, server: ScriptedLLMServer, row: Row) -> None:
+    """Rows damaged in place: every reader warns and skips them, chat never sends them."""
+    home = base / "damaged" / "rows"
+    db, sid = make_store(home, 12)
+    conn = sqlite3.connect(db)
+    ids = [r[0] for r in conn.execute("SELECT id FROM messages ORDER BY id")]
+    damage = {
+        ids[3]: "UPDATE messages SET content = CAST(content AS BLOB) WHERE id = ?",
+        ids[5]: "UPDATE messages SET created_at = 1e300 WHERE id = ?",
+        ids[7]: "UPDATE messages SET role = 'wizard' WHERE id = ?",
+    }
+    with conn:
+        for rid, sql in damage.items():
+            conn.execute(sql, (rid,))
+        conn.execute("UPDATE sessions SET updated_at = 1e300 WHERE id = ?", (sid,))
+    conn.close()
+    intact = len(ids) - len(damage)
+    requests: list[list[Message]] = []
+
+    def respond(body: dict[str, Any]) -> Any:
+        requests.append(to_messages(body))
+        return TextReply("still fine")
+
+    server.respond_with(respond)
+    runs = [
+        (["sessions", "show", sid, "--json"], True),
+        (["sessions", "export", sid, "-f", "json"], True),
+        (["sessions", "export", sid], True),
+        (["sessions", "list", "--json"], False),
+        (["sessions", "search", "m1"], False),
+    ]
+    results = [(argv, cli(home, *argv), warns) for argv, warns in runs]
+    chat = subprocess.run(
+        chat_argv(server, "--resume", sid),
+        input="next\n",
+        capture_output=True,
+        text=True,
+        env=env_for(home),
+        timeout=300,
+    )
+    server.respond_with(None)
+    results.append((["chat", "--resume"], chat, True))
+    for argv, r, warns in results:
+        row.runs += 1
+        row.faults += len(damage)
+        e, t = count_errors(r.stderr)
+        row.user_errors += e
+        row.tracebacks += t
+        if r.returncode != 0:
+            row.failed_checks.append(f"damaged rows: {argv} exit {r.returncode} {r.stderr!r}")
+        if "internal error" in r.stderr or "HTTP 500" in r.stderr:
+            row.failed_checks.append(f"damaged rows: {argv}: {r.stderr!r}")
+        if warns and any(
+            f"warning: message row {rid} is corrupt" not in r.stderr for rid in damage
+        ):
+            row.failed_checks.append(f"damaged rows: {argv} did not warn: {r.stderr!r}")
+    shown = json.loads(results[0][1].stdout or "{}")
+    if len(shown.get("messages", [])) != intact:
+        row.failed_checks.append(f"damaged rows: show has {len(shown.get('messages', []))}")
+    sent = [m for r in requests for m in r[1:]]
+    if any(m.role not in ("user", "assistant", "tool") for m in sent):
+        row.failed_checks.append("damaged rows: a bad role reached the model")
+    if requests and len(requests[-1]) - 1 != intact + 1:
+        row.failed_checks.append(f"damaged rows: the model got {len(requests[-1]) - 1} messages")
+    row.written += intact
+    row.found += len(shown.get("messages", []))
 
 
 def scenario_full_disk(base: Path, server: ScriptedLLMServer, row: Row) -> str:
@@ -1161,8 +1233,9 @@ def scenario_hostile(base: Path, server: ScriptedLLMServer, big_mb: int) -> tupl
         return script.pop(0) if script else TextReply("ok")
 
     server.respond_with(respond)
+    secrets = {"GITHUB_TOKEN": "ghp-chaos-token", "AWS_SECRET_ACCESS_KEY": "aws-chaos-secret"}
     code, out, err, _ = run_measured(
-        chat_argv(server, "--workdir", str(work)), "probe\nagain\n", env_for(home)
+        chat_argv(server, "--workdir", str(work)), "probe\nagain\n", env_for(home, **secrets)
     )
     server.respond_with(None)
     row.runs += 1
@@ -1184,6 +1257,10 @@ def scenario_hostile(base: Path, server: ScriptedLLMServer, big_mb: int) -> tupl
     leaks = [p for p in home.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     if API_KEY in out + err + shown.stdout + shown.stderr or leaks:
         row.failed_checks.append(f"the API key leaked: {leaks}")
+    for name, value in secrets.items():
+        if value in sent or any(value.encode() in p.read_bytes() for p in home.rglob("*.db")):
+            row.failed_checks.append(f"{name} reached the model or the database")
+    hostile_imports(home, info.id, row)
     for bad in ("../../etc/passwd", "..", "/tmp", "0" * 37):
         for argv in (["sessions", "show", bad], ["sessions", "delete", bad, "--yes"]):
             r = cli(home, *argv)
@@ -1221,6 +1298,45 @@ def scenario_hostile(base: Path, server: ScriptedLLMServer, big_mb: int) -> tupl
         row,
         f"peak RSS {small / 1024:.0f} MB with a 5-byte tool output, {big / 1024:.0f} MB with {big_mb} MB ({big / small:.2f}x)",
     )
+
+
+def hostile_imports(home: Path, sid: str, row: Row) -> None:
+    """Exports edited to carry bad values: each is one line, exit 1, and writes nothing."""
+    exported = cli(home, "sessions", "export", sid, "-f", "json")
+    doc = json.loads(exported.stdout)
+
+    def edit(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        d = json.loads(json.dumps(doc))
+        change(d)
+        return d
+
+    edits = {
+        "role wizard": edit(lambda d: d["messages"][0].update(role="wizard")),
+        "1e300 time": edit(lambda d: d.update(created_at=1e300)),
+        "content a number": edit(lambda d: d["messages"][0].update(content=42)),
+        "tool_calls a string": edit(lambda d: d["messages"][0].update(tool_calls="ls")),
+        "todo status": edit(lambda d: d["todos"].append({"content": "x", "status": "hacked"})),
+        "huge id": edit(lambda d: d["messages"][-1].update(id=2**80)),
+        "offload traversal": edit(
+            lambda d: d.update(offloads=[{"id": "../../../etc/x", "content": "x"}])
+        ),
+    }
+    before = [i.id for i in Manager(home / "sessions.db").list_sessions()]
+    for name, d in edits.items():
+        r = cli(home, "sessions", "import", "-", "--new-id", input=json.dumps(d))
+        row.runs += 1
+        row.faults += 1
+        e, t = count_errors(r.stderr)
+        row.user_errors += e
+        row.tracebacks += t
+        if r.returncode != 1 or r.stderr.count("\n") != 1 or "cannot import" not in r.stderr:
+            row.failed_checks.append(f"import {name}: exit {r.returncode} {r.stderr!r}")
+    after = [i.id for i in Manager(home / "sessions.db").list_sessions()]
+    if after != before:
+        row.failed_checks.append("a hostile import wrote a session")
+    listed = cli(home, "sessions", "list", "--json")
+    if listed.returncode != 0:
+        row.failed_checks.append(f"list after hostile imports: {listed.stderr!r}")
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import time
 
+import pytest
 from support import chat, runner
 
 from harness9.cli import app
@@ -128,6 +129,30 @@ def test_a_malformed_config_file_is_a_one_line_error_naming_it():
     assert "config.toml" in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("retention_dayz = 30\n", "unknown key retention_dayz"),
+        ("[foo]\nx = 1\n", "unknown table [foo]"),
+    ],
+)
+def test_an_unknown_top_level_key_or_table_is_a_one_line_error_naming_it(
+    llm_server, text: str, named: str
+):
+    write_config(text)
+
+    result = chat(llm_server, "hi\n")
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"harness9: {named} in ")
+    assert (
+        "(known: retention_days, database_url, [compaction], [offload], [topics], [tools])"
+        in result.stderr
+    )
+    assert result.stderr.count("\n") == 1
+    assert llm_server.requests == []
+
+
 def test_an_unknown_strategy_in_the_config_names_the_key(llm_server):
     write_config('[compaction]\nstrategy = "magic"\n')
 
@@ -158,6 +183,8 @@ def test_with_auto_compaction_off_an_overflow_is_announced_not_compacted(llm_ser
 
     assert result.exit_code == 0, result.output
     assert "automatic compaction is off: run /compact" in result.stderr
+    # The threshold is named as the threshold (80 % of 4000), the size as the size.
+    assert "is over the compaction threshold (3.2K tokens)" in result.stderr
     assert not any(map(is_summary_request, llm_server.requests))
     assert "⚡" not in result.stderr
 

@@ -106,6 +106,35 @@ def test_new_starts_a_second_session(llm_server):
     assert len(llm_server.requests[1]["messages"]) == 2  # system + "b": nothing from the first
 
 
+def test_new_new_new_exit_leaves_no_empty_session_behind(llm_server):
+    result = chat(llm_server, "/new\n/new\n/new\n/exit\n")
+
+    assert result.exit_code == 0
+    assert stored_sessions() == []
+    assert runner.invoke(app, ["sessions", "list"]).stdout == "No sessions.\n"
+
+
+def test_an_empty_session_is_dropped_when_new_leaves_it_and_a_used_one_is_kept(llm_server):
+    llm_server.reply_text("kept")
+
+    result = chat(llm_server, "/new\nsay something\n/new\n")
+
+    assert result.exit_code == 0
+    assert [msgs for _, msgs in stored_sessions()] == [
+        [("user", "say something"), ("assistant", "kept")]
+    ]
+
+
+def test_a_resumed_empty_session_is_never_deleted(llm_server):
+    with Manager(db_path()) as m:
+        sid = m.new_session().session_id  # e.g. another chat's, still at its prompt
+
+    result = chat(llm_server, "/new\n", "--resume", sid)
+
+    assert result.exit_code == 0
+    assert [s for s, _ in stored_sessions()] == [sid]
+
+
 def test_resume_command_lists_sessions_and_switches_by_number(llm_server):
     llm_server.reply_text("old reply")
     chat(llm_server, "the old topic\n")

@@ -150,11 +150,39 @@ def test_compact_under_the_threshold_does_nothing_without_force():
     assert row_counts() == (4, 0)
 
 
-def test_compact_with_no_sessions_is_a_usage_error_and_creates_no_database(harness9_home):
+def test_compact_with_no_sessions_is_an_error_not_a_usage_error_and_creates_no_database(
+    harness9_home,
+):
     result = runner.invoke(app, ["compact", "--dry-run"])
 
-    assert result.exit_code == 2 and "no sessions" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr == "harness9: there are no sessions to compact\n"
     assert not harness9_home.exists()
+
+
+def test_the_window_strategy_speaks_in_messages_not_tokens():
+    make_session(pairs=10)
+
+    plain = runner.invoke(app, ["compact", "--strategy", "window"])
+    forced = runner.invoke(app, ["compact", "--strategy", "window", "--force"])
+    preview = runner.invoke(app, ["compact", "--strategy", "window", "--dry-run"])
+
+    expected = "nothing to compact: 21 messages fit in the 100-message window and "
+    assert plain.exit_code == 0 and plain.stdout.startswith(expected)
+    assert plain.stdout.endswith("-token threshold\n")
+    assert "under the 100 threshold" not in plain.stdout  # 100 is a message count
+    assert (forced.exit_code, forced.stdout) == (0, plain.stdout)  # --force keeps the last 100
+    assert "nothing would be compacted" in preview.stdout
+    assert row_counts() == (20, 0)
+
+
+def test_a_forced_compaction_that_folds_nothing_does_not_suggest_force():
+    make_session(pairs=3)
+
+    result = runner.invoke(app, ["compact", "--strategy", "evict", "--force"])
+
+    assert result.exit_code == 0
+    assert result.stdout == "nothing to compact: nothing left to fold\n"
 
 
 def test_an_unknown_strategy_is_a_usage_error():

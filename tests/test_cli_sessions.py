@@ -331,12 +331,14 @@ def test_delete_on_a_terminal_asks_and_deletes_on_yes():
     assert stored_ids() == set()
 
 
-def test_delete_on_a_terminal_keeps_everything_on_no():
+def test_delete_on_a_terminal_keeps_everything_on_no_and_exits_0():
+    # Declining is the user's choice, not an error.
     sid = make_session(Message("user", "a"))
     env = terminal("n\n")
     result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
-    assert result.exit_code == 1
-    assert env.stderr.getvalue() == "harness9: nothing deleted\n"
+    assert result.exit_code == 0
+    assert env.stdout.getvalue().endswith("Nothing deleted.\n")
+    assert env.stderr.getvalue() == ""
     assert stored_ids() == {sid}
 
 
@@ -344,7 +346,8 @@ def test_delete_on_a_terminal_treats_end_of_input_as_no():
     sid = make_session(Message("user", "a"))
     env = terminal("")
     result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
-    assert result.exit_code == 1 and stored_ids() == {sid}
+    assert result.exit_code == 0 and stored_ids() == {sid}  # a no, like "n": not an error
+    assert env.stdout.getvalue().endswith("Nothing deleted.\n")
 
 
 def old_and_new_sessions(clock) -> tuple[str, str]:

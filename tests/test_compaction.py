@@ -97,10 +97,19 @@ def test_window_start_on_a_result_is_moved_back_to_its_call():
 
 
 def test_window_drops_a_kept_result_whose_call_was_cut_off():
-    # Type A: the call is not adjacent (an interrupt sits between), so it is not pulled in.
+    # Type A: the call is not adjacent (an interrupt sits between). The seed's backtrack
+    # moves the start back over the result to the user message; the repair drops the
+    # orphaned result, and the window holds its 3 messages.
     msgs = [SYSTEM, user("go"), call("a"), user("stop"), result("a"), asst("ok")]
     out = SlidingWindowCompactor(3).compact(msgs).messages
-    assert out == [SYSTEM, asst("ok")]
+    assert out == [SYSTEM, user("stop"), asst("ok")]
+
+
+def test_window_of_three_keeps_the_user_message_before_an_orphaned_result():
+    # The case of seed §6.3 step 3: [system, assistant(call a), user, tool(a), user].
+    msgs = [SYSTEM, call("a"), user("u1"), result("a"), user("u2")]
+    out = SlidingWindowCompactor(max_messages=3).compact(msgs).messages
+    assert out == [SYSTEM, user("u1"), user("u2")]
 
 
 def test_window_stubs_a_kept_call_whose_result_never_came():
@@ -116,13 +125,13 @@ def test_window_stubs_a_kept_call_whose_result_never_came():
     ]
 
 
-def test_forced_window_keeps_half_the_history_or_the_min_tail():
+def test_forced_window_keeps_the_window_it_promises():
+    # "window: the last 100 messages": forcing it does not drop half of a short history.
     msgs = [SYSTEM, *users(19)]
     plan = SlidingWindowCompactor(100).plan(msgs, force=True)
-    assert plan.would_compact
-    assert plan.cut == 10  # keeps 20 // 2 = 10 messages
-    short = [SYSTEM, *users(7)]
-    assert SlidingWindowCompactor(100).plan(short, force=True).cut == 2  # keeps the min tail of 6
+    assert not plan.would_compact and plan.cut == 1
+    long = [SYSTEM, *users(150)]
+    assert SlidingWindowCompactor(100).plan(long, force=True).cut == 52  # the newest 99 kept
 
 
 def test_window_plan_reports_the_exact_tokens_of_the_result():

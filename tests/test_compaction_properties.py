@@ -138,9 +138,7 @@ def test_sliding_window_invariants(msgs, max_messages, force):
     compactor = SlidingWindowCompactor(max_messages)
     res = compactor.compact(msgs, force=force)
     assert msgs == snapshot
-    k = max_messages - 1
-    if force:
-        k = min(k, max(compactor.min_tail_messages, len(msgs) // 2))
+    k = max_messages - 1  # forcing keeps the same window
     assert_invariants(msgs, res.messages, k)
     assert res.plan.tokens_after == estimate_tokens(res.messages)
     # Only messages the cut rule pulls in to keep a results block whole exceed the window.

@@ -372,3 +372,44 @@ def test_context_breakdown_counts_system_tools_summary_and_messages(llm_server, 
     assert b.system > 50 and b.tools > 100 and b.messages > 40
     assert b.total == b.system + b.tools + b.summary + b.messages
     assert b.context_window == 10_000 and b.threshold == 8_000
+
+
+# -- a reply cut off mid-stream: one rule for Ctrl-C and a dropped connection ---------------
+
+
+def test_ctrl_c_mid_stream_keeps_the_shown_part_marked_as_interrupted(llm_server, manager, workdir):
+    llm_server.reply_text("one two three four five six seven eight", chunk_size=4)
+    session = manager.new_session()
+    engine, seen = make_engine(llm_server, session, workdir)
+    shown: list[str] = []
+
+    def press_ctrl_c_on_the_third_chunk(event: ev.Event) -> None:
+        if isinstance(event, ev.TextDelta):
+            shown.append(event.text)
+            if len(shown) == 3:
+                raise KeyboardInterrupt
+
+    engine.on_event = press_ctrl_c_on_the_third_chunk
+    result = engine.run_turn("count")
+
+    assert result.interrupted
+    stored = manager.open_session(session.session_id).get_messages()
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "count"),
+        ("assistant", "".join(shown) + "\n[reply interrupted]"),
+    ]
+
+
+def test_a_dropped_stream_keeps_the_shown_part_the_same_way(llm_server, manager, workdir):
+    llm_server.reply_stream_break("one two three", chunk_size=4)
+    session = manager.new_session()
+    engine, _ = make_engine(llm_server, session, workdir)
+
+    result = engine.run_turn("count")
+
+    assert result.error is not None and "broke off" in result.error
+    stored = manager.open_session(session.session_id).get_messages()
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "count"),
+        ("assistant", "one two three\n[reply interrupted]"),
+    ]

@@ -222,6 +222,30 @@ def valid_doc() -> dict:
             lambda d: d["todos"][0].update(status=None),
             "todos[0].status has the wrong type (NoneType)",
         ),
+        (
+            lambda d: d.update(created_at=1e300),
+            "session.created_at is 1e+300, not a time (Unix seconds from 0 to 253402300799)",
+        ),
+        (
+            lambda d: d["messages"][0].update(created_at=-1),
+            "messages[0].created_at is -1.0, not a time (Unix seconds from 0 to 253402300799)",
+        ),
+        (
+            lambda d: d["messages"][0].update(role="wizard"),
+            "messages[0].role is 'wizard', not one of system, user, assistant, tool",
+        ),
+        (
+            lambda d: d["messages"][3].update(id=2**70),
+            f"messages[3].id is {2**70}, not a count from 0 to {2**63 - 1}",
+        ),
+        (
+            lambda d: d["todos"][0].update(status="done"),
+            "todos[0].status is 'done', not one of pending, in_progress, completed",
+        ),
+        (
+            lambda d: d["checkpoints"][0].update(tokens_before=-3),
+            f"checkpoints[0].tokens_before is -3, not a count from 0 to {2**63 - 1}",
+        ),
     ],
 )
 def test_a_malformed_export_is_a_one_line_error_and_writes_nothing(mutate, error):
@@ -410,3 +434,87 @@ def test_recall_index_and_stubs_survive_export_and_import():
         [cp] = m.open_session(sid).list_checkpoints()
     assert cp.rewrites == {ids[1]: "[stubbed] 3 tokens"} and cp.last_message_id == 0
     assert cp.recall_index.endswith("(3 tokens)") and cp.state_note == "## State"
+
+
+# -- offloaded tool results travel with the session ----------------------------------------
+
+
+def chat_with_offloaded_output(server) -> tuple[str, str]:
+    """A chat whose `seq 1 200000` output was offloaded; returns (session id, offload id)."""
+    server.reply_tool_calls([("c1", "bash", json.dumps({"command": "seq 1 200000"}))])
+    server.reply_text("That is a lot of numbers.")
+    result = cli(
+        "chat",
+        "--yes",
+        "--model",
+        "openai/fake",
+        "--api-base",
+        server.base_url,
+        input="count to 200000\n",
+    )
+    assert result.exit_code == 0, result.output
+    marker = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert marker.startswith("📂 [offload:")
+    with open_manager() as m:
+        [info] = m.list_sessions()
+    return info.id, marker.split("[offload:", 1)[1].split("]", 1)[0]
+
+
+def recall_in_resumed_chat(server, sid: str, offload_id: str) -> str:
+    from llm_server import ToolCallsReply
+
+    server.reply(ToolCallsReply(calls=(("c2", "offload_recall", json.dumps({"id": offload_id})),)))
+    server.reply_text("Recalled.")
+    result = cli(
+        "chat",
+        "--model",
+        "openai/fake",
+        "--api-base",
+        server.base_url,
+        "--resume",
+        sid,
+        input="show me the start again\n",
+    )
+    assert result.exit_code == 0, result.output
+    return [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+@pytest.mark.parametrize("how", ["new-id", "other-home"])
+def test_offloaded_outputs_survive_export_and_import(
+    llm_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, backend: str
+):
+    sid, offload_id = chat_with_offloaded_output(llm_server)
+    path = tmp_path / "s.json"
+    assert cli("sessions", "export", sid, "-f", "json", "-o", str(path)).exit_code == 0
+    doc = json.loads(path.read_text())
+    [entry] = doc["offloads"]
+    assert entry["id"] == offload_id and entry["content"].startswith("1\n2\n3\n")
+
+    if how == "other-home":
+        monkeypatch.setenv("HARNESS9_HOME", str(tmp_path / "elsewhere"))
+        if backend == "postgres":
+            # Every home shares the server: the original must go before its copy comes back.
+            assert cli("sessions", "delete", sid, "--yes").exit_code == 0
+        imported = cli("sessions", "import", str(path))
+    else:
+        imported = cli("sessions", "import", str(path), "--new-id")
+    assert imported.exit_code == 0, imported.output
+    new_sid = imported.stdout.split()[2]
+
+    recalled = recall_in_resumed_chat(llm_server, new_sid, offload_id)
+    assert "no offloaded result" not in recalled
+    assert recalled.startswith("1\n2\n3\n4\n")
+    # And the copy exports the same offloads again.
+    again = json.loads(cli("sessions", "export", new_sid, "-f", "json").stdout)
+    assert again["offloads"] == doc["offloads"]
+
+
+def test_an_export_with_a_hostile_offload_id_is_refused_and_writes_nothing(harness9_home: Path):
+    doc = valid_doc()
+    doc["offloads"] = [{"id": "../../../etc/passwd", "content": "x"}]
+    result = cli("sessions", "import", "-", input=json.dumps(doc))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "harness9: cannot import -: offload id '../../../etc/passwd' is not ofl_ and 12 hex digits\n"
+    )
+    assert stored_ids() == set()

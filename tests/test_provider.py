@@ -15,6 +15,7 @@ from harness9.provider import (
     BadRequestError,
     ContextWindowExceededError,
     LLMProvider,
+    LocalRequestError,
     ModelTimeoutError,
     RateLimitError,
     ServiceUnavailableError,
@@ -343,8 +344,55 @@ def test_refused_connection_is_service_unavailable() -> None:
     base_url = server.base_url
     server.stop()  # nothing listens on that port any more
     provider = LLMProvider(MODEL, api_base=base_url, max_retries=0, timeout=5)
-    with pytest.raises(ServiceUnavailableError, match="openai/test-model is unavailable"):
+    with pytest.raises(ServiceUnavailableError) as caught:
         provider.generate(HELLO, [])
+    assert str(caught.value).startswith(f"could not connect to {base_url}: ")
+    assert "HTTP" not in str(caught.value)
+
+
+def test_an_api_base_that_is_not_a_url_says_so_and_is_not_retried() -> None:
+    retries = RetryLog()
+    provider = LLMProvider(MODEL, api_base="notaurl", on_retry=retries, timeout=5)
+    with pytest.raises(BadRequestError) as caught:
+        provider.generate(HELLO, [])
+    assert str(caught.value) == "could not connect to notaurl: it is not an http:// or https:// URL"
+    assert retries.calls == []
+
+
+def test_an_unknown_provider_is_named_and_no_request_is_sent(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    provider = LLMProvider("nosuchprovider/foo", api_base=llm_server.base_url, timeout=5)
+    with pytest.raises(BadRequestError) as caught:
+        provider.generate(HELLO, [])
+    assert str(caught.value).startswith(
+        "unknown provider 'nosuchprovider' in model 'nosuchprovider/foo'"
+    )
+    assert "HTTP" not in str(caught.value)
+    assert llm_server.requests == []
+
+
+def test_a_local_fault_while_building_the_request_is_not_blamed_on_the_server(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    retries = RetryLog()
+    bad = [Message("user", b"bytes, not text")]  # type: ignore[arg-type]
+    with pytest.raises(LocalRequestError) as caught:
+        make_provider(llm_server, on_retry=retries).generate(bad, [])
+    assert "HTTP 500" not in str(caught.value) and "unavailable" not in str(caught.value)
+    assert "TypeError" in str(caught.value) and "local fault" in str(caught.value)
+    assert retries.calls == []
+
+
+def test_a_long_run_of_identical_chunks_is_not_cut_off(llm_server: ScriptedLLMServer) -> None:
+    rule = "=" * 750  # 150 identical 5-character chunks: litellm's guard stops at 100
+    llm_server.reply_text(rule, chunk_size=5)
+    shown: list[str] = []
+    message, _ = make_provider(llm_server, max_retries=0).generate(
+        HELLO, [], stream=True, on_delta=shown.append
+    )
+    assert message.content == rule
+    assert "".join(shown) == rule
 
 
 def test_under_scripted_server_error_surfaces_its_message(llm_server: ScriptedLLMServer) -> None:

@@ -46,9 +46,9 @@ def test_a_missing_config_file_is_an_empty_config(harness9_home: Path):
 
 
 def test_the_config_file_is_read_from_harness9_home(harness9_home: Path):
-    write_config(harness9_home, "retention_days = 30\n[ui]\ncolor = false\n")
+    write_config(harness9_home, "retention_days = 30\n[offload]\nenabled = false\n")
     assert config_path() == harness9_home / "config.toml"
-    assert load_config_file() == {"retention_days": 30, "ui": {"color": False}}
+    assert load_config_file() == {"retention_days": 30, "offload": {"enabled": False}}
 
 
 def test_malformed_toml_is_one_line_naming_the_file_and_line(harness9_home: Path):

@@ -64,8 +64,13 @@ def test_final_schema(manager: Manager, db: Path):
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     assert len(MIGRATIONS) == SCHEMA_VERSION
     assert "create_session_usage" in [name for name, _ in MIGRATIONS]
+    assert "index_cjk_trigram" in [name for name, _ in MIGRATIONS]
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    fts_shadow = {f"messages_fts_{s}" for s in ("config", "content", "data", "docsize", "idx")}
+    fts_shadow = {
+        f"{t}_{s}"
+        for t in ("messages_fts", "messages_cjk")
+        for s in ("config", "content", "data", "docsize", "idx")
+    }
     assert tables == {
         "sessions",
         "messages",
@@ -74,6 +79,7 @@ def test_final_schema(manager: Manager, db: Path):
         "schema_migrations",
         "sqlite_sequence",
         "messages_fts",
+        "messages_cjk",
         *fts_shadow,
         "fts_state",
         "session_usage",
@@ -110,8 +116,14 @@ def test_final_schema(manager: Manager, db: Path):
         ("tool_call_id", "TEXT", 0),
         ("created_at", "REAL", 1),
     ]
-    assert columns(conn, "fts_state") == [("id", "INTEGER", 0), ("indexed_upto", "INTEGER", 1)]
-    assert conn.execute("SELECT id, indexed_upto FROM fts_state").fetchall() == [(1, 0)]
+    assert columns(conn, "fts_state") == [
+        ("id", "INTEGER", 0),
+        ("indexed_upto", "INTEGER", 1),
+        ("cjk_indexed_upto", "INTEGER", 1),
+    ]
+    assert conn.execute("SELECT id, indexed_upto, cjk_indexed_upto FROM fts_state").fetchall() == [
+        (1, 0, 0)
+    ]
     assert columns(conn, "todos") == [
         ("session_id", "TEXT", 1),
         ("position", "INTEGER", 1),
@@ -161,7 +173,12 @@ def test_final_schema(manager: Manager, db: Path):
     assert triggers == {
         ("messages_fts_delete", "messages"),
         ("messages_fts_update", "messages"),
+        ("messages_cjk_delete", "messages"),
+        ("messages_cjk_update", "messages"),
     }
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_cjk'").fetchone() == (
+        "CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram')",
+    )
 
 
 def test_migrations_are_recorded_by_name(manager: Manager, db: Path):

@@ -10,6 +10,7 @@ module small enough to read in one sitting.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -41,6 +42,15 @@ def report_error(ctx: typer.Context, message: str) -> None:
 class HarnessGroup(TyperGroup):
     """Maps exceptions to one stderr line and a named exit code, for every subcommand."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Every error line suggests --debug, so it must work wherever it is typed:
+        # `harness9 sessions show X --debug` as well as `harness9 --debug sessions ...`.
+        # Only before a `--`, after which everything is an argument (a search for "--debug").
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[:end]:
+            args = ["--debug"] + [a for i, a in enumerate(args) if i >= end or a != "--debug"]
+        return super().parse_args(ctx, args)
+
     # Typer's Context class is public (typer.Context) but the base signature names its
     # vendored parent class, which is not: Any keeps the override compatible.
     def invoke(self, ctx: Any) -> Any:
@@ -56,7 +66,11 @@ class HarnessGroup(TyperGroup):
             report_error(ctx, "interrupted")
             ctx.exit(int(ExitCode.INTERRUPTED))
         except BrokenPipeError:
-            # `harness9 sessions list | head` closing the pipe is not an error.
+            # `harness9 sessions list | head` closing the pipe is not an error. Point stdout
+            # at /dev/null so the flush at exit cannot fail again on the closed pipe.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
             sys.stderr.close()
             ctx.exit(int(ExitCode.OK))
         except Exception as exc:  # the per-command error boundary: never a raw traceback
@@ -116,10 +130,11 @@ def _root(
 # what its --help needs (heavy imports live inside the command functions).
 from harness9.cli.chat import chat  # noqa: E402
 from harness9.cli.compact import compact  # noqa: E402
+from harness9.cli.help import HarnessCommand  # noqa: E402
 from harness9.cli.sessions import sessions_app  # noqa: E402
 
-app.command("chat")(chat)
-app.command("compact")(compact)
+app.command("chat", cls=HarnessCommand)(chat)
+app.command("compact", cls=HarnessCommand)(compact)
 app.add_typer(
     sessions_app,
     name="sessions",

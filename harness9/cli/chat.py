@@ -140,12 +140,21 @@ def chat(
             session = manager.open_session(recent[0].id)
         else:
             session = None
+        if session is not None:
+            session.get_records()  # resuming: say which damaged rows the model will not see
+            for row in session.corrupt_rows:
+                err.print(
+                    f"warning: message row {row.id} is corrupt ({row.reason}); skipped",
+                    style="yellow",
+                    markup=False,
+                )
         note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
+        started: set[str] = set()
         if session is None:
             session = manager.new_session()
-        started_empty = not resume and not continue_
+            started.add(session.session_id)
 
         def make_engine(model_name: str, window: int) -> Any:
             return build_engine(
@@ -192,6 +201,7 @@ def chat(
             switch_model=switch_model,
             notes=window_notes(settings.model, settings.api_base, settings.context_window, limits),
             recap_on_start=bool(resume or continue_),
+            started=started,
         )
         code = loop.run() if one_shot is None else loop.run_once(one_shot)
         # A reply held back by a locked database gets one more patient try before exit.
@@ -205,10 +215,8 @@ def chat(
                 markup=False,
             )
             code = code or 1
-        # Do not leave an empty session behind for every chat that was opened and closed.
-        current = engine.session
-        if started_empty and not unsaved and current.session_id == session.session_id:
-            manager.delete_if_empty(current.session_id)
+        else:
+            loop.leave()  # the sessions this chat started and left empty are removed
     raise typer.Exit(code)
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
 from harness9.cli import options
 from harness9.cli.env import environment
-from harness9.errors import UsageError
+from harness9.errors import HarnessError, UsageError
+
+if TYPE_CHECKING:
+    from harness9.context.compaction import CompactionPlan
 
 
 def compact(
@@ -60,14 +64,14 @@ def compact(
 
     manager = open_existing_store()  # a preview must not create a database
     if manager is None:
-        raise UsageError("there are no sessions to compact")
+        raise HarnessError("there are no sessions to compact")
     with manager:
         if session:
             sess = manager.open_session(manager.resolve_id(session))
         else:
             recent = manager.list_sessions(limit=1)
             if not recent:
-                raise UsageError("there are no sessions to compact")
+                raise HarnessError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
         # The model and window chat last used for this session, unless a flag says otherwise:
         # judged against another window, the session would compact at another point.
@@ -147,15 +151,38 @@ def compact(
                 )
             )
             return
-        from harness9.context.tokens import format_token_count
         from harness9.ui.status import compaction_notice
 
         if notice is None:
-            out.print(
-                f"nothing to compact: {format_token_count(plan.tokens_before)} tokens is under the "
-                f"{format_token_count(plan.threshold)} threshold (use --force to compact anyway)"
-                if not plan.would_compact
-                else "nothing to compact: nothing left to fold"
-            )
+            from harness9.context.compaction import SlidingWindowCompactor
+
+            comp = engine.policy.compactor
+            window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None
+            out.print(_nothing_to_compact(plan, len(view.messages), force=force, window=window))
             return
         out.print(compaction_notice(notice))
+
+
+def _nothing_to_compact(
+    plan: CompactionPlan, messages: int, *, force: bool, window: int | None
+) -> str:
+    """Why a compaction folded nothing, in the units the strategy goes by."""
+    from harness9.context.tokens import format_token_count
+
+    under = (
+        f"{format_token_count(plan.tokens_before)} tokens is under the "
+        f"{format_token_count(plan.threshold)}-token threshold"
+    )
+    if window is not None:
+        # The window keeps the last N messages, forced or not ("the last 100 messages").
+        fits = (
+            f"nothing to compact: {_plural(messages, 'message')} fit in the {window}-message window"
+        )
+        return f"{fits} and {under}" if plan.threshold > 0 else fits
+    if force or plan.would_compact:
+        return "nothing to compact: nothing left to fold"
+    return f"nothing to compact: {under} (use --force to compact anyway)"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, TextIO
 
 import typer
@@ -104,9 +105,7 @@ class Environment:
         wrap = (not tty) if soft_wrap is None else soft_wrap
         key = f"{'err' if err else 'out'}:{wrap}"
         if key not in self._consoles:
-            from rich.console import Console
-
-            self._consoles[key] = Console(
+            self._consoles[key] = _console_class()(
                 file=self.stderr if err else self.stdout,
                 # A terminal as the environment says; otherwise Rich decides (FORCE_COLOR).
                 force_terminal=tty or None,
@@ -115,6 +114,25 @@ class Environment:
                 width=self.columns if (tty and not err) else None,
             )
         return self._consoles[key]
+
+
+@cache
+def _console_class() -> type[Console]:
+    """Rich's Console, quiet on a closed pipe (made on first use: Rich is imported late)."""
+    import os
+
+    from rich.console import Console
+
+    class PipeSafeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich's default exits 1. A reader that stopped early (`show | head -1`) is
+            # not an error: point stdout at /dev/null so nothing more fails, and let the
+            # CLI's BrokenPipeError handler exit 0.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise BrokenPipeError
+
+    return PipeSafeConsole
 
 
 def environment(ctx: typer.Context) -> Environment:

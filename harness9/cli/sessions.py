@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from harness9.cli.env import Environment, environment
+from harness9.cli.help import HarnessCommand
 from harness9.errors import HarnessError, UsageError
 from harness9.store.backend import SessionStore, open_existing_store, use_database_url
 from harness9.store.codec import checkpoint_to_json, record_to_json
@@ -130,7 +131,7 @@ JsonOpt = Annotated[
 ]
 
 
-@sessions_app.command("list")
+@sessions_app.command("list", cls=HarnessCommand)
 def list_sessions(
     ctx: typer.Context,
     as_json: JsonOpt = False,
@@ -154,10 +155,12 @@ def list_sessions(
     _print_lines(env, infos)
 
 
-@sessions_app.command("show")
+@sessions_app.command("show", cls=HarnessCommand)
 def show_session(
     ctx: typer.Context,
-    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
+    ],
     as_json: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Show only the newest N messages (0: all).")
@@ -189,15 +192,18 @@ def show_session(
         return
     from harness9.ui.render import render_session
 
-    render_session(env.console(soft_wrap=False), info, records, todos, checkpoints)
+    # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
+    render_session(env.console(), info, records, todos, checkpoints, limited=limit > 0)
 
 
-@sessions_app.command("delete")
+@sessions_app.command("delete", cls=HarnessCommand)
 def delete_sessions(
     ctx: typer.Context,
     session_ids: Annotated[
         list[str] | None,
-        typer.Argument(help="Session ids (or unique prefixes) to delete.", show_default=False),
+        typer.Argument(
+            metavar="ID", help="Session ids (or unique prefixes) to delete.", show_default=False
+        ),
     ] = None,
     older_than: Annotated[
         str | None,
@@ -268,15 +274,18 @@ def _confirm_or_refuse(
     env.echo(f"About to delete {what}:")
     _print_lines(env, targets)
     if not env.confirm(f"Delete {what}?"):
-        raise NotConfirmedError("nothing deleted")
+        # The user's choice, not an error: exit 0, and say what happened.
+        env.echo("Nothing deleted.")
+        raise typer.Exit(0)
 
 
-@sessions_app.command("search")
+@sessions_app.command("search", cls=HarnessCommand)
 def search_sessions(
     ctx: typer.Context,
     query: Annotated[
         list[str],
         typer.Argument(
+            metavar="WORDS",
             help='Words to find (all of them), or "a quoted phrase". '
             "Put -- before a query that starts with '-'.",
             show_default=False,
@@ -299,6 +308,7 @@ def search_sessions(
     to_fts_query(text)  # a bad query is reported even before a store exists
     store = _open_store()
     hits: list[SearchHit] = []
+    missed = 0
     if store is None and session is not None:
         raise SessionNotFoundError(session)
     if store is not None:
@@ -308,6 +318,13 @@ def search_sessions(
 
             with IndexProgress(env.console(err=True)) as progress:
                 hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
+            missed = store.unindexed_count() if store.read_only else 0
+    if missed:
+        env.echo(
+            f"warning: the store is read-only, so the {_plural(missed, 'message')} stored "
+            "since the last search could not be indexed and were not searched",
+            err=True,
+        )
     if as_json:
         _print_json(env, [_hit_json(h) for h in hits])
         return
@@ -337,6 +354,6 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 # export/import live in their own module; registered here so `sessions` is one group.
 from harness9.cli.transfer import export_command, import_command, migrate_command  # noqa: E402
 
-sessions_app.command("export")(export_command)
-sessions_app.command("import")(import_command)
-sessions_app.command("migrate")(migrate_command)
+sessions_app.command("export", cls=HarnessCommand)(export_command)
+sessions_app.command("import", cls=HarnessCommand)(import_command)
+sessions_app.command("migrate", cls=HarnessCommand)(migrate_command)

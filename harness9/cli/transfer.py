@@ -11,13 +11,17 @@ import contextlib
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
+
+if TYPE_CHECKING:
+    from harness9.store.backend import SessionStore
+    from harness9.store.export import OffloadedText
 
 
 class ExportFormat(StrEnum):
@@ -85,14 +89,41 @@ def _read_input(env: Environment, source: str) -> str:
         raise HarnessError(f"cannot import {source}: it is not UTF-8 text") from None
 
 
+def _parse_format(text: str | None) -> ExportFormat | None:
+    if text is None:
+        return None
+    try:
+        return ExportFormat(text.strip().lower())
+    except ValueError:
+        raise UsageError(f"--format must be markdown or json, got {text!r}") from None
+
+
+def _offloads_of(store: SessionStore, session_id: str) -> list[OffloadedText]:
+    """The full text of every result the session offloaded, from the store's own blobs."""
+    from harness9.context.offload import OffloadStore
+    from harness9.store.export import OffloadedText
+
+    try:
+        files = OffloadStore(blobs=store.blob_store()).session_files(session_id)
+    except OSError as exc:
+        raise HarnessError(
+            f"cannot export session {session_id}: its offloaded results cannot be read "
+            f"({exc.strerror or exc})"
+        ) from exc
+    return [OffloadedText(oid, text) for oid, text in files]
+
+
 def export_command(
     ctx: typer.Context,
-    session_id: Annotated[str, typer.Argument(help="Session id, or any unique prefix of one.")],
-    fmt: Annotated[
-        ExportFormat | None,
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
+    ],
+    fmt_text: Annotated[
+        str | None,
         typer.Option(
             "--format",
             "-f",
+            metavar="markdown|json",
             help="markdown (to read) or json (complete, for import). "
             "Default: json if -o ends in .json, else markdown.",
             show_default=False,
@@ -109,14 +140,17 @@ def export_command(
     from harness9.store.backend import open_existing_store
     from harness9.store.export import export_json
 
+    fmt = _parse_format(fmt_text)
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
         fmt = ExportFormat.json if json_suffix else ExportFormat.markdown
-    store = open_existing_store()
+    store = open_existing_store()  # read-only when an SQLite store cannot be written
     if store is None:
         raise SessionNotFoundError(session_id)
     with store:
         snap = store.snapshot(store.resolve_id(session_id))
+        if fmt is ExportFormat.json:
+            snap.offloads = _offloads_of(store, snap.info.id)
     for row in snap.corrupt_rows:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
@@ -154,8 +188,28 @@ def import_command(
         snap = parse_export(text)
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
-    with open_store() as store:
+    from harness9.context.offload import OffloadStore, remove_session_offloads
+
+    bad = next((o.id for o in snap.offloads if not OffloadStore.valid_id(o.id)), None)
+    if bad is not None:
+        raise ImportFormatError(
+            f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
+        )
+    # The hook removes a half-restored offload directory if the import is undone below.
+    with open_store(on_session_deleted=remove_session_offloads) as store:
         sid = store.restore(snap, new_id=new_id)
+        try:
+            OffloadStore(blobs=store.blob_store()).restore_session(
+                sid, [(o.id, o.content) for o in snap.offloads]
+            )
+        except (OSError, HarnessError) as exc:
+            # All or nothing: a session whose offloaded results are missing is not imported.
+            store.delete_session(sid)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise HarnessError(
+                f"cannot import {source}: writing its offloaded results failed "
+                f"({reason}); nothing was imported"
+            ) from exc
     what = _plural(len(snap.records), "message")
     note = f", a copy of {snap.info.id}" if new_id else ""
     env.echo(f"Imported session {sid} ({what}{note}).")

@@ -312,12 +312,15 @@ class TokenBudgetCompactor(TruncatingCompactor):
 class SlidingWindowCompactor(TruncatingCompactor):
     """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
 
-    The cut rule may keep a few more messages so that a block of results keeps
-    its call. A forced compaction keeps max(``min_tail_messages``, half the
-    history), never more than the window. With ``max_tokens``, a history over
-    that many tokens is compacted as a forced one is, so the window strategy
-    compacts at the same threshold as the others; without it the compactor is
-    blind to tokens (``threshold_tokens`` 0).
+    Where the window would begin on tool results, its start moves back over them to
+    the message before (the seed's backtrack, §6.3 step 3): their call when it is
+    adjacent, otherwise the message the repair keeps while it drops the orphaned
+    results. ``force`` keeps the same window: the window is the promise ("the last
+    100 messages"), so a history inside it has nothing to fold. With ``max_tokens``,
+    a history over that many tokens keeps max(``min_tail_messages``, half the
+    history), never more than the window, so the window strategy compacts at the
+    same threshold as the others; without it the compactor is blind to tokens
+    (``threshold_tokens`` 0).
     """
 
     strategy = "window"
@@ -348,11 +351,13 @@ class SlidingWindowCompactor(TruncatingCompactor):
         before = sum(sizes) // BYTES_PER_TOKEN
         over_tokens = self.max_tokens is not None and before > self.max_tokens
         tail = self.max_messages - 1
-        if force or over_tokens:
+        if over_tokens:
             tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))
         elif len(msgs) <= self.max_messages:
             tail = len(msgs)
-        cut = find_cut(msgs, tail)
+        cut = max(1, len(msgs) - tail)
+        while 1 < cut < len(msgs) and msgs[cut].role == ROLE_TOOL:
+            cut -= 1
         return CompactionPlan(
             cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.threshold_tokens
         )

@@ -268,30 +268,66 @@ class OffloadStore:
 
     def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
         """(offload id, matching line) for this session's offloaded outputs holding every
-        word of ``query`` (whole words, case-insensitive), newest file first. Reads at
+        word of ``query`` (whole words, case-insensitive), by id. Reads at
         most ``SEARCH_MAX_BYTES`` of each file."""
         words = query_words(query)
         if not words or not valid_session_id(session_id):
             return []
-        session_dir = self.store_dir / session_id
-        if not session_dir.is_dir() or session_dir.is_symlink():
-            return []
-        files = [p for p in session_dir.glob("ofl_*.txt") if _ID_RE.match(p.stem)]
-        files.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         hits: list[tuple[str, str]] = []
-        for path in files:
-            try:
-                with path.open("r", encoding="utf-8", errors="replace") as f:
-                    text = f.read(SEARCH_MAX_BYTES)
-            except OSError:
+        for oid in sorted(self.blobs.names(session_id), reverse=True):
+            if not _ID_RE.match(oid):
                 continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is None:
+                continue
+            with stream:
+                text = stream.read(SEARCH_MAX_BYTES).decode("utf-8", "replace")
             line = matching_line(text, words)
             if line is None:
                 continue
-            hits.append((path.stem, line))
+            hits.append((oid, line))
             if len(hits) >= limit:
                 break
         return hits
+
+    # ---- export and import ---------------------------------------------
+
+    def session_files(self, session_id: str) -> list[tuple[str, str]]:
+        """(id, full text) of every result offloaded for the session, by id.
+
+        For ``sessions export``: what ``offload_recall`` could page back, so a copy
+        of the session elsewhere can too.
+        """
+        if not valid_session_id(session_id):
+            return []
+        out: list[tuple[str, str]] = []
+        for oid in self.blobs.names(session_id):
+            if not _ID_RE.match(oid):
+                continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is None:
+                continue
+            with stream:
+                out.append((oid, stream.read().decode("utf-8", "replace")))
+        return out
+
+    def restore_session(self, session_id: str, items: list[tuple[str, str]]) -> None:
+        """Write exported results back under ``session_id`` (``sessions import``).
+
+        Every id is checked before anything is written: an id names a blob.
+        """
+        for oid, _ in items:
+            if not isinstance(oid, str) or not _ID_RE.match(oid):
+                raise OffloadError(f"offload id {str(oid)[:40]!r} is not ofl_ and 12 hex digits")
+        for oid, text in items:
+            try:
+                self.blobs.put(session_id, oid, text.encode("utf-8", "surrogatepass"))
+            except BlobError as exc:
+                raise OffloadError(str(exc)) from exc
+
+    @staticmethod
+    def valid_id(offload_id: object) -> bool:
+        return isinstance(offload_id, str) and _ID_RE.match(offload_id) is not None
 
     # ---- cleaning ------------------------------------------------------
 

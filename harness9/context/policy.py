@@ -53,7 +53,7 @@ from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SummarizationCompactor, Summarizer
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
@@ -481,7 +481,8 @@ class ContextPolicy:
                 st.warned_over_threshold = True
                 emit(
                     Notice(
-                        f"the context is over the compaction threshold ({tokens} tokens); "
+                        f"the context ({format_token_count(tokens)} tokens) is over the "
+                        f"compaction threshold ({_threshold_text(comp, plan)}); "
                         "automatic compaction is off: run /compact"
                     )
                 )
@@ -581,3 +582,23 @@ class ContextPolicy:
         cp.messages_before = len(view.messages)
         cp.messages_after = len(new_view.messages)
         return cp, new_view
+
+
+def _notice(
+    before: list[Message], after: list[Message], tool_tokens: int, result: CompactionResult
+) -> Compaction:
+    return Compaction(
+        tokens_before=estimate_tokens(before) + tool_tokens,
+        tokens_after=estimate_tokens(after) + tool_tokens,
+        msgs_before=len(before),
+        msgs_after=len(after),
+        strategy=result.strategy,
+        fallback_reason=result.error,
+    )
+
+
+def _threshold_text(comp: Compactor, plan: CompactionPlan) -> str:
+    """The threshold a plan was measured against, in its unit (a blind window counts messages)."""
+    if plan.threshold <= 0 and isinstance(comp, SlidingWindowCompactor):
+        return f"{comp.max_messages} messages"
+    return f"{format_token_count(plan.threshold)} tokens"

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from harness9.context.compaction import CompactionPlan
 from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
+from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.view import ModelView
 from harness9.engine import events as ev
 from harness9.engine.prompt import PromptBuilder
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 INTERRUPTED_STUB = "[interrupted by the user before this tool finished]"
+# Appended to a reply that stopped mid-stream (Ctrl-C or a dropped connection): what the
+# user saw is what is stored, and the model sees on the next turn that it was cut off.
+REPLY_INTERRUPTED = "\n[reply interrupted]"
 EMPTY_REPLY = (
     "{model} sent an empty reply (no text, no tool call); send your message again "
     "or try another model"
@@ -115,6 +119,9 @@ class AgentEngine:
         self.options = options or EngineOptions()
         self.on_event = on_event
         self.last_usage: Usage | None = None
+        # Text of the reply streaming now, kept until the reply is stored, so that a
+        # reply cut off mid-stream can be stored as far as it was shown.
+        self._streamed: list[str] = []
         self._lock = threading.RLock()
         self._session = self._holding(session)
         self._remembered = ""  # the session whose model and window were last stored
@@ -195,11 +202,17 @@ class AgentEngine:
         sess = self.session  # snapshot once: /new during a turn must not mix sessions
         policy, emit = self.policy, self.on_event
         result = TurnResult()
+        too_big = self._never_fits(sess, user_text)
+        if too_big is not None:
+            result.error = too_big
+            emit(ev.Error(too_big))
+            return result
         self._remember_model(sess)
         sess.add_messages([Message(ROLE_USER, user_text)])
         policy.begin_turn(sess, self.prompt_builder.build(sess), emit)
         pending: list[ToolCall] = []  # calls of the last reply whose results are not saved yet
         tools_used: list[str] = []
+        self._streamed.clear()
         may_compact_on_overflow = True
         just_compacted = False  # one compaction per model call, never two
         try:
@@ -219,6 +232,7 @@ class AgentEngine:
                     just_compacted = True
                     continue
                 reply, usage = answer
+                self._streamed.clear()  # complete: stored below (or reported, when empty)
                 result.iterations += 1
                 if usage is not None:
                     self._record_usage(request, usage, result)
@@ -250,8 +264,10 @@ class AgentEngine:
             emit(ev.Error(result.error))
             return result
         except KeyboardInterrupt:
-            # Keep what is complete; give every call that did not finish a stub result
-            # so the stored sequence stays valid for the next request and for --resume.
+            # Keep what is complete, and of a reply cut off mid-stream what was shown (the
+            # rule a dropped stream follows too); give every call that did not finish a
+            # stub result so the stored sequence stays valid for the next request and --resume.
+            self._keep_partial(sess)
             if pending:
                 sess.add_messages(
                     [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
@@ -292,7 +308,7 @@ class AgentEngine:
                 request.messages,
                 tools,
                 stream=self.options.stream,
-                on_delta=lambda text: emit(ev.TextDelta(text)),
+                on_delta=self._on_delta,
             )
         except ContextWindowExceededError as exc:
             # Our estimate said it fits, the API says no: compact harder, once.
@@ -309,13 +325,41 @@ class AgentEngine:
             )
             policy.compact(sess, system, tools=tools, emit=emit)
             return None
-        except StreamInterruptedError as exc:
-            partial = exc.partial
-            if partial is not None and partial.content:
-                kept = Message(ROLE_ASSISTANT, partial.content + "\n[reply interrupted]")
-                sess.add_messages([kept])
+        except StreamInterruptedError:
+            self._keep_partial(sess)
             raise
         return Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls)), usage
+
+    def _on_delta(self, text: str) -> None:
+        self._streamed.append(text)
+        self.on_event(ev.TextDelta(text))
+
+    def _keep_partial(self, sess: CheckpointedSession) -> None:
+        """Store the part of a reply that was shown before its stream stopped, marked as cut."""
+        text = "".join(self._streamed)
+        self._streamed.clear()
+        if text.strip():
+            sess.add_messages([Message(ROLE_ASSISTANT, text + REPLY_INTERRUPTED)])
+
+    def _never_fits(self, sess: CheckpointedSession, user_text: str) -> str | None:
+        """Why a message cannot be sent at all, or None: with the system prompt and the
+        tool definitions it would exceed the whole window, so no compaction of the
+        history could ever make room. Refused before it is stored, so nothing is lost
+        and --resume is not left with a turn that fails forever."""
+        window = self.policy.context_window
+        size = estimate_tokens([Message(ROLE_USER, user_text)])
+        if size <= window // 2:
+            return None  # the common case, without building the system prompt
+        fixed = estimate_tokens([self.prompt_builder.build(sess)]) + estimate_tool_tokens(
+            self.registry.definitions()
+        )
+        if size + fixed <= window:
+            return None
+        return (
+            f"this message is about {format_token_count(size)} tokens and can never fit the "
+            f"{format_token_count(window)}-token context window; nothing was sent "
+            "(save it to a file in the working directory and ask the agent to read it)"
+        )
 
     def _record_usage(self, request: Request, usage: Usage, result: TurnResult) -> None:
         self.last_usage = result.usage = usage

@@ -66,7 +66,7 @@ def build_engine(
         registry.register(OffloadRecallTool(policy.offload, handles=opts.recall))
     if opts.recall:
         registry.register(HistorySearchTool(policy.offload))
-    return AgentEngine(
+    engine = AgentEngine(
         provider,
         registry,
         workdir,
@@ -77,3 +77,13 @@ def build_engine(
             stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
         ),
     )
+    from harness9.engine import events as ev
+
+    def on_retry(attempt: int, delay: float, reason: str) -> None:
+        # Looked up at call time: the chat loop installs its renderer after this.
+        engine.on_event(ev.Retrying(attempt, delay, reason))
+
+    provider.on_retry = on_retry
+    if summarizer is not provider:
+        summarizer.on_retry = on_retry
+    return engine

@@ -22,6 +22,10 @@ class BadRequestError(ProviderError):
     """The server refused the request itself (HTTP 400/404/422...): retrying cannot help."""
 
 
+class LocalRequestError(ProviderError):
+    """The request failed on this machine before or while it was sent (not the server's fault)."""
+
+
 class ContextWindowExceededError(BadRequestError):
     """The prompt did not fit the model's window (the engine compacts and tries again)."""
 

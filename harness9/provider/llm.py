@@ -24,6 +24,7 @@ from harness9.provider.errors import (
     AuthenticationError,
     BadRequestError,
     ContextWindowExceededError,
+    LocalRequestError,
     ModelTimeoutError,
     ProviderError,
     RateLimitError,
@@ -77,6 +78,11 @@ def load_litellm() -> ModuleType:
         if _litellm is None:
             # Without this litellm fetches its price map over the network at import.
             os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            # litellm aborts a stream after 100 identical chunks, taking a real answer with
+            # a long run of one string (a separator line, a table rule) for a looping model.
+            # Our own timeout and the user's Ctrl-C already bound a runaway stream. The
+            # variable is litellm's documented way to set the limit; it is read at import.
+            os.environ.setdefault("REPEATED_STREAMING_CHUNK_LIMIT", str(2**31 - 1))
             import litellm
 
             litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" prints
@@ -140,6 +146,7 @@ class LLMProvider:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.on_retry = on_retry
+        self._provider_checked = False
         # Waits out the backoff; tests inject one that only records the delay.
         self.sleep = sleep
 
@@ -157,6 +164,21 @@ class LLMProvider:
         raise AuthenticationError(
             f"no API key for {self.model}: set {names[0]} (or pass --api-base for a local server)"
         )
+
+    def _check_provider(self, litellm: ModuleType) -> None:
+        """An unknown provider prefix is our finding, not a server's answer: no request is sent."""
+        if self._provider_checked:
+            return
+        try:
+            litellm.get_llm_provider(self.model, api_base=self.api_base)
+        except Exception:  # litellm raises its BadRequestError (no request was made)
+            prefix = self.model.split("/", 1)[0] if "/" in self.model else self.model
+            raise BadRequestError(
+                f"unknown provider {prefix!r} in model {self.model!r}: litellm cannot route it "
+                "(name it as litellm does, e.g. openai/NAME with --api-base for an "
+                "OpenAI-compatible server)"
+            ) from None
+        self._provider_checked = True
 
     def _effective_key(self) -> str | None:
         if self._api_key:
@@ -178,6 +200,7 @@ class LLMProvider:
         """One assistant reply (text and/or tool calls) and the usage the server reported."""
         self.check_credentials()
         litellm = load_litellm()
+        self._check_provider(litellm)
         request = self._request(messages, tools, stream)
         attempt = 0
         while True:
@@ -260,6 +283,29 @@ class LLMProvider:
         status = getattr(exc, "status_code", None)
         detail = self._redact(_clean_message(exc))
         model = self.model
+        chain = _cause_chain(exc)
+        local = next((e for e in chain if isinstance(e, _LOCAL_FAULTS)), None)
+        if local is not None:
+            # litellm wraps any exception raised while building the request as an HTTP 500;
+            # blaming the server for it would send the user looking in the wrong place.
+            return LocalRequestError(
+                f"could not send the request to {model}: {type(local).__name__}: "
+                f"{self._redact(_clean_message(local))} (a local fault, not the server's)"
+            )
+        where = self.api_base or f"the {provider_of(model) or model} API"
+        if any(isinstance(e, httpx.UnsupportedProtocol | httpx.InvalidURL) for e in chain):
+            return BadRequestError(
+                f"could not connect to {where}: it is not an http:// or https:// URL"
+            )
+        timed_out = any(isinstance(e, httpx.TimeoutException) for e in chain)
+        if not timed_out and any(isinstance(e, httpx.ConnectError) for e in chain):
+            reason = self._redact(_clean_message(chain[-1]))
+            return ServiceUnavailableError(f"could not connect to {where}: {reason}")
+        if not timed_out and any(
+            isinstance(e, httpx.TransportError | openai.APIConnectionError) for e in chain
+        ):
+            reason = self._redact(_clean_message(chain[-1]))
+            return ServiceUnavailableError(f"lost the connection to {where}: {reason}")
         if isinstance(exc, litellm.ContextWindowExceededError):
             return ContextWindowExceededError(f"context window exceeded for {model}: {detail}")
         if isinstance(
@@ -306,6 +352,22 @@ class LLMProvider:
         delay = self.backoff_base * 2**attempt
         # Jitter keeps parallel clients from retrying in lockstep.
         return min(self.backoff_max, delay * (1 + random.uniform(0, 0.1)))
+
+
+# Python errors that mean our own code (or litellm's, on our input) failed: never a server's.
+_LOCAL_FAULTS = (TypeError, AttributeError, NameError, AssertionError, UnicodeEncodeError)
+
+
+def _cause_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it was raised from, outermost first (cycles cut)."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
 
 
 # -- response reading ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ class SessionStore(Protocol):
     """What every command needs from a session store (SQLite file or PostgreSQL server)."""
 
     location: str  # the file or the URL (without password), for messages
+    read_only: bool  # opened for reading only (an SQLite store its user cannot write)
 
     def __enter__(self) -> Any: ...
 
@@ -84,6 +85,10 @@ class SessionStore(Protocol):
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[SearchHit]:
         """``on_progress(done, total)`` follows any indexing the search does first."""
+        ...
+
+    def unindexed_count(self) -> int:
+        """Messages a search would still have to index first (0 where indexing is at write)."""
         ...
 
     def delete_session(self, session_id: str) -> None: ...

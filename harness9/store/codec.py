@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.schema import Message, ToolCall
+from harness9.schema import ROLES, Message, ToolCall
 from harness9.store.session import Checkpoint, StoredMessage
 
 TOOL_CALL_FIELDS = ("id", "name", "arguments")
@@ -78,18 +78,33 @@ def calls_to_text(calls: list[ToolCall]) -> str | None:
     return json.dumps([c.to_flat() for c in calls], ensure_ascii=False)
 
 
-def calls_from_text(text: str | None) -> list[ToolCall]:
+def calls_from_text(text: object) -> list[ToolCall]:
     """The inverse of ``calls_to_text``; raises CorruptValueError for anything else."""
-    if not text:
+    if text is None or text == "":
         return []
+    if not isinstance(text, str):
+        raise CorruptValueError(f"tool_calls is {_sql_type(text)}, not JSON text")
     try:
         data = json.loads(text)
     except ValueError:
         raise CorruptValueError("tool_calls is not valid JSON") from None
     try:
-        return [ToolCall(c["id"], c["name"], c["arguments"]) for c in data]
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in data]
     except (TypeError, KeyError):
         raise CorruptValueError("tool_calls is not a list of tool calls") from None
+    for c in calls:
+        if not all(isinstance(v, str) for v in (c.id, c.name, c.arguments)):
+            raise CorruptValueError("tool_calls is not a list of tool calls")
+    return calls
+
+
+def _sql_type(value: object) -> str:
+    """How a stored value that should be text is described in a corrupt-row warning."""
+    if isinstance(value, bytes):
+        return "a BLOB"
+    if value is None:
+        return "NULL"
+    return "a number" if isinstance(value, int | float) else type(value).__name__
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -101,9 +116,22 @@ def message_values(m: Message) -> tuple[str, str, str | None, str | None]:
 
 
 def message_from_values(
-    role: str, content: str, calls_text: str | None, tool_call_id: str | None
+    role: object, content: object, calls_text: object, tool_call_id: object
 ) -> Message:
-    """The inverse of ``message_values``; raises CorruptValueError for corrupt tool calls."""
+    """The inverse of ``message_values``; raises CorruptValueError for any damaged value.
+
+    Every column is checked: a row edited by hand or damaged on disk (a BLOB where text
+    belongs, a role no API knows) is reported and skipped by readers, never handed on
+    to a renderer or to the model.
+    """
+    if not isinstance(role, str):
+        raise CorruptValueError(f"role is {_sql_type(role)}, not text")
+    if role not in ROLES:
+        raise CorruptValueError(f"role {role[:40]!r} is not one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        raise CorruptValueError(f"content is {_sql_type(content)}, not text")
+    if tool_call_id is not None and not isinstance(tool_call_id, str):
+        raise CorruptValueError(f"tool_call_id is {_sql_type(tool_call_id)}, not text")
     return Message(role, content, calls_from_text(calls_text), tool_call_id or "")
 
 

@@ -13,7 +13,14 @@ Format (version 1)::
                    "tool_call_id" (string or null), "created_at"}],
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
-                      "tokens_after", "messages_before", "messages_after", "created_at"}]}
+                      "tokens_after", "messages_before", "messages_after", "created_at"}],
+     "offloads": [{"id", "content"}]}
+
+``offloads`` holds the full text of the tool results the conversation replaced by
+an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
+The store only carries them: the CLI fills and restores them through the context
+layer's OffloadStore (the store never reads offload files). A file without the key
+(written before it existed) imports with no offloads.
 
 Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
 """
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness9.errors import HarnessError
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
 from harness9.store import fts_index
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
@@ -44,10 +51,12 @@ from harness9.store.codec import (
     record_to_json,
 )
 from harness9.store.session import (
+    MAX_TIMESTAMP,
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    valid_timestamp,
 )
 from harness9.store.sqlite import Manager, is_session_id
 
@@ -72,6 +81,15 @@ class SessionSnapshot:
     todos: list[TodoItem]
     checkpoints: list[Checkpoint]
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
+    offloads: list[OffloadedText] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffloadedText:
+    """One offloaded tool result as exported: its id and its full text."""
+
+    id: str
+    content: str
 
 
 def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
@@ -105,6 +123,7 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "messages": [record_to_json(r) for r in snap.records],
         "todos": [t.to_dict() for t in snap.todos],
         "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
+        "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
     }
 
 
@@ -142,6 +161,39 @@ def _rewrites(obj: dict[str, Any], where: str) -> dict[int, str]:
     return out
 
 
+_MAX_INT = 2**63 - 1  # SQLite's INTEGER
+
+
+def _time(obj: dict[str, Any], key: str, where: str) -> float:
+    value = _get(obj, key, float, where)
+    if not valid_timestamp(value):
+        raise ImportFormatError(
+            f"{where}.{key} is {value!r:.40}, not a time (Unix seconds from 0 to {MAX_TIMESTAMP:.0f})"
+        )
+    return float(value)
+
+
+def _count(obj: dict[str, Any], key: str, where: str) -> int:
+    value = _get(obj, key, int, where)
+    if not 0 <= value <= _MAX_INT:
+        raise ImportFormatError(f"{where}.{key} is {value}, not a count from 0 to {_MAX_INT}")
+    return int(value)
+
+
+def _choice(obj: dict[str, Any], key: str, where: str, allowed: tuple[str, ...]) -> str:
+    value = _get(obj, key, str, where)
+    if value not in allowed:
+        raise ImportFormatError(f"{where}.{key} is {value[:40]!r}, not one of {', '.join(allowed)}")
+    return value
+
+
+def _checkpoint_field(c: dict[str, Any], key: str, where: str) -> Any:
+    kind = CHECKPOINT_TYPES[key]
+    if key == "created_at":
+        return _time(c, key, where)
+    return _count(c, key, where) if kind is int else _get(c, key, kind, where)
+
+
 def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
     items = _get(obj, key, list, where)
     for i, item in enumerate(items):
@@ -164,9 +216,9 @@ def from_document(doc: object) -> SessionSnapshot:
         raise ImportFormatError(f"session id {sid!r} is not a canonical lower-case UUID")
     info = SessionInfo(
         sid,
-        _get(doc, "created_at", float, "session"),
-        _get(doc, "updated_at", float, "session"),
-        _get(doc, "message_count", int, "session"),
+        _time(doc, "created_at", "session"),
+        _time(doc, "updated_at", "session"),
+        _count(doc, "message_count", "session"),
         _get(doc, "title", str, "session"),
     )
     records: list[StoredMessage] = []
@@ -177,26 +229,26 @@ def from_document(doc: object) -> SessionSnapshot:
             for k, c in enumerate(_list(m, "tool_calls", where))
         ]
         call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
-        msg = Message(_get(m, "role", str, where), _get(m, "content", str, where), calls, call_id)
-        records.append(
-            StoredMessage(_get(m, "id", int, where), msg, _get(m, "created_at", float, where))
-        )
+        role = _choice(m, "role", where, ROLES)
+        msg = Message(role, _get(m, "content", str, where), calls, call_id)
+        records.append(StoredMessage(_count(m, "id", where), msg, _time(m, "created_at", where)))
     _check_increasing([r.id for r in records], "message")
     if info.message_count != len(records):
         raise ImportFormatError(
             f"message_count is {info.message_count} but the file holds {len(records)} messages"
         )
     todos = [
-        TodoItem(_get(t, "content", str, f"todos[{i}]"), _get(t, "status", str, f"todos[{i}]"))
+        TodoItem(
+            _get(t, "content", str, f"todos[{i}]"),
+            _choice(t, "status", f"todos[{i}]", TODO_STATUSES),
+        )
         for i, t in enumerate(_list(doc, "todos", "session"))
     ]
     message_ids = {r.id for r in records}
     checkpoints: list[Checkpoint] = []
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
-        cp = checkpoint_from_values(
-            [_get(c, key, CHECKPOINT_TYPES[key], where) for key in CHECKPOINT_FIELDS]
-        )
+        cp = checkpoint_from_values([_checkpoint_field(c, key, where) for key in CHECKPOINT_FIELDS])
         # Optional: files written before checkpoints carried them have none.
         cp.recall_index = _get(c, "recall_index", str, where) if "recall_index" in c else ""
         cp.rewrites = _rewrites(c, where)
@@ -207,7 +259,17 @@ def from_document(doc: object) -> SessionSnapshot:
             )
         checkpoints.append(cp)
     _check_increasing([c.id for c in checkpoints], "checkpoint")
-    return SessionSnapshot(info, records, todos, checkpoints)
+    offloads: list[OffloadedText] = []
+    if "offloads" in doc:
+        for i, o in enumerate(_list(doc, "offloads", "session")):
+            where = f"offloads[{i}]"
+            offloads.append(
+                OffloadedText(_get(o, "id", str, where), _get(o, "content", str, where))
+            )
+        ids = [o.id for o in offloads]
+        if len(set(ids)) != len(ids):
+            raise ImportFormatError("offloads holds the same id twice")
+    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads)
 
 
 def _check_increasing(ids: list[int], what: str) -> None:

@@ -19,7 +19,9 @@ against the store benchmark's 2x target for writes. Hence deferred, but bounded.
 
 Another index rides on the same catch-up by appending a ``DeferredIndex`` to
 ``INDEXES``; its migration creates the table, adds its mark column to
-``fts_state`` with DEFAULT 0 and does no back-fill: the bounded catch-up fills it.
+``fts_state`` with DEFAULT 0 (by rebuilding the table: see migration
+index_cjk_trigram for why not ALTER TABLE) and does no back-fill: the bounded
+catch-up fills it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from harness9.store.migrations import FTS_BODY
+from harness9.store.migrations import CJK_ROW, FTS_BODY
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +39,14 @@ class DeferredIndex:
     table: str  # the FTS5 table; rowid = messages.id
     mark: str  # its column in fts_state: the highest message id the table has caught up to
     body: str  # SQL expression of a messages row aliased ``new``: the text indexed
+    rows: str = "1"  # SQL condition on ``new``: which messages the table holds (all: "1")
 
 
-INDEXES: list[DeferredIndex] = [DeferredIndex("messages_fts", "indexed_upto", FTS_BODY)]
+INDEXES: list[DeferredIndex] = [
+    DeferredIndex("messages_fts", "indexed_upto", FTS_BODY),
+    # Only rows with CJK text, with the trigram tokenizer (migration index_cjk_trigram).
+    DeferredIndex("messages_cjk", "cjk_indexed_upto", FTS_BODY, CJK_ROW),
+]
 
 
 def top_id(conn: sqlite3.Connection) -> int:
@@ -60,45 +67,49 @@ def is_behind(conn: sqlite3.Connection, target: int | None = None) -> bool:
 
 
 def backlog(conn: sqlite3.Connection, target: int) -> int:
-    """How many (message, index) pairs up to ``target`` are still to be indexed."""
-    total = 0
-    for index in INDEXES:
-        (n,) = conn.execute(
-            "SELECT count(*) FROM messages WHERE id > ? AND id <= ?", (_mark(conn, index), target)
-        ).fetchone()
-        total += n
-    return total
+    """How many messages up to ``target`` some index has still to take in (each counted once)."""
+    lowest = min(_mark(conn, index) for index in INDEXES)
+    (n,) = conn.execute(
+        "SELECT count(*) FROM messages WHERE id > ? AND id <= ?", (lowest, target)
+    ).fetchone()
+    return int(n)
 
 
 def step(conn: sqlite3.Connection, target: int, limit: int) -> tuple[int, bool]:
-    """Index at most ``limit`` messages up to ``target`` into the index furthest behind.
+    """Take at most ``limit`` messages up to ``target`` into the indexes furthest behind.
 
+    Every index whose mark is the lowest advances over the same range of messages, so
+    indexes that are level (the usual case) cost one pass, and a message is counted
+    once however many indexes take it in (an index may hold only some rows: ``rows``).
     Call inside a write transaction: under its lock no message can be added below the
-    new mark meanwhile. Returns (messages indexed, whether every index has reached
+    new mark meanwhile. Returns (messages passed, whether every index has reached
     ``target``). A mark never goes down: ids above it may yet be deleted.
     """
     behind = [(upto, index) for index in INDEXES if (upto := _mark(conn, index)) < target]
     if not behind:
         return 0, True
-    upto, index = min(behind, key=lambda pair: pair[0])
-    (last,) = conn.execute(
-        "SELECT max(id) FROM (SELECT id FROM messages WHERE id > ? AND id <= ? "
+    upto = min(mark for mark, _ in behind)
+    (count, last) = conn.execute(
+        "SELECT count(*), max(id) FROM (SELECT id FROM messages WHERE id > ? AND id <= ? "
         "ORDER BY id LIMIT ?)",
         (upto, target, max(1, limit)),
     ).fetchone()
     new_mark = target if last is None else int(last)  # None: the rest was deleted
-    # By the invariant nothing above the mark is indexed; clearing the range anyway costs
-    # one rowid-range lookup and means a hand-made stray row can never wedge every search
-    # on a duplicate-rowid error.
-    conn.execute(f"DELETE FROM {index.table} WHERE rowid > ? AND rowid <= ?", (upto, new_mark))
-    cur = conn.execute(
-        f"INSERT INTO {index.table} (rowid, body) SELECT new.id, {index.body} "
-        "FROM messages AS new WHERE new.id > ? AND new.id <= ?",
-        (upto, new_mark),
-    )
-    conn.execute(f"UPDATE fts_state SET {index.mark} = ?", (new_mark,))
-    done = new_mark >= target and all(_mark(conn, i) >= target for i in INDEXES)
-    return max(cur.rowcount, 0), done
+    for mark, index in behind:
+        if mark != upto:
+            continue
+        # By the invariant nothing above the mark is indexed; clearing the range anyway
+        # costs one rowid-range lookup and means a hand-made stray row can never wedge
+        # every search on a duplicate-rowid error.
+        conn.execute(f"DELETE FROM {index.table} WHERE rowid > ? AND rowid <= ?", (upto, new_mark))
+        conn.execute(
+            f"INSERT INTO {index.table} (rowid, body) SELECT new.id, {index.body} "
+            f"FROM messages AS new WHERE new.id > ? AND new.id <= ? AND ({index.rows})",
+            (upto, new_mark),
+        )
+        conn.execute(f"UPDATE fts_state SET {index.mark} = ?", (new_mark,))
+    done = all(_mark(conn, i) >= target for i in INDEXES)
+    return int(count), done
 
 
 def index_restored(conn: sqlite3.Connection, session_id: str) -> int:
@@ -113,7 +124,7 @@ def index_restored(conn: sqlite3.Connection, session_id: str) -> int:
         cur = conn.execute(
             f"INSERT INTO {index.table} (rowid, body) SELECT new.id, {index.body} "
             f"FROM messages AS new WHERE new.session_id = ? "
-            f"AND new.id <= (SELECT {index.mark} FROM fts_state)",
+            f"AND new.id <= (SELECT {index.mark} FROM fts_state) AND ({index.rows})",
             (session_id,),
         )
         total += max(cur.rowcount, 0)

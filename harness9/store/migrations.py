@@ -30,6 +30,27 @@ _FTS_BODY_V4 = """replace(replace(
         WHERE c.type = 'object'), ''),
     char(2), ' '), char(3), ' ')"""
 
+
+# Whether a row aliased ``new`` may hold CJK text (part of migration index_cjk_trigram:
+# never edit it; a change is a new migration). Only such rows go into the trigram index.
+# GLOB with a character class costs several times the whole unicode61 indexing, so the
+# test is on UTF-8 lead bytes instead: every kana, CJK ideograph (extension A included),
+# compatibility ideograph and Hangul syllable starts with E3-ED or EF, and a byte length
+# equal to the character length (pure ASCII, the common case) skips even that. Tool-call
+# arguments may spell CJK as JSON escapes (backslash-u), so any escape counts. A few
+# non-CJK rows pass too; a query needs CJK text to look in this index at all.
+def _cjk_bytes(column: str) -> str:
+    blob = f"CAST({column} AS BLOB)"
+    lead_bytes = ("E3", "E4", "E5", "E6", "E7", "E8", "E9", "EA", "EB", "EC", "ED", "EF")
+    leads = " OR ".join(f"instr({blob}, X'{b}') > 0" for b in lead_bytes)
+    return f"(length({blob}) > length({column}) AND ({leads}))"
+
+
+CJK_ROW = (
+    f"({_cjk_bytes('new.content')} OR (new.tool_calls IS NOT NULL AND "
+    f"({_cjk_bytes('new.tool_calls')} OR instr(new.tool_calls, '\\u') > 0)))"
+)
+
 # (name, SQL). The name is recorded in schema_migrations for whoever opens the file by hand.
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -152,6 +173,47 @@ MIGRATIONS: list[tuple[str, str]] = [
             cost_usd       REAL    NOT NULL DEFAULT 0,
             unpriced_calls INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        # CJK search. unicode61 makes a whole run of CJK characters one token, so a word
+        # inside a Chinese sentence was never found. Rows holding CJK text are also indexed
+        # with the trigram tokenizer, which matches any substring of 3+ characters (shorter
+        # CJK terms are matched with LIKE on these rows). The rest keep unicode61 and bm25.
+        # A deferred index like messages_fts (harness9.store.fts_index): it holds exactly
+        # the CJK rows with id <= fts_state.cjk_indexed_upto, filled by the bounded
+        # catch-up from 0 (no back-fill here), emptied at once by its delete trigger.
+        "index_cjk_trigram",
+        f"""
+        CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram');
+        -- fts_state gains the trigram index's mark. Rebuilt rather than ALTERed: after
+        -- ALTER TABLE ADD COLUMN, SQLite 3.40 with foreign_keys=ON answered "no such
+        -- table: messages" to every DELETE on a connection that re-read the schema (a
+        -- trigger created by another process was enough). The update trigger reading it
+        -- is dropped and recreated, unchanged, around the rebuild.
+        DROP TRIGGER messages_fts_update;
+        CREATE TABLE fts_state_old AS SELECT id, indexed_upto FROM fts_state;
+        DROP TABLE fts_state;
+        CREATE TABLE fts_state (
+            id               INTEGER PRIMARY KEY CHECK (id = 1),  -- exactly one row
+            indexed_upto     INTEGER NOT NULL,  -- messages_fts has every message up to it
+            cjk_indexed_upto INTEGER NOT NULL DEFAULT 0  -- messages_cjk: every CJK one
+        );
+        INSERT INTO fts_state (id, indexed_upto) SELECT id, indexed_upto FROM fts_state_old;
+        DROP TABLE fts_state_old;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT indexed_upto FROM fts_state);
+        END;
+        CREATE TRIGGER messages_cjk_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM messages_cjk WHERE rowid = old.id;
+        END;
+        CREATE TRIGGER messages_cjk_update AFTER UPDATE ON messages BEGIN
+            DELETE FROM messages_cjk WHERE rowid = old.id;
+            INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT cjk_indexed_upto FROM fts_state) AND {CJK_ROW};
+        END;
         """,
     ),
     (

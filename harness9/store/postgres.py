@@ -141,6 +141,7 @@ class PostgresManager:
         # SQLite Manager does. Offloaded outputs here go with their rows (ON DELETE CASCADE).
         self.on_session_deleted = on_session_deleted
         self.location = redact(url)
+        self.read_only = False  # the server decides what this role may write
         self._connect_timeout = connect_timeout
         self._lock = threading.RLock()
         self._conn: psycopg.Connection | None = None
@@ -347,6 +348,10 @@ class PostgresManager:
                 f"SELECT session_id, {self._USAGE_COLUMNS} FROM session_usage"
             ).fetchall()
         return {row[0]: UsageTotals(*row[1:]) for row in rows}
+
+    def unindexed_count(self) -> int:
+        """Always 0: every message's search vector is computed as it is written."""
+        return 0
 
     def search(
         self,

@@ -85,6 +85,74 @@ def to_fts_query(text: str) -> str:
     return " AND ".join(terms)
 
 
+# The scripts the trigram index serves (see migration index_cjk_trigram's CJK_ROW).
+_CJK_RE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+SNIPPET_CHARS = 40  # characters of context either side of a CJK match
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RE.search(text) is not None
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms of a search text (words and "phrases", a trailing * dropped), as written.
+
+    For the substring (trigram) search of CJK queries, where every term is a substring
+    to find and a prefix ``*`` means nothing more. Raises SearchQueryError as
+    to_fts_query does.
+    """
+    to_fts_query(text)  # the same errors for the same texts
+    terms: list[str] = []
+    for m in re.finditer(r'"([^"]*)"|([^\s"]+)', text):
+        term = m.group(1) if m.group(1) is not None else m.group(2).rstrip("*")
+        term = _SPACE_RE.sub(" ", term).strip()
+        if _has_token(term):
+            terms.append(term)
+    return terms
+
+
+def cjk_match(terms: list[str]) -> tuple[str | None, list[str]]:
+    """(trigram MATCH expression or None, LIKE patterns) for substring terms.
+
+    The trigram index matches substrings of 3 or more characters; a shorter term
+    (most two-character CJK words) is matched with LIKE over the same rows.
+    """
+    long_terms = [_fts_string(t) for t in terms if len(t) >= 3]
+    likes = [
+        "%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for t in terms
+        if len(t) < 3
+    ]
+    return (" AND ".join(long_terms) or None), likes
+
+
+def substring_snippet(body: str, terms: list[str]) -> str:
+    """A one-line snippet around the first match, every term occurrence highlighted."""
+    lowered = body.lower()
+    spans: list[tuple[int, int]] = []
+    for term in terms:
+        t = term.lower()
+        start = lowered.find(t)
+        while start >= 0 and t:
+            spans.append((start, start + len(t)))
+            start = lowered.find(t, start + len(t))
+    if not spans:
+        return clean_snippet(body[: 2 * SNIPPET_CHARS])
+    spans.sort()
+    first = spans[0][0]
+    lo = max(0, first - SNIPPET_CHARS)
+    hi = min(len(body), first + SNIPPET_CHARS + max(len(t) for t in terms))
+    out, pos = [], lo
+    for a, b in spans:
+        if a < pos or b > hi:
+            continue
+        out += [body[pos:a], HIGHLIGHT_OPEN, body[a:b], HIGHLIGHT_CLOSE]
+        pos = b
+    out.append(body[pos:hi])
+    text = ("…" if lo > 0 else "") + "".join(out) + ("…" if hi < len(body) else "")
+    return clean_snippet(text)
+
+
 def clean_snippet(raw: bytes | str | None) -> str:
     """snippet() output as one line: undecodable bytes replaced, whitespace runs collapsed."""
     if raw is None:

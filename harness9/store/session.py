@@ -28,6 +28,19 @@ class StoreError(HarnessError):
     """The database could not be opened or written; the message names the file."""
 
 
+# The latest time a store accepts: the last second of year 9999, the end of what a
+# datetime (and so every renderer) can show. Anything later, earlier than the epoch,
+# or not a finite number is a corrupt value, never a time.
+MAX_TIMESTAMP = 253402300799.0
+
+
+def valid_timestamp(value: object) -> bool:
+    """True for Unix seconds a datetime can show: a real number from 0 to MAX_TIMESTAMP."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 <= value <= MAX_TIMESTAMP  # NaN fails both comparisons
+
+
 class StoreBusyError(StoreError):
     """Another process held the write lock for longer than this one would wait.
 

@@ -41,7 +41,7 @@ from harness9.store.codec import (
     message_values,
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
-from harness9.store.migrations import SchemaError, check_version, migrate
+from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -49,7 +49,11 @@ from harness9.store.search import (
     SNIPPET_TOKENS,
     SearchHit,
     SearchQueryError,
+    cjk_match,
     clean_snippet,
+    has_cjk,
+    query_terms,
+    substring_snippet,
     to_fts_query,
 )
 from harness9.store.session import (
@@ -61,6 +65,7 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
     UsageTotals,
+    valid_timestamp,
 )
 
 if TYPE_CHECKING:
@@ -106,7 +111,40 @@ def advice(detail: str) -> str:
     return ""
 
 
+def unwritable_cause(path: Path) -> str | None:
+    """Why ``path`` (the database) cannot be written, in words; None if it looks writable.
+
+    SQLite says only "unable to open database file" or "attempt to write a readonly
+    database"; the user needs to know which directory or file to fix.
+    """
+    parent = path.parent
+    with suppress(OSError):
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return f"{parent} is on a read-only file system"
+    if os.path.isdir(parent) and not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {parent} is not writable"
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists() and not os.access(p, os.R_OK | os.W_OK):
+            return f"{p} is not writable"
+    return None
+
+
 def open_error(path: Path, what: str) -> StoreError:
+    lowered = what.lower()
+    parent = path.parent
+    if os.path.isdir(parent) and not os.access(parent, os.R_OK | os.X_OK):
+        return StoreError(
+            f"cannot open session database {path}: the directory {parent} cannot be read "
+            f"by you{advice('permission denied')}"
+        )
+    if any(w in lowered for w in ("unable to open", "readonly", "read-only", "permission")):
+        cause = unwritable_cause(path)
+        if cause is not None:
+            return StoreError(
+                f"cannot open session database {path}: {cause}; make it writable "
+                f"(e.g. chmod u+w {path.parent}) or point HARNESS9_HOME at a writable directory"
+            )
     return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
@@ -177,6 +215,7 @@ class Manager:
         *,
         on_session_deleted: Callable[[str], None] | None = None,
         lock_wait_s: float = BUSY_TIMEOUT_MS / 1000,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(db_path)
         self.location = str(self.path)
@@ -185,9 +224,12 @@ class Manager:
         # beside the database (offloaded tool results) belong to whoever wires this up:
         # the store deletes rows, never directories it does not own.
         self.on_session_deleted = on_session_deleted
+        # Read-only: for list/show/search/export on a store the user may not write (a
+        # read-only home, a backup). Writes raise StoreError; search skips indexing.
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        self._conn = self._connect()
+        self._conn = self._connect_read_only() if read_only else self._connect()
 
     # -- opening -----------------------------------------------------------------
 
@@ -234,6 +276,41 @@ class Manager:
         self._restrict_permissions()
         return conn
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """Open without writing anything: no file, directory, -wal or -shm is created."""
+        from urllib.parse import quote
+
+        base = "file:" + quote(str(self.path.resolve()))
+        last: sqlite3.Error | None = None
+        # mode=ro reads a WAL database when its -shm exists or can be made; in a read-only
+        # directory it cannot, and immutable=1 (nothing can change the file there) reads it.
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(
+                    base + query, uri=True, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+                version = check_version(conn)
+            except SchemaError as exc:
+                conn.close()
+                raise self._fail(str(exc)) from exc
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+                continue
+            if version < SCHEMA_VERSION:
+                conn.close()
+                raise self._fail(
+                    f"it needs a schema upgrade (version {version} to {SCHEMA_VERSION}), which "
+                    "needs write access; run any harness9 command where it is writable first"
+                )
+            return conn
+        raise self._fail(str(last))
+
     def _restrict_permissions(self) -> None:
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
@@ -266,6 +343,12 @@ class Manager:
         """One write transaction; any exception rolls all of it back and propagates."""
         with self._lock:
             conn = self.conn
+            if self.read_only:
+                cause = unwritable_cause(self.path) or "it was opened read-only"
+                raise StoreError(
+                    f"cannot write session database {self.path}: {cause}; make it writable "
+                    "or point HARNESS9_HOME at a writable directory"
+                )
             try:
                 begin_immediate(conn, self.lock_wait_s)
             except sqlite3.Error as exc:
@@ -376,7 +459,7 @@ class Manager:
         if limit > 0:
             sql, args = sql + " LIMIT ?", (limit,)
         with self.read() as conn:
-            return [SessionInfo(*row) for row in conn.execute(sql, args)]
+            return [_session_info(row) for row in conn.execute(sql, args)]
 
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
         """Sessions last updated before ``cutoff_unix``, most recently updated first."""
@@ -384,7 +467,7 @@ class Manager:
             rows = conn.execute(
                 self._INFO_SQL + " WHERE updated_at < ?" + self._ORDER_SQL, (cutoff_unix,)
             )
-            return [SessionInfo(*row) for row in rows]
+            return [_session_info(row) for row in rows]
 
     def session_info(self, session_id: str) -> SessionInfo:
         if not is_session_id(session_id):
@@ -393,7 +476,7 @@ class Manager:
             row = conn.execute(self._INFO_SQL + " WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
-        return SessionInfo(*row)
+        return _session_info(row)
 
     def add_usage(
         self,
@@ -472,6 +555,8 @@ class Manager:
         if session_id is not None and not is_session_id(session_id):
             raise SessionNotFoundError(str(session_id), "not a session id")
         self.catch_up_index(on_progress)
+        if has_cjk(query):
+            return self._search_cjk(query, limit=limit, session_id=session_id)
         sql = self._SEARCH_SQL
         args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
         if session_id is not None:
@@ -507,6 +592,60 @@ class Manager:
             for sid, mid, role, created, title, snip, rank in rows
         ]
 
+    def _search_cjk(self, query: str, *, limit: int, session_id: str | None) -> list[SearchHit]:
+        """A query with CJK text: substring matches in the trigram index of CJK rows.
+
+        bm25 ranks the hits when some term is 3+ characters (a trigram MATCH); with
+        only shorter terms (LIKE) the newest come first.
+        """
+        terms = query_terms(query)
+        match, likes = cjk_match(terms)
+        conds: list[str] = []
+        args: list[object] = []
+        if match is not None:
+            conds.append("messages_cjk MATCH ?")
+            args.append(match)
+        for pattern in likes:
+            # `|| ''` keeps LIKE off the trigram index, which misses patterns under 3 chars.
+            conds.append("(c.body || '') LIKE ? ESCAPE '\\'")
+            args.append(pattern)
+        if session_id is not None:
+            conds.append("m.session_id = ?")
+            args.append(session_id)
+        rank = "bm25(messages_cjk)" if match is not None else "0.0"
+        sql = (
+            "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, "
+            f"CAST(s.title AS BLOB), CAST(c.body AS BLOB), {rank} "
+            "FROM messages_cjk AS c JOIN messages AS m ON m.id = c.rowid "
+            "JOIN sessions AS s ON s.id = m.session_id "
+            f"WHERE {' AND '.join(conds)} ORDER BY {rank}, m.id DESC"
+        )
+        if limit > 0:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self.read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return [
+            SearchHit(
+                sid,
+                mid,
+                clean_snippet(role),
+                created,
+                clean_snippet(title),
+                substring_snippet(clean_snippet(body), terms),
+                float(score),
+            )
+            for sid, mid, role, created, title, body, score in rows
+        ]
+
+    def unindexed_count(self) -> int:
+        """Messages the search index has not caught up with (a read-only store cannot)."""
+        with self.read() as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM messages WHERE id > (SELECT indexed_upto FROM fts_state)"
+            ).fetchone()
+        return int(n)
+
     def catch_up_index(self, on_progress: ProgressCallback | None = None) -> int:
         """Index every message stored before this call; return how many were indexed.
 
@@ -516,6 +655,8 @@ class Manager:
         ``on_progress(done, total)`` is called before the first step and after each one
         when there is anything to index; ``total`` counts messages once per index.
         """
+        if self.read_only:
+            return 0  # what is indexed is searched; indexing would be a write
         with self.read() as conn:
             target = fts_index.top_id(conn)
             if not fts_index.is_behind(conn, target):
@@ -706,7 +847,10 @@ class SQLiteSession:
             except CorruptValueError as exc:
                 corrupt.append(CorruptRow(rid, str(exc)))
                 continue
-            out.append(StoredMessage(rid, message, created))
+            if not valid_timestamp(created):
+                corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
+                continue
+            out.append(StoredMessage(rid, message, float(created)))
         self.corrupt_rows = corrupt
         return out
 
@@ -848,7 +992,7 @@ class SQLiteSession:
                 message = message_from_values(role, content, calls_json, call_id)
             except CorruptValueError as exc:
                 # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(f"cannot pop message row {rid}: {exc}") from exc
+                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
             now = time.time()
             conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
             conn.execute(
@@ -866,6 +1010,8 @@ class SQLiteSession:
             "SELECT content FROM messages WHERE session_id = ? AND role = ? ORDER BY id",
             (self._id, ROLE_USER),
         ):
+            if not isinstance(content, str):
+                continue  # a damaged row names nothing
             title = _first_title([Message(ROLE_USER, content)])
             if title:
                 break
@@ -915,6 +1061,22 @@ class SQLiteSession:
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 
+def _session_info(row: tuple) -> SessionInfo:
+    """A sessions row for display: a damaged title or count never breaks a listing.
+
+    Times are passed on as stored (renderers show an impossible one as unknown), so
+    what is shown never differs from what an export writes.
+    """
+    sid, created, updated, count, title = row
+    if isinstance(title, bytes):
+        title = title.decode("utf-8", "replace")
+    elif not isinstance(title, str):
+        title = "" if title is None else str(title)
+    if isinstance(count, bool) or not isinstance(count, int):
+        count = 0
+    return SessionInfo(sid, created, updated, count, title)
+
+
 def open_existing_manager(
     *, on_session_deleted: Callable[[str], None] | None = None
 ) -> Manager | None:
@@ -927,7 +1089,13 @@ def open_existing_manager(
             return None
     except OSError as exc:  # an unreadable home: stat itself fails
         raise open_error(path, exc.strerror or str(exc)) from exc
-    return Manager(path, on_session_deleted=on_session_deleted)
+    try:
+        return Manager(path, on_session_deleted=on_session_deleted)
+    except StoreError:
+        if unwritable_cause(path) is None:
+            raise
+    # Reading needs no write access: list/show/search/export work on a read-only store.
+    return Manager(path, on_session_deleted=on_session_deleted, read_only=True)
 
 
 def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:

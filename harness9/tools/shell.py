@@ -103,6 +103,22 @@ class BashTool:
         return run_command(command, ctx, timeout)
 
 
+# Names that hold credentials by convention (matched on the upper-cased name). A name
+# matching any of them is removed from a command's environment unless the user lists it in
+# HARNESS9_BASH_PASS_ENV (comma-separated), the deliberate way to hand one secret on.
+_SECRET_NAME_RE = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|API_KEY|ACCESS_KEY|SESSION_KEY)"
+    r"|_KEY$|^KEY$"
+    r"|^(AWS|AZURE|ARM|GOOGLE|GCLOUD|GCP|CLOUDSDK|DIGITALOCEAN|HEROKU|DOCKER_AUTH)_"
+    r"|^(DATABASE_URL|MYSQL_PWD)$"
+)
+PASS_ENV_VAR = "HARNESS9_BASH_PASS_ENV"
+
+
+def is_secret_name(name: str) -> bool:
+    return _SECRET_NAME_RE.search(name.upper()) is not None
+
+
 # Anything that could chain, redirect, substitute or background another command.
 _SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\*?\[\]~!#]")
 
@@ -126,12 +142,14 @@ def is_auto_approved(command: str, allowed: tuple[str, ...]) -> bool:
 
 
 def child_env() -> dict[str, str]:
-    """The environment for a command: ours minus model API keys (``*API_KEY``).
+    """The environment for a command: ours minus everything named like a credential.
 
     Output goes into the session database and back to the model, so ``env`` or a
-    crash dump must not be able to copy the user's key there.
+    crash dump must not be able to copy a key or token there. Names listed in
+    ``HARNESS9_BASH_PASS_ENV`` (comma-separated) are passed on anyway.
     """
-    return {k: v for k, v in os.environ.items() if not k.upper().endswith("API_KEY")}
+    allowed = {n.strip() for n in os.environ.get(PASS_ENV_VAR, "").split(",") if n.strip()}
+    return {k: v for k, v in os.environ.items() if k in allowed or not is_secret_name(k)}
 
 
 def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:

@@ -64,11 +64,17 @@ def render_plan(
             Text(preview),
         )
     out.print(table)
-    verdict = (
-        f"would {fold_word} {summary['messages_to_summarize']} messages and keep {summary['messages_kept']}"
-        if plan.would_compact
-        else f"under the threshold ({format_token_count(plan.threshold)} tokens): nothing would be compacted"
-    )
+    if plan.would_compact:
+        n = summary["messages_to_summarize"]
+        verdict = (
+            f"would {fold_word} {n} message{'' if n == 1 else 's'} "
+            f"and keep {summary['messages_kept']}"
+        )
+    else:
+        verdict = (
+            f"under the threshold ({format_token_count(plan.threshold)} tokens): "
+            "nothing would be compacted"
+        )
     out.print(
         f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(plan.tokens_after)}"
         f" (window {format_token_count(summary['context_window'])}, threshold {format_token_count(plan.threshold)})"

@@ -13,20 +13,30 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from harness9.store.session import SessionInfo
+from harness9.store.session import SessionInfo, valid_timestamp
 
 # C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
 _UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def iso_utc(ts: float) -> str:
-    """``2026-05-17T14:30:00Z``: what every --json output and export uses."""
+def iso_utc(ts: float) -> str | None:
+    """``2026-05-17T14:30:00Z``: what every --json output and export uses.
+
+    None for a stored value that is no time at all (a damaged or hand-edited row).
+    """
+    if not valid_timestamp(ts):
+        return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def local_time(ts: float) -> str:
     """``2026-05-17 16:30`` in local time; without strftime, a third of the cost per row."""
-    t = time.localtime(ts)
+    if not valid_timestamp(ts):
+        return "????-??-?? ??:??"  # same width as a real time: columns stay aligned
+    try:
+        t = time.localtime(ts)
+    except (OverflowError, OSError, ValueError):  # the local offset pushed it past year 9999
+        return "????-??-?? ??:??"
     return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
 
 

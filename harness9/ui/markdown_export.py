@@ -47,7 +47,7 @@ def _lines(n: int) -> str:
 def _message(rec: StoredMessage, call_names: dict[str, str]) -> str:
     msg = rec.message
     role = _ROLE_NAMES.get(msg.role, msg.role.capitalize() or "Message")
-    parts = [f"## {role} · #{rec.id} · {iso_utc(rec.created_at)}"]
+    parts = [f"## {role} · #{rec.id} · {iso_utc(rec.created_at) or '(unknown time)'}"]
     if msg.tool_call_id:
         name = call_names.get(msg.tool_call_id, "")
         of = f"`{name}` " if name else ""
@@ -69,7 +69,7 @@ def _checkpoint(cp: Checkpoint) -> str:
     head = (
         f"> **Compaction checkpoint #{cp.id}** · {cp.strategy} · messages up to "
         f"#{cp.last_message_id} folded · {cp.tokens_before} → {cp.tokens_after} tokens · "
-        f"{cp.messages_before} → {cp.messages_after} messages · {iso_utc(cp.created_at)}"
+        f"{cp.messages_before} → {cp.messages_after} messages · {iso_utc(cp.created_at) or '(unknown time)'}"
     )
     if not cp.summary:
         return head
@@ -84,8 +84,8 @@ def session_markdown(snap: SessionSnapshot) -> str:
         "\n".join(
             [
                 f"- Session: `{info.id}`",
-                f"- Created: {iso_utc(info.created_at)}",
-                f"- Updated: {iso_utc(info.updated_at)}",
+                f"- Created: {iso_utc(info.created_at) or '(unknown time)'}",
+                f"- Updated: {iso_utc(info.updated_at) or '(unknown time)'}",
                 f"- Messages: {len(snap.records)}",
                 f"- Compaction checkpoints: {len(snap.checkpoints)}",
             ]

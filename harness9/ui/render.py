@@ -32,8 +32,13 @@ def render_session(
     records: Sequence[StoredMessage],
     todos: Sequence[TodoItem],
     checkpoints: Sequence[Checkpoint],
+    *,
+    limited: bool = False,
 ) -> None:
-    """A session's header, its messages (oldest first), todos and compaction checkpoints."""
+    """A session's header, its messages (oldest first), todos and compaction checkpoints.
+
+    ``limited``: ``records`` are only the newest messages (``show --limit``).
+    """
     head = Text()
     head.append(info.id, style="bold")
     head.append(f"  {inert(info.title)}" if info.title else "")
@@ -41,14 +46,18 @@ def render_session(
     console.print(
         Text(
             f"created {local_time(info.created_at)} · updated {local_time(info.updated_at)} · "
-            f"{info.message_count} messages",
+            f"{_plural(info.message_count, 'message')}",
             style="dim",
         )
     )
-    if len(records) < info.message_count:
+    if limited and len(records) < info.message_count:
         console.print(Text(f"(showing the last {len(records)})", style="dim"))
+    # Messages are numbered within the session (#1 is its first message); row ids are
+    # global to the store and stay in --json.
+    first = max(1, info.message_count - len(records) + 1) if limited else 1
+    numbers = {rec.id: first + i for i, rec in enumerate(records)}
     for rec in records:
-        render_message(console, rec)
+        render_message(console, rec, numbers[rec.id])
     if todos:
         console.print()
         console.print(Text("Todos", style="bold underline"))
@@ -58,14 +67,18 @@ def render_session(
         console.print()
         console.print(Text("Compaction checkpoints", style="bold underline"))
         for cp in checkpoints:
-            render_checkpoint(console, cp)
+            render_checkpoint(console, cp, numbers.get(cp.last_message_id))
 
 
-def render_message(console: Console, rec: StoredMessage) -> None:
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def render_message(console: Console, rec: StoredMessage, number: int | None = None) -> None:
     msg = rec.message
     console.print()
     line = Text()
-    line.append(f"#{rec.id} ", style="dim")
+    line.append(f"#{rec.id if number is None else number} ", style="dim")
     line.append(inert(msg.role), style=_ROLE_STYLES.get(msg.role, "bold"))
     if msg.tool_call_id:
         line.append(f" (result of {inert(msg.tool_call_id)})", style="dim")
@@ -81,11 +94,13 @@ def render_message(console: Console, rec: StoredMessage) -> None:
         console.print(call_line)
 
 
-def render_checkpoint(console: Console, cp: Checkpoint) -> None:
+def render_checkpoint(console: Console, cp: Checkpoint, number: int | None = None) -> None:
+    upto = f"message #{number}" if number is not None else f"message row {cp.last_message_id}"
     line = Text(
-        f"  #{cp.id} up to message #{cp.last_message_id} · {inert(cp.strategy)} · "
+        f"  up to {upto} · {inert(cp.strategy)} · "
         f"{cp.tokens_before} → {cp.tokens_after} tokens · "
-        f"{cp.messages_before} → {cp.messages_after} messages · {local_time(cp.created_at)}"
+        f"{cp.messages_before} → {_plural(cp.messages_after, 'message')} · "
+        f"{local_time(cp.created_at)}"
     )
     console.print(line)
     if cp.summary:

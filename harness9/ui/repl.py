@@ -126,7 +126,13 @@ class EventRenderer:
                     self._estimate, self._actual = (c.tokens_after, window), None
                     self.print_token_line()
             case ev.Retrying(attempt=a, delay=d, reason=r):
-                self._spin(f"{inert(r)}: retrying in {d:.1f}s (attempt {a})…")
+                # One line each, kept on screen: a silent backoff looks like a hang.
+                self._stop_spin()
+                self._end_line()
+                self.io.err.print(
+                    Text(f"{inert(r)}; retrying in {d:.1f}s (retry {a})", style="yellow")
+                )
+                self._spin(f"waiting {d:.1f}s before retry {a}…")
             case ev.Notice(text=text):
                 self._stop_spin()
                 self._end_line()
@@ -194,6 +200,11 @@ class ChatLoop:
     # Called once the first prompt is about to show (chat starts loading litellm there, so
     # the import does not compete with start-up for the interpreter lock).
     on_ready: Callable[[], object] | None = None
+    # Sessions this chat started. The one rule for empty sessions: one of these that is
+    # still empty when the user leaves it (/new, /resume, a /search pick, /exit, EOF) is
+    # deleted, so opening and closing chats never litters `sessions list`. Sessions that
+    # were resumed are never deleted, empty or not: another chat may be using them.
+    started: set[str] = field(default_factory=set)
     # The price of one call's usage (None: unknown); None here: costs are not tracked.
     pricing: Callable[[str, Usage], float | None] | None = None
     # The tools' confirm callback when a person is at the terminal (its "always" answers
@@ -253,6 +264,13 @@ class ChatLoop:
             self.turn(line)
         self.renderer.stop()
         return 1 if (self.failed_turns and not self.io.interactive) else 0
+
+    def leave(self) -> None:
+        """The chat is over: apply the empty-session rule to the current session.
+
+        Called by the caller after its last save (a reply held back by a locked
+        database must not make its session look empty)."""
+        self._leave(self.engine.session.session_id)
 
     def run_once(self, text: str) -> int:
         """One turn, then return: 0, 1 when the turn failed, 130 when it was interrupted."""
@@ -351,6 +369,7 @@ class ChatLoop:
 
     def cmd_new(self, _rest: str) -> None:
         session = self.manager.new_session()
+        self.started.add(session.session_id)
         self._switch(session)
         self.io.err.print(Text(f"new session {session.session_id}", style="green"))
 
@@ -375,7 +394,7 @@ class ChatLoop:
                 when = _dt.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
                 title = inert(info.title) or "(empty)"
                 self.io.err.print(
-                    f"  [{n}] {info.id}  {when}  {info.message_count} messages  {title}",
+                    f"  [{n}] {info.id}  {when}  {_plural(info.message_count, 'message')}  {title}",
                     markup=False,
                     highlight=False,
                     **fit,
@@ -415,7 +434,7 @@ class ChatLoop:
         if removed == 0:
             self.io.err.print("nothing to undo")
         else:
-            self.io.err.print(f"removed the last exchange ({removed} messages)")
+            self.io.err.print(f"removed the last exchange ({_plural(removed, 'message')})")
 
     def cmd_compact(self, rest: str) -> None:
         try:
@@ -531,13 +550,22 @@ class ChatLoop:
             self.io.err.print(line)
 
     def _switch(self, session: Any) -> None:
-        self.engine.set_session(session)
+        previous = self.engine.session
+        self.engine.set_session(session)  # saves what the session being left still holds
+        if previous.session_id != session.session_id and not previous.held:
+            self._leave(previous.session_id)
         self.renderer.reset()
         self.usage = self.manager.usage_totals(session.session_id)
         if self.approver is not None:
             self.approver.reset()
         if self.on_session_change is not None:
             self.on_session_change(session.session_id)
+
+    def _leave(self, session_id: str) -> None:
+        """Apply the empty-session rule (see ``started``) to a session being left."""
+        if session_id in self.started:
+            self.started.discard(session_id)
+            self.manager.delete_if_empty(session_id)  # checked inside its own transaction
 
     def _banner(self) -> None:
         sid = self.engine.session.session_id
@@ -549,6 +577,10 @@ class ChatLoop:
                 " for commands, Alt-Enter or a trailing \\ for a new line, Ctrl-D to leave",
             )
         )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def terminal_reader(

@@ -87,6 +87,7 @@ def tool_result_line(content: str, is_error: bool, width: int = 100) -> Text:
     first = inert(lines[0]).strip()
     if len(first) > width:
         first = first[: width - 1] + "…"
-    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    extra = len(lines) - 1
+    more = f" (+{extra} line{'' if extra == 1 else 's'})" if extra else ""
     mark, style = ("✗", "red") if is_error else ("✓", "green")
     return Text(f"  {mark} {first}{more}", style=style)

@@ -1,0 +1,98 @@
+"""Search finds CJK words inside sentences (trigram index), and keeps bm25 for the rest."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from typer.testing import CliRunner
+
+from harness9.cli import app
+from harness9.config import db_path
+from harness9.schema import Message, ToolCall
+from harness9.store import open_manager
+from harness9.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+runner = CliRunner()
+
+
+def search(*words: str) -> list[dict]:
+    result = runner.invoke(app, ["sessions", "search", "--json", *words])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def store(*msgs: Message) -> list[int]:
+    with open_manager() as m:
+        return m.new_session().add_messages(list(msgs))
+
+
+def test_a_two_character_chinese_word_is_found_inside_a_sentence():
+    [mid, _] = store(
+        Message("user", "我们今天讨论中文分词的问题，然后写测试。"),
+        Message("assistant", "no chinese here"),
+    )
+
+    [hit] = search("中文")
+
+    assert hit["message_id"] == mid
+    assert hit["snippet"] == "我们今天讨论中文分词的问题，然后写测试。"
+    start, end = hit["highlights"][0]
+    assert hit["snippet"][start:end] == "中文"
+
+
+def test_longer_cjk_terms_are_ranked_and_anded():
+    ids = store(
+        Message("user", "数据库迁移失败了，需要检查数据库迁移脚本和数据库迁移日志"),
+        Message("user", "数据库迁移完成"),
+        Message("user", "只是数据库"),
+    )
+
+    hits = search("数据库迁移")
+    assert {h["message_id"] for h in hits} == {ids[0], ids[1]}
+    assert sorted(h["rank"] for h in hits) == [h["rank"] for h in hits]  # bm25, best first
+    assert search("数据库迁移", "日志") and [h["message_id"] for h in search("迁移", "日志")] == [
+        ids[0]
+    ]
+
+
+def test_japanese_and_korean_and_tool_arguments_are_found():
+    ids = store(
+        Message("user", "ファイルを読み込んでください"),
+        Message(
+            "assistant", "", [ToolCall("c1", "bash", json.dumps({"command": "echo 안녕하세요"}))]
+        ),
+    )
+    assert [h["message_id"] for h in search("読み込")] == [ids[0]]
+    assert [h["message_id"] for h in search("안녕")] == [ids[1]]
+
+
+def test_latin_search_still_uses_words_and_bm25():
+    ids = store(Message("user", "the parser fails on foo.py"), Message("user", "中文 parser"))
+    assert {h["message_id"] for h in search("parser")} == set(ids)
+    assert [h["message_id"] for h in search("pars")] == []  # words, not substrings
+
+
+def test_deleted_and_undone_cjk_messages_are_never_found():
+    with open_manager() as m:
+        s = m.new_session()
+        s.add_messages([Message("user", "删除这个中文消息")])
+        assert search("中文")
+        s.pop_message()
+    assert search("中文") == []
+
+
+def test_an_existing_store_is_back_filled_by_the_migration():
+    store(Message("user", "旧的中文消息"))
+    search("旧的")  # indexed under the current schema
+    conn = sqlite3.connect(db_path())
+    with conn:  # undo the CJK migration as if the file predated it
+        conn.execute("DROP TABLE messages_cjk")
+        conn.execute("DROP TRIGGER messages_cjk_delete")
+        conn.execute("DROP TRIGGER messages_cjk_update")
+        conn.execute("DELETE FROM schema_migrations WHERE version = ?", (SCHEMA_VERSION,))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+    assert MIGRATIONS[-1][0] == "index_cjk_trigram"
+
+    assert [h["snippet"] for h in search("中文")] == ["旧的中文消息"]
