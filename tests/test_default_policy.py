@@ -197,7 +197,7 @@ def _tool_session(n: int = 12) -> str:
         return s.session_id
 
 
-@pytest.mark.parametrize("strategy", ["hybrid", "summarize", "budget", "window", "evict"])
+@pytest.mark.parametrize("strategy", ["hybrid", "summarize", "budget", "evict"])
 def test_compact_stores_what_the_resumed_chat_sends(llm_server, strategy):
     sid = _tool_session()
     llm_server.respond_with(
