@@ -187,38 +187,33 @@ class PostgresManager:
         return self._conn
 
     @contextmanager
+    def _errors_as(self, verb: str) -> Iterator[None]:
+        """A driver error inside the block becomes one StoreError naming ``verb``."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot {verb} session database {self.location}: {_first_line(exc)}"
+            ) from exc
+
+    @contextmanager
     def read(self) -> Iterator[psycopg.Connection]:
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot read session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("read"):
+            yield self.conn
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """One write transaction; any exception rolls all of it back and propagates."""
         with self._lock:
             conn = self.conn
-            try:
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+            with self._errors_as("write"), conn.transaction():
+                yield conn
 
     @contextmanager
     def statement(self) -> Iterator[psycopg.Connection]:
         """One write that is a single statement: its own transaction, one round trip."""
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("write"):
+            yield self.conn
 
     def close(self) -> None:
         with self._lock:
