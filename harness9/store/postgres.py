@@ -49,7 +49,8 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
-from harness9.store.sqlite import AmbiguousSessionError, is_session_id, make_title
+from harness9.store.sqlite import AmbiguousSessionError, is_session_id
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -111,15 +112,6 @@ def _clean_message(m: Message) -> Message:
     ):
         return m
     return _map_message(m, _clean_text)
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
 
 
 class PostgresManager:
@@ -709,7 +701,7 @@ class PostgresSession:
                     "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s "
                     "RETURNING id) INSERT INTO messages (session_id, role, content, tool_calls, "
                     "tool_call_id, created_at) SELECT s.id, %s, %s, %s, %s, %s FROM s RETURNING id",
-                    (now, _first_title(msgs), sid, *rows[0][1:]),
+                    (now, first_title(msgs), sid, *rows[0][1:]),
                 ).fetchone()
             if row is None:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -720,7 +712,7 @@ class PostgresSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
                 "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -772,7 +764,7 @@ class PostgresSession:
             "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
             (self._id, ROLE_USER),
         ).fetchall():
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))

@@ -65,6 +65,7 @@ from harness9.store.session import (
     UsageTotals,
     valid_timestamp,
 )
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -74,12 +75,9 @@ STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
-TITLE_MAX_CHARS = 60
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_WHITESPACE_RE = re.compile(r"\s+")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _INSERT_MESSAGE = (
@@ -160,26 +158,6 @@ class AmbiguousSessionError(HarnessError):
 def is_session_id(value: object) -> bool:
     """True for a canonical lower-case UUID: the only strings ever used in a path."""
     return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-def make_title(content: str) -> str:
-    """One line of at most TITLE_MAX_CHARS characters: what ``sessions list`` shows."""
-    head = content[:512]  # enough for the title unless it is mostly whitespace
-    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", head)).strip()
-    if len(text) <= TITLE_MAX_CHARS + 1 and len(content) > len(head):
-        text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
-    if len(text) > TITLE_MAX_CHARS:
-        text = text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
-    return text
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
 
 
 def _scrub_surrogates(text: str) -> str:
@@ -920,7 +898,7 @@ class SQLiteSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
                 "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -969,7 +947,7 @@ class SQLiteSession:
         ):
             if not isinstance(content, str):
                 continue  # a damaged row names nothing
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
