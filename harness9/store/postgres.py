@@ -23,12 +23,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
     CHECKPOINT_COLUMNS,
     CorruptValueError,
@@ -39,6 +39,7 @@ from harness9.store.codec import (
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
@@ -66,7 +67,6 @@ _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def redact(url: str) -> str:
@@ -94,16 +94,7 @@ def _clean_text(text: str) -> str:
 
 
 def _scrub_text(text: str) -> str:
-    return _SURROGATE_RE.sub("\ufffd", _clean_text(text))
-
-
-def _map_message(m: Message, fix: Any) -> Message:
-    return Message(
-        fix(m.role),
-        fix(m.content),
-        [ToolCall(fix(c.id), fix(c.name), fix(c.arguments)) for c in m.tool_calls],
-        fix(m.tool_call_id),
-    )
+    return scrub_surrogates(_clean_text(text))
 
 
 def _clean_message(m: Message) -> Message:
@@ -111,7 +102,7 @@ def _clean_message(m: Message) -> Message:
         "\x00" in c.arguments or "\x00" in c.name or "\x00" in c.id for c in m.tool_calls
     ):
         return m
-    return _map_message(m, _clean_text)
+    return map_message(m, _clean_text)
 
 
 class PostgresManager:
@@ -680,7 +671,7 @@ class PostgresSession:
         try:
             return self._add(clean)
         except UnicodeEncodeError:
-            return self._add([_map_message(m, _scrub_text) for m in clean])
+            return self._add([map_message(m, _scrub_text) for m in clean])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store import fts_index
 from harness9.store.codec import (
     CHECKPOINT_COLUMNS,
@@ -40,6 +40,7 @@ from harness9.store.codec import (
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -78,7 +79,6 @@ ProgressCallback = Callable[[int, int], None]
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
@@ -158,25 +158,6 @@ class AmbiguousSessionError(HarnessError):
 def is_session_id(value: object) -> bool:
     """True for a canonical lower-case UUID: the only strings ever used in a path."""
     return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-def _scrub_surrogates(text: str) -> str:
-    # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
-    return _SURROGATE_RE.sub("\ufffd", text)
-
-
-def _scrub_message(m: Message) -> Message:
-    return Message(
-        _scrub_surrogates(m.role),
-        _scrub_surrogates(m.content),
-        [
-            ToolCall(
-                _scrub_surrogates(c.id), _scrub_surrogates(c.name), _scrub_surrogates(c.arguments)
-            )
-            for c in m.tool_calls
-        ],
-        _scrub_surrogates(m.tool_call_id),
-    )
 
 
 class Manager:
@@ -886,7 +867,7 @@ class SQLiteSession:
         try:
             return self._add(msgs)
         except UnicodeEncodeError:
-            return self._add([_scrub_message(m) for m in msgs])
+            return self._add([map_message(m, scrub_surrogates) for m in msgs])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
