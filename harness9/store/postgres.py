@@ -39,6 +39,7 @@ from harness9.store.codec import (
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.rows import records_from_rows
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
@@ -616,16 +617,7 @@ class PostgresSession:
             rows = conn.execute(sql, args).fetchall()
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            try:
-                calls = calls_from_text(calls_json)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     def get_todos(self) -> list[TodoItem] | None:

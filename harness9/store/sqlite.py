@@ -40,6 +40,7 @@ from harness9.store.codec import (
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
+from harness9.store.rows import records_from_rows
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
@@ -64,7 +65,6 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
     UsageTotals,
-    valid_timestamp,
 )
 from harness9.store.titles import first_title
 
@@ -785,22 +785,7 @@ class SQLiteSession:
                 rows = self._read_undecodable(conn, sql, args)
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            if isinstance(role, CorruptRow):
-                corrupt.append(role)
-                continue
-            try:
-                message = message_from_values(role, content, calls_json, call_id)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            if not valid_timestamp(created):
-                corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
-                continue
-            out.append(StoredMessage(rid, message, float(created)))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     @staticmethod
