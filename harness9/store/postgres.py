@@ -486,9 +486,7 @@ class PostgresManager:
         try:
             with self.transaction() as conn:
                 if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
-                    raise SessionExistsError(
-                        f"session {sid} already exists; delete it first or import with --new-id"
-                    )
+                    raise SessionExistsError(sid)
                 keep = (
                     not new_id
                     and _ids_reusable(conn, "messages", [r.id for r in records])
