@@ -313,6 +313,13 @@ class SpanSummarizer:
                 raise ValueError("the summariser returned empty merged summaries")
 
 
+def summarized_history(msgs: Sequence[Message], cut: int, summary: str) -> list[Message]:
+    """The compacted history: ``msgs[0]``, ``summary`` for ``msgs[1:cut]``, then ``msgs[cut:]``."""
+    return repair_orphaned_tool_pairs(
+        [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
+    )
+
+
 class SummarizationCompactor:
     """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
 
@@ -401,8 +408,8 @@ class SummarizationCompactor:
             return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
         if not summary:
             return self._fall_back(msgs, force, "the summariser returned an empty summary")
-        kept = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[plan.cut :]]
-        return CompactionResult(repair_orphaned_tool_pairs(kept), plan, summary, self.strategy)
+        kept = summarized_history(msgs, plan.cut, summary)
+        return CompactionResult(kept, plan, summary, self.strategy)
 
     def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
         return run_fallback(self.fallback, msgs, force=force, error=error)

@@ -71,6 +71,11 @@ class ImportFormatError(HarnessError):
 class SessionExistsError(HarnessError):
     """Importing would overwrite a stored session."""
 
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} already exists; delete it first or import with --new-id"
+        )
+
 
 @dataclass(slots=True)
 class SessionSnapshot:
@@ -319,9 +324,7 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
     try:
         with manager.transaction() as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-                raise SessionExistsError(
-                    f"session {sid} already exists; delete it first or import with --new-id"
-                )
+                raise SessionExistsError(sid)
             keep = (
                 not new_id
                 and _ids_free(conn, "messages", [r.id for r in snap.records])

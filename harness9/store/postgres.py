@@ -23,12 +23,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CorruptValueError,
@@ -40,6 +40,8 @@ from harness9.store.codec import (
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.rows import records_from_rows
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
@@ -50,7 +52,8 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
-from harness9.store.sqlite import AmbiguousSessionError, is_session_id, make_title
+from harness9.store.sqlite import AmbiguousSessionError, is_session_id
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -66,7 +69,6 @@ _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def redact(url: str) -> str:
@@ -94,16 +96,7 @@ def _clean_text(text: str) -> str:
 
 
 def _scrub_text(text: str) -> str:
-    return _SURROGATE_RE.sub("\ufffd", _clean_text(text))
-
-
-def _map_message(m: Message, fix: Any) -> Message:
-    return Message(
-        fix(m.role),
-        fix(m.content),
-        [ToolCall(fix(c.id), fix(c.name), fix(c.arguments)) for c in m.tool_calls],
-        fix(m.tool_call_id),
-    )
+    return scrub_surrogates(_clean_text(text))
 
 
 def _clean_message(m: Message) -> Message:
@@ -111,16 +104,7 @@ def _clean_message(m: Message) -> Message:
         "\x00" in c.arguments or "\x00" in c.name or "\x00" in c.id for c in m.tool_calls
     ):
         return m
-    return _map_message(m, _clean_text)
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
+    return map_message(m, _clean_text)
 
 
 class PostgresManager:
@@ -188,38 +172,33 @@ class PostgresManager:
         return self._conn
 
     @contextmanager
+    def _errors_as(self, verb: str) -> Iterator[None]:
+        """A driver error inside the block becomes one StoreError naming ``verb``."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot {verb} session database {self.location}: {_first_line(exc)}"
+            ) from exc
+
+    @contextmanager
     def read(self) -> Iterator[psycopg.Connection]:
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot read session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("read"):
+            yield self.conn
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """One write transaction; any exception rolls all of it back and propagates."""
         with self._lock:
             conn = self.conn
-            try:
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+            with self._errors_as("write"), conn.transaction():
+                yield conn
 
     @contextmanager
     def statement(self) -> Iterator[psycopg.Connection]:
         """One write that is a single statement: its own transaction, one round trip."""
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("write"):
+            yield self.conn
 
     def close(self) -> None:
         with self._lock:
@@ -508,9 +487,7 @@ class PostgresManager:
         try:
             with self.transaction() as conn:
                 if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
-                    raise SessionExistsError(
-                        f"session {sid} already exists; delete it first or import with --new-id"
-                    )
+                    raise SessionExistsError(sid)
                 keep = (
                     not new_id
                     and _ids_reusable(conn, "messages", [r.id for r in records])
@@ -656,16 +633,7 @@ class PostgresSession:
             rows = conn.execute(sql, args).fetchall()
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            try:
-                calls = calls_from_text(calls_json)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     def get_todos(self) -> list[TodoItem] | None:
@@ -739,7 +707,7 @@ class PostgresSession:
         try:
             return self._add(clean)
         except UnicodeEncodeError:
-            return self._add([_map_message(m, _scrub_text) for m in clean])
+            return self._add([map_message(m, _scrub_text) for m in clean])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
@@ -760,7 +728,7 @@ class PostgresSession:
                     "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s "
                     "RETURNING id) INSERT INTO messages (session_id, role, content, tool_calls, "
                     "tool_call_id, created_at) SELECT s.id, %s, %s, %s, %s, %s FROM s RETURNING id",
-                    (now, _first_title(msgs), sid, *rows[0][1:]),
+                    (now, first_title(msgs), sid, *rows[0][1:]),
                 ).fetchone()
             if row is None:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -771,7 +739,7 @@ class PostgresSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
                 "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -823,7 +791,7 @@ class PostgresSession:
             "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
             (self._id, ROLE_USER),
         ).fetchall():
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
@@ -42,6 +42,8 @@ from harness9.store.codec import (
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
+from harness9.store.rows import records_from_rows
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -65,8 +67,8 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
     UsageTotals,
-    valid_timestamp,
 )
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -76,13 +78,9 @@ STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
-TITLE_MAX_CHARS = 60
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_WHITESPACE_RE = re.compile(r"\s+")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
@@ -162,45 +160,6 @@ class AmbiguousSessionError(HarnessError):
 def is_session_id(value: object) -> bool:
     """True for a canonical lower-case UUID: the only strings ever used in a path."""
     return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-def make_title(content: str) -> str:
-    """One line of at most TITLE_MAX_CHARS characters: what ``sessions list`` shows."""
-    head = content[:512]  # enough for the title unless it is mostly whitespace
-    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", head)).strip()
-    if len(text) <= TITLE_MAX_CHARS + 1 and len(content) > len(head):
-        text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
-    if len(text) > TITLE_MAX_CHARS:
-        text = text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
-    return text
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
-
-
-def _scrub_surrogates(text: str) -> str:
-    # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
-    return _SURROGATE_RE.sub("\ufffd", text)
-
-
-def _scrub_message(m: Message) -> Message:
-    return Message(
-        _scrub_surrogates(m.role),
-        _scrub_surrogates(m.content),
-        [
-            ToolCall(
-                _scrub_surrogates(c.id), _scrub_surrogates(c.name), _scrub_surrogates(c.arguments)
-            )
-            for c in m.tool_calls
-        ],
-        _scrub_surrogates(m.tool_call_id),
-    )
 
 
 class Manager:
@@ -836,22 +795,7 @@ class SQLiteSession:
                 rows = self._read_undecodable(conn, sql, args)
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            if isinstance(role, CorruptRow):
-                corrupt.append(role)
-                continue
-            try:
-                message = message_from_values(role, content, calls_json, call_id)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            if not valid_timestamp(created):
-                corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
-                continue
-            out.append(StoredMessage(rid, message, float(created)))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     @staticmethod
@@ -951,7 +895,7 @@ class SQLiteSession:
         try:
             return self._add(msgs)
         except UnicodeEncodeError:
-            return self._add([_scrub_message(m) for m in msgs])
+            return self._add([map_message(m, scrub_surrogates) for m in msgs])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
@@ -963,7 +907,7 @@ class SQLiteSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
                 "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -1012,7 +956,7 @@ class SQLiteSession:
         ):
             if not isinstance(content, str):
                 continue  # a damaged row names nothing
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
