@@ -30,10 +30,11 @@ import psycopg
 
 from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
-    CHECKPOINT_COLUMNS,
+    CHECKPOINT_FIELDS,
     CorruptValueError,
     calls_from_text,
     calls_to_text,
+    checkpoint_details,
     checkpoint_from_values,
 )
 from harness9.store.pg_blobs import PostgresBlobStore
@@ -531,7 +532,7 @@ class PostgresManager:
                 for cp in snap.checkpoints:
                     values = (
                         sid,
-                        new_ids[cp.last_message_id],
+                        new_ids.get(cp.last_message_id, 0),
                         _clean_text(cp.summary),
                         cp.strategy,
                         cp.tokens_before,
@@ -541,20 +542,29 @@ class PostgresManager:
                         cp.created_at,
                     )
                     if keep:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (id, session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             (cp.id, *values),
-                        )
+                        ).fetchone()
                     else:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             values,
+                        ).fetchone()
+                    # Stubs follow their messages to new ids.
+                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
+                    details = checkpoint_details(replace(cp, rewrites=stubs))
+                    if details is not None and row is not None:
+                        conn.execute(
+                            "INSERT INTO compaction_details (compaction_id, recall_index, "
+                            "rewrites, state_note) VALUES (%s, %s, %s, %s)",
+                            (row[0], *(_clean_text(x) for x in details)),
                         )
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
@@ -578,6 +588,14 @@ def _ids_reusable(conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
         return False
     taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1", (ids,)).fetchone()
     return taken is None
+
+
+# A session's checkpoints with their details, as the SQLite store reads them.
+_SELECT_CHECKPOINTS = (
+    f"SELECT {', '.join('c.' + f for f in CHECKPOINT_FIELDS)}, "
+    "d.recall_index, d.rewrites, d.state_note FROM compactions AS c "
+    "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id WHERE c.session_id = %s"
+)
 
 
 class PostgresSession:
@@ -629,19 +647,47 @@ class PostgresSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s "
-                "ORDER BY id DESC LIMIT 1",
-                (self._id,),
+                _SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1", (self._id,)
             ).fetchone()
         return checkpoint_from_values(row) if row else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
-            rows = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s ORDER BY id",
-                (self._id,),
-            ).fetchall()
+            rows = conn.execute(_SELECT_CHECKPOINTS + " ORDER BY id", (self._id,)).fetchall()
         return [checkpoint_from_values(r) for r in rows]
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
+        return recs[0] if recs else None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see PostgresManager.search)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings WHERE session_id = %s",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and window in use (does not count as activity)."""
+        with self._m.transaction() as conn:
+            conn.execute(
+                "INSERT INTO session_settings (session_id, model, context_window) "
+                "SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+                "context_window = excluded.context_window",
+                (self._id, model, context_window, self._id),
+            )
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -781,7 +827,8 @@ class PostgresSession:
             owner = conn.execute(
                 "SELECT session_id FROM messages WHERE id = %s", (cp.last_message_id,)
             ).fetchone()
-            if owner is None or owner[0] != self._id:
+            # 0: a compaction that folded nothing (it only stubbed old tool results).
+            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -801,4 +848,12 @@ class PostgresSession:
                     created,
                 ),
             ).fetchone() or (0,)
+            details = checkpoint_details(cp)
+            if details is not None:
+                index, rewrites, state = details
+                conn.execute(
+                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
+                    "state_note) VALUES (%s, %s, %s, %s)",
+                    (new_id, _clean_text(index), _clean_text(rewrites), _clean_text(state)),
+                )
         return replace(cp, id=int(new_id), created_at=created)

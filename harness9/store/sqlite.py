@@ -30,9 +30,11 @@ from harness9.errors import HarnessError
 from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store import fts_index
 from harness9.store.codec import (
-    CHECKPOINT_COLUMNS,
     INSERT_CHECKPOINT,
+    INSERT_CHECKPOINT_DETAILS,
+    SELECT_CHECKPOINTS,
     CorruptValueError,
+    checkpoint_details,
     checkpoint_from_values,
     checkpoint_values,
     message_from_values,
@@ -766,11 +768,19 @@ class SQLiteSession:
         return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        return self._read_records(limit, after_id)
+
+    def _read_records(
+        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
+    ) -> list[StoredMessage]:
         sql = (
             "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
             "WHERE session_id = ? AND id > ?"
         )
         args: tuple[object, ...] = (self._id, after_id)
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            args += (upto_id,)
         if limit > 0:
             sql += " ORDER BY id DESC LIMIT ?"
             args += (limit,)
@@ -821,16 +831,49 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
-                "ORDER BY id DESC LIMIT 1",
+                SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
         return checkpoint_from_values(row) if row else None
 
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
+        return recs[0] if recs else None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see Manager.search)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings WHERE session_id = ?",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and window in use (does not count as activity: updated_at stays)."""
+        with self._m.transaction() as conn:
+            if not self._m._exists(conn, self._id):
+                raise SessionNotFoundError(self._id, "it was deleted")
+            conn.execute(
+                "INSERT INTO session_settings (session_id, model, context_window) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+                "context_window = excluded.context_window",
+                (self._id, model, context_window),
+            )
+
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                SELECT_CHECKPOINTS + " ORDER BY id",
                 (self._id,),
             ).fetchall()
         return [checkpoint_from_values(r) for r in rows]
@@ -946,7 +989,8 @@ class SQLiteSession:
             owner = conn.execute(
                 "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
             ).fetchone()
-            if owner is None or owner[0] != self._id:
+            # 0: a compaction that folded nothing (it only stubbed old tool results).
+            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -955,6 +999,9 @@ class SQLiteSession:
             row = checkpoint_values(replace(cp, id=0, created_at=created))
             cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
             new_id = cur.lastrowid
+            details = checkpoint_details(cp)
+            if details is not None:
+                conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 
