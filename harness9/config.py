@@ -153,16 +153,26 @@ def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
 
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
-STRATEGIES = ("summarize", "budget", "window", "evict", "phase2")
+STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict", "phase2")
+# Older names that mean a current strategy ("phase2" grew into "hybrid").
+STRATEGY_ALIASES = {"phase2": "hybrid"}
+# Names added by register_strategy (harness9.engine.setup): accepted like the built-in ones.
+EXTRA_STRATEGIES: list[str] = []
+
+
+def known_strategy(name: str) -> bool:
+    return name in STRATEGIES or name in EXTRA_STRATEGIES
 
 
 @dataclass(slots=True)
 class ContextOptions:
     """Every compaction/offload/topic knob, resolved. Defaults are the documented ones."""
 
-    strategy: str = "summarize"
+    strategy: str = "hybrid"
     auto: bool = True  # false: never compact behind the user's back; overflow says "/compact"
     threshold: float = 0.8  # share of the window at which compaction starts
+    target: float = 0.4  # share of the window hybrid compacts down to (below the threshold)
+    recall: bool = True  # checkpoints index folded tool results; history_search is offered
     summary_model: str | None = None  # a cheaper model for summaries; None: the chat model
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
     cooldown_iterations: int = 3
@@ -178,9 +188,11 @@ class ContextOptions:
 
 # (section, key in the file) -> (field, type, check)
 _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
-    ("compaction", "strategy"): ("strategy", str, lambda v: v in STRATEGIES),
+    ("compaction", "strategy"): ("strategy", str, known_strategy),
     ("compaction", "auto"): ("auto", bool, None),
     ("compaction", "threshold"): ("threshold", float, lambda v: 0.1 <= v <= 0.95),
+    ("compaction", "target"): ("target", float, lambda v: 0.05 <= v <= 0.95),
+    ("compaction", "recall"): ("recall", bool, None),
     ("compaction", "model"): ("summary_model", str, lambda v: bool(v.strip())),
     ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
     ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
@@ -202,6 +214,8 @@ _ENV_KNOBS = {
     "HARNESS9_COMPACTION_STRATEGY": ("compaction", "strategy"),
     "HARNESS9_AUTO_COMPACT": ("compaction", "auto"),
     "HARNESS9_COMPACTION_THRESHOLD": ("compaction", "threshold"),
+    "HARNESS9_COMPACTION_TARGET": ("compaction", "target"),
+    "HARNESS9_RECALL": ("compaction", "recall"),
     "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
     "HARNESS9_OFFLOAD": ("offload", "enabled"),
 }
@@ -240,6 +254,7 @@ def context_options(
     ):
         if value is not None:
             _set(opts, "compaction", key, value, flag)
+    opts.strategy = STRATEGY_ALIASES.get(opts.strategy, opts.strategy)
     return opts
 
 
@@ -254,7 +269,8 @@ def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
         raise error(f"{where} must be a {kind.__name__}, got {value!r}")
     if check is not None and not check(value):
-        hint = f" (one of: {', '.join(STRATEGIES)})" if field == "strategy" else ""
+        names = (*STRATEGIES, *EXTRA_STRATEGIES)
+        hint = f" (one of: {', '.join(names)})" if field == "strategy" else ""
         raise error(f"{where} has an out-of-range value {value!r}{hint}")
     setattr(opts, field, value)
 

@@ -102,7 +102,8 @@ def pg_url(pg_database: str) -> str:
         # Ids restart at 1, as in a new SQLite file.
         conn.execute(
             "TRUNCATE harness9.sessions, harness9.messages, harness9.todos, "
-            "harness9.compactions, harness9.blobs, harness9.session_usage RESTART IDENTITY"
+            "harness9.compactions, harness9.blobs, harness9.session_usage, "
+            "harness9.compaction_details, harness9.session_settings RESTART IDENTITY"
         )
     return pg_database
 

@@ -44,7 +44,10 @@ def test_dry_run_json_reports_the_plan_and_changes_nothing():
     before = row_counts()
     db_bytes = db_path().read_bytes()
 
-    result = runner.invoke(app, ["compact", "--dry-run", "--json", "--context-window", "4000"])
+    result = runner.invoke(
+        app,
+        ["compact", "--dry-run", "--json", "--context-window", "4000", "--strategy", "summarize"],
+    )
 
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
@@ -110,6 +113,8 @@ def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
             "openai/test-model",
             "--api-base",
             llm_server.base_url,
+            "--strategy",
+            "summarize",
         ],
     )
 

@@ -182,6 +182,9 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "messages_before": 3,
                 "messages_after": 2,
                 "created_at": t,
+                "recall_index": "",
+                "rewrites": {},
+                "state_note": "",
             }
         ],
         "corrupt_rows": [],

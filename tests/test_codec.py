@@ -8,6 +8,7 @@ import pytest
 
 from harness9.schema import Message, ToolCall
 from harness9.store.codec import (
+    CHECKPOINT_DETAIL_FIELDS,
     CHECKPOINT_FIELDS,
     CorruptValueError,
     calls_from_text,
@@ -63,9 +64,22 @@ def test_a_checkpoint_round_trips_in_field_order_through_values_and_json():
     values = checkpoint_values(CP)
     assert values == (3, 7, "sum", "summarize", 900, 300, 12, 4, 1.5)
     assert checkpoint_from_values(values) == CP
-    assert list(checkpoint_to_json(CP)) == list(CHECKPOINT_FIELDS)
+    assert list(checkpoint_to_json(CP)) == [*CHECKPOINT_FIELDS, *CHECKPOINT_DETAIL_FIELDS]
     assert checkpoint_from_values(list(checkpoint_to_json(CP).values())) == CP
 
 
 def test_an_unnumbered_checkpoint_leaves_the_id_to_sqlite():
     assert checkpoint_values(Checkpoint(1, "", "budget", 1, 1, 1, 1))[0] is None
+
+
+def test_a_checkpoints_details_round_trip_through_their_table_values():
+    from harness9.store.codec import checkpoint_details
+
+    cp = Checkpoint(0, "", "hybrid:stubs", 9, 5, 4, 4, 1.5, 3, recall_index="## Recall index")
+    cp.rewrites = {12: "[stubbed] 3 tokens", 7: "[stubbed] 9 tokens"}
+    details = checkpoint_details(cp)
+    assert details is not None and details[1] == (
+        '{"7": "[stubbed] 9 tokens", "12": "[stubbed] 3 tokens"}'
+    )
+    assert checkpoint_from_values([*checkpoint_values(cp), *details]) == cp
+    assert checkpoint_details(Checkpoint(1, "s", "summarize", 1, 1, 1, 1)) is None

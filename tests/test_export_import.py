@@ -85,6 +85,9 @@ def test_json_export_is_versioned_and_complete():
             "messages_before": 3,
             "messages_after": 2,
             "created_at": 1779028290.0,
+            "recall_index": "",
+            "rewrites": {},
+            "state_note": "",
         }
     ]
 
@@ -398,6 +401,39 @@ def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path,
     again = run_cli("sessions", "export", sid, "-f", "json", env={"HARNESS9_HOME": str(other_home)})
     assert again.stdout == exported.stdout
     assert stat.S_IMODE(os.stat(other_home / "sessions.db").st_mode) == 0o600
+
+
+def test_recall_index_and_stubs_survive_export_and_import():
+    from harness9.store.session import Checkpoint
+
+    with open_manager() as m:
+        s = m.new_session()
+        ids = s.add_messages(
+            [Message("user", "go"), Message("tool", "big output", tool_call_id="c1")]
+        )
+        s.add_checkpoint(
+            Checkpoint(
+                0,
+                "",
+                "hybrid:stubs",
+                10,
+                5,
+                3,
+                3,
+                rewrites={ids[1]: "[stubbed] 3 tokens"},
+                recall_index="## Recall index\n- msg_1 bash `ls` (3 tokens)",
+                state_note="## State",
+            )
+        )
+        sid = s.session_id
+    text = export_json(sid)
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=text).exit_code == 0
+
+    with open_manager() as m:
+        [cp] = m.open_session(sid).list_checkpoints()
+    assert cp.rewrites == {ids[1]: "[stubbed] 3 tokens"} and cp.last_message_id == 0
+    assert cp.recall_index.endswith("(3 tokens)") and cp.state_note == "## State"
 
 
 # -- offloaded tool results travel with the session ----------------------------------------

@@ -65,7 +65,7 @@ def chatty() -> list[Message]:
 
 def test_under_threshold_nothing_happens():
     msgs = tool_heavy()
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = phase2(s, estimate_tokens(msgs) * 2)
     result = comp.compact(msgs)
     assert not result.plan.would_compact and result.messages == msgs and s.calls == []
@@ -74,7 +74,7 @@ def test_under_threshold_nothing_happens():
 def test_eviction_alone_when_it_brings_history_under_threshold():
     msgs = tool_heavy()
     before = estimate_tokens(msgs)
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = phase2(s, before)  # threshold 80 % of before
     result = comp.compact(msgs)
     assert result.strategy == "evict" and result.summary is None and s.calls == []
@@ -100,7 +100,9 @@ def test_summarises_when_eviction_is_not_enough():
 
 def test_summary_is_repaired_with_facts_the_model_left_out():
     msgs = chatty()
-    result = phase2(ScriptedSummarizer(), estimate_tokens(msgs)).compact(msgs)
+    result = phase2(
+        ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs)
+    ).compact(msgs)
     for i in range(7):  # src/mod0..6 were in the folded head
         assert f"@file:src/mod{i}.py" in result.summary
     assert "src/mod9.py" not in result.summary  # still verbatim in the tail
@@ -108,7 +110,7 @@ def test_summary_is_repaired_with_facts_the_model_left_out():
 
 def test_facts_from_evicted_results_survive_the_summary():
     msgs = tool_heavy() + chatty()[1:]
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = phase2(s, estimate_tokens(msgs) // 2, summarizer_window=10**6)
     result = comp.compact(msgs)
     assert result.strategy == "evict+summary"
@@ -120,7 +122,11 @@ def test_facts_from_evicted_results_survive_the_summary():
 
 def test_cut_never_separates_a_tool_result_from_its_call():
     msgs = chatty() + [*group(1, "bash", "x" * 100), *group(2, "bash", "y" * 100)]
-    comp = phase2(ScriptedSummarizer(), estimate_tokens(msgs), min_tail_messages=3)
+    comp = phase2(
+        ScriptedSummarizer("Progress: working on the loader"),
+        estimate_tokens(msgs),
+        min_tail_messages=3,
+    )
     result = comp.compact(msgs)
     assert result.plan.cut == len(msgs) - 4  # moved back from a tool result to its call
     assert is_valid_tool_sequence(result.messages)
@@ -128,14 +134,14 @@ def test_cut_never_separates_a_tool_result_from_its_call():
 
 def test_force_summarises_under_the_threshold():
     msgs = chatty()
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     result = phase2(s, 10**6).compact(msgs, force=True)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
 
 
 def test_head_larger_than_the_summarisers_window_is_summarised_in_chunks():
     msgs = chatty()  # a head of ~7,000 tokens
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = phase2(s, estimate_tokens(msgs), summarizer_window=2000)
     result = comp.compact(msgs)
     assert result.strategy == "evict+summary"
@@ -146,7 +152,7 @@ def test_head_larger_than_the_summarisers_window_is_summarised_in_chunks():
 
 
 def test_summariser_window_defaults_to_the_context_window():
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     assert phase2(s, 5000).span.window == 5000
     assert phase2(s, 9000, summarizer_window=300).span.window == 300
 
@@ -154,7 +160,7 @@ def test_summariser_window_defaults_to_the_context_window():
 def test_previous_summary_at_the_head_is_merged_not_dropped():
     msgs = chatty()
     msgs[1] = Message("user", SUMMARY_PREFIX + "@file:old/legacy.py\nProgress: earlier work")
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     comp = phase2(s, estimate_tokens(msgs), summarizer_window=10**6)
     result = comp.compact(msgs)
     prompt = s.calls[0][1].content
@@ -179,7 +185,7 @@ def test_summariser_failure_uses_fallback_and_records_error():
 
 
 def test_default_fallback_is_a_token_budget_at_80_percent():
-    comp = phase2(ScriptedSummarizer(), 10_000)
+    comp = phase2(ScriptedSummarizer("Progress: working on the loader"), 10_000)
     assert isinstance(comp.fallback, TokenBudgetCompactor)
     assert (comp.fallback.max_tokens, comp.fallback.min_tail_messages) == (8000, 6)
 
@@ -204,7 +210,7 @@ def test_empty_summary_falls_back_too():
 
 def test_plan_is_a_dry_run_without_model_calls():
     msgs = chatty()
-    s = ScriptedSummarizer()
+    s = ScriptedSummarizer("Progress: working on the loader")
     plan = phase2(s, estimate_tokens(msgs)).plan(msgs)
     assert plan.would_compact and plan.strategy == "evict+summary" and s.calls == []
     assert plan.threshold == int(estimate_tokens(msgs) * 0.8)
@@ -213,19 +219,28 @@ def test_plan_is_a_dry_run_without_model_calls():
 
 def test_input_not_starting_with_system_is_returned_unchanged():
     msgs = chatty()[1:]
-    assert phase2(ScriptedSummarizer(), 1).compact(msgs).messages == msgs
+    assert (
+        phase2(ScriptedSummarizer("Progress: working on the loader"), 1).compact(msgs).messages
+        == msgs
+    )
 
 
 def test_input_is_not_mutated():
     msgs = tool_heavy() + chatty()[1:]
     snapshot = [(m.role, m.content) for m in msgs]
-    phase2(ScriptedSummarizer(), estimate_tokens(msgs) // 2).compact(msgs)
+    phase2(
+        ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs) // 2
+    ).compact(msgs)
     assert [(m.role, m.content) for m in msgs] == snapshot
 
 
 def test_orphaned_call_in_tail_gets_a_stub():
     msgs = chatty() + [Message("assistant", "", [ToolCall("dangling", "bash", "{}")])]
-    result = phase2(ScriptedSummarizer(), estimate_tokens(msgs)).compact(msgs).messages
+    result = (
+        phase2(ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs))
+        .compact(msgs)
+        .messages
+    )
     assert result[-1] == Message("tool", TRUNCATED_STUB, tool_call_id="dangling")
 
 
@@ -247,14 +262,24 @@ def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
             msgs.append(Message("user" if n % 2 else "assistant", "w" * size))
         else:
             msgs += group(n, "bash", "o" * size)
-    comp = phase2(ScriptedSummarizer(), max_tokens, min_tail_messages=tail)
+    comp = phase2(
+        ScriptedSummarizer("Progress: working on the loader"), max_tokens, min_tail_messages=tail
+    )
     out = comp.compact(msgs).messages
     assert out[0] == SYS and is_valid_tool_sequence(out)
 
 
 def test_preserved_facts_budget_is_15_percent_of_the_context_window():
-    assert phase2(ScriptedSummarizer(), 32_000).preserved_budget == 4800
-    assert phase2(ScriptedSummarizer(), 32_000, preserved_share=0.05).preserved_budget == 1600
+    assert (
+        phase2(ScriptedSummarizer("Progress: working on the loader"), 32_000).preserved_budget
+        == 4800
+    )
+    assert (
+        phase2(
+            ScriptedSummarizer("Progress: working on the loader"), 32_000, preserved_share=0.05
+        ).preserved_budget
+        == 1600
+    )
 
 
 def grep_wall_then_chat() -> list[Message]:
@@ -265,7 +290,9 @@ def grep_wall_then_chat() -> list[Message]:
 
 def test_preserved_facts_that_overflow_are_counted_and_not_silently_lost():
     msgs = grep_wall_then_chat()
-    comp = phase2(ScriptedSummarizer(), 4000, summarizer_window=10**6)
+    comp = phase2(
+        ScriptedSummarizer("Progress: working on the loader"), 4000, summarizer_window=10**6
+    )
     summary = comp.compact(msgs).summary
     section = summary.split("## Preserved facts\n")[1]
     shown = sum(f"@file:lib/g{i:03}.py" in section for i in range(400))
@@ -276,7 +303,11 @@ def test_preserved_facts_that_overflow_are_counted_and_not_silently_lost():
 def test_with_a_store_overflowing_facts_are_offloaded_and_recallable(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
     comp = phase2(
-        ScriptedSummarizer(), 4000, summarizer_window=10**6, offload=store, session_id="s1"
+        ScriptedSummarizer("Progress: working on the loader"),
+        4000,
+        summarizer_window=10**6,
+        offload=store,
+        session_id="s1",
     )
     summary = comp.compact(grep_wall_then_chat()).summary
     (spilled,) = [e for e in store.entries("s1") if e.tool_name == "preserved_facts"]
@@ -290,10 +321,12 @@ def test_with_a_store_overflowing_facts_are_offloaded_and_recallable(tmp_path):
 def test_offload_without_a_valid_session_id_is_rejected(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
     with pytest.raises(ValueError, match="offload needs a valid session id"):
-        phase2(ScriptedSummarizer(), 4000, offload=store)
+        phase2(ScriptedSummarizer("Progress: working on the loader"), 4000, offload=store)
 
 
 def test_plan_writes_nothing_to_the_store(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
-    comp = phase2(ScriptedSummarizer(), 4000, offload=store, session_id="s1")
+    comp = phase2(
+        ScriptedSummarizer("Progress: working on the loader"), 4000, offload=store, session_id="s1"
+    )
     assert comp.plan(grep_wall_then_chat()).would_compact and store.entries("s1") == []

@@ -83,6 +83,8 @@ def test_final_schema(manager: Manager, db: Path):
         *fts_shadow,
         "fts_state",
         "session_usage",
+        "session_settings",
+        "compaction_details",
     }
     assert columns(conn, "session_usage") == [
         ("session_id", "TEXT", 1),
@@ -99,6 +101,11 @@ def test_final_schema(manager: Manager, db: Path):
         ("updated_at", "REAL", 1),
         ("title", "TEXT", 1),
         ("message_count", "INTEGER", 1),
+    ]
+    assert columns(conn, "session_settings") == [
+        ("session_id", "TEXT", 1),
+        ("model", "TEXT", 1),
+        ("context_window", "INTEGER", 1),
     ]
     assert columns(conn, "messages") == [
         ("id", "INTEGER", 0),
@@ -134,6 +141,12 @@ def test_final_schema(manager: Manager, db: Path):
         ("messages_before", "INTEGER", 1),
         ("messages_after", "INTEGER", 1),
         ("created_at", "REAL", 1),
+    ]
+    assert columns(conn, "compaction_details") == [
+        ("compaction_id", "INTEGER", 0),
+        ("recall_index", "TEXT", 1),
+        ("rewrites", "TEXT", 1),
+        ("state_note", "TEXT", 1),
     ]
     fks = {
         t: [(r[2], r[3], r[4], r[6]) for r in conn.execute(f"PRAGMA foreign_key_list({t})")]

@@ -377,7 +377,7 @@ def test_continue_prints_the_session_line_and_the_last_exchange(llm_server):
     head, you, assistant = result.stderr.splitlines()[:3]
     assert re.match(
         r"resumed session [0-9a-f]{8} · capital of France\? · just now · 2 messages · "
-        r"ctx ~\d+/8K \(\d+%\)$",
+        r"ctx ~[\d.]+K?/8K \(\d+%\)$",
         head,
     )
     assert you == "  you: capital of France?"

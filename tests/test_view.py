@@ -53,6 +53,18 @@ class RecordLog:
     def save_todos(self, items: list[TodoItem]) -> None:
         pass
 
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        return next((r for r in self.recs if r.id == message_id), None)
+
+    def search(self, query: str, *, limit: int = 10) -> list:
+        return []
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        pass
+
+    def model_settings(self) -> tuple[str, int] | None:
+        return None
+
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         self.after_ids.append(after_id)
         recs = [r for r in self.recs if r.id > after_id]

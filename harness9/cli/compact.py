@@ -56,10 +56,8 @@ def compact(
 
     if session and last:
         raise UsageError("use either --session ID or --last, not both")
-    settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
     opts = context_options(strategy=strategy, summary_model=summary_model)
     work = resolve_workdir(workdir)
-    limits = get_model_limits(settings.model, override=settings.context_window)
     env = environment(ctx)
     out = env.console()
     err = env.console(err=True, soft_wrap=False)
@@ -75,6 +73,14 @@ def compact(
             if not recent:
                 raise HarnessError("there are no sessions to compact")
             sess = manager.open_session(recent[0].id)
+        # The model and window chat last used for this session, unless a flag says otherwise:
+        # judged against another window, the session would compact at another point.
+        stored = sess.model_settings()
+        if stored is not None:
+            model = model or stored[0]
+            context_window = context_window or stored[1] or None
+        settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
+        limits = get_model_limits(settings.model, override=settings.context_window)
         engine = build_engine(
             settings,
             opts,
@@ -107,7 +113,7 @@ def compact(
                 render_plan(out, view, plan, summary)
             return
 
-        if opts.strategy in ("summarize", "phase2"):
+        if opts.strategy in ("hybrid", "summarize"):
             from harness9.provider import LLMProvider
 
             LLMProvider(settings.model, settings.api_base).check_credentials()

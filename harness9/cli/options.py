@@ -61,10 +61,10 @@ Strategy = Annotated[
     typer.Option(
         "--strategy",
         show_default=False,
-        help="Compaction: summarize (LLM summary, default), budget (drop oldest), window (last "
-        "100 messages), evict (replace old low-value tool results), phase2 (evict, then "
-        "summarise). Default: HARNESS9_COMPACTION_STRATEGY, else compaction.strategy in "
-        "config.toml.",
+        help="Compaction: hybrid (the default: stub old tool results, then summarise; alias "
+        "phase2), summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
+        "evict (replace old low-value tool results). Default: HARNESS9_COMPACTION_STRATEGY, "
+        "else compaction.strategy in config.toml.",
     ),
 ]
 SummaryModel = Annotated[

@@ -466,6 +466,7 @@ def structured_summary(
     on_progress: ProgressCallback | None = None,
     preserved_budget: int | None = None,
     spill: Callable[[str], str] | None = None,
+    instructions: str | None = None,
 ) -> str:
     """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
 
@@ -477,6 +478,8 @@ def structured_summary(
     """
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)
+    if instructions:  # the user's own focus (/compact <instructions>) comes first
+        focus = instructions + (f"\n{focus}" if focus else "")
     text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")

@@ -38,10 +38,15 @@ __all__ = [
     "OffloadWriter",
     "OffloadedResult",
     "is_offload_marker",
+    "matching_line",
+    "page_text",
+    "query_words",
     "remove_session_offloads",
     "valid_session_id",
 ]
 RECALL_MAX_CHARS = 8000
+SEARCH_MAX_BYTES = 4 << 20  # of one offloaded file, when history_search scans it
+SNIPPET_CHARS = 240
 _ID_RE = re.compile(r"^ofl_[0-9a-f]{12}$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _READ_CHUNK_CHARS = 1 << 20
@@ -261,6 +266,30 @@ class OffloadStore:
         note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
         return f"{text}\n\n{note}"
 
+    def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
+        """(offload id, matching line) for this session's offloaded outputs holding every
+        word of ``query`` (whole words, case-insensitive), by id. Reads at
+        most ``SEARCH_MAX_BYTES`` of each file."""
+        words = query_words(query)
+        if not words or not valid_session_id(session_id):
+            return []
+        hits: list[tuple[str, str]] = []
+        for oid in sorted(self.blobs.names(session_id), reverse=True):
+            if not _ID_RE.match(oid):
+                continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is None:
+                continue
+            with stream:
+                text = stream.read(SEARCH_MAX_BYTES).decode("utf-8", "replace")
+            line = matching_line(text, words)
+            if line is None:
+                continue
+            hits.append((oid, line))
+            if len(hits) >= limit:
+                break
+        return hits
+
     # ---- export and import ---------------------------------------------
 
     def session_files(self, session_id: str) -> list[tuple[str, str]]:
@@ -327,6 +356,43 @@ class OffloadStore:
             self.blobs.delete_session(session_id)
         except BlobError as exc:
             raise OffloadError(str(exc)) from exc
+
+
+def query_words(query: str) -> set[str]:
+    """The words of a search, lower-cased, as whole-word matching sees them."""
+    return {w for w in re.findall(r"[^\W_]+", query.lower()) if w}
+
+
+def matching_line(text: str, words: set[str]) -> str | None:
+    """The first line holding every word (whole words, any case), trimmed; else a window
+    around the first word when the text as a whole holds them all; else None."""
+    if not words:
+        return None
+    if not words <= set(re.findall(r"[^\W_]+", text.lower())):
+        return None
+    for line in text.splitlines():
+        if words <= set(re.findall(r"[^\W_]+", line.lower())):
+            return " ".join(line.split())[:SNIPPET_CHARS]
+    first = min(words, key=len)
+    at = text.lower().find(first)
+    return " ".join(text[max(0, at - 100) : at + 140].split())
+
+
+def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:
+    """Characters ``offset``..``offset+limit`` of ``text``, with recall's paging note."""
+    if offset < 0:
+        raise OffloadError(f"offset must be 0 or more, got {offset}")
+    limit = max(1, min(limit, RECALL_MAX_CHARS))
+    total = len(text)
+    if offset > total or (offset == total and total > 0):
+        raise OffloadError(f"offset {offset} is past the end ({total} characters)")
+    part = text[offset : offset + limit]
+    end = offset + len(part)
+    if offset == 0 and end == total:
+        return part
+    note = f"[truncated: showing characters {offset}–{end} of {total}"
+    note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
+    return f"{part}\n\n{note}"
 
 
 def remove_session_offloads(session_id: str) -> None:

@@ -50,9 +50,9 @@ from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, str
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import Summarizer
+from harness9.context.summarize import Summarizer, summarized_history
 from harness9.context.tokens import estimate_tokens
-from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import Message
 
 __all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]
 
@@ -169,9 +169,7 @@ class Phase2Compactor:
             error = f"{type(exc).__name__}: {exc}"
             # On the evicted history: what eviction saved is not thrown away.
             return run_fallback(self.fallback, evicted, force=force, error=error)
-        out = repair_orphaned_tool_pairs(
-            [evicted[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *evicted[cut:]]
-        )
+        out = summarized_history(evicted, cut, summary)
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
 

@@ -47,19 +47,20 @@ from harness9.context.events import (
     Notice,
     discard,
 )
-from harness9.context.eviction import EVICTED_PREFIX, EvictionCompactor
+from harness9.context.eviction import EvictionCompactor
+from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
-from harness9.context.phase2 import Phase2Compactor
+from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SummarizationCompactor, Summarizer
 from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
-from harness9.context.view import ModelView, checkpoint_for, load_view
+from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
 from harness9.schema import Message, ToolDefinition
 from harness9.store.blobs import BlobStore
-from harness9.store.session import CheckpointedSession
+from harness9.store.session import Checkpoint, CheckpointedSession
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions
@@ -71,11 +72,16 @@ __all__ = [
     "Request",
     "SessionContextState",
     "TokenCounter",
+    "MODEL_FREE_STRATEGIES",
     "build_compactor",
+    "register_strategy",
 ]
 
 # A compaction is announced (and stored) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
+# What a plan's strategy says when carrying it out calls no model: a dry run then
+# computes the exact result.
+MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
 
 
 class TokenCounter(Protocol):
@@ -118,17 +124,52 @@ class SessionContextState:
 
     trigger: SessionTriggerState = field(default_factory=SessionTriggerState)
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
-    evicted_announced: int = 0  # eviction stubs already announced (in-place results)
     warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
 
 
+# A strategy a program adds (``scripts/bench_session.py`` compares peers' policies through
+# the real chat this way): factory(summarizer, context_window, threshold_tokens) -> Compactor.
+StrategyFactory = Callable[[Summarizer, int, int], Compactor]
+_EXTRA_FACTORIES: dict[str, StrategyFactory] = {}
+
+
+def register_strategy(name: str, factory: StrategyFactory) -> None:
+    """Make ``--strategy name`` (and ``compaction.strategy``) build ``factory``'s compactor.
+
+    For programs embedding harness9; the built-in names cannot be replaced.
+    """
+    from harness9.config import EXTRA_STRATEGIES, STRATEGIES
+
+    if name in STRATEGIES:
+        raise ValueError(f"{name!r} is a built-in strategy")
+    _EXTRA_FACTORIES[name] = factory
+    if name not in EXTRA_STRATEGIES:
+        EXTRA_STRATEGIES.append(name)
+
+
 def build_compactor(
-    strategy: str, summarizer: Summarizer, context_window: int, *, threshold_tokens: int
+    strategy: str,
+    summarizer: Summarizer,
+    context_window: int,
+    *,
+    threshold_tokens: int,
+    target: float = DEFAULT_TARGET,
 ) -> Compactor:
     """The compactor for a strategy name; every one compacts at ``threshold_tokens``.
 
-    Summarising ones fall back to ``budget`` on errors.
+    Summarising ones fall back to ``budget`` on errors. ``target`` (a share of the
+    window) is where ``hybrid`` compacts down to.
     """
+    from harness9.config import EXTRA_STRATEGIES, STRATEGIES, STRATEGY_ALIASES
+
+    strategy = STRATEGY_ALIASES.get(strategy, strategy)
+    if strategy == "hybrid":
+        return HybridCompactor(
+            summarizer,
+            context_window,
+            threshold=threshold_tokens / context_window,
+            target=target,
+        )
     if strategy == "summarize":
         return SummarizationCompactor(
             summarizer, threshold_tokens, summarizer_window=context_window
@@ -139,13 +180,10 @@ def build_compactor(
         return SlidingWindowCompactor(max_tokens=threshold_tokens)
     if strategy == "evict":
         return EvictionCompactor(threshold_tokens)
-    if strategy == "phase2":
-        return Phase2Compactor(summarizer, threshold_tokens, context_window=context_window)
-    from harness9.config import STRATEGIES
-
-    raise UsageError(
-        f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}"
-    )
+    if strategy in _EXTRA_FACTORIES:
+        return _EXTRA_FACTORIES[strategy](summarizer, context_window, threshold_tokens)
+    names = (*STRATEGIES, *EXTRA_STRATEGIES)
+    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(names)}")
 
 
 class ContextPolicy:
@@ -162,9 +200,11 @@ class ContextPolicy:
         topics: Compactor | None = None,
         offload: OffloadStore | None = None,
         token_counter: TokenCounter | None = None,
+        recall_budget: int = 0,
     ) -> None:
         """``compactor`` None: nothing is ever compacted. ``auto`` False: never compact
-        behind the user's back (a notice says to run /compact)."""
+        behind the user's back (a notice says to run /compact). ``recall_budget``: the
+        tokens a checkpoint's recall index of folded tool results may take (0: none)."""
         self.compactor = compactor
         self.context_window = context_window
         self.auto = auto
@@ -176,6 +216,7 @@ class ContextPolicy:
         # input tokens of each call. Compaction decisions keep the byte estimate, whose
         # head-room the threshold was chosen for.
         self.token_counter = token_counter
+        self.recall_budget = recall_budget
         self._calibrated = False
         self._lock = threading.Lock()
         self._states: dict[str, SessionContextState] = {}
@@ -214,7 +255,13 @@ class ContextPolicy:
             )
             topics = SelectiveCompressor(detector, summarizer, summarizer_window=context_window)
         return cls(
-            build_compactor(opts.strategy, summarizer, context_window, threshold_tokens=threshold),
+            build_compactor(
+                opts.strategy,
+                summarizer,
+                context_window,
+                threshold_tokens=threshold,
+                target=opts.target,
+            ),
             context_window,
             auto=opts.auto,
             trigger=(
@@ -226,6 +273,7 @@ class ContextPolicy:
             topics=topics,
             offload=offload,
             token_counter=token_counter,
+            recall_budget=max(1, int(context_window * RECALL_SHARE)) if opts.recall else 0,
         )
 
     # -- what users see ----------------------------------------------------------
@@ -253,12 +301,34 @@ class ContextPolicy:
         )
 
     def plan(
-        self, session: CheckpointedSession, system: Message, *, force: bool = False
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        *,
+        force: bool = False,
+        tools: list[ToolDefinition] | None = None,
     ) -> tuple[ModelView, CompactionPlan | None]:
-        """What a compaction would fold right now, without calling any model (--dry-run)."""
+        """What a compaction would do right now, without calling any model (--dry-run).
+
+        The figures are chat's: the messages sent plus the tool definitions. When the
+        compaction needs no model (truncation, eviction, stubs), it is run without
+        storing anything, so ``tokens_after`` is exactly what the checkpoint will say;
+        a summary's size is only known once the model answers, so it stays an estimate.
+        """
         view = load_view(session, system)
         comp = self.compactor
-        return view, (comp.plan(view.messages, force=force) if comp is not None else None)
+        if comp is None:
+            return view, None
+        plan = comp.plan(view.messages, force=force)
+        tool_tokens = estimate_tool_tokens(tools or [])
+        plan.tokens_before += tool_tokens
+        plan.tokens_after += tool_tokens
+        if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
+            result = comp.compact(view.messages, force=force)
+            cp, _ = self.checkpoint_of(session, system, view, result, tools or [])
+            if cp is not None:
+                plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        return view, plan
 
     def compact(
         self,
@@ -323,13 +393,19 @@ class ContextPolicy:
         tools: list[ToolDefinition],
         recent_tools: Sequence[str],
         emit: ContextEventSink = discard,
+        *,
+        may_compact: bool = True,
     ) -> Request:
-        """The messages of the next model call: the view, compacted when it is time."""
+        """The messages of the next model call: the view, compacted when it is time.
+
+        ``may_compact`` False: this model call already had its compaction (the model
+        rejected the context and it was compacted): never two for one call.
+        """
         view = load_view(session, system)
         outgoing = view.messages
         comp = self.compactor
         st = self.state(session.session_id)
-        decision = self._decide(comp, st, view, recent_tools, emit)
+        decision = self._decide(comp, st, view, recent_tools, emit) if may_compact else None
         if comp is not None and decision is not None:
             notice, view, outgoing = self._compact(
                 session, system, view, comp, tools, emit, force=decision == "early"
@@ -445,42 +521,67 @@ class ContextPolicy:
     ) -> tuple[Compaction | None, ModelView, list[Message]]:
         """Run the compactor; returns (notice or None, the view, the messages to send).
 
-        A folding result is stored as a checkpoint and the view rebuilt from it. An
-        in-place result (eviction rewrites old tool results, folds nothing) is a pure
-        function of the stored log, so it is recomputed per request, never stored.
+        Every result that changes the view is stored as a checkpoint, eviction stubs
+        included (ARCHITECTURE decision 7): the view is then a pure function of the log
+        and the latest checkpoint, the same bytes on every request until the next
+        compaction and on ``--resume``. The notice, the checkpoint, ``--dry-run`` and
+        ``/context`` count the same way: the messages sent plus the tool definitions.
         """
-        tool_tokens = estimate_tool_tokens(tools)
-        before = estimate_tokens(view.messages)
-        emit(CompactionStarted(comp.strategy, before))
+        emit(CompactionStarted(comp.strategy, estimate_tokens(view.messages)))
         result = comp.compact(
             view.messages,
             force=force,
             instructions=instructions,
             on_progress=lambda i, n: emit(CompactionProgress(i, n)),
         )
-        after = estimate_tokens(result.messages)
+        cp, new_view = self.checkpoint_of(session, system, view, result, tools)
+        before = estimate_tokens(view.messages)
+        after = estimate_tokens(new_view.messages) if cp is not None else before
         st = self.state(session.session_id)
         st.last_compaction_tokens = after
         gained = after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
-        if not gained:
+        if cp is None or not gained:
             return None, view, view.messages
-        cp = checkpoint_for(view, result, previous=session.latest_checkpoint())
-        if cp is None:
-            if result.plan.cut != 1:
-                return None, view, view.messages
-            evicted = sum(1 for m in result.messages if m.content.startswith(EVICTED_PREFIX))
-            announce = evicted > st.evicted_announced
-            st.evicted_announced = evicted
-            notice = _notice(view.messages, result.messages, tool_tokens, result)
-            if announce:
-                emit(notice)
-            return (notice if announce else None), view, result.messages
-        session.add_checkpoint(cp)
-        st.evicted_announced = 0
-        new_view = load_view(session, system)
-        notice = _notice(view.messages, new_view.messages, tool_tokens, result)
+        cp = session.add_checkpoint(cp)
+        notice = Compaction(
+            tokens_before=cp.tokens_before,
+            tokens_after=cp.tokens_after,
+            msgs_before=cp.messages_before,
+            msgs_after=cp.messages_after,
+            strategy=result.strategy,
+            fallback_reason=result.error,
+        )
         emit(notice)
         return notice, new_view, new_view.messages
+
+    def checkpoint_of(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        result: CompactionResult,
+        tools: list[ToolDefinition],
+    ) -> tuple[Checkpoint | None, ModelView]:
+        """The checkpoint ``result`` would store and the view it gives (nothing is stored).
+
+        Its figures are the ones the notice, ``sessions show`` and ``--dry-run`` print.
+        """
+        cp = checkpoint_for(
+            view,
+            result,
+            previous=session.latest_checkpoint(),
+            recall_budget=self.recall_budget,
+            state_note=state_note(session),
+        )
+        if cp is None:
+            return None, view
+        new_view = build_view(system, session.get_records(after_id=cp.last_message_id), cp)
+        tool_tokens = estimate_tool_tokens(tools)
+        cp.tokens_before = estimate_tokens(view.messages) + tool_tokens
+        cp.tokens_after = estimate_tokens(new_view.messages) + tool_tokens
+        cp.messages_before = len(view.messages)
+        cp.messages_after = len(new_view.messages)
+        return cp, new_view
 
 
 def _notice(

@@ -35,6 +35,7 @@ from harness9.context.compaction import (
     unchanged_plan,
 )
 from harness9.context.patterns import is_offload_marker
+from harness9.context.recall import split_summary
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.schema import (
@@ -245,7 +246,9 @@ class SpanSummarizer:
         """
         previous: str | None = None
         if head and head[0].is_summary:
-            previous = head[0].content[len(SUMMARY_PREFIX) :]
+            # The recall index and state note are the checkpoint's, carried by code: the
+            # summariser gets the summary proper.
+            previous = split_summary(head[0].content[len(SUMMARY_PREFIX) :])
             head = head[1:]
         blocks = render_for_summary(head, tool_result_chars=self.tool_result_chars)
         if previous is not None and self._too_big_to_carry(previous):
@@ -308,6 +311,13 @@ class SpanSummarizer:
             items = [_split_bytes(m, half)[0] for m in merged if m]
             if not items:
                 raise ValueError("the summariser returned empty merged summaries")
+
+
+def summarized_history(msgs: Sequence[Message], cut: int, summary: str) -> list[Message]:
+    """The compacted history: ``msgs[0]``, ``summary`` for ``msgs[1:cut]``, then ``msgs[cut:]``."""
+    return repair_orphaned_tool_pairs(
+        [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
+    )
 
 
 class SummarizationCompactor:
@@ -398,8 +408,8 @@ class SummarizationCompactor:
             return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
         if not summary:
             return self._fall_back(msgs, force, "the summariser returned an empty summary")
-        kept = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[plan.cut :]]
-        return CompactionResult(repair_orphaned_tool_pairs(kept), plan, summary, self.strategy)
+        kept = summarized_history(msgs, plan.cut, summary)
+        return CompactionResult(kept, plan, summary, self.strategy)
 
     def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
         return run_fallback(self.fallback, msgs, force=force, error=error)

@@ -27,10 +27,9 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import Summarizer
+from harness9.context.summarize import Summarizer, summarized_history
 from harness9.context.tokens import estimate_tokens
-from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, Message
 
 _TERM_RE = re.compile(r"[a-z][a-z0-9_]+|[\u3400-\u4dbf\u4e00-\u9fff]")
 _STOPWORD_TEXT = """a an and are as at be been but by can could did do does for from had has have how i if in
@@ -179,9 +178,7 @@ class SelectiveCompressor:
             f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
         )
         summary = f"Finished topics: {topics}\n{summary}"
-        out = repair_orphaned_tool_pairs(
-            [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
-        )
+        out = summarized_history(msgs, cut, summary)
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)
 

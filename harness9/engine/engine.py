@@ -124,6 +124,8 @@ class AgentEngine:
         self._streamed: list[str] = []
         self._lock = threading.RLock()
         self._session = self._holding(session)
+        self._remembered = ""  # the session whose model and window were last stored
+        self._remembered_model = ""  # /model may switch it
 
     @property
     def context_window(self) -> int:
@@ -175,7 +177,9 @@ class AgentEngine:
     def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan | None]:
         """What a compaction would fold right now, without calling any model (--dry-run)."""
         sess = self.session
-        return self.policy.plan(sess, self.system_message(sess), force=force)
+        return self.policy.plan(
+            sess, self.system_message(sess), force=force, tools=self.registry.definitions()
+        )
 
     def compact_now(
         self, *, instructions: str | None = None, force: bool = True
@@ -203,23 +207,29 @@ class AgentEngine:
             result.error = too_big
             emit(ev.Error(too_big))
             return result
+        self._remember_model(sess)
         sess.add_messages([Message(ROLE_USER, user_text)])
         policy.begin_turn(sess, self.prompt_builder.build(sess), emit)
         pending: list[ToolCall] = []  # calls of the last reply whose results are not saved yet
         tools_used: list[str] = []
         self._streamed.clear()
         may_compact_on_overflow = True
+        just_compacted = False  # one compaction per model call, never two
         try:
             while result.iterations < self.options.max_iterations:
                 system = self.prompt_builder.build(sess)
                 tools = self.registry.definitions()
-                request = policy.prepare(sess, system, tools, tools_used[-5:], emit)
+                request = policy.prepare(
+                    sess, system, tools, tools_used[-5:], emit, may_compact=not just_compacted
+                )
+                just_compacted = False
                 emit(ev.TokenUpdate(request.shown_tokens, policy.context_window))
                 answer = self._call_model(
                     sess, system, tools, request, may_compact=may_compact_on_overflow
                 )
                 if answer is None:  # the context overflowed and was compacted: ask again
                     may_compact_on_overflow = False
+                    just_compacted = True
                     continue
                 reply, usage = answer
                 self._streamed.clear()  # complete: stored below (or reported, when empty)
@@ -268,6 +278,14 @@ class AgentEngine:
             result.error = str(exc)
             emit(ev.Error(result.error))
             return result
+
+    def _remember_model(self, sess: CheckpointedSession) -> None:
+        """Store the model and window the session uses (``harness9 compact`` reads them)."""
+        if self._remembered == sess.session_id and self._remembered_model == self.provider.model:
+            return
+        self._remembered = sess.session_id
+        self._remembered_model = self.provider.model
+        sess.remember_model(self.provider.model, self.policy.context_window)
 
     def _report_usage(self, usage: Usage | None) -> None:
         if usage is not None:

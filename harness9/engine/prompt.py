@@ -1,13 +1,19 @@
 """The system prompt, rebuilt every turn and never stored (seed §8.3).
 
-Rebuilding it means an edited AGENTS.md or a changed todo list reaches the
-model on the next turn, and old sessions never lock in an old prompt.
+Rebuilding it means an edited AGENTS.md reaches the model on the next turn, and
+old sessions never lock in an old prompt. It holds nothing that changes within a
+session (ARCHITECTURE decision 7): the first message is the start of every cached
+prefix, so a todo list or a clock in it would invalidate the whole prompt cache on
+every change. The todo list reaches the model through the ``write_todos`` results
+in the conversation and, after a compaction, through the checkpoint's state note
+(harness9.context.recall.state_note); the date is the one the session was first
+seen on in this process.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness9.schema import ROLE_SYSTEM, Message
@@ -24,27 +30,32 @@ directory, and keep a todo list. Work step by step until the user's task is
 done, then answer briefly with what you did. Prefer reading files over guessing.
 Paths are relative to the working directory; you cannot reach outside it.
 When a tool result starts with "📂 [offload:<id>]", the full output was stored
-aside: call offload_recall with that id if you need more than the summary."""
-
-_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+aside: call offload_recall with that id if you need more than the summary.
+Nothing you saw is lost when the conversation is compacted: stubs and the summary's
+recall index give handles (msg_<n>, ofl_<id>) that offload_recall pages back, and
+history_search finds any earlier text of this session."""
 
 
 @dataclass(slots=True)
 class PromptBuilder:
     workdir: Path
     base_prompt: str = BASE_PROMPT
+    _dates: dict[str, str] = field(default_factory=dict)
 
     def build(self, session: Session | None) -> Message:
         parts = [self.base_prompt, "", f"Working directory: {self.workdir}"]
-        parts.append(f"Today's date: {_dt.date.today().isoformat()}")
+        parts.append(f"Today's date: {self.session_date(session)}")
         agents = self._agents_md()
         if agents:
             parts += ["", f"Project instructions from {AGENTS_FILE}:", agents]
-        todos = session.get_todos() if session is not None else None
-        if todos:
-            parts += ["", "Current todo list:"]
-            parts += [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in todos]
         return Message(ROLE_SYSTEM, "\n".join(parts))
+
+    def session_date(self, session: Session | None) -> str:
+        """The date the prompt shows: fixed for a session once it has been built."""
+        today = _dt.date.today().isoformat()
+        if session is None:
+            return today
+        return self._dates.setdefault(session.session_id, today)
 
     def _agents_md(self) -> str:
         path = self.workdir / AGENTS_FILE

@@ -46,7 +46,7 @@ def build_engine(
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
     from harness9.provider import LLMProvider, make_token_counter
-    from harness9.tools import OffloadRecallTool, default_registry
+    from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
     provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
     summarizer = provider
@@ -62,8 +62,10 @@ def build_engine(
         blobs=blobs,
     )
     registry = default_registry()
-    if policy.offload is not None:
-        registry.register(OffloadRecallTool(policy.offload))
+    if policy.offload is not None or opts.recall:
+        registry.register(OffloadRecallTool(policy.offload, handles=opts.recall))
+    if opts.recall:
+        registry.register(HistorySearchTool(policy.offload))
     engine = AgentEngine(
         provider,
         registry,

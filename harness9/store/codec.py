@@ -7,7 +7,9 @@ in one place.
 - A message's tool calls are stored as JSON text, ``[{"id", "name", "arguments"}]``
   (``ToolCall.to_flat``), and NULL when there are none; JSON output uses the
   same flat objects.
-- A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order.
+- A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order;
+  its recall index, stubs and state note (``CHECKPOINT_DETAIL_FIELDS``) live in the
+  ``compaction_details`` table, one row when any is set, and follow in JSON.
 """
 
 from __future__ import annotations
@@ -47,6 +49,18 @@ CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_FIELDS)
 INSERT_CHECKPOINT = (
     f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
     f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+)
+CHECKPOINT_DETAIL_FIELDS = ("recall_index", "rewrites", "state_note")
+# A session's checkpoints with their details (``compaction_details`` has no column named
+# like one of ``compactions``, so the plain names stay unambiguous); append ORDER BY.
+SELECT_CHECKPOINTS = (
+    f"SELECT {CHECKPOINT_COLUMNS}, d.recall_index, d.rewrites, d.state_note FROM compactions "
+    "LEFT JOIN compaction_details AS d ON d.compaction_id = compactions.id "
+    "WHERE session_id = ?"
+)
+INSERT_CHECKPOINT_DETAILS = (
+    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, state_note) "
+    "VALUES (?, ?, ?, ?)"
 )
 
 
@@ -143,10 +157,46 @@ def checkpoint_values(cp: Checkpoint) -> tuple[Any, ...]:
 
 
 def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
-    """A checkpoint from its values in ``CHECKPOINT_FIELDS`` order (a row, for one)."""
-    return Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values, strict=True)))
+    """A checkpoint from its values in ``CHECKPOINT_FIELDS`` order (a row, for one),
+    optionally followed by its ``CHECKPOINT_DETAIL_FIELDS`` values (NULL: none)."""
+    base = len(CHECKPOINT_FIELDS)
+    cp = Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values[:base], strict=True)))
+    if len(values) > base:
+        index, rewrites, state = values[base:]
+        cp.recall_index = index or ""
+        cp.rewrites = decode_rewrites(rewrites or "")
+        cp.state_note = state or ""
+    return cp
+
+
+def checkpoint_details(cp: Checkpoint) -> tuple[str, str, str] | None:
+    """The ``compaction_details`` values, or None when the checkpoint has none."""
+    if not (cp.recall_index or cp.rewrites or cp.state_note):
+        return None
+    return cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note
 
 
 def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
     """A checkpoint as JSON: export files and ``sessions show --json`` alike."""
-    return {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
+    out = {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
+    out["recall_index"] = cp.recall_index
+    out["rewrites"] = {str(k): v for k, v in sorted(cp.rewrites.items())}
+    out["state_note"] = cp.state_note
+    return out
+
+
+def encode_rewrites(rewrites: dict[int, str]) -> str:
+    if not rewrites:
+        return ""
+    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
+
+
+def decode_rewrites(text: str) -> dict[int, str]:
+    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+        return {int(k): str(v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}

@@ -41,7 +41,9 @@ from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CHECKPOINT_TYPES,
     INSERT_CHECKPOINT,
+    INSERT_CHECKPOINT_DETAILS,
     TOOL_CALL_FIELDS,
+    checkpoint_details,
     checkpoint_from_values,
     checkpoint_to_json,
     checkpoint_values,
@@ -68,6 +70,11 @@ class ImportFormatError(HarnessError):
 
 class SessionExistsError(HarnessError):
     """Importing would overwrite a stored session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id} already exists; delete it first or import with --new-id"
+        )
 
 
 @dataclass(slots=True)
@@ -146,6 +153,17 @@ def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: st
     if not ok:
         raise ImportFormatError(f"{where}.{key} has the wrong type ({type(value).__name__})")
     return value
+
+
+def _rewrites(obj: dict[str, Any], where: str) -> dict[int, str]:
+    raw = _get(obj, "rewrites", dict, where) if "rewrites" in obj else {}
+    try:
+        out = {int(k): v for k, v in raw.items()}
+    except ValueError:
+        raise ImportFormatError(f"{where}.rewrites has a key that is not a message id") from None
+    if not all(isinstance(v, str) for v in out.values()):
+        raise ImportFormatError(f"{where}.rewrites has a value that is not text")
+    return out
 
 
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
@@ -236,7 +254,11 @@ def from_document(doc: object) -> SessionSnapshot:
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
         cp = checkpoint_from_values([_checkpoint_field(c, key, where) for key in CHECKPOINT_FIELDS])
-        if cp.last_message_id not in message_ids:
+        # Optional: files written before checkpoints carried them have none.
+        cp.recall_index = _get(c, "recall_index", str, where) if "recall_index" in c else ""
+        cp.rewrites = _rewrites(c, where)
+        cp.state_note = _get(c, "state_note", str, where) if "state_note" in c else ""
+        if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
             )
@@ -302,9 +324,7 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
     try:
         with manager.transaction() as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-                raise SessionExistsError(
-                    f"session {sid} already exists; delete it first or import with --new-id"
-                )
+                raise SessionExistsError(sid)
             keep = (
                 not new_id
                 and _ids_free(conn, "messages", [r.id for r in snap.records])
@@ -329,9 +349,17 @@ def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
             )
             for cp in snap.checkpoints:
                 moved = replace(
-                    cp, id=cp.id if keep else 0, last_message_id=new_ids[cp.last_message_id]
+                    cp,
+                    id=cp.id if keep else 0,
+                    last_message_id=new_ids.get(cp.last_message_id, 0),
+                    # Stubs follow their messages to new ids. (Handles written inside the
+                    # index and stub texts keep the file's ids: kept when they are free.)
+                    rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
                 )
-                conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
+                cur = conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
+                details = checkpoint_details(moved)
+                if details is not None:
+                    conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
     except UnicodeEncodeError:
         raise ImportFormatError("the file holds text that is not valid Unicode") from None
     return sid

@@ -11,11 +11,13 @@ the next write that gets the lock saves them first, in order.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from harness9.schema import Message, TodoItem
+from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
     CheckpointedSession,
@@ -153,11 +155,16 @@ class HoldingSession:
             base = self._last_stored_id()
             held = [r.message for r in self._held]
             self._write()
+            real = [r.id for r in self.inner.get_records(after_id=base) if r.message in held]
+
+            def moved(mid: int) -> int:
+                k = mid - base - 1
+                return real[k] if 0 <= k < len(real) else mid
+
             if cp.last_message_id > base:
-                real = [r.id for r in self.inner.get_records(after_id=base) if r.message in held]
-                k = cp.last_message_id - base - 1
-                if k < len(real):
-                    cp = replace(cp, last_message_id=real[k])
+                cp = replace(cp, last_message_id=moved(cp.last_message_id))
+            if any(k > base for k in cp.rewrites):  # stubs of held messages follow them
+                cp = replace(cp, rewrites={moved(k): v for k, v in cp.rewrites.items()})
         return self.inner.add_checkpoint(cp)
 
     def _last_stored_id(self) -> int:
@@ -191,3 +198,20 @@ class HoldingSession:
 
     def list_checkpoints(self) -> list[Checkpoint]:
         return self.inner.list_checkpoints()
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        found = self.inner.get_record(message_id)
+        if found is not None or not self._held:
+            return found
+        return next((r for r in self.get_records() if r.id == message_id), None)
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        return self.inner.search(query, limit=limit)  # held messages are found once saved
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        # A locked database: the next chat records it; compact then uses its flags.
+        with contextlib.suppress(StoreBusyError):
+            self.inner.remember_model(model, context_window)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        return self.inner.model_settings()

@@ -7,12 +7,14 @@ can run the same specification against both.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
 from dataclasses import replace
 
 from harness9.schema import Message, TodoItem, ToolCall
+from harness9.store.search import SearchHit, SearchQueryError
 from harness9.store.session import Checkpoint, CorruptRow, StoredMessage
 
 
@@ -35,6 +37,7 @@ class MemorySession:
         self._next_id = 1
         self._next_checkpoint_id = 1
         self.corrupt_rows: list[CorruptRow] = []  # always empty: nothing here can be corrupt
+        self._model: tuple[str, int] | None = None
 
     @property
     def session_id(self) -> str:
@@ -87,7 +90,9 @@ class MemorySession:
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         with self._lock:
-            if not any(r.id == cp.last_message_id for r in self._records):
+            if cp.last_message_id != 0 and not any(
+                r.id == cp.last_message_id for r in self._records
+            ):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -101,6 +106,39 @@ class MemorySession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._lock:
             return replace(self._checkpoints[-1]) if self._checkpoints else None
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        with self._lock:
+            for r in self._records:
+                if r.id == message_id:
+                    return StoredMessage(r.id, _copy(r.message), r.created_at)
+        return None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """Messages holding every word of ``query`` (case-insensitive), newest first."""
+        words = [w for w in re.findall(r"\w+", query.lower()) if w]
+        if not words:
+            raise SearchQueryError(f"search query has no words to search for: {query.strip()!r}")
+        hits: list[SearchHit] = []
+        with self._lock:
+            for r in reversed(self._records):
+                text = r.message.content
+                low = text.lower()
+                if all(w in low for w in words):
+                    at = low.find(words[0])
+                    snippet = " ".join(text[max(0, at - 80) : at + 120].split())
+                    hits.append(
+                        SearchHit(self._id, r.id, r.message.role, r.created_at, "", snippet, 0.0)
+                    )
+                    if 0 < limit <= len(hits):
+                        break
+        return hits
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        self._model = (model, context_window)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        return self._model
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._lock:

@@ -216,6 +216,38 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        # Recall memory and cache-stable eviction (ARCHITECTURE decisions 6 and 7). A
+        # checkpoint now also carries the index of the tool results it folded (rendered,
+        # with their recall handles), the eviction stubs that replace kept messages in the
+        # view (JSON {message id: content}; the log itself is never rewritten) and the
+        # state note (todos) the view shows after it.
+        "checkpoint_recall_index_rewrites_and_state",
+        # A table of its own, not ALTER TABLE ADD COLUMN: on SQLite 3.40 any added column
+        # makes later deletes from ``messages`` fail with "no such table: messages" once
+        # another connection changes the schema (the FTS5 delete trigger is re-parsed).
+        """
+        CREATE TABLE compaction_details (
+            compaction_id INTEGER PRIMARY KEY REFERENCES compactions(id) ON DELETE CASCADE,
+            recall_index  TEXT    NOT NULL,
+            rewrites      TEXT    NOT NULL,   -- JSON {message id: stub content}, '' for none
+            state_note    TEXT    NOT NULL
+        );
+        """,
+    ),
+    (
+        # The model and context window a session last used, so `harness9 compact` judges
+        # it as chat does without the user repeating --model/--context-window.
+        "session_model_and_context_window",
+        # A table of its own, for the same reason as compaction_details.
+        """
+        CREATE TABLE session_settings (
+            session_id     TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            model          TEXT    NOT NULL,
+            context_window INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

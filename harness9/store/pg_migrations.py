@@ -175,6 +175,30 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's checkpoint_recall_index_rewrites_and_state and
+        # session_model_and_context_window: a checkpoint's recall index, stubs and state
+        # note; the model and window chat last used for a session.
+        "checkpoint_details_and_session_settings",
+        """
+        CREATE TABLE harness9.compaction_details (
+            compaction_id bigint PRIMARY KEY
+                                 REFERENCES harness9.compactions(id) ON DELETE CASCADE,
+            recall_index  text   NOT NULL,
+            rewrites      text   NOT NULL,
+            state_note    text   NOT NULL
+        );
+        CREATE TABLE harness9.session_settings (
+            session_id     text    PRIMARY KEY
+                                   REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            model          text    NOT NULL,
+            context_window bigint  NOT NULL
+        );
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -23,22 +23,25 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
-    CHECKPOINT_COLUMNS,
+    CHECKPOINT_FIELDS,
     CorruptValueError,
     calls_from_text,
     calls_to_text,
+    checkpoint_details,
     checkpoint_from_values,
 )
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.rows import records_from_rows
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
@@ -49,7 +52,8 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
-from harness9.store.sqlite import AmbiguousSessionError, is_session_id, make_title
+from harness9.store.sqlite import AmbiguousSessionError, is_session_id
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -65,7 +69,6 @@ _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def redact(url: str) -> str:
@@ -93,16 +96,7 @@ def _clean_text(text: str) -> str:
 
 
 def _scrub_text(text: str) -> str:
-    return _SURROGATE_RE.sub("\ufffd", _clean_text(text))
-
-
-def _map_message(m: Message, fix: Any) -> Message:
-    return Message(
-        fix(m.role),
-        fix(m.content),
-        [ToolCall(fix(c.id), fix(c.name), fix(c.arguments)) for c in m.tool_calls],
-        fix(m.tool_call_id),
-    )
+    return scrub_surrogates(_clean_text(text))
 
 
 def _clean_message(m: Message) -> Message:
@@ -110,16 +104,7 @@ def _clean_message(m: Message) -> Message:
         "\x00" in c.arguments or "\x00" in c.name or "\x00" in c.id for c in m.tool_calls
     ):
         return m
-    return _map_message(m, _clean_text)
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
+    return map_message(m, _clean_text)
 
 
 class PostgresManager:
@@ -187,38 +172,33 @@ class PostgresManager:
         return self._conn
 
     @contextmanager
+    def _errors_as(self, verb: str) -> Iterator[None]:
+        """A driver error inside the block becomes one StoreError naming ``verb``."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot {verb} session database {self.location}: {_first_line(exc)}"
+            ) from exc
+
+    @contextmanager
     def read(self) -> Iterator[psycopg.Connection]:
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot read session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("read"):
+            yield self.conn
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """One write transaction; any exception rolls all of it back and propagates."""
         with self._lock:
             conn = self.conn
-            try:
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+            with self._errors_as("write"), conn.transaction():
+                yield conn
 
     @contextmanager
     def statement(self) -> Iterator[psycopg.Connection]:
         """One write that is a single statement: its own transaction, one round trip."""
-        with self._lock:
-            try:
-                yield self.conn
-            except psycopg.Error as exc:
-                raise StoreError(
-                    f"cannot write session database {self.location}: {_first_line(exc)}"
-                ) from exc
+        with self._lock, self._errors_as("write"):
+            yield self.conn
 
     def close(self) -> None:
         with self._lock:
@@ -507,9 +487,7 @@ class PostgresManager:
         try:
             with self.transaction() as conn:
                 if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
-                    raise SessionExistsError(
-                        f"session {sid} already exists; delete it first or import with --new-id"
-                    )
+                    raise SessionExistsError(sid)
                 keep = (
                     not new_id
                     and _ids_reusable(conn, "messages", [r.id for r in records])
@@ -554,7 +532,7 @@ class PostgresManager:
                 for cp in snap.checkpoints:
                     values = (
                         sid,
-                        new_ids[cp.last_message_id],
+                        new_ids.get(cp.last_message_id, 0),
                         _clean_text(cp.summary),
                         cp.strategy,
                         cp.tokens_before,
@@ -564,20 +542,29 @@ class PostgresManager:
                         cp.created_at,
                     )
                     if keep:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (id, session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             (cp.id, *values),
-                        )
+                        ).fetchone()
                     else:
-                        conn.execute(
+                        row = conn.execute(
                             "INSERT INTO compactions (session_id, last_message_id, summary, "
                             "strategy, tokens_before, tokens_after, messages_before, "
                             "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                             values,
+                        ).fetchone()
+                    # Stubs follow their messages to new ids.
+                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
+                    details = checkpoint_details(replace(cp, rewrites=stubs))
+                    if details is not None and row is not None:
+                        conn.execute(
+                            "INSERT INTO compaction_details (compaction_id, recall_index, "
+                            "rewrites, state_note) VALUES (%s, %s, %s, %s)",
+                            (row[0], *(_clean_text(x) for x in details)),
                         )
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
@@ -601,6 +588,14 @@ def _ids_reusable(conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
         return False
     taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1", (ids,)).fetchone()
     return taken is None
+
+
+# A session's checkpoints with their details, as the SQLite store reads them.
+_SELECT_CHECKPOINTS = (
+    f"SELECT {', '.join('c.' + f for f in CHECKPOINT_FIELDS)}, "
+    "d.recall_index, d.rewrites, d.state_note FROM compactions AS c "
+    "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id WHERE c.session_id = %s"
+)
 
 
 class PostgresSession:
@@ -638,16 +633,7 @@ class PostgresSession:
             rows = conn.execute(sql, args).fetchall()
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            try:
-                calls = calls_from_text(calls_json)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            out.append(StoredMessage(rid, Message(role, content, calls, call_id or ""), created))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     def get_todos(self) -> list[TodoItem] | None:
@@ -661,19 +647,47 @@ class PostgresSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s "
-                "ORDER BY id DESC LIMIT 1",
-                (self._id,),
+                _SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1", (self._id,)
             ).fetchone()
         return checkpoint_from_values(row) if row else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
-            rows = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = %s ORDER BY id",
-                (self._id,),
-            ).fetchall()
+            rows = conn.execute(_SELECT_CHECKPOINTS + " ORDER BY id", (self._id,)).fetchall()
         return [checkpoint_from_values(r) for r in rows]
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
+        return recs[0] if recs else None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see PostgresManager.search)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings WHERE session_id = %s",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and window in use (does not count as activity)."""
+        with self._m.transaction() as conn:
+            conn.execute(
+                "INSERT INTO session_settings (session_id, model, context_window) "
+                "SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+                "context_window = excluded.context_window",
+                (self._id, model, context_window, self._id),
+            )
 
     # -- writes (each one transaction) ------------------------------------------------
 
@@ -693,7 +707,7 @@ class PostgresSession:
         try:
             return self._add(clean)
         except UnicodeEncodeError:
-            return self._add([_map_message(m, _scrub_text) for m in clean])
+            return self._add([map_message(m, _scrub_text) for m in clean])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
@@ -714,7 +728,7 @@ class PostgresSession:
                     "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s "
                     "RETURNING id) INSERT INTO messages (session_id, role, content, tool_calls, "
                     "tool_call_id, created_at) SELECT s.id, %s, %s, %s, %s, %s FROM s RETURNING id",
-                    (now, _first_title(msgs), sid, *rows[0][1:]),
+                    (now, first_title(msgs), sid, *rows[0][1:]),
                 ).fetchone()
             if row is None:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -725,7 +739,7 @@ class PostgresSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
                 "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -777,7 +791,7 @@ class PostgresSession:
             "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
             (self._id, ROLE_USER),
         ).fetchall():
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))
@@ -813,7 +827,8 @@ class PostgresSession:
             owner = conn.execute(
                 "SELECT session_id FROM messages WHERE id = %s", (cp.last_message_id,)
             ).fetchone()
-            if owner is None or owner[0] != self._id:
+            # 0: a compaction that folded nothing (it only stubbed old tool results).
+            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -833,4 +848,12 @@ class PostgresSession:
                     created,
                 ),
             ).fetchone() or (0,)
+            details = checkpoint_details(cp)
+            if details is not None:
+                index, rewrites, state = details
+                conn.execute(
+                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
+                    "state_note) VALUES (%s, %s, %s, %s)",
+                    (new_id, _clean_text(index), _clean_text(rewrites), _clean_text(state)),
+                )
         return replace(cp, id=int(new_id), created_at=created)

@@ -7,11 +7,12 @@ message id), and the view sent to the model is rebuilt from the latest one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from harness9.errors import HarnessError
 from harness9.schema import Message, TodoItem
+from harness9.store.search import SearchHit
 
 
 class SessionNotFoundError(HarnessError):
@@ -99,7 +100,8 @@ class Checkpoint:
     """One compaction: everything up to ``last_message_id`` is replaced by ``summary``.
 
     ``summary`` is empty for truncating strategies (budget, window): the folded
-    messages are then simply not sent any more.
+    messages are then simply not sent any more. ``last_message_id`` is 0 for a
+    compaction that folded nothing and only stubbed old tool results (``rewrites``).
     """
 
     last_message_id: int
@@ -111,6 +113,12 @@ class Checkpoint:
     messages_after: int
     created_at: float = 0.0
     id: int = 0
+    # The folded tool results, one line each with its recall handle (shown after the
+    # summary); the eviction stubs replacing kept messages in the view, by message id;
+    # the state (todo list) as it was at the compaction, shown after the index.
+    recall_index: str = ""
+    rewrites: dict[int, str] = field(default_factory=dict)
+    state_note: str = ""
 
 
 @runtime_checkable
@@ -154,3 +162,19 @@ class CheckpointedSession(Session, Protocol):
     def latest_checkpoint(self) -> Checkpoint | None: ...
 
     def list_checkpoints(self) -> list[Checkpoint]: ...
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session, else None."""
+        ...
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (words ANDed), best match first."""
+        ...
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and context window the session is used with."""
+        ...
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) last recorded; None when never."""
+        ...

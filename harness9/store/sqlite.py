@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem, ToolCall
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store import fts_index
 from harness9.store.codec import (
-    CHECKPOINT_COLUMNS,
     INSERT_CHECKPOINT,
+    INSERT_CHECKPOINT_DETAILS,
+    SELECT_CHECKPOINTS,
     CorruptValueError,
+    checkpoint_details,
     checkpoint_from_values,
     checkpoint_values,
     message_from_values,
@@ -40,6 +42,8 @@ from harness9.store.codec import (
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
+from harness9.store.rows import records_from_rows
+from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
@@ -63,8 +67,8 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
     UsageTotals,
-    valid_timestamp,
 )
+from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -74,13 +78,9 @@ STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
-TITLE_MAX_CHARS = 60
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-_WHITESPACE_RE = re.compile(r"\s+")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
@@ -161,45 +161,6 @@ class AmbiguousSessionError(HarnessError):
 def is_session_id(value: object) -> bool:
     """True for a canonical lower-case UUID: the only strings ever used in a path."""
     return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-def make_title(content: str) -> str:
-    """One line of at most TITLE_MAX_CHARS characters: what ``sessions list`` shows."""
-    head = content[:512]  # enough for the title unless it is mostly whitespace
-    text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", head)).strip()
-    if len(text) <= TITLE_MAX_CHARS + 1 and len(content) > len(head):
-        text = _WHITESPACE_RE.sub(" ", _CONTROL_RE.sub(" ", content)).strip()
-    if len(text) > TITLE_MAX_CHARS:
-        text = text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
-    return text
-
-
-def _first_title(msgs: Iterable[Message]) -> str:
-    for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
-            title = make_title(m.content)
-            if title:
-                return title
-    return ""
-
-
-def _scrub_surrogates(text: str) -> str:
-    # A model's JSON can carry a lone "\ud800"; SQLite only stores valid UTF-8.
-    return _SURROGATE_RE.sub("\ufffd", text)
-
-
-def _scrub_message(m: Message) -> Message:
-    return Message(
-        _scrub_surrogates(m.role),
-        _scrub_surrogates(m.content),
-        [
-            ToolCall(
-                _scrub_surrogates(c.id), _scrub_surrogates(c.name), _scrub_surrogates(c.arguments)
-            )
-            for c in m.tool_calls
-        ],
-        _scrub_surrogates(m.tool_call_id),
-    )
 
 
 class Manager:
@@ -808,11 +769,19 @@ class SQLiteSession:
         return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        return self._read_records(limit, after_id)
+
+    def _read_records(
+        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
+    ) -> list[StoredMessage]:
         sql = (
             "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
             "WHERE session_id = ? AND id > ?"
         )
         args: tuple[object, ...] = (self._id, after_id)
+        if upto_id is not None:
+            sql += " AND id <= ?"
+            args += (upto_id,)
         if limit > 0:
             sql += " ORDER BY id DESC LIMIT ?"
             args += (limit,)
@@ -827,22 +796,7 @@ class SQLiteSession:
                 rows = self._read_undecodable(conn, sql, args)
         if limit > 0:
             rows.reverse()
-        out: list[StoredMessage] = []
-        corrupt: list[CorruptRow] = []
-        for rid, role, content, calls_json, call_id, created in rows:
-            if isinstance(role, CorruptRow):
-                corrupt.append(role)
-                continue
-            try:
-                message = message_from_values(role, content, calls_json, call_id)
-            except CorruptValueError as exc:
-                corrupt.append(CorruptRow(rid, str(exc)))
-                continue
-            if not valid_timestamp(created):
-                corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
-                continue
-            out.append(StoredMessage(rid, message, float(created)))
-        self.corrupt_rows = corrupt
+        out, self.corrupt_rows = records_from_rows(rows)
         return out
 
     @staticmethod
@@ -878,16 +832,49 @@ class SQLiteSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         with self._m.read() as conn:
             row = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? "
-                "ORDER BY id DESC LIMIT 1",
+                SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1",
                 (self._id,),
             ).fetchone()
         return checkpoint_from_values(row) if row else None
 
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
+        return recs[0] if recs else None
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see Manager.search)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings WHERE session_id = ?",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def remember_model(self, model: str, context_window: int) -> None:
+        """Record the model and window in use (does not count as activity: updated_at stays)."""
+        with self._m.transaction() as conn:
+            if not self._m._exists(conn, self._id):
+                raise SessionNotFoundError(self._id, "it was deleted")
+            conn.execute(
+                "INSERT INTO session_settings (session_id, model, context_window) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+                "context_window = excluded.context_window",
+                (self._id, model, context_window),
+            )
+
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._m.read() as conn:
             rows = conn.execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM compactions WHERE session_id = ? ORDER BY id",
+                SELECT_CHECKPOINTS + " ORDER BY id",
                 (self._id,),
             ).fetchall()
         return [checkpoint_from_values(r) for r in rows]
@@ -909,7 +896,7 @@ class SQLiteSession:
         try:
             return self._add(msgs)
         except UnicodeEncodeError:
-            return self._add([_scrub_message(m) for m in msgs])
+            return self._add([map_message(m, scrub_surrogates) for m in msgs])
 
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
@@ -921,7 +908,7 @@ class SQLiteSession:
             cur = conn.execute(
                 "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
                 "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (now, len(rows), _first_title(msgs), sid),
+                (now, len(rows), first_title(msgs), sid),
             )
             if cur.rowcount == 0:
                 raise SessionNotFoundError(sid, "it was deleted")
@@ -970,7 +957,7 @@ class SQLiteSession:
         ):
             if not isinstance(content, str):
                 continue  # a damaged row names nothing
-            title = _first_title([Message(ROLE_USER, content)])
+            title = first_title([Message(ROLE_USER, content)])
             if title:
                 break
         conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
@@ -1003,7 +990,8 @@ class SQLiteSession:
             owner = conn.execute(
                 "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
             ).fetchone()
-            if owner is None or owner[0] != self._id:
+            # 0: a compaction that folded nothing (it only stubbed old tool results).
+            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
                 raise ValueError(
                     f"checkpoint names message {cp.last_message_id}, not a message of this session"
                 )
@@ -1012,6 +1000,9 @@ class SQLiteSession:
             row = checkpoint_values(replace(cp, id=0, created_at=created))
             cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
             new_id = cur.lastrowid
+            details = checkpoint_details(cp)
+            if details is not None:
+                conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
         return replace(cp, id=int(new_id or 0), created_at=created)
 
 

@@ -6,6 +6,7 @@ commands need consent (a TTY prompt or --yes) and have a timeout.
 
 from harness9.tools.base import Tool, ToolContext, ToolError, ToolResult
 from harness9.tools.files import ReadFileTool, WriteFileTool
+from harness9.tools.history_search import HistorySearchTool
 from harness9.tools.offload_recall import OffloadRecallTool
 from harness9.tools.registry import ToolRegistry, default_registry
 from harness9.tools.sandbox import PathEscapeError, resolve_in_workdir
@@ -14,6 +15,7 @@ from harness9.tools.todos import ReadTodosTool, WriteTodosTool, render_todos
 
 __all__ = [
     "BashTool",
+    "HistorySearchTool",
     "OffloadRecallTool",
     "PathEscapeError",
     "ReadFileTool",

@@ -1,38 +1,60 @@
-"""offload_recall: page an offloaded tool result back into the conversation."""
+"""offload_recall: page a stored tool result back into the conversation.
+
+Two kinds of handle (ARCHITECTURE decision 6): ``ofl_<12 hex>`` names an output
+offloaded to disk; ``msg_<n>`` names a message of this session's own log, which a
+compaction folded or stubbed (its checkpoint's recall index and stubs give them,
+and so do ``history_search`` hits). The log is never rewritten, so a handle works
+for the life of the session.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness9.context.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore
+from harness9.context.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore, page_text
+from harness9.context.recall import parse_message_handle
 from harness9.schema import ToolDefinition
+from harness9.store.session import CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 
 
 class OffloadRecallTool:
-    """Returns up to 8,000 characters of an offloaded result; ``offset`` pages on."""
+    """Returns up to 8,000 characters of a stored result; ``offset`` pages on."""
 
     name = "offload_recall"
-    # Its output is already a bounded page of an offloaded result: offloading it again
+    # Its output is already a bounded page of a stored result: offloading it again
     # would hand the model a marker for the content it just asked for.
     offload_exempt = True
 
-    def __init__(self, store: OffloadStore) -> None:
+    def __init__(self, store: OffloadStore | None, *, handles: bool = True) -> None:
+        """``store``: offloaded outputs (None: offload is off); ``handles``: accept msg_<n>."""
         self.store = store
+        self.handles = handles
 
     def definition(self) -> ToolDefinition:
+        where = []
+        if self.store is not None:
+            where.append("an offloaded output (ofl_<id>, from a '📂 [offload:<id>]' marker)")
+        if self.handles:
+            where.append(
+                "a message of this session folded or stubbed by compaction (msg_<n>, from a "
+                "stub, the summary's recall index or a history_search hit)"
+            )
         return ToolDefinition(
             name=self.name,
             description=(
-                "Recall the full content of a tool result that was offloaded to disk. "
-                "The id is in the result's '📂 [offload:<id>]' marker. Returns at most "
-                f"{RECALL_MAX_CHARS} characters; pass offset to continue where a "
-                "truncated recall stopped."
+                "Recall the full content of a stored tool result: "
+                + "; or ".join(where)
+                + f". Returns at most {RECALL_MAX_CHARS} characters; pass offset to continue "
+                "where a truncated recall stopped."
             ),
             parameters={
                 "type": "object",
                 "properties": {
-                    "id": {"type": "string", "description": "offload id, e.g. ofl_0123456789ab"},
+                    "id": {
+                        "type": "string",
+                        "description": "the handle, e.g. ofl_0123456789ab or msg_42",
+                    },
                     "offset": {
                         "type": "integer",
                         "minimum": 0,
@@ -60,8 +82,29 @@ class OffloadRecallTool:
             limit = int(args.get("limit", RECALL_MAX_CHARS) or RECALL_MAX_CHARS)
         except (TypeError, ValueError):
             return ToolResult.error("offload_recall: offset and limit must be integers")
+        message_id = parse_message_handle(oid) if self.handles else None
         try:
-            text = self.store.recall(ctx.session_id, oid, offset=offset, limit=limit)
+            if message_id is not None:
+                text = self._page_message(ctx, message_id, offset, limit)
+            elif self.store is None:
+                return ToolResult.error(f"offload_recall: no stored result with id {oid!r}")
+            else:
+                text = self.store.recall(ctx.session_id, oid, offset=offset, limit=limit)
         except OffloadError as exc:
             return ToolResult.error(f"offload_recall: {exc}", offload_id=oid)
         return ToolResult(text, metadata={"offload_id": oid, "offset": offset})
+
+    @staticmethod
+    def _page_message(ctx: ToolContext, message_id: int, offset: int, limit: int) -> str:
+        session = ctx.session
+        record = (
+            session.get_record(message_id) if isinstance(session, CheckpointedSession) else None
+        )
+        if record is None:
+            raise OffloadError(f"no message msg_{message_id} in this session")
+        msg = record.message
+        text = msg.content
+        if msg.tool_calls:  # an assistant's calls: show what it asked for
+            calls = "\n".join(f"-> {c.name}({c.arguments})" for c in msg.tool_calls)
+            text = f"{text}\n{calls}" if text else calls
+        return page_text(text, offset, limit)

@@ -21,9 +21,13 @@ def render_plan(
     out: Console, view: ModelView, plan: CompactionPlan, summary: dict[str, Any]
 ) -> None:
     """Print the plan as a table of the view's messages, then one verdict line."""
-    fold_word = {"summarize": "summarize", "phase2": "summarize", "evict": "evict"}.get(
-        plan.strategy, "drop"
-    )
+    fold_word = {
+        "summarize": "summarize",
+        "hybrid": "summarize",
+        "evict+summary": "summarize",
+        "evict": "evict",
+        "hybrid:stubs": "stub",
+    }.get(plan.strategy, "drop")
     table = Table(title=f"session {summary['session']}", show_lines=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("role", no_wrap=True)

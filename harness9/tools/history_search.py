@@ -1,0 +1,101 @@
+"""history_search: full-text search over this session's whole stored log.
+
+The log keeps every message, folded or not, so this finds what compaction took out
+of the context (ARCHITECTURE decision 6). Each hit carries a recall handle for
+``offload_recall``; hits still in the current context are marked, so the model does
+not page back what it already has. Offloaded outputs are searched too: their full
+text lives on disk, not in the log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness9.context.offload import OffloadStore, matching_line, query_words
+from harness9.context.recall import message_handle
+from harness9.errors import HarnessError
+from harness9.schema import ROLE_TOOL
+from harness9.store.search import plain_snippet
+from harness9.store.session import CheckpointedSession
+from harness9.tools.base import ToolContext, ToolResult
+
+HEADER = "[history_search]"
+MAX_HITS = 8
+SCAN_HITS = 200
+
+
+class HistorySearchTool:
+    name = "history_search"
+    # Hits are short snippets; its output must stay inline.
+    offload_exempt = True
+
+    def __init__(self, store: OffloadStore | None = None) -> None:
+        self.store = store
+
+    def definition(self) -> Any:
+        from harness9.schema import ToolDefinition
+
+        return ToolDefinition(
+            name=self.name,
+            description=(
+                "Search everything said and every tool result in this session, including "
+                "what compaction folded out of the context. All words must match. Returns "
+                "snippets with handles; pass a handle to offload_recall for the full text."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "words to find, e.g. a path"}
+                },
+                "required": ["query"],
+            },
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult.error("history_search: 'query' must be a non-empty string")
+        session = ctx.session
+        if not isinstance(session, CheckpointedSession):
+            return ToolResult.error("history_search needs a stored session")
+        try:
+            # Over-fetch: earlier searches' outputs quote the same words and are skipped.
+            hits = session.search(query, limit=SCAN_HITS)
+        except HarnessError as exc:
+            return ToolResult.error(f"history_search: {exc}")
+        cp = session.latest_checkpoint()
+        floor = cp.last_message_id if cp is not None else 0
+        stubbed = cp.rewrites if cp is not None else {}
+        words = query_words(query)
+        out_of_view: list[str] = []
+        in_view: list[str] = []
+        for hit in hits:
+            record = session.get_record(hit.message_id)
+            if record is None or record.message.content.startswith(HEADER):
+                continue  # an earlier search's own output
+            msg = record.message
+            body = msg.content + "".join(f"\n{c.name} {c.arguments}" for c in msg.tool_calls)
+            snippet = matching_line(body, words) or plain_snippet(hit.snippet)
+            role = "tool result" if msg.role == ROLE_TOOL else msg.role
+            if hit.message_id <= floor or hit.message_id in stubbed:
+                where = "folded" if hit.message_id <= floor else "stubbed"
+                out_of_view.append(f"{message_handle(hit.message_id)} [{role}, {where}] {snippet}")
+            else:
+                in_view.append(f"{message_handle(hit.message_id)} [{role}, in context] {snippet}")
+            if len(out_of_view) >= MAX_HITS:
+                break
+        # What the context no longer shows comes first: that is what the search is for.
+        lines = (out_of_view + in_view)[:MAX_HITS]
+        if self.store is not None and len(lines) < MAX_HITS:
+            for oid, line in self.store.search(ctx.session_id, query, limit=MAX_HITS - len(lines)):
+                lines.append(f"{oid} [offloaded output] {line}")
+        if not lines:
+            return ToolResult(f"{HEADER} no match for {query.strip()!r} in this session")
+        head = (
+            f"{HEADER} {len(lines)} hits for {query.strip()!r} "
+            f'(offload_recall(id="<handle>") pages one in full):'
+        )
+        return ToolResult("\n".join([head, *lines]))
+
+
+__all__ = ["HEADER", "HistorySearchTool"]

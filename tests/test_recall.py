@@ -1,0 +1,128 @@
+"""Recall memory and the hybrid compactor, as pure functions over messages."""
+
+from __future__ import annotations
+
+import re
+
+from harness9.context.hybrid import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
+from harness9.context.recall import (
+    IndexEntry,
+    key_argument,
+    parse_message_handle,
+    render_index,
+    split_summary,
+    stub_for,
+    with_handle,
+)
+from harness9.context.view import ModelView, checkpoint_for
+from harness9.schema import Message, ToolCall, Usage
+
+
+class Summariser:
+    def __init__(self, text: str = "**Goal:** go on.", fail: bool = False) -> None:
+        self.text, self.fail, self.calls = text, fail, 0
+
+    def generate(self, messages, tools):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("down")
+        return Message("assistant", self.text), Usage()
+
+
+def history(n: int, size: int = 2000) -> list[Message]:
+    msgs = [Message("system", "sys")]
+    for i in range(n):
+        msgs += [
+            Message("user", f"step {i}"),
+            Message("assistant", "", [ToolCall(f"c{i}", "bash", f'{{"command": "cat f{i}"}}')]),
+            Message("tool", f"out {i} " + "x" * size, tool_call_id=f"c{i}"),
+            Message("assistant", f"done {i}"),
+        ]
+    return msgs
+
+
+def test_handles_name_message_ids_only():
+    assert parse_message_handle("msg_42") == 42
+    assert parse_message_handle(" msg_7 ") == 7
+    for bad in ("msg_0", "msg_-1", "msg_x", "ofl_0123456789ab", "", "msg_1.5"):
+        assert parse_message_handle(bad) is None
+
+
+def test_key_argument_is_the_command_or_path_on_one_line():
+    assert key_argument('{"command": "cat a\\n b.log"}') == "cat a b.log"
+    assert key_argument('{"path": "src/x.py", "n": 3}') == "src/x.py"
+    assert len(key_argument('{"command": "' + "y" * 300 + '"}')) == 80
+    assert key_argument("not json") == "not json"
+
+
+def test_the_index_keeps_the_newest_lines_within_budget_and_counts_the_rest():
+    entries = [IndexEntry(f"msg_{i}", "bash", f"cat f{i}", 1000) for i in range(1, 201)]
+
+    text = render_index("", entries, budget_tokens=400)
+
+    lines = [x for x in text.splitlines() if x.startswith("- ")]
+    assert lines[-1].startswith("- msg_200 bash `cat f200`") and len(lines) < 200
+    assert f"… and {200 - len(lines)} earlier tool results not listed" in text
+    again = render_index(text, [IndexEntry("msg_201", "bash", "ls", 10)], budget_tokens=400)
+    assert "- msg_201 bash `ls`" in again  # carried over and extended
+    listed = sum(1 for x in again.splitlines() if x.startswith("- "))
+    assert f"… and {201 - listed} earlier" in again
+
+
+def test_the_summariser_never_sees_the_index_or_the_state_as_summary():
+    text = "**Goal:** x.\n\n## Recall index\n- msg_1 bash\n\n## State at the last compaction\n[ ] a"
+    assert split_summary(text) == "**Goal:** x."
+
+
+def test_a_stub_points_to_its_offloaded_output_or_gets_its_message_handle():
+    marker = Message(
+        "tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\nsum", tool_call_id="c"
+    )
+    assert 'offload_recall(id="ofl_0123456789ab")' in stub_for(marker).content
+    plain = stub_for(Message("tool", "z" * 4000, tool_call_id="c")).content
+    assert plain.startswith("[stubbed] 1000 tokens")
+    assert with_handle(plain, 9).endswith('offload_recall(id="msg_9") for it')
+
+
+def test_hybrid_stubs_old_results_without_a_model_when_that_reaches_the_target():
+    summariser = Summariser()
+    comp = HybridCompactor(summariser, 10_000)
+    msgs = history(8, size=4000)
+
+    res = comp.compact(msgs)
+
+    assert res.strategy == STRATEGY_STUBS and summariser.calls == 0
+    stubbed = [m for m in res.messages if m.content.startswith("[stubbed]")]
+    assert len(stubbed) == 5  # all but the newest 3 tool groups
+    assert res.plan.tokens_after <= comp.target_tokens < comp.threshold_tokens
+
+
+def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds():
+    comp = HybridCompactor(Summariser(), 4_000)
+    msgs = history(150, size=600)
+    ids = [None, *range(1, len(msgs))]
+
+    res = comp.compact(msgs)
+
+    assert res.strategy == STRATEGY_HYBRID and res.summary
+    cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=comp.recall_budget)
+    assert cp is not None and cp.last_message_id > 0
+    assert re.search(r"^- msg_\d+ bash `cat f\d+` \(152 tokens\)$", cp.recall_index, re.M)
+    assert "earlier tool results not listed" in cp.recall_index  # the rest: counted
+    assert all('offload_recall(id="msg_' in v for v in cp.rewrites.values())
+
+
+def test_hybrid_falls_back_to_truncation_when_the_summariser_fails():
+    comp = HybridCompactor(Summariser(fail=True), 4_000)
+
+    res = comp.compact(history(150, size=600))
+
+    assert res.error and "down" in res.error and res.summary is None
+    assert len(res.messages) < 1 + 150 * 4
+
+
+def test_hybrid_under_the_threshold_does_nothing():
+    comp = HybridCompactor(Summariser(), 100_000)
+    msgs = history(3)
+    res = comp.compact(msgs)
+    assert not res.plan.would_compact and res.messages == msgs
