@@ -111,7 +111,13 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+# The scripted model's window. Stated, as a user of a local server is told to: without it
+# every chat prints that the window is a guess, a note that is noise in a fault's stderr.
+CHAOS_WINDOW = "256000"
+
+
 def chat_argv(server: ScriptedLLMServer, *args: str) -> list[str]:
+    window = [] if "--context-window" in args else ["--context-window", CHAOS_WINDOW]
     return [
         sys.executable,
         "-m",
@@ -122,6 +128,7 @@ def chat_argv(server: ScriptedLLMServer, *args: str) -> list[str]:
         "--api-base",
         server.base_url,
         "--yes",
+        *window,
         *args,
     ]
 
@@ -820,14 +827,29 @@ def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds:
 # -- damaged state ---------------------------------------------------------------------------
 
 
+def without_recap(err: str) -> str:
+    """``err`` without the resume recap `chat --resume` prints before its first prompt.
+
+    The recap (the session line, then the last exchange, indented) is start-up
+    information, not an error: what is checked is that the fault is one line.
+    """
+    lines = err.splitlines(keepends=True)
+    if not lines or not lines[0].startswith("resumed session "):
+        return err
+    rest = lines[1:]
+    while rest and rest[0].startswith("  "):
+        rest.pop(0)
+    return "".join(rest)
+
+
 def one_line_with_advice(
     r: subprocess.CompletedProcess[str], path: Path, advice: str
 ) -> str | None:
-    err = r.stderr
+    err = without_recap(r.stderr)
     if r.returncode == 0:
         return f"exit 0 (stderr {err!r})"
     if err.count("\n") != 1:
-        return f"not one line: {err!r}"
+        return f"not one line: {r.stderr!r}"
     if str(path) not in err:
         return f"does not name {path}: {err!r}"
     if advice not in err:

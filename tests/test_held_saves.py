@@ -22,7 +22,7 @@ from harness9.engine.engine import AgentEngine, EngineOptions
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider
 from harness9.schema import Message
-from harness9.store import Checkpoint, Manager, StoreBusyError
+from harness9.store import Checkpoint, Manager, StoreBusyError, StoreError
 from harness9.store.holding import HoldingSession, held_notice
 from harness9.tools import default_registry
 
@@ -190,3 +190,30 @@ def test_a_chat_reply_saved_into_a_locked_database_is_kept_shown_and_saved_next_
     sent = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]
     assert sent == ["hello", "first reply", "again"]
     assert engine.flush_held() == 0
+
+
+def test_a_full_disk_fails_its_write_once_and_is_not_held_for_later(
+    manager: Manager, db: Path, tmp_path: Path
+):
+    # Holding is for a lock, which passes by itself. A full disk is reported by the
+    # write that met it; held, the same write would fail again at every later save and
+    # once more at exit, repeating an error the user has already seen.
+    inner = manager.new_session()
+    inner.add_messages([Message("user", "question")])
+    s = HoldingSession(inner, retry_s=0.2)
+    locker = Locker(db, tmp_path)
+    try:
+        s.add_messages([Message("assistant", "held by the lock")])
+    finally:
+        locker.unlock()
+    (pages,) = manager.conn.execute("PRAGMA page_count").fetchone()
+    manager.conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own SQLITE_FULL path
+
+    with pytest.raises(StoreError, match="disk is full") as err:
+        s.add_messages([Message("tool", "x" * 200_000, tool_call_id="c1")])
+
+    assert not isinstance(err.value, StoreBusyError)
+    assert [m.content for m in s.held] == ["held by the lock"]  # what the lock held stays
+    manager.conn.execute("PRAGMA max_page_count = 1073741823")
+    assert s.flush()  # nothing of the failed write comes back
+    assert contents(manager, s.session_id) == ["question", "held by the lock"]

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -130,6 +132,52 @@ def test_a_file_in_place_of_the_home_directory_says_what_to_do(tmp_path: Path, m
     # chat reads config.toml first, then the store: either way the file and the fix are named
     assert f"{home}/" in result.stderr and "HARNESS9_HOME" in result.stderr
     assert home.read_text() == "not a directory"
+
+
+def test_a_home_you_cannot_read_is_one_line_naming_it_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Reading commands first look for a config.toml (it may name a PostgreSQL store). In a
+    # directory you cannot search, that look fails with EACCES; the store then names the
+    # directory and the fix, as it does without a config file.
+    as_nobody = os.geteuid() == 0  # root reads any directory
+    if as_nobody and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot run as another user")
+    # Outside pytest's own 0700 temporary tree, so that another user can reach it.
+    base = Path(tempfile.mkdtemp(prefix="harness9-unreadable-")) if as_nobody else tmp_path
+    try:
+        base.chmod(0o755)
+        home = base / "home"
+        home.mkdir()
+        with Manager(home / "sessions.db") as m:
+            m.new_session()
+        if as_nobody:
+            home.chmod(0o700)
+            env = dict(os.environ, HARNESS9_HOME=str(home), PYTHONPATH=str(Path.cwd()))
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            r = subprocess.run(
+                [*argv, sys.executable, "-m", "harness9", "sessions", "list"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            code, err = r.returncode, r.stderr
+        else:
+            monkeypatch.setenv("HARNESS9_HOME", str(home))
+            home.chmod(0)
+            try:
+                result = runner.invoke(app, ["sessions", "list"])
+            finally:
+                home.chmod(0o700)
+            code, err = result.exit_code, result.stderr
+    finally:
+        if as_nobody:
+            shutil.rmtree(base)
+
+    assert code == 1 and err.count("\n") == 1, err
+    assert "internal error" not in err
+    assert f"the directory {home} cannot be read by you" in err and "check that you own it" in err
 
 
 # -- concurrency with clean-up -----------------------------------------------------------

@@ -101,6 +101,7 @@ def chat(
     from harness9.provider.pricing import call_cost
     from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
+    from harness9.store.session import StoreError
     from harness9.ui.approval import TerminalApprover, discard_type_ahead
     from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
@@ -205,12 +206,15 @@ def chat(
         )
         code = loop.run() if one_shot is None else loop.run_once(one_shot)
         # A reply held back by a locked database gets one more patient try before exit.
-        unsaved = engine.flush_held()
+        reason = f"the session database {manager.location} stayed locked by another process"
+        try:
+            unsaved = engine.flush_held()
+        except StoreError as exc:  # e.g. the disk filled up while a lock held them back
+            unsaved, reason = len(engine.session.held), str(exc)
         if unsaved:
             what = "1 message" if unsaved == 1 else f"{unsaved} messages"
             err.print(
-                f"error: {what} of this session could not be saved: the session database "
-                f"{manager.path} stayed locked by another process",
+                f"error: {what} of this session could not be saved: {reason}",
                 style="red",
                 markup=False,
             )

@@ -140,7 +140,11 @@ def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
     if cfg is None:
         # No file (or no home directory at all): nothing to read, and nothing to complain
         # about here; the SQLite store reports a broken home itself, in its own words.
-        if not config.config_path().is_file():
+        try:
+            present = config.config_path().is_file()
+        except OSError:  # a home you cannot search (EACCES): the SQLite store names it
+            present = False
+        if not present:
             return None
         cfg = config.load_config_file()
     value = cfg.get(CONFIG_KEY)

@@ -23,6 +23,7 @@ from harness9.store.session import (
     CheckpointedSession,
     StoreBusyError,
     StoredMessage,
+    StoreError,
 )
 
 SAVE_RETRY_S = 15.0  # retries after the first attempt's own wait for the lock
@@ -112,6 +113,14 @@ class HoldingSession:
                 pause = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
                 time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
                 attempt += 1
+            except StoreError:
+                # Not a lock that passes by itself (a full disk, a damaged file): this
+                # write fails here, with the store's one-line error, exactly as it would
+                # without holding. Keeping it would only fail again at every later write
+                # and once more at exit, repeating an error the user has already seen.
+                # What a lock held back before this write stays held.
+                del self._held[earlier:]
+                raise
         self._held = []
         if self._told and self._on_saved is not None:
             what = "1 held message" if earlier == 1 else f"{earlier} held messages"

@@ -95,7 +95,8 @@ def advice(detail: str) -> str:
         return "; it was left untouched: move it aside or point HARNESS9_HOME elsewhere"
     if "disk is full" in text or "no space" in text:
         return (
-            "; nothing was lost: free some disk space (or point HARNESS9_HOME elsewhere) and retry"
+            "; the file is intact but this write was not saved: free some disk space "
+            "(or point HARNESS9_HOME elsewhere) and retry"
         )
     if "disk i/o error" in text:
         # A full disk shows up like this when SQLite cannot create its -wal/-shm files.
