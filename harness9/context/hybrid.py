@@ -43,9 +43,14 @@ from harness9.context.eviction import tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, Summarizer
+from harness9.context.summarize import (
+    SUMMARY_ESTIMATE_CAP,
+    Summarizer,
+    failure_text,
+    summarized_result,
+)
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -186,14 +191,9 @@ class HybridCompactor:
                 instructions=instructions,
             )
         except Exception as exc:  # any provider failure: compaction must not fail
-            error = f"{type(exc).__name__}: {exc}"
             # On the stubbed history: what stubbing saved is not thrown away.
-            return run_fallback(self.fallback, stubbed, force=True, error=error)
-        out = repair_orphaned_tool_pairs(
-            [stubbed[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *stubbed[cut:]]
-        )
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, STRATEGY_HYBRID)
+            return run_fallback(self.fallback, stubbed, force=True, error=failure_text(exc))
+        return summarized_result(stubbed, cut, plan, summary, STRATEGY_HYBRID)
 
     # -- internals -----------------------------------------------------------------------
 

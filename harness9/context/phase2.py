@@ -50,7 +50,7 @@ from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, str
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import Summarizer, summarized_history
+from harness9.context.summarize import Summarizer, failure_text, summarized_result
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
 
@@ -166,12 +166,9 @@ class Phase2Compactor:
                 spill=self._spill if self.offload is not None else None,
             )
         except Exception as exc:  # provider errors of any kind: compaction must not fail
-            error = f"{type(exc).__name__}: {exc}"
             # On the evicted history: what eviction saved is not thrown away.
-            return run_fallback(self.fallback, evicted, force=force, error=error)
-        out = summarized_history(evicted, cut, summary)
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
+            return run_fallback(self.fallback, evicted, force=force, error=failure_text(exc))
+        return summarized_result(evicted, cut, plan, summary, STRATEGY_SUMMARY)
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False

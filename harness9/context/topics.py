@@ -27,7 +27,7 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.summarize import Summarizer, summarized_history
+from harness9.context.summarize import Summarizer, failure_text, summarized_result
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, Message
 
@@ -171,16 +171,12 @@ class SelectiveCompressor:
             summary = structured_summary(self.span, msgs[1:cut], on_progress=on_progress)
         except Exception as exc:  # provider errors of any kind: keep the history as it is
             plan.tokens_after = plan.tokens_before
-            return CompactionResult(
-                list(msgs), plan, None, self.strategy, error=f"{type(exc).__name__}: {exc}"
-            )
+            return CompactionResult(list(msgs), plan, None, self.strategy, error=failure_text(exc))
         topics = "; ".join(
             f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
         )
         summary = f"Finished topics: {topics}\n{summary}"
-        out = summarized_history(msgs, cut, summary)
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, self.strategy)
+        return summarized_result(msgs, cut, plan, summary, self.strategy)
 
     def _plan(
         self, msgs: Sequence[Message], force: bool
