@@ -35,7 +35,6 @@ from harness9.store.codec import (
     calls_from_text,
     calls_to_text,
     checkpoint_details,
-    checkpoint_from_values,
 )
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
@@ -52,6 +51,7 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
+from harness9.store.sql_session import SqlSessionBase
 from harness9.store.sqlite import AmbiguousSessionError, is_session_id
 from harness9.store.titles import first_title
 
@@ -598,25 +598,19 @@ _SELECT_CHECKPOINTS = (
 )
 
 
-class PostgresSession:
+class PostgresSession(SqlSessionBase):
     """One session's history in the PostgreSQL store (see the Session protocol)."""
+
+    PARAM = "%s"
+    SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
+    _m: PostgresManager
 
     def __init__(self, manager: PostgresManager, session_id: str) -> None:
         self._m = manager
         self._id = session_id
         self.corrupt_rows: list[CorruptRow] = []
 
-    @property
-    def session_id(self) -> str:
-        return self._id
-
-    def __repr__(self) -> str:
-        return f"PostgresSession({self._id!r})"
-
     # -- reads -------------------------------------------------------------------
-
-    def get_messages(self, limit: int = 0) -> list[Message]:
-        return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         sql = (
@@ -636,47 +630,12 @@ class PostgresSession:
         out, self.corrupt_rows = records_from_rows(rows)
         return out
 
-    def get_todos(self) -> list[TodoItem] | None:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                "SELECT content, status FROM todos WHERE session_id = %s ORDER BY position",
-                (self._id,),
-            ).fetchall()
-        return [TodoItem(c, s) for c, s in rows] or None
-
-    def latest_checkpoint(self) -> Checkpoint | None:
-        with self._m.read() as conn:
-            row = conn.execute(
-                _SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1", (self._id,)
-            ).fetchone()
-        return checkpoint_from_values(row) if row else None
-
-    def list_checkpoints(self) -> list[Checkpoint]:
-        with self._m.read() as conn:
-            rows = conn.execute(_SELECT_CHECKPOINTS + " ORDER BY id", (self._id,)).fetchall()
-        return [checkpoint_from_values(r) for r in rows]
-
     def get_record(self, message_id: int) -> StoredMessage | None:
         """The stored message with this id if it belongs to this session (a recall handle)."""
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
         return recs[0] if recs else None
-
-    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
-        """This session's messages matching ``query`` (see PostgresManager.search)."""
-        return self._m.search(query, limit=limit, session_id=self._id)
-
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) chat last used for this session; None if never recorded."""
-        with self._m.read() as conn:
-            row = conn.execute(
-                "SELECT model, context_window FROM session_settings WHERE session_id = %s",
-                (self._id,),
-            ).fetchone()
-        if row is None or not row[0]:
-            return None
-        return str(row[0]), int(row[1] or 0)
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity)."""
@@ -690,14 +649,6 @@ class PostgresSession:
             )
 
     # -- writes (each one transaction) ------------------------------------------------
-
-    def _touch(self, conn: psycopg.Connection, now: float, count_delta: int = 0) -> None:
-        cur = conn.execute(
-            "UPDATE sessions SET updated_at = %s, message_count = message_count + %s WHERE id = %s",
-            (now, count_delta, self._id),
-        )
-        if cur.rowcount == 0:
-            raise SessionNotFoundError(self._id, "it was deleted")
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""

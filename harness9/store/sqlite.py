@@ -35,7 +35,6 @@ from harness9.store.codec import (
     SELECT_CHECKPOINTS,
     CorruptValueError,
     checkpoint_details,
-    checkpoint_from_values,
     checkpoint_values,
     message_from_values,
     message_values,
@@ -68,6 +67,7 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
+from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -746,26 +746,18 @@ class Manager:
                 self.on_session_deleted(sid)
 
 
-class SQLiteSession:
+class SQLiteSession(SqlSessionBase):
     """One session's history in the Manager's database (see the Session protocol)."""
+
+    PARAM = "?"
+    SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
+    _m: Manager
 
     def __init__(self, manager: Manager, session_id: str) -> None:
         self._m = manager
         self._id = session_id
         # Rows the last read had to skip; refreshed by every read of messages.
         self.corrupt_rows: list[CorruptRow] = []
-
-    @property
-    def session_id(self) -> str:
-        return self._id
-
-    def __repr__(self) -> str:
-        return f"SQLiteSession({self._id!r})"
-
-    # -- reads -------------------------------------------------------------------
-
-    def get_messages(self, limit: int = 0) -> list[Message]:
-        return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         return self._read_records(limit, after_id)
@@ -820,43 +812,12 @@ class SQLiteSession:
             rows.append((rid, *texts, created))
         return rows
 
-    def get_todos(self) -> list[TodoItem] | None:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                "SELECT content, status FROM todos WHERE session_id = ? ORDER BY position",
-                (self._id,),
-            ).fetchall()
-        return [TodoItem(c, s) for c, s in rows] or None
-
-    def latest_checkpoint(self) -> Checkpoint | None:
-        with self._m.read() as conn:
-            row = conn.execute(
-                SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-        return checkpoint_from_values(row) if row else None
-
     def get_record(self, message_id: int) -> StoredMessage | None:
         """The stored message with this id if it belongs to this session (a recall handle)."""
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
         return recs[0] if recs else None
-
-    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
-        """This session's messages matching ``query`` (see Manager.search)."""
-        return self._m.search(query, limit=limit, session_id=self._id)
-
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) chat last used for this session; None if never recorded."""
-        with self._m.read() as conn:
-            row = conn.execute(
-                "SELECT model, context_window FROM session_settings WHERE session_id = ?",
-                (self._id,),
-            ).fetchone()
-        if row is None or not row[0]:
-            return None
-        return str(row[0]), int(row[1] or 0)
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity: updated_at stays)."""
@@ -870,23 +831,7 @@ class SQLiteSession:
                 (self._id, model, context_window),
             )
 
-    def list_checkpoints(self) -> list[Checkpoint]:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                SELECT_CHECKPOINTS + " ORDER BY id",
-                (self._id,),
-            ).fetchall()
-        return [checkpoint_from_values(r) for r in rows]
-
     # -- writes (each one transaction) ------------------------------------------------
-
-    def _touch(self, conn: sqlite3.Connection, now: float, count_delta: int = 0) -> None:
-        cur = conn.execute(
-            "UPDATE sessions SET updated_at = ?, message_count = message_count + ? WHERE id = ?",
-            (now, count_delta, self._id),
-        )
-        if cur.rowcount == 0:
-            raise SessionNotFoundError(self._id, "it was deleted")
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""
