@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import ROLE_USER, Message, TodoItem
+from harness9.schema import Message, TodoItem
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CorruptValueError,
@@ -726,36 +726,8 @@ class PostgresSession(SqlSessionBase):
                 raise StoreError(
                     f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
                 ) from exc
-            conn.execute("DELETE FROM messages WHERE id = %s", (rid,))
-            conn.execute(
-                "DELETE FROM compactions WHERE session_id = %s AND last_message_id >= %s",
-                (self._id, rid),
-            )
-            self._touch(conn, time.time(), -1)
-            if role == ROLE_USER:
-                self._retitle(conn)
+            self._drop_newest(conn, rid, role, time.time())
         return Message(role, content, calls, call_id or "")
-
-    def _retitle(self, conn: psycopg.Connection) -> None:
-        title = ""
-        for (content,) in conn.execute(
-            "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
-            (self._id, ROLE_USER),
-        ).fetchall():
-            title = first_title([Message(ROLE_USER, content)])
-            if title:
-                break
-        conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))
-
-    def clear(self) -> None:
-        """Delete every message and checkpoint; the todo list stays (it is not history)."""
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM messages WHERE session_id = %s", (self._id,))
-            conn.execute("DELETE FROM compactions WHERE session_id = %s", (self._id,))
-            conn.execute(
-                "UPDATE sessions SET message_count = 0, title = '' WHERE id = %s", (self._id,)
-            )
 
     def save_todos(self, items: list[TodoItem]) -> None:
         rows = [(self._id, i, _clean_text(t.content), t.status) for i, t in enumerate(items)]
@@ -775,14 +747,7 @@ class PostgresSession(SqlSessionBase):
         created = cp.created_at or now
         with self._m.transaction() as conn:
             self._touch(conn, now)
-            owner = conn.execute(
-                "SELECT session_id FROM messages WHERE id = %s", (cp.last_message_id,)
-            ).fetchone()
-            # 0: a compaction that folded nothing (it only stubbed old tool results).
-            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
-                raise ValueError(
-                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
-                )
+            self._check_checkpoint_owner(conn, cp)
             (new_id,) = conn.execute(
                 "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
                 "tokens_before, tokens_after, messages_before, messages_after, created_at) "

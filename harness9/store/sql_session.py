@@ -9,14 +9,16 @@ the driver's parameter marker ``PARAM`` and the dialect's ``SELECT_CHECKPOINTS``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from harness9.schema import Message, TodoItem
+from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import checkpoint_from_values
 from harness9.store.search import SearchHit
 from harness9.store.session import Checkpoint, SessionNotFoundError, StoredMessage
+from harness9.store.titles import first_title
 
 
 class SqlManager(Protocol):
@@ -98,3 +100,52 @@ class SqlSessionBase:
         )
         if cur.rowcount == 0:
             raise SessionNotFoundError(self._id, "it was deleted")
+
+    def _retitle(self, conn: Any) -> None:
+        """Name the session after its first user message that makes a title."""
+        p = self.PARAM
+        title = ""
+        for (content,) in conn.execute(
+            f"SELECT content FROM messages WHERE session_id = {p} AND role = {p} ORDER BY id",
+            (self._id, ROLE_USER),
+        ).fetchall():
+            if not isinstance(content, str):
+                continue  # a damaged row names nothing
+            title = first_title([Message(ROLE_USER, content)])
+            if title:
+                break
+        conn.execute(f"UPDATE sessions SET title = {p} WHERE id = {p}", (title, self._id))
+
+    def _drop_newest(self, conn: Any, rid: int, role: str, now: float) -> None:
+        """Delete message ``rid`` (the newest) and the checkpoints that covered it."""
+        p = self.PARAM
+        conn.execute(f"DELETE FROM messages WHERE id = {p}", (rid,))
+        conn.execute(
+            f"DELETE FROM compactions WHERE session_id = {p} AND last_message_id >= {p}",
+            (self._id, rid),
+        )
+        self._touch(conn, now, -1)
+        if role == ROLE_USER:
+            self._retitle(conn)
+
+    def clear(self) -> None:
+        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        p = self.PARAM
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute(f"DELETE FROM messages WHERE session_id = {p}", (self._id,))
+            conn.execute(f"DELETE FROM compactions WHERE session_id = {p}", (self._id,))
+            conn.execute(
+                f"UPDATE sessions SET message_count = 0, title = '' WHERE id = {p}", (self._id,)
+            )
+
+    def _check_checkpoint_owner(self, conn: Any, cp: Checkpoint) -> None:
+        """Raise ValueError unless ``cp`` names a message of this session (or none, 0)."""
+        owner = conn.execute(
+            f"SELECT session_id FROM messages WHERE id = {self.PARAM}", (cp.last_message_id,)
+        ).fetchone()
+        # 0: a compaction that folded nothing (it only stubbed old tool results).
+        if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
+            raise ValueError(
+                f"checkpoint names message {cp.last_message_id}, not a message of this session"
+            )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem
+from harness9.schema import Message, TodoItem
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
@@ -882,39 +882,8 @@ class SQLiteSession(SqlSessionBase):
             except CorruptValueError as exc:
                 # Raising rolls back: a message we cannot return is not deleted.
                 raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
-            now = time.time()
-            conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
-            conn.execute(
-                "DELETE FROM compactions WHERE session_id = ? AND last_message_id >= ?",
-                (self._id, rid),
-            )
-            self._touch(conn, now, -1)
-            if role == ROLE_USER:
-                self._retitle(conn)
+            self._drop_newest(conn, rid, role, time.time())
         return message
-
-    def _retitle(self, conn: sqlite3.Connection) -> None:
-        title = ""
-        for (content,) in conn.execute(
-            "SELECT content FROM messages WHERE session_id = ? AND role = ? ORDER BY id",
-            (self._id, ROLE_USER),
-        ):
-            if not isinstance(content, str):
-                continue  # a damaged row names nothing
-            title = first_title([Message(ROLE_USER, content)])
-            if title:
-                break
-        conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
-
-    def clear(self) -> None:
-        """Delete every message and checkpoint; the todo list stays (it is not history)."""
-        with self._m.transaction() as conn:
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (self._id,))
-            conn.execute("DELETE FROM compactions WHERE session_id = ?", (self._id,))
-            self._touch(conn, time.time())
-            conn.execute(
-                "UPDATE sessions SET message_count = 0, title = '' WHERE id = ?", (self._id,)
-            )
 
     def save_todos(self, items: list[TodoItem]) -> None:
         rows = [(self._id, i, t.content, t.status) for i, t in enumerate(items)]
@@ -931,14 +900,7 @@ class SQLiteSession(SqlSessionBase):
         now = time.time()
         created = cp.created_at or now
         with self._m.transaction() as conn:
-            owner = conn.execute(
-                "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
-            ).fetchone()
-            # 0: a compaction that folded nothing (it only stubbed old tool results).
-            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
-                raise ValueError(
-                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
-                )
+            self._check_checkpoint_owner(conn, cp)
             self._touch(conn, now)
             # The store numbers checkpoints: whatever id ``cp`` carries is not used.
             row = checkpoint_values(replace(cp, id=0, created_at=created))
