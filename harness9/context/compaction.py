@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from harness9.context.repair import (
     is_valid_tool_sequence,
@@ -211,6 +211,48 @@ def run_fallback(
     result, with ``error`` recorded."""
     res = fallback.compact(msgs, force=force)
     return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+
+
+Prepared = TypeVar("Prepared")
+
+
+class PlannedCompactor(ABC, Generic[Prepared]):
+    """A compactor whose ``plan`` and ``compact`` share one planning pass, ``_plan``.
+
+    ``plan`` is its dry run; ``compact`` runs it with ``offload=True`` (writes to an
+    offload store are allowed) and hands the plan and what it prepared to ``_apply``.
+    """
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        """What would happen, without a model call or a write (a summary's size is estimated)."""
+        return self._plan(msgs, force)[0]
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        plan, prepared = self._plan(msgs, force, offload=True)
+        return self._apply(msgs, plan, prepared, force, instructions, on_progress)
+
+    @abstractmethod
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, Prepared]: ...
+
+    @abstractmethod
+    def _apply(
+        self,
+        msgs: Sequence[Message],
+        plan: CompactionPlan,
+        prepared: Prepared,
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
+    ) -> CompactionResult: ...
 
 
 class TruncatingCompactor(ABC):

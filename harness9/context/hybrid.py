@@ -32,6 +32,7 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
@@ -105,7 +106,7 @@ def _bytes(msgs: Sequence[Message]) -> int:
     return total
 
 
-class HybridCompactor:
+class HybridCompactor(PlannedCompactor[list[Message]]):
     """Offload → stub → structured summary with a recall index; see the module docstring."""
 
     strategy = STRATEGY_HYBRID
@@ -162,19 +163,15 @@ class HybridCompactor:
 
     # -- the seam ------------------------------------------------------------------------
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would happen, without a model call (a summary's size is estimated)."""
-        return self._plan(msgs, force)[0]
-
-    def compact(
+    def _apply(
         self,
         msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        plan: CompactionPlan,
+        stubbed: list[Message],
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        plan, stubbed = self._plan(msgs, force)
         if not starts_with_system(msgs) or not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, STRATEGY_HYBRID)
         if plan.cut <= 1:
@@ -197,7 +194,10 @@ class HybridCompactor:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, list[Message]]:
+        """``offload`` is not used: stubs point at the store's own rows."""
         before = estimate_tokens(msgs)
         nothing = CompactionPlan(False, STRATEGY_HYBRID, 1, before, before, self.threshold_tokens)
         if not starts_with_system(msgs):

@@ -39,6 +39,7 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
@@ -60,7 +61,7 @@ STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
 
 
-class Phase2Compactor:
+class Phase2Compactor(PlannedCompactor[list[Message]]):
     strategy = STRATEGY_SUMMARY
 
     def __init__(
@@ -135,20 +136,16 @@ class Phase2Compactor:
             return ""
         return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
-        return self._plan(msgs, force)[0]
-
-    def compact(
+    def _apply(
         self,
         msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        plan: CompactionPlan,
+        evicted: list[Message],
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
     ) -> CompactionResult:
         """``instructions`` is not used: the fingerprint is the focus of a phase-2 summary."""
-        plan, evicted = self._plan(msgs, force, offload=True)
         if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, plan.strategy)
         if plan.strategy == STRATEGY_EVICT:
