@@ -196,6 +196,15 @@ def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> Co
     return CompactionPlan(False, strategy, 1, tokens, tokens, threshold)
 
 
+def first_look(
+    strategy: str, msgs: Sequence[Message], threshold: int, force: bool
+) -> tuple[CompactionPlan, bool]:
+    """The plan that changes nothing, and whether to look further: the history starts
+    with its system message and is at ``threshold`` tokens or over (or ``force``)."""
+    plan = unchanged_plan(strategy, msgs, threshold)
+    return plan, starts_with_system(msgs) and (force or plan.tokens_before >= threshold)
+
+
 def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     """Apply a truncating plan: keep the system message and ``msgs[cut:]``, repaired."""
     if not starts_with_system(msgs):

@@ -37,6 +37,7 @@ from harness9.context.compaction import (
     TokenBudgetCompactor,
     extend_cut,
     find_cut,
+    first_look,
     run_fallback,
     starts_with_system,
 )
@@ -198,15 +199,13 @@ class HybridCompactor(PlannedCompactor[list[Message]]):
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
         """``offload`` is not used: stubs point at the store's own rows."""
-        before = estimate_tokens(msgs)
-        nothing = CompactionPlan(False, STRATEGY_HYBRID, 1, before, before, self.threshold_tokens)
-        if not starts_with_system(msgs):
-            return nothing, list(msgs)
         # The trigger is the estimate every strategy uses (what /context shows). How far
         # down to compact also counts each message's framing (MESSAGE_OVERHEAD_TOKENS):
         # stubs make messages small and many, and the byte estimate alone misses that.
-        if not force and before < self.threshold_tokens:
+        nothing, go_on = first_look(STRATEGY_HYBRID, msgs, self.threshold_tokens, force)
+        if not go_on:
             return nothing, list(msgs)
+        before = nothing.tokens_before
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
         # Stubbing is enough when it lands under the target (forced or not: a forced

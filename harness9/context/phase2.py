@@ -43,6 +43,7 @@ from harness9.context.compaction import (
     ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
+    first_look,
     run_fallback,
     starts_with_system,
 )
@@ -171,12 +172,10 @@ class Phase2Compactor(PlannedCompactor[list[Message]]):
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
         """``offload``: write evicted results to the store (never in a dry-run ``plan``)."""
-        before = estimate_tokens(msgs)
-        plan = CompactionPlan(False, STRATEGY_EVICT, 1, before, before, self.threshold_tokens)
-        if not starts_with_system(msgs):
+        plan, go_on = first_look(STRATEGY_EVICT, msgs, self.threshold_tokens, force)
+        if not go_on:
             return plan, list(msgs)
-        if not force and before < self.threshold_tokens:
-            return plan, list(msgs)
+        before = plan.tokens_before
         evicted = evict_by_density(
             msgs,
             self.keep_groups,
