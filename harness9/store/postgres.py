@@ -16,7 +16,6 @@ concurrent writer just updated, so a session written to meanwhile is kept.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -52,7 +51,7 @@ from harness9.store.session import (
     UsageTotals,
 )
 from harness9.store.sql_session import SqlSessionBase
-from harness9.store.sqlite import AmbiguousSessionError, is_session_id
+from harness9.store.sqlite import is_session_id, resolve_prefix
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -68,7 +67,6 @@ _COPY_MESSAGES = (
 _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
-_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
 
 def redact(url: str) -> str:
@@ -240,19 +238,15 @@ class PostgresManager:
 
     def resolve_id(self, prefix: str) -> str:
         """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        text = prefix.strip().lower()
-        if not _PREFIX_RE.fullmatch(text):
-            raise SessionNotFoundError(prefix, "not a session id")
+        return resolve_prefix(prefix, self._ids_starting)
+
+    def _ids_starting(self, text: str) -> list[str]:
         with self.read() as conn:
             # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE id LIKE %s ORDER BY id LIMIT 4", (text + "%",)
             ).fetchall()
-        if not rows:
-            raise SessionNotFoundError(prefix)
-        if len(rows) > 1:
-            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
-        return rows[0][0]
+        return [r[0] for r in rows]
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""

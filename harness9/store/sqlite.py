@@ -82,6 +82,21 @@ ProgressCallback = Callable[[int, int], None]
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
+
+def resolve_prefix(prefix: str, ids_starting: Callable[[str], list[str]]) -> str:
+    """The full id of the one session whose id starts with ``prefix`` (any case);
+    ``ids_starting(text)`` lists (up to a few of) the stored ids that start with ``text``."""
+    text = prefix.strip().lower()
+    if not _PREFIX_RE.fullmatch(text):
+        raise SessionNotFoundError(prefix, "not a session id")
+    ids = ids_starting(text)
+    if not ids:
+        raise SessionNotFoundError(prefix)
+    if len(ids) > 1:
+        raise AmbiguousSessionError(prefix, ids)
+    return ids[0]
+
+
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
@@ -395,18 +410,14 @@ class Manager:
 
     def resolve_id(self, prefix: str) -> str:
         """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        text = prefix.strip().lower()
-        if not _PREFIX_RE.fullmatch(text):
-            raise SessionNotFoundError(prefix, "not a session id")
+        return resolve_prefix(prefix, self._ids_starting)
+
+    def _ids_starting(self, text: str) -> list[str]:
         with self.read() as conn:
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 4", (text + "*",)
             ).fetchall()
-        if not rows:
-            raise SessionNotFoundError(prefix)
-        if len(rows) > 1:
-            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
-        return rows[0][0]
+        return [r[0] for r in rows]
 
     _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
     _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
