@@ -43,7 +43,6 @@ from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
-    CorruptRow,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
@@ -598,11 +597,6 @@ class PostgresSession(SqlSessionBase):
     PARAM = "%s"
     SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
     _m: PostgresManager
-
-    def __init__(self, manager: PostgresManager, session_id: str) -> None:
-        self._m = manager
-        self._id = session_id
-        self.corrupt_rows: list[CorruptRow] = []
 
     # -- reads -------------------------------------------------------------------
 

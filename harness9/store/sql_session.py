@@ -17,7 +17,12 @@ from typing import Any, ClassVar, Protocol
 from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import checkpoint_from_values
 from harness9.store.search import SearchHit
-from harness9.store.session import Checkpoint, SessionNotFoundError, StoredMessage
+from harness9.store.session import (
+    Checkpoint,
+    CorruptRow,
+    SessionNotFoundError,
+    StoredMessage,
+)
 from harness9.store.titles import first_title
 
 
@@ -40,6 +45,12 @@ class SqlSessionBase:
     SELECT_CHECKPOINTS: ClassVar[str]  # a session's checkpoints; append ORDER BY
     _m: SqlManager
     _id: str
+
+    def __init__(self, manager: SqlManager, session_id: str) -> None:
+        self._m = manager
+        self._id = session_id
+        # Rows the last read had to skip; refreshed by every read of messages.
+        self.corrupt_rows: list[CorruptRow] = []
 
     @property
     def session_id(self) -> str:

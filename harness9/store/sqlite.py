@@ -764,12 +764,6 @@ class SQLiteSession(SqlSessionBase):
     SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
     _m: Manager
 
-    def __init__(self, manager: Manager, session_id: str) -> None:
-        self._m = manager
-        self._id = session_id
-        # Rows the last read had to skip; refreshed by every read of messages.
-        self.corrupt_rows: list[CorruptRow] = []
-
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         return self._read_records(limit, after_id)
 
