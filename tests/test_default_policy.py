@@ -197,9 +197,10 @@ def _tool_session(n: int = 12) -> str:
         return s.session_id
 
 
-@pytest.mark.parametrize("strategy", ["hybrid", "summarize", "budget", "evict"])
+@pytest.mark.parametrize("strategy", ["hybrid", "summarize", "budget", "evict", "window"])
 def test_compact_stores_what_the_resumed_chat_sends(llm_server, strategy):
-    sid = _tool_session()
+    # A forced window compaction keeps the last 100 messages: give it more than that.
+    sid = _tool_session(30 if strategy == "window" else 12)
     llm_server.respond_with(
         lambda body: "**Goal:** a summary." if is_summary_request(body) else None
     )
