@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import Message, TodoItem
+from harness9.schema import Message
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CorruptValueError,
@@ -717,17 +717,8 @@ class PostgresSession(SqlSessionBase):
             self._drop_newest(conn, rid, role, time.time())
         return Message(role, content, calls, call_id or "")
 
-    def save_todos(self, items: list[TodoItem]) -> None:
-        rows = [(self._id, i, _clean_text(t.content), t.status) for i, t in enumerate(items)]
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM todos WHERE session_id = %s", (self._id,))
-            if rows:
-                conn.cursor().executemany(
-                    "INSERT INTO todos (session_id, position, content, status) "
-                    "VALUES (%s, %s, %s, %s)",
-                    rows,
-                )
+    def _stored_text(self, text: str) -> str:
+        return _clean_text(text)
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""

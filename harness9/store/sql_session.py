@@ -160,3 +160,20 @@ class SqlSessionBase:
             raise ValueError(
                 f"checkpoint names message {cp.last_message_id}, not a message of this session"
             )
+
+    def _stored_text(self, text: str) -> str:
+        """``text`` as this driver stores it (PostgreSQL cannot hold NUL)."""
+        return text
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        p = self.PARAM
+        rows = [(self._id, i, self._stored_text(t.content), t.status) for i, t in enumerate(items)]
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO todos (session_id, position, content, status) "
+                    f"VALUES ({p}, {p}, {p}, {p})",
+                    rows,
+                )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import Message, TodoItem
+from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
@@ -889,16 +889,6 @@ class SQLiteSession(SqlSessionBase):
                 raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
             self._drop_newest(conn, rid, role, time.time())
         return message
-
-    def save_todos(self, items: list[TodoItem]) -> None:
-        rows = [(self._id, i, t.content, t.status) for i, t in enumerate(items)]
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM todos WHERE session_id = ?", (self._id,))
-            conn.executemany(
-                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
-                rows,
-            )
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
