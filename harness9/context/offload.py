@@ -257,14 +257,7 @@ class OffloadStore:
         limit = max(1, min(limit, RECALL_MAX_CHARS))
         with stream:
             text, total = _read_range(stream, offset, limit)
-        if offset > total or (offset == total and total > 0):
-            raise OffloadError(f"offset {offset} is past the end ({total} characters)")
-        end = offset + len(text)
-        if offset == 0 and end == total:
-            return text
-        note = f"[truncated: showing characters {offset}–{end} of {total}"
-        note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
-        return f"{text}\n\n{note}"
+        return _paged(text, offset, total)
 
     def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
         """(offload id, matching line) for this session's offloaded outputs holding every
@@ -383,10 +376,13 @@ def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:
     if offset < 0:
         raise OffloadError(f"offset must be 0 or more, got {offset}")
     limit = max(1, min(limit, RECALL_MAX_CHARS))
-    total = len(text)
+    return _paged(text[offset : offset + limit], offset, len(text))
+
+
+def _paged(part: str, offset: int, total: int) -> str:
+    """``part`` (from ``offset`` of ``total`` characters) with recall's paging note."""
     if offset > total or (offset == total and total > 0):
         raise OffloadError(f"offset {offset} is past the end ({total} characters)")
-    part = text[offset : offset + limit]
     end = offset + len(part)
     if offset == 0 and end == total:
         return part
