@@ -17,6 +17,7 @@ import io
 import re
 import secrets
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -267,12 +268,7 @@ class OffloadStore:
         if not words or not valid_session_id(session_id):
             return []
         hits: list[tuple[str, str]] = []
-        for oid in sorted(self.blobs.names(session_id), reverse=True):
-            if not _ID_RE.match(oid):
-                continue
-            stream = self.blobs.read(session_id, oid)
-            if stream is None:
-                continue
+        for oid, stream in self._streams(session_id, sorted(self.blobs.names(session_id))[::-1]):
             with stream:
                 text = stream.read(SEARCH_MAX_BYTES).decode("utf-8", "replace")
             line = matching_line(text, words)
@@ -294,15 +290,19 @@ class OffloadStore:
         if not valid_session_id(session_id):
             return []
         out: list[tuple[str, str]] = []
-        for oid in self.blobs.names(session_id):
-            if not _ID_RE.match(oid):
-                continue
-            stream = self.blobs.read(session_id, oid)
-            if stream is None:
-                continue
+        for oid, stream in self._streams(session_id, self.blobs.names(session_id)):
             with stream:
                 out.append((oid, stream.read().decode("utf-8", "replace")))
         return out
+
+    def _streams(self, session_id: str, names: Iterable[str]) -> Iterator[tuple[str, BinaryIO]]:
+        """(id, open stream) of each offloaded output among ``names``, in their order."""
+        for oid in names:
+            if not _ID_RE.match(oid):
+                continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is not None:
+                yield oid, stream
 
     def restore_session(self, session_id: str, items: list[tuple[str, str]]) -> None:
         """Write exported results back under ``session_id`` (``sessions import``).
