@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from harness9.context.repair import (
     is_valid_tool_sequence,
@@ -196,6 +196,15 @@ def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> Co
     return CompactionPlan(False, strategy, 1, tokens, tokens, threshold)
 
 
+def first_look(
+    strategy: str, msgs: Sequence[Message], threshold: int, force: bool
+) -> tuple[CompactionPlan, bool]:
+    """The plan that changes nothing, and whether to look further: the history starts
+    with its system message and is at ``threshold`` tokens or over (or ``force``)."""
+    plan = unchanged_plan(strategy, msgs, threshold)
+    return plan, starts_with_system(msgs) and (force or plan.tokens_before >= threshold)
+
+
 def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     """Apply a truncating plan: keep the system message and ``msgs[cut:]``, repaired."""
     if not starts_with_system(msgs):
@@ -211,6 +220,48 @@ def run_fallback(
     result, with ``error`` recorded."""
     res = fallback.compact(msgs, force=force)
     return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+
+
+Prepared = TypeVar("Prepared")
+
+
+class PlannedCompactor(ABC, Generic[Prepared]):
+    """A compactor whose ``plan`` and ``compact`` share one planning pass, ``_plan``.
+
+    ``plan`` is its dry run; ``compact`` runs it with ``offload=True`` (writes to an
+    offload store are allowed) and hands the plan and what it prepared to ``_apply``.
+    """
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        """What would happen, without a model call or a write (a summary's size is estimated)."""
+        return self._plan(msgs, force)[0]
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        plan, prepared = self._plan(msgs, force, offload=True)
+        return self._apply(msgs, plan, prepared, force, instructions, on_progress)
+
+    @abstractmethod
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, Prepared]: ...
+
+    @abstractmethod
+    def _apply(
+        self,
+        msgs: Sequence[Message],
+        plan: CompactionPlan,
+        prepared: Prepared,
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
+    ) -> CompactionResult: ...
 
 
 class TruncatingCompactor(ABC):

@@ -32,10 +32,12 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
     find_cut,
+    first_look,
     run_fallback,
     starts_with_system,
 )
@@ -43,9 +45,14 @@ from harness9.context.eviction import tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, Summarizer
+from harness9.context.summarize import (
+    SUMMARY_ESTIMATE_CAP,
+    Summarizer,
+    failure_text,
+    summarized_result,
+)
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -100,7 +107,7 @@ def _bytes(msgs: Sequence[Message]) -> int:
     return total
 
 
-class HybridCompactor:
+class HybridCompactor(PlannedCompactor[list[Message]]):
     """Offload → stub → structured summary with a recall index; see the module docstring."""
 
     strategy = STRATEGY_HYBRID
@@ -157,19 +164,15 @@ class HybridCompactor:
 
     # -- the seam ------------------------------------------------------------------------
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would happen, without a model call (a summary's size is estimated)."""
-        return self._plan(msgs, force)[0]
-
-    def compact(
+    def _apply(
         self,
         msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        plan: CompactionPlan,
+        stubbed: list[Message],
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        plan, stubbed = self._plan(msgs, force)
         if not starts_with_system(msgs) or not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, STRATEGY_HYBRID)
         if plan.cut <= 1:
@@ -186,27 +189,23 @@ class HybridCompactor:
                 instructions=instructions,
             )
         except Exception as exc:  # any provider failure: compaction must not fail
-            error = f"{type(exc).__name__}: {exc}"
             # On the stubbed history: what stubbing saved is not thrown away.
-            return run_fallback(self.fallback, stubbed, force=True, error=error)
-        out = repair_orphaned_tool_pairs(
-            [stubbed[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *stubbed[cut:]]
-        )
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, STRATEGY_HYBRID)
+            return run_fallback(self.fallback, stubbed, force=True, error=failure_text(exc))
+        return summarized_result(stubbed, cut, plan, summary, STRATEGY_HYBRID)
 
     # -- internals -----------------------------------------------------------------------
 
-    def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
-        before = estimate_tokens(msgs)
-        nothing = CompactionPlan(False, STRATEGY_HYBRID, 1, before, before, self.threshold_tokens)
-        if not starts_with_system(msgs):
-            return nothing, list(msgs)
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, list[Message]]:
+        """``offload`` is not used: stubs point at the store's own rows."""
         # The trigger is the estimate every strategy uses (what /context shows). How far
         # down to compact also counts each message's framing (MESSAGE_OVERHEAD_TOKENS):
         # stubs make messages small and many, and the byte estimate alone misses that.
-        if not force and before < self.threshold_tokens:
+        nothing, go_on = first_look(STRATEGY_HYBRID, msgs, self.threshold_tokens, force)
+        if not go_on:
             return nothing, list(msgs)
+        before = nothing.tokens_before
         stubbed = stub_old_results(msgs, self.keep_groups)
         after_stub = _bytes(stubbed) // BYTES_PER_TOKEN
         # Stubbing is enough when it lands under the target (forced or not: a forced

@@ -17,6 +17,7 @@ import io
 import re
 import secrets
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -257,14 +258,7 @@ class OffloadStore:
         limit = max(1, min(limit, RECALL_MAX_CHARS))
         with stream:
             text, total = _read_range(stream, offset, limit)
-        if offset > total or (offset == total and total > 0):
-            raise OffloadError(f"offset {offset} is past the end ({total} characters)")
-        end = offset + len(text)
-        if offset == 0 and end == total:
-            return text
-        note = f"[truncated: showing characters {offset}–{end} of {total}"
-        note += f"; call offload_recall with offset={end} to continue]" if end < total else "]"
-        return f"{text}\n\n{note}"
+        return _paged(text, offset, total)
 
     def search(self, session_id: str, query: str, *, limit: int = 5) -> list[tuple[str, str]]:
         """(offload id, matching line) for this session's offloaded outputs holding every
@@ -274,12 +268,7 @@ class OffloadStore:
         if not words or not valid_session_id(session_id):
             return []
         hits: list[tuple[str, str]] = []
-        for oid in sorted(self.blobs.names(session_id), reverse=True):
-            if not _ID_RE.match(oid):
-                continue
-            stream = self.blobs.read(session_id, oid)
-            if stream is None:
-                continue
+        for oid, stream in self._streams(session_id, sorted(self.blobs.names(session_id))[::-1]):
             with stream:
                 text = stream.read(SEARCH_MAX_BYTES).decode("utf-8", "replace")
             line = matching_line(text, words)
@@ -301,15 +290,19 @@ class OffloadStore:
         if not valid_session_id(session_id):
             return []
         out: list[tuple[str, str]] = []
-        for oid in self.blobs.names(session_id):
-            if not _ID_RE.match(oid):
-                continue
-            stream = self.blobs.read(session_id, oid)
-            if stream is None:
-                continue
+        for oid, stream in self._streams(session_id, self.blobs.names(session_id)):
             with stream:
                 out.append((oid, stream.read().decode("utf-8", "replace")))
         return out
+
+    def _streams(self, session_id: str, names: Iterable[str]) -> Iterator[tuple[str, BinaryIO]]:
+        """(id, open stream) of each offloaded output among ``names``, in their order."""
+        for oid in names:
+            if not _ID_RE.match(oid):
+                continue
+            stream = self.blobs.read(session_id, oid)
+            if stream is not None:
+                yield oid, stream
 
     def restore_session(self, session_id: str, items: list[tuple[str, str]]) -> None:
         """Write exported results back under ``session_id`` (``sessions import``).
@@ -383,10 +376,13 @@ def page_text(text: str, offset: int = 0, limit: int = RECALL_MAX_CHARS) -> str:
     if offset < 0:
         raise OffloadError(f"offset must be 0 or more, got {offset}")
     limit = max(1, min(limit, RECALL_MAX_CHARS))
-    total = len(text)
+    return _paged(text[offset : offset + limit], offset, len(text))
+
+
+def _paged(part: str, offset: int, total: int) -> str:
+    """``part`` (from ``offset`` of ``total`` characters) with recall's paging note."""
     if offset > total or (offset == total and total > 0):
         raise OffloadError(f"offset {offset} is past the end ({total} characters)")
-    part = text[offset : offset + limit]
     end = offset + len(part)
     if offset == 0 and end == total:
         return part

@@ -39,9 +39,11 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
+    first_look,
     run_fallback,
     starts_with_system,
 )
@@ -50,7 +52,7 @@ from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, str
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import Summarizer, summarized_history
+from harness9.context.summarize import Summarizer, failure_text, summarized_result
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
 
@@ -60,7 +62,7 @@ STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
 
 
-class Phase2Compactor:
+class Phase2Compactor(PlannedCompactor[list[Message]]):
     strategy = STRATEGY_SUMMARY
 
     def __init__(
@@ -135,20 +137,16 @@ class Phase2Compactor:
             return ""
         return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would happen, without a model call (``tokens_after`` of a summary: a lower bound)."""
-        return self._plan(msgs, force)[0]
-
-    def compact(
+    def _apply(
         self,
         msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        plan: CompactionPlan,
+        evicted: list[Message],
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
     ) -> CompactionResult:
         """``instructions`` is not used: the fingerprint is the focus of a phase-2 summary."""
-        plan, evicted = self._plan(msgs, force, offload=True)
         if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, plan.strategy)
         if plan.strategy == STRATEGY_EVICT:
@@ -166,23 +164,18 @@ class Phase2Compactor:
                 spill=self._spill if self.offload is not None else None,
             )
         except Exception as exc:  # provider errors of any kind: compaction must not fail
-            error = f"{type(exc).__name__}: {exc}"
             # On the evicted history: what eviction saved is not thrown away.
-            return run_fallback(self.fallback, evicted, force=force, error=error)
-        out = summarized_history(evicted, cut, summary)
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, STRATEGY_SUMMARY)
+            return run_fallback(self.fallback, evicted, force=force, error=failure_text(exc))
+        return summarized_result(evicted, cut, plan, summary, STRATEGY_SUMMARY)
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
         """``offload``: write evicted results to the store (never in a dry-run ``plan``)."""
-        before = estimate_tokens(msgs)
-        plan = CompactionPlan(False, STRATEGY_EVICT, 1, before, before, self.threshold_tokens)
-        if not starts_with_system(msgs):
+        plan, go_on = first_look(STRATEGY_EVICT, msgs, self.threshold_tokens, force)
+        if not go_on:
             return plan, list(msgs)
-        if not force and before < self.threshold_tokens:
-            return plan, list(msgs)
+        before = plan.tokens_before
         evicted = evict_by_density(
             msgs,
             self.keep_groups,

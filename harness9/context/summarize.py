@@ -320,6 +320,21 @@ def summarized_history(msgs: Sequence[Message], cut: int, summary: str) -> list[
     )
 
 
+def summarized_result(
+    msgs: Sequence[Message], cut: int, plan: CompactionPlan, summary: str, strategy: str
+) -> CompactionResult:
+    """A summarising compactor's success: ``summarized_history``, with ``plan.tokens_after``
+    set to what it measures."""
+    out = summarized_history(msgs, cut, summary)
+    plan.tokens_after = estimate_tokens(out)
+    return CompactionResult(out, plan, summary, strategy)
+
+
+def failure_text(exc: BaseException) -> str:
+    """How a summariser's failure is recorded in ``CompactionResult.error``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 class SummarizationCompactor:
     """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
 
@@ -405,7 +420,7 @@ class SummarizationCompactor:
                 msgs[1 : plan.cut], focus=instructions, on_progress=on_progress
             )
         except Exception as exc:  # any provider failure: truncation still keeps us going
-            return self._fall_back(msgs, force, f"{type(exc).__name__}: {exc}")
+            return self._fall_back(msgs, force, failure_text(exc))
         if not summary:
             return self._fall_back(msgs, force, "the summariser returned an empty summary")
         kept = summarized_history(msgs, plan.cut, summary)

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
+    PlannedCompactor,
     ProgressCallback,
     starts_with_system,
 )
 from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.summarize import Summarizer, summarized_history
+from harness9.context.summarize import Summarizer, failure_text, summarized_result
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, Message
 
@@ -123,7 +124,7 @@ class TopicDetector:
         return segments
 
 
-class SelectiveCompressor:
+class SelectiveCompressor(PlannedCompactor[list[TopicSegment]]):
     """Folds finished topics into one summary when a new topic has just begun.
 
     ``threshold_tokens`` (and ``plan().threshold``) is 0: this compactor is triggered
@@ -151,19 +152,16 @@ class SelectiveCompressor:
     def threshold_tokens(self) -> int:
         return 0
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self._plan(msgs, force)[0]
-
-    def compact(
+    def _apply(
         self,
         msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        plan: CompactionPlan,
+        segments: list[TopicSegment],
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
     ) -> CompactionResult:
         """``instructions`` is not used: the fingerprint is the focus of the summary."""
-        plan, segments = self._plan(msgs, force)
         if not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, self.strategy)
         cut = plan.cut
@@ -171,20 +169,17 @@ class SelectiveCompressor:
             summary = structured_summary(self.span, msgs[1:cut], on_progress=on_progress)
         except Exception as exc:  # provider errors of any kind: keep the history as it is
             plan.tokens_after = plan.tokens_before
-            return CompactionResult(
-                list(msgs), plan, None, self.strategy, error=f"{type(exc).__name__}: {exc}"
-            )
+            return CompactionResult(list(msgs), plan, None, self.strategy, error=failure_text(exc))
         topics = "; ".join(
             f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
         )
         summary = f"Finished topics: {topics}\n{summary}"
-        out = summarized_history(msgs, cut, summary)
-        plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, self.strategy)
+        return summarized_result(msgs, cut, plan, summary, self.strategy)
 
     def _plan(
-        self, msgs: Sequence[Message], force: bool
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[TopicSegment]]:
+        """``offload`` is not used: nothing is written."""
         before = estimate_tokens(msgs)
         plan = CompactionPlan(False, self.strategy, 1, before, before, 0)
         if not starts_with_system(msgs):

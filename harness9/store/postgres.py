@@ -16,7 +16,6 @@ concurrent writer just updated, so a session written to meanwhile is kept.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -28,14 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness9.schema import ROLE_USER, Message, TodoItem
+from harness9.schema import Message
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CorruptValueError,
     calls_from_text,
     calls_to_text,
     checkpoint_details,
-    checkpoint_from_values,
 )
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
@@ -45,14 +43,14 @@ from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
-    CorruptRow,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
     StoreError,
     UsageTotals,
 )
-from harness9.store.sqlite import AmbiguousSessionError, is_session_id
+from harness9.store.sql_session import SqlSessionBase
+from harness9.store.sqlite import is_session_id, resolve_prefix
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -68,7 +66,6 @@ _COPY_MESSAGES = (
 _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
-_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
 
 def redact(url: str) -> str:
@@ -240,19 +237,15 @@ class PostgresManager:
 
     def resolve_id(self, prefix: str) -> str:
         """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        text = prefix.strip().lower()
-        if not _PREFIX_RE.fullmatch(text):
-            raise SessionNotFoundError(prefix, "not a session id")
+        return resolve_prefix(prefix, self._ids_starting)
+
+    def _ids_starting(self, text: str) -> list[str]:
         with self.read() as conn:
             # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE id LIKE %s ORDER BY id LIMIT 4", (text + "%",)
             ).fetchall()
-        if not rows:
-            raise SessionNotFoundError(prefix)
-        if len(rows) > 1:
-            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
-        return rows[0][0]
+        return [r[0] for r in rows]
 
     def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
         """Most recently updated first; ties go to the most recently created."""
@@ -598,25 +591,14 @@ _SELECT_CHECKPOINTS = (
 )
 
 
-class PostgresSession:
+class PostgresSession(SqlSessionBase):
     """One session's history in the PostgreSQL store (see the Session protocol)."""
 
-    def __init__(self, manager: PostgresManager, session_id: str) -> None:
-        self._m = manager
-        self._id = session_id
-        self.corrupt_rows: list[CorruptRow] = []
-
-    @property
-    def session_id(self) -> str:
-        return self._id
-
-    def __repr__(self) -> str:
-        return f"PostgresSession({self._id!r})"
+    PARAM = "%s"
+    SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
+    _m: PostgresManager
 
     # -- reads -------------------------------------------------------------------
-
-    def get_messages(self, limit: int = 0) -> list[Message]:
-        return [r.message for r in self.get_records(limit)]
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         sql = (
@@ -636,47 +618,12 @@ class PostgresSession:
         out, self.corrupt_rows = records_from_rows(rows)
         return out
 
-    def get_todos(self) -> list[TodoItem] | None:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                "SELECT content, status FROM todos WHERE session_id = %s ORDER BY position",
-                (self._id,),
-            ).fetchall()
-        return [TodoItem(c, s) for c, s in rows] or None
-
-    def latest_checkpoint(self) -> Checkpoint | None:
-        with self._m.read() as conn:
-            row = conn.execute(
-                _SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1", (self._id,)
-            ).fetchone()
-        return checkpoint_from_values(row) if row else None
-
-    def list_checkpoints(self) -> list[Checkpoint]:
-        with self._m.read() as conn:
-            rows = conn.execute(_SELECT_CHECKPOINTS + " ORDER BY id", (self._id,)).fetchall()
-        return [checkpoint_from_values(r) for r in rows]
-
     def get_record(self, message_id: int) -> StoredMessage | None:
         """The stored message with this id if it belongs to this session (a recall handle)."""
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
         return recs[0] if recs else None
-
-    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
-        """This session's messages matching ``query`` (see PostgresManager.search)."""
-        return self._m.search(query, limit=limit, session_id=self._id)
-
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) chat last used for this session; None if never recorded."""
-        with self._m.read() as conn:
-            row = conn.execute(
-                "SELECT model, context_window FROM session_settings WHERE session_id = %s",
-                (self._id,),
-            ).fetchone()
-        if row is None or not row[0]:
-            return None
-        return str(row[0]), int(row[1] or 0)
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity)."""
@@ -690,14 +637,6 @@ class PostgresSession:
             )
 
     # -- writes (each one transaction) ------------------------------------------------
-
-    def _touch(self, conn: psycopg.Connection, now: float, count_delta: int = 0) -> None:
-        cur = conn.execute(
-            "UPDATE sessions SET updated_at = %s, message_count = message_count + %s WHERE id = %s",
-            (now, count_delta, self._id),
-        )
-        if cur.rowcount == 0:
-            raise SessionNotFoundError(self._id, "it was deleted")
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""
@@ -775,48 +714,11 @@ class PostgresSession:
                 raise StoreError(
                     f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
                 ) from exc
-            conn.execute("DELETE FROM messages WHERE id = %s", (rid,))
-            conn.execute(
-                "DELETE FROM compactions WHERE session_id = %s AND last_message_id >= %s",
-                (self._id, rid),
-            )
-            self._touch(conn, time.time(), -1)
-            if role == ROLE_USER:
-                self._retitle(conn)
+            self._drop_newest(conn, rid, role, time.time())
         return Message(role, content, calls, call_id or "")
 
-    def _retitle(self, conn: psycopg.Connection) -> None:
-        title = ""
-        for (content,) in conn.execute(
-            "SELECT content FROM messages WHERE session_id = %s AND role = %s ORDER BY id",
-            (self._id, ROLE_USER),
-        ).fetchall():
-            title = first_title([Message(ROLE_USER, content)])
-            if title:
-                break
-        conn.execute("UPDATE sessions SET title = %s WHERE id = %s", (title, self._id))
-
-    def clear(self) -> None:
-        """Delete every message and checkpoint; the todo list stays (it is not history)."""
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM messages WHERE session_id = %s", (self._id,))
-            conn.execute("DELETE FROM compactions WHERE session_id = %s", (self._id,))
-            conn.execute(
-                "UPDATE sessions SET message_count = 0, title = '' WHERE id = %s", (self._id,)
-            )
-
-    def save_todos(self, items: list[TodoItem]) -> None:
-        rows = [(self._id, i, _clean_text(t.content), t.status) for i, t in enumerate(items)]
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM todos WHERE session_id = %s", (self._id,))
-            if rows:
-                conn.cursor().executemany(
-                    "INSERT INTO todos (session_id, position, content, status) "
-                    "VALUES (%s, %s, %s, %s)",
-                    rows,
-                )
+    def _stored_text(self, text: str) -> str:
+        return _clean_text(text)
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
@@ -824,14 +726,7 @@ class PostgresSession:
         created = cp.created_at or now
         with self._m.transaction() as conn:
             self._touch(conn, now)
-            owner = conn.execute(
-                "SELECT session_id FROM messages WHERE id = %s", (cp.last_message_id,)
-            ).fetchone()
-            # 0: a compaction that folded nothing (it only stubbed old tool results).
-            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
-                raise ValueError(
-                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
-                )
+            self._check_checkpoint_owner(conn, cp)
             (new_id,) = conn.execute(
                 "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
                 "tokens_before, tokens_after, messages_before, messages_after, created_at) "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLE_USER, Message, TodoItem
+from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
@@ -35,7 +35,6 @@ from harness9.store.codec import (
     SELECT_CHECKPOINTS,
     CorruptValueError,
     checkpoint_details,
-    checkpoint_from_values,
     checkpoint_values,
     message_from_values,
     message_values,
@@ -68,6 +67,7 @@ from harness9.store.session import (
     StoreError,
     UsageTotals,
 )
+from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -81,6 +81,21 @@ ProgressCallback = Callable[[int, int], None]
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
+
+
+def resolve_prefix(prefix: str, ids_starting: Callable[[str], list[str]]) -> str:
+    """The full id of the one session whose id starts with ``prefix`` (any case);
+    ``ids_starting(text)`` lists (up to a few of) the stored ids that start with ``text``."""
+    text = prefix.strip().lower()
+    if not _PREFIX_RE.fullmatch(text):
+        raise SessionNotFoundError(prefix, "not a session id")
+    ids = ids_starting(text)
+    if not ids:
+        raise SessionNotFoundError(prefix)
+    if len(ids) > 1:
+        raise AmbiguousSessionError(prefix, ids)
+    return ids[0]
+
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
@@ -396,18 +411,14 @@ class Manager:
 
     def resolve_id(self, prefix: str) -> str:
         """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        text = prefix.strip().lower()
-        if not _PREFIX_RE.fullmatch(text):
-            raise SessionNotFoundError(prefix, "not a session id")
+        return resolve_prefix(prefix, self._ids_starting)
+
+    def _ids_starting(self, text: str) -> list[str]:
         with self.read() as conn:
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 4", (text + "*",)
             ).fetchall()
-        if not rows:
-            raise SessionNotFoundError(prefix)
-        if len(rows) > 1:
-            raise AmbiguousSessionError(prefix, [r[0] for r in rows])
-        return rows[0][0]
+        return [r[0] for r in rows]
 
     _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
     _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
@@ -747,26 +758,12 @@ class Manager:
                 self.on_session_deleted(sid)
 
 
-class SQLiteSession:
+class SQLiteSession(SqlSessionBase):
     """One session's history in the Manager's database (see the Session protocol)."""
 
-    def __init__(self, manager: Manager, session_id: str) -> None:
-        self._m = manager
-        self._id = session_id
-        # Rows the last read had to skip; refreshed by every read of messages.
-        self.corrupt_rows: list[CorruptRow] = []
-
-    @property
-    def session_id(self) -> str:
-        return self._id
-
-    def __repr__(self) -> str:
-        return f"SQLiteSession({self._id!r})"
-
-    # -- reads -------------------------------------------------------------------
-
-    def get_messages(self, limit: int = 0) -> list[Message]:
-        return [r.message for r in self.get_records(limit)]
+    PARAM = "?"
+    SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
+    _m: Manager
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         return self._read_records(limit, after_id)
@@ -821,43 +818,12 @@ class SQLiteSession:
             rows.append((rid, *texts, created))
         return rows
 
-    def get_todos(self) -> list[TodoItem] | None:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                "SELECT content, status FROM todos WHERE session_id = ? ORDER BY position",
-                (self._id,),
-            ).fetchall()
-        return [TodoItem(c, s) for c, s in rows] or None
-
-    def latest_checkpoint(self) -> Checkpoint | None:
-        with self._m.read() as conn:
-            row = conn.execute(
-                SELECT_CHECKPOINTS + " ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-        return checkpoint_from_values(row) if row else None
-
     def get_record(self, message_id: int) -> StoredMessage | None:
         """The stored message with this id if it belongs to this session (a recall handle)."""
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
         return recs[0] if recs else None
-
-    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
-        """This session's messages matching ``query`` (see Manager.search)."""
-        return self._m.search(query, limit=limit, session_id=self._id)
-
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) chat last used for this session; None if never recorded."""
-        with self._m.read() as conn:
-            row = conn.execute(
-                "SELECT model, context_window FROM session_settings WHERE session_id = ?",
-                (self._id,),
-            ).fetchone()
-        if row is None or not row[0]:
-            return None
-        return str(row[0]), int(row[1] or 0)
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity: updated_at stays)."""
@@ -871,23 +837,7 @@ class SQLiteSession:
                 (self._id, model, context_window),
             )
 
-    def list_checkpoints(self) -> list[Checkpoint]:
-        with self._m.read() as conn:
-            rows = conn.execute(
-                SELECT_CHECKPOINTS + " ORDER BY id",
-                (self._id,),
-            ).fetchall()
-        return [checkpoint_from_values(r) for r in rows]
-
     # -- writes (each one transaction) ------------------------------------------------
-
-    def _touch(self, conn: sqlite3.Connection, now: float, count_delta: int = 0) -> None:
-        cur = conn.execute(
-            "UPDATE sessions SET updated_at = ?, message_count = message_count + ? WHERE id = ?",
-            (now, count_delta, self._id),
-        )
-        if cur.rowcount == 0:
-            raise SessionNotFoundError(self._id, "it was deleted")
 
     def add_messages(self, msgs: list[Message]) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""
@@ -938,63 +888,15 @@ class SQLiteSession:
             except CorruptValueError as exc:
                 # Raising rolls back: a message we cannot return is not deleted.
                 raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
-            now = time.time()
-            conn.execute("DELETE FROM messages WHERE id = ?", (rid,))
-            conn.execute(
-                "DELETE FROM compactions WHERE session_id = ? AND last_message_id >= ?",
-                (self._id, rid),
-            )
-            self._touch(conn, now, -1)
-            if role == ROLE_USER:
-                self._retitle(conn)
+            self._drop_newest(conn, rid, role, time.time())
         return message
-
-    def _retitle(self, conn: sqlite3.Connection) -> None:
-        title = ""
-        for (content,) in conn.execute(
-            "SELECT content FROM messages WHERE session_id = ? AND role = ? ORDER BY id",
-            (self._id, ROLE_USER),
-        ):
-            if not isinstance(content, str):
-                continue  # a damaged row names nothing
-            title = first_title([Message(ROLE_USER, content)])
-            if title:
-                break
-        conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, self._id))
-
-    def clear(self) -> None:
-        """Delete every message and checkpoint; the todo list stays (it is not history)."""
-        with self._m.transaction() as conn:
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (self._id,))
-            conn.execute("DELETE FROM compactions WHERE session_id = ?", (self._id,))
-            self._touch(conn, time.time())
-            conn.execute(
-                "UPDATE sessions SET message_count = 0, title = '' WHERE id = ?", (self._id,)
-            )
-
-    def save_todos(self, items: list[TodoItem]) -> None:
-        rows = [(self._id, i, t.content, t.status) for i, t in enumerate(items)]
-        with self._m.transaction() as conn:
-            self._touch(conn, time.time())
-            conn.execute("DELETE FROM todos WHERE session_id = ?", (self._id,))
-            conn.executemany(
-                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
-                rows,
-            )
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
         now = time.time()
         created = cp.created_at or now
         with self._m.transaction() as conn:
-            owner = conn.execute(
-                "SELECT session_id FROM messages WHERE id = ?", (cp.last_message_id,)
-            ).fetchone()
-            # 0: a compaction that folded nothing (it only stubbed old tool results).
-            if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
-                raise ValueError(
-                    f"checkpoint names message {cp.last_message_id}, not a message of this session"
-                )
+            self._check_checkpoint_owner(conn, cp)
             self._touch(conn, now)
             # The store numbers checkpoints: whatever id ``cp`` carries is not used.
             row = checkpoint_values(replace(cp, id=0, created_at=created))

@@ -1,0 +1,179 @@
+"""What a session of an SQL store does the same way on every driver.
+
+``SQLiteSession`` and ``PostgresSession`` differ in their SQL dialect and connection
+objects only where the logic differs too; the reads and the activity stamp below are
+one piece of logic written against a tiny driver-neutral surface: the manager's
+``read()`` / ``transaction()`` connections (each with ``execute`` returning a cursor),
+the driver's parameter marker ``PARAM`` and the dialect's ``SELECT_CHECKPOINTS``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
+
+from harness9.schema import ROLE_USER, Message, TodoItem
+from harness9.store.codec import checkpoint_from_values
+from harness9.store.search import SearchHit
+from harness9.store.session import (
+    Checkpoint,
+    CorruptRow,
+    SessionNotFoundError,
+    StoredMessage,
+)
+from harness9.store.titles import first_title
+
+
+class SqlManager(Protocol):
+    """The part of a store's manager its sessions use here."""
+
+    def read(self) -> AbstractContextManager[Any]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def search(
+        self, query: str, *, limit: int = 10, session_id: str | None = None
+    ) -> list[SearchHit]: ...
+
+
+class SqlSessionBase:
+    """The driver-neutral half of a stored session (``_m``: its manager, ``_id``: its id)."""
+
+    PARAM: ClassVar[str]  # the driver's parameter marker: "?" or "%s"
+    SELECT_CHECKPOINTS: ClassVar[str]  # a session's checkpoints; append ORDER BY
+    _m: SqlManager
+    _id: str
+
+    def __init__(self, manager: SqlManager, session_id: str) -> None:
+        self._m = manager
+        self._id = session_id
+        # Rows the last read had to skip; refreshed by every read of messages.
+        self.corrupt_rows: list[CorruptRow] = []
+
+    @property
+    def session_id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._id!r})"
+
+    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
+        raise NotImplementedError
+
+    def get_messages(self, limit: int = 0) -> list[Message]:
+        return [r.message for r in self.get_records(limit)]
+
+    def get_todos(self) -> list[TodoItem] | None:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                f"SELECT content, status FROM todos WHERE session_id = {self.PARAM} "
+                "ORDER BY position",
+                (self._id,),
+            ).fetchall()
+        return [TodoItem(c, s) for c, s in rows] or None
+
+    def _checkpoints(self, order: str) -> Iterator[Checkpoint]:
+        with self._m.read() as conn:
+            rows = conn.execute(f"{self.SELECT_CHECKPOINTS} {order}", (self._id,)).fetchall()
+        return (checkpoint_from_values(r) for r in rows)
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        return next(self._checkpoints("ORDER BY id DESC LIMIT 1"), None)
+
+    def list_checkpoints(self) -> list[Checkpoint]:
+        return list(self._checkpoints("ORDER BY id"))
+
+    def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
+        """This session's messages matching ``query`` (see the manager's ``search``)."""
+        return self._m.search(query, limit=limit, session_id=self._id)
+
+    def model_settings(self) -> tuple[str, int] | None:
+        """The (model, context window) chat last used for this session; None if never recorded."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT model, context_window FROM session_settings "
+                f"WHERE session_id = {self.PARAM}",
+                (self._id,),
+            ).fetchone()
+        if row is None or not row[0]:
+            return None
+        return str(row[0]), int(row[1] or 0)
+
+    def _touch(self, conn: Any, now: float, count_delta: int = 0) -> None:
+        """Stamp activity (and adjust the message count) in ``conn``'s transaction."""
+        p = self.PARAM
+        cur = conn.execute(
+            f"UPDATE sessions SET updated_at = {p}, message_count = message_count + {p} "
+            f"WHERE id = {p}",
+            (now, count_delta, self._id),
+        )
+        if cur.rowcount == 0:
+            raise SessionNotFoundError(self._id, "it was deleted")
+
+    def _retitle(self, conn: Any) -> None:
+        """Name the session after its first user message that makes a title."""
+        p = self.PARAM
+        title = ""
+        for (content,) in conn.execute(
+            f"SELECT content FROM messages WHERE session_id = {p} AND role = {p} ORDER BY id",
+            (self._id, ROLE_USER),
+        ).fetchall():
+            if not isinstance(content, str):
+                continue  # a damaged row names nothing
+            title = first_title([Message(ROLE_USER, content)])
+            if title:
+                break
+        conn.execute(f"UPDATE sessions SET title = {p} WHERE id = {p}", (title, self._id))
+
+    def _drop_newest(self, conn: Any, rid: int, role: str, now: float) -> None:
+        """Delete message ``rid`` (the newest) and the checkpoints that covered it."""
+        p = self.PARAM
+        conn.execute(f"DELETE FROM messages WHERE id = {p}", (rid,))
+        conn.execute(
+            f"DELETE FROM compactions WHERE session_id = {p} AND last_message_id >= {p}",
+            (self._id, rid),
+        )
+        self._touch(conn, now, -1)
+        if role == ROLE_USER:
+            self._retitle(conn)
+
+    def clear(self) -> None:
+        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        p = self.PARAM
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute(f"DELETE FROM messages WHERE session_id = {p}", (self._id,))
+            conn.execute(f"DELETE FROM compactions WHERE session_id = {p}", (self._id,))
+            conn.execute(
+                f"UPDATE sessions SET message_count = 0, title = '' WHERE id = {p}", (self._id,)
+            )
+
+    def _check_checkpoint_owner(self, conn: Any, cp: Checkpoint) -> None:
+        """Raise ValueError unless ``cp`` names a message of this session (or none, 0)."""
+        owner = conn.execute(
+            f"SELECT session_id FROM messages WHERE id = {self.PARAM}", (cp.last_message_id,)
+        ).fetchone()
+        # 0: a compaction that folded nothing (it only stubbed old tool results).
+        if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
+            raise ValueError(
+                f"checkpoint names message {cp.last_message_id}, not a message of this session"
+            )
+
+    def _stored_text(self, text: str) -> str:
+        """``text`` as this driver stores it (PostgreSQL cannot hold NUL)."""
+        return text
+
+    def save_todos(self, items: list[TodoItem]) -> None:
+        p = self.PARAM
+        rows = [(self._id, i, self._stored_text(t.content), t.status) for i, t in enumerate(items)]
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO todos (session_id, position, content, status) "
+                    f"VALUES ({p}, {p}, {p}, {p})",
+                    rows,
+                )
