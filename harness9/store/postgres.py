@@ -86,6 +86,23 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _compaction_row(
+    session_id: str, cp: Checkpoint, last_message_id: int, created_at: float
+) -> tuple[object, ...]:
+    """The ``compactions`` columns after ``id``, in table order, for one checkpoint."""
+    return (
+        session_id,
+        last_message_id,
+        _clean_text(cp.summary),
+        cp.strategy,
+        cp.tokens_before,
+        cp.tokens_after,
+        cp.messages_before,
+        cp.messages_after,
+        created_at,
+    )
+
+
 def _clean_text(text: str) -> str:
     # PostgreSQL text cannot hold NUL: it is stored as U+FFFD, as both stores do for a
     # lone surrogate (which is not valid UTF-8).
@@ -523,16 +540,8 @@ class PostgresManager:
                         ],
                     )
                 for cp in snap.checkpoints:
-                    values = (
-                        sid,
-                        new_ids.get(cp.last_message_id, 0),
-                        _clean_text(cp.summary),
-                        cp.strategy,
-                        cp.tokens_before,
-                        cp.tokens_after,
-                        cp.messages_before,
-                        cp.messages_after,
-                        cp.created_at,
+                    values = _compaction_row(
+                        sid, cp, new_ids.get(cp.last_message_id, 0), cp.created_at
                     )
                     if keep:
                         row = conn.execute(
@@ -731,17 +740,7 @@ class PostgresSession(SqlSessionBase):
                 "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
                 "tokens_before, tokens_after, messages_before, messages_after, created_at) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    self._id,
-                    cp.last_message_id,
-                    _clean_text(cp.summary),
-                    cp.strategy,
-                    cp.tokens_before,
-                    cp.tokens_after,
-                    cp.messages_before,
-                    cp.messages_after,
-                    created,
-                ),
+                _compaction_row(self._id, cp, cp.last_message_id, created),
             ).fetchone() or (0,)
             details = checkpoint_details(cp)
             if details is not None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness9.errors import HarnessError
 from harness9.schema import Message
@@ -550,18 +550,7 @@ class Manager:
                 raise StoreError(
                     f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
                 ) from exc
-        return [
-            SearchHit(
-                sid,
-                mid,
-                clean_snippet(role),
-                created,
-                clean_snippet(title),
-                clean_snippet(snip),
-                rank,
-            )
-            for sid, mid, role, created, title, snip, rank in rows
-        ]
+        return _hits(rows, clean_snippet)
 
     def _search_cjk(self, query: str, *, limit: int, session_id: str | None) -> list[SearchHit]:
         """A query with CJK text: substring matches in the trigram index of CJK rows.
@@ -596,18 +585,7 @@ class Manager:
             args.append(limit)
         with self.read() as conn:
             rows = conn.execute(sql, args).fetchall()
-        return [
-            SearchHit(
-                sid,
-                mid,
-                clean_snippet(role),
-                created,
-                clean_snippet(title),
-                substring_snippet(clean_snippet(body), terms),
-                float(score),
-            )
-            for sid, mid, role, created, title, body, score in rows
-        ]
+        return _hits(rows, lambda body: substring_snippet(clean_snippet(body), terms))
 
     def unindexed_count(self) -> int:
         """Messages the search index has not caught up with (a read-only store cannot)."""
@@ -950,3 +928,19 @@ def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> 
     from harness9 import config
 
     return Manager(config.db_path(), on_session_deleted=on_session_deleted)
+
+
+def _hits(rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str]) -> list[SearchHit]:
+    """Search rows (session, id, role, time, title, text, score) as hits; ``snippet`` cuts the text."""
+    return [
+        SearchHit(
+            sid,
+            mid,
+            clean_snippet(role),
+            created,
+            clean_snippet(title),
+            snippet(text),
+            float(score),
+        )
+        for sid, mid, role, created, title, text, score in rows
+    ]
