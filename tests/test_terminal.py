@@ -440,6 +440,13 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "total_tokens": 11_000,
         "cost_usd": pytest.approx(expected),
         "unpriced_calls": 0,
+        "summaries": {
+            "model_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": None,
+            "unpriced_calls": 0,
+        },
     }
     shown = json.loads(runner.invoke(app, ["sessions", "show", listed[0]["id"], "--json"]).stdout)
     assert shown["usage"] == usage
@@ -458,6 +465,37 @@ def test_context_shows_the_session_cost(llm_server):
     result = cli_chat(llm_server, model="openai/gpt-4o-mini", stdin="hi\n/context\n")
     assert re.search(r"session cost\s+\$0\.0021", result.stderr)
     assert result.stderr.count("│ $0.0021") == 2  # the turn's token line and /context's
+
+
+def test_a_compaction_summary_call_is_counted_in_the_sessions_tokens_and_cost(llm_server):
+    # gpt-4o-mini: $0.15 per M input, $0.60 per M output.
+    for i in range(4):
+        llm_server.reply_text(f"answer {i}", usage=(1_000, 100))  # 4 x $0.00021
+    llm_server.reply_text("**Goal:** four questions", usage=(20_000, 500))  # $0.0033
+    stdin = "one\ntwo\nthree\nfour\n/compact\n/context\n"
+    result = cli_chat(
+        llm_server, "--strategy", "summarize", model="openai/gpt-4o-mini", stdin=stdin
+    )
+
+    assert result.exit_code == 0, result.output
+    assert llm_server.pending == 0  # the fifth reply went to the summary call
+    assert "Summarize the conversation" in llm_server.requests[4]["messages"][-1]["content"]
+    assert re.search(r"session usage \(5 calls\)\s+24K in \(0 cached\), 900 out", result.stderr)
+    assert re.search(r"session cost\s+\$0\.0041", result.stderr)
+    assert re.search(r"of which summaries\s+1 call, 20K in, 500 out, \$0\.0033", result.stderr)
+    [info] = json.loads(runner.invoke(app, ["sessions", "list", "--json"]).stdout)
+    assert info["usage"]["model_calls"] == 5
+    assert info["usage"]["total_tokens"] == 24_900
+    assert info["usage"]["cost_usd"] == pytest.approx(4 * 0.00021 + 0.0033)
+    assert info["usage"]["summaries"] == {
+        "model_calls": 1,
+        "input_tokens": 20_000,
+        "output_tokens": 500,
+        "cost_usd": pytest.approx(0.0033),
+        "unpriced_calls": 0,
+    }
+    shown = json.loads(runner.invoke(app, ["sessions", "show", info["id"], "--json"]).stdout)
+    assert shown["usage"] == info["usage"]
 
 
 def test_call_cost_is_none_for_a_model_without_prices():
