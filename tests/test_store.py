@@ -94,6 +94,11 @@ def test_final_schema(manager: Manager, db: Path):
         ("cached_tokens", "INTEGER", 1),
         ("cost_usd", "REAL", 1),
         ("unpriced_calls", "INTEGER", 1),
+        ("summary_calls", "INTEGER", 1),
+        ("summary_input_tokens", "INTEGER", 1),
+        ("summary_output_tokens", "INTEGER", 1),
+        ("summary_cost_usd", "REAL", 1),
+        ("summary_unpriced_calls", "INTEGER", 1),
     ]
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -607,6 +612,10 @@ def test_failed_delete_keeps_every_session(manager: Manager, db: Path, filled):
         db,
         "CREATE TRIGGER t BEFORE DELETE ON todos WHEN OLD.content = 'guarded' BEGIN SELECT RAISE(ABORT, 'injected'); END",
     )
+    # SQLite (3.40) fails the first cascading DELETE after another connection changed the
+    # schema with "no such table: sessions" when it reaches a cascade before the trigger;
+    # a read first makes this connection load the sabotaged schema.
+    manager.list_sessions()
     with pytest.raises(StoreError, match="injected"):
         manager.delete_sessions([filled.session_id, other.session_id])
     assert {i.id for i in manager.list_sessions()} == {filled.session_id, other.session_id}
