@@ -612,14 +612,20 @@ def test_failed_delete_keeps_every_session(manager: Manager, db: Path, filled):
         db,
         "CREATE TRIGGER t BEFORE DELETE ON todos WHEN OLD.content = 'guarded' BEGIN SELECT RAISE(ABORT, 'injected'); END",
     )
-    # SQLite (3.40) fails the first cascading DELETE after another connection changed the
-    # schema with "no such table: sessions" when it reaches a cascade before the trigger;
-    # a read first makes this connection load the sabotaged schema.
-    manager.list_sessions()
     with pytest.raises(StoreError, match="injected"):
         manager.delete_sessions([filled.session_id, other.session_id])
     assert {i.id for i in manager.list_sessions()} == {filled.session_id, other.session_id}
     assert filled.get_messages() == [Message("user", "first"), Message("assistant", "second")]
+
+
+def test_a_store_just_migrated_deletes_after_another_connection_changes_the_schema(
+    manager: Manager, db: Path, filled
+):
+    # SQLite 3.40 failed this cascade with "no such table: sessions" on the connection
+    # that had run the migrations (as `manager` did, on a new file).
+    raw(db).execute("CREATE TABLE added_by_another_process (x)")
+    assert manager.delete_sessions([filled.session_id]) == [filled.session_id]
+    assert manager.list_sessions() == []
 
 
 def test_the_store_stays_writable_after_a_failed_write(manager: Manager, db: Path, filled):
