@@ -58,7 +58,8 @@ from harness9.store.session import (
     StoredMessage,
     valid_timestamp,
 )
-from harness9.store.sqlite import Manager, is_session_id
+from harness9.store.sql_manager import is_session_id
+from harness9.store.sqlite import Manager
 
 FORMAT = "harness9-session"
 VERSION = 1

@@ -43,14 +43,12 @@ from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
-    SessionInfo,
     SessionNotFoundError,
     StoredMessage,
     StoreError,
-    UsageTotals,
 )
+from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SqlSessionBase
-from harness9.store.sqlite import is_session_id, resolve_prefix
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -58,8 +56,6 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT_S = 10
 
-_INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
-_ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
 _COPY_MESSAGES = (
     "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
 )
@@ -121,11 +117,17 @@ def _clean_message(m: Message) -> Message:
     return map_message(m, _clean_text)
 
 
-class PostgresManager:
+class PostgresManager(SqlManagerBase["PostgresSession"]):
     """Owner of one PostgreSQL connection; creates, opens, lists and deletes sessions.
 
     Safe to share between threads: every use of the connection holds one lock.
     """
+
+    PARAM = "%s"
+    # ``seq`` stands in for SQLite's rowid as the last tie-break.
+    ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
+    # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
+    PREFIX_MATCH, PREFIX_WILDCARD = "LIKE", "%"
 
     def __init__(
         self,
@@ -229,114 +231,10 @@ class PostgresManager:
     def blob_store(self) -> PostgresBlobStore:
         return self._blobs
 
-    # -- sessions ----------------------------------------------------------------
+    # -- sessions (the rest is SqlManagerBase's) -----------------------------------
 
-    def new_session(self) -> PostgresSession:
-        sid = str(uuid.uuid4())
-        now = time.time()
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (%s, %s, %s)",
-                (sid, now, now),
-            )
-        return PostgresSession(self, sid)
-
-    def open_session(self, session_id: str) -> PostgresSession:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            if (
-                conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone()
-                is None
-            ):
-                raise SessionNotFoundError(session_id)
+    def _session(self, session_id: str) -> PostgresSession:
         return PostgresSession(self, session_id)
-
-    def resolve_id(self, prefix: str) -> str:
-        """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        return resolve_prefix(prefix, self._ids_starting)
-
-    def _ids_starting(self, text: str) -> list[str]:
-        with self.read() as conn:
-            # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
-            rows = conn.execute(
-                "SELECT id FROM sessions WHERE id LIKE %s ORDER BY id LIMIT 4", (text + "%",)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
-        """Most recently updated first; ties go to the most recently created."""
-        sql, args = _INFO_SQL + _ORDER_SQL, tuple[int, ...]()
-        if limit > 0:
-            sql, args = sql + " LIMIT %s", (limit,)
-        with self.read() as conn:
-            return [SessionInfo(*row) for row in conn.execute(sql, args)]
-
-    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
-        with self.read() as conn:
-            rows = conn.execute(_INFO_SQL + " WHERE updated_at < %s" + _ORDER_SQL, (cutoff_unix,))
-            return [SessionInfo(*row) for row in rows]
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            row = conn.execute(_INFO_SQL + " WHERE id = %s", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return SessionInfo(*row)
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
-        with self.statement() as conn:
-            conn.execute(
-                "INSERT INTO session_usage AS u (session_id, model_calls, input_tokens, "
-                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
-                "VALUES (%s, 1, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
-                "model_calls = u.model_calls + 1, "
-                "input_tokens = u.input_tokens + excluded.input_tokens, "
-                "output_tokens = u.output_tokens + excluded.output_tokens, "
-                "cached_tokens = u.cached_tokens + excluded.cached_tokens, "
-                "cost_usd = u.cost_usd + excluded.cost_usd, "
-                "unpriced_calls = u.unpriced_calls + excluded.unpriced_calls",
-                (
-                    session_id,
-                    input_tokens,
-                    output_tokens,
-                    cached_tokens,
-                    cost_usd or 0.0,
-                    1 if cost_usd is None else 0,
-                ),
-            )
-
-    _USAGE_COLUMNS = (
-        "model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, unpriced_calls"
-    )
-
-    def usage_totals(self, session_id: str) -> UsageTotals:
-        """The session's summed usage; all zero for a session that made no model call."""
-        with self.read() as conn:
-            row = conn.execute(
-                f"SELECT {self._USAGE_COLUMNS} FROM session_usage WHERE session_id = %s",
-                (session_id,),
-            ).fetchone()
-        return UsageTotals(*row) if row is not None else UsageTotals()
-
-    def usage_by_session(self) -> dict[str, UsageTotals]:
-        """Every session's summed usage that has any (for listings)."""
-        with self.read() as conn:
-            rows = conn.execute(
-                f"SELECT session_id, {self._USAGE_COLUMNS} FROM session_usage"
-            ).fetchall()
-        return {row[0]: UsageTotals(*row[1:]) for row in rows}
 
     def unindexed_count(self) -> int:
         """Always 0: every message's search vector is computed as it is written."""
@@ -357,8 +255,8 @@ class PostgresManager:
         indexed late here.
         """
         terms = parse(query)
-        if session_id is not None and not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
+        if session_id is not None:
+            check_session_id(session_id)
         where = "m.search @@ q.q"
         args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
@@ -396,52 +294,20 @@ class PostgresManager:
         """Nothing to catch up: a message is indexed in the transaction that stores it."""
         return 0
 
-    def delete_session(self, session_id: str) -> None:
-        self.delete_sessions([session_id])
+    def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
+        """Delete those of ``ids`` still last updated before ``cutoff``, in one transaction.
 
-    def delete_if_empty(self, session_id: str) -> bool:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.transaction() as conn:
-            gone = conn.execute(
-                "DELETE FROM sessions WHERE id = %s AND NOT EXISTS "
-                "(SELECT 1 FROM messages WHERE session_id = %s)",
-                (session_id, session_id),
-            ).rowcount
-        if gone:
-            self._deleted([session_id])
-        return bool(gone)
-
-    def _deleted(self, session_ids: Iterable[str]) -> None:
-        if self.on_session_deleted is not None:
-            for sid in session_ids:
-                self.on_session_deleted(sid)
-
-    def delete_sessions(
-        self, session_ids: Iterable[str], *, updated_before: float | None = None
-    ) -> list[str]:
-        """Delete all of them in one transaction, or none if any is missing; return the ids.
-
-        With ``updated_before`` a session written to since it was listed is skipped:
-        the ``updated_at`` condition is re-evaluated on the row a concurrent writer
-        committed, inside this transaction.
+        A session written to since it was listed is kept: the ``updated_at`` condition
+        is re-evaluated on the row a concurrent writer committed, inside this transaction.
         """
-        ids = list(dict.fromkeys(session_ids))
-        for sid in ids:
-            if not is_session_id(sid):
-                raise SessionNotFoundError(str(sid), "not a session id")
         deleted: list[str] = []
         with self.transaction() as conn:
             for sid in ids:
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
-                if updated_before is None:
-                    if conn.execute("DELETE FROM sessions WHERE id = %s", (sid,)).rowcount == 0:
-                        raise SessionNotFoundError(sid)
-                elif not conn.execute(
-                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, updated_before)
+                if conn.execute(
+                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, cutoff)
                 ).rowcount:
-                    continue
-                deleted.append(sid)
+                    deleted.append(sid)
         self._deleted(deleted)
         return deleted
 
@@ -458,7 +324,7 @@ class PostgresManager:
             rows = conn.execute(
                 "WITH gone AS (DELETE FROM sessions WHERE updated_at < %s "
                 "AND NOT (id = ANY(%s)) RETURNING id, updated_at, created_at, seq) "
-                "SELECT id FROM gone" + _ORDER_SQL,
+                "SELECT id FROM gone" + self.ORDER_SQL,
                 (cutoff_unix, spared),
             ).fetchall()
         ids = [r[0] for r in rows]

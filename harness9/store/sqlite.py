@@ -14,7 +14,6 @@ waits much longer than one step, however much work the long write has left.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -26,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness9.errors import HarnessError
 from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
@@ -60,13 +58,12 @@ from harness9.store.search import (
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
-    SessionInfo,
     SessionNotFoundError,
     StoreBusyError,
     StoredMessage,
     StoreError,
-    UsageTotals,
 )
+from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -78,24 +75,6 @@ STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
-
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-
-
-def resolve_prefix(prefix: str, ids_starting: Callable[[str], list[str]]) -> str:
-    """The full id of the one session whose id starts with ``prefix`` (any case);
-    ``ids_starting(text)`` lists (up to a few of) the stored ids that start with ``text``."""
-    text = prefix.strip().lower()
-    if not _PREFIX_RE.fullmatch(text):
-        raise SessionNotFoundError(prefix, "not a session id")
-    ids = ids_starting(text)
-    if not ids:
-        raise SessionNotFoundError(prefix)
-    if len(ids) > 1:
-        raise AmbiguousSessionError(prefix, ids)
-    return ids[0]
-
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
@@ -162,27 +141,15 @@ def open_error(path: Path, what: str) -> StoreError:
     return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
-class AmbiguousSessionError(HarnessError):
-    """A session id prefix matches more than one stored session."""
-
-    def __init__(self, prefix: str, matches: Sequence[str]) -> None:
-        self.prefix = prefix
-        self.matches = list(matches)
-        shown = ", ".join(m[:13] + "…" for m in self.matches[:3])
-        more = ", ..." if len(self.matches) > 3 else ""
-        super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}{more})")
-
-
-def is_session_id(value: object) -> bool:
-    """True for a canonical lower-case UUID: the only strings ever used in a path."""
-    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-class Manager:
+class Manager(SqlManagerBase["SQLiteSession"]):
     """Owner of the one SQLite connection; creates, opens, lists and deletes sessions.
 
     Safe to share between threads: every use of the connection holds one lock.
     """
+
+    PARAM = "?"
+    ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
+    PREFIX_MATCH, PREFIX_WILDCARD = "GLOB", "*"
 
     def __init__(
         self,
@@ -380,124 +347,15 @@ class Manager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- sessions ----------------------------------------------------------------
+    # -- sessions (the rest is SqlManagerBase's) -----------------------------------
 
-    def new_session(self) -> SQLiteSession:
-        import uuid
-
-        sid = str(uuid.uuid4())
-        now = time.time()
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?)",
-                (sid, now, now),
-            )
-        self._restrict_permissions()  # the first write creates -wal/-shm
-        return SQLiteSession(self, sid)
-
-    def _exists(self, conn: sqlite3.Connection, session_id: str) -> bool:
-        return (
-            conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            is not None
-        )
-
-    def open_session(self, session_id: str) -> SQLiteSession:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            if not self._exists(conn, session_id):
-                raise SessionNotFoundError(session_id)
+    def _session(self, session_id: str) -> SQLiteSession:
         return SQLiteSession(self, session_id)
 
-    def resolve_id(self, prefix: str) -> str:
-        """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        return resolve_prefix(prefix, self._ids_starting)
-
-    def _ids_starting(self, text: str) -> list[str]:
-        with self.read() as conn:
-            rows = conn.execute(
-                "SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 4", (text + "*",)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
-    _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
-
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
-        """Most recently updated first; ties go to the most recently created."""
-        sql = self._INFO_SQL + self._ORDER_SQL
-        args: tuple[int, ...] = ()
-        if limit > 0:
-            sql, args = sql + " LIMIT ?", (limit,)
-        with self.read() as conn:
-            return [_session_info(row) for row in conn.execute(sql, args)]
-
-    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
-        """Sessions last updated before ``cutoff_unix``, most recently updated first."""
-        with self.read() as conn:
-            rows = conn.execute(
-                self._INFO_SQL + " WHERE updated_at < ?" + self._ORDER_SQL, (cutoff_unix,)
-            )
-            return [_session_info(row) for row in rows]
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            row = conn.execute(self._INFO_SQL + " WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return _session_info(row)
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO session_usage (session_id, model_calls, input_tokens, "
-                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
-                "VALUES (?, 1, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
-                "model_calls = model_calls + 1, "
-                "input_tokens = input_tokens + excluded.input_tokens, "
-                "output_tokens = output_tokens + excluded.output_tokens, "
-                "cached_tokens = cached_tokens + excluded.cached_tokens, "
-                "cost_usd = cost_usd + excluded.cost_usd, "
-                "unpriced_calls = unpriced_calls + excluded.unpriced_calls",
-                (
-                    session_id,
-                    input_tokens,
-                    output_tokens,
-                    cached_tokens,
-                    cost_usd or 0.0,
-                    1 if cost_usd is None else 0,
-                ),
-            )
-
-    def usage_totals(self, session_id: str) -> UsageTotals:
-        """The session's summed usage; all zero for a session that made no model call."""
-        with self.read() as conn:
-            row = conn.execute(
-                "SELECT model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, "
-                "unpriced_calls FROM session_usage WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-        return UsageTotals(*row) if row is not None else UsageTotals()
-
-    def usage_by_session(self) -> dict[str, UsageTotals]:
-        """Every session's summed usage that has any (for listings)."""
-        with self.read() as conn:
-            rows = conn.execute(
-                "SELECT session_id, model_calls, input_tokens, output_tokens, cached_tokens, "
-                "cost_usd, unpriced_calls FROM session_usage"
-            ).fetchall()
-        return {row[0]: UsageTotals(*row[1:]) for row in rows}
+    def new_session(self) -> SQLiteSession:
+        session = super().new_session()
+        self._restrict_permissions()  # the first write creates -wal/-shm
+        return session
 
     _SEARCH_SQL = (
         # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
@@ -523,8 +381,8 @@ class Manager:
         harness9.store.search).
         """
         expr = to_fts_query(query)
-        if session_id is not None and not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
+        if session_id is not None:
+            check_session_id(session_id)
         self.catch_up_index(on_progress)
         if has_cjk(query):
             return self._search_cjk(query, limit=limit, session_id=session_id)
@@ -624,53 +482,6 @@ class Manager:
             on_progress(0, total)
         return self.in_steps(step)
 
-    def delete_session(self, session_id: str) -> None:
-        self.delete_sessions([session_id])
-
-    def delete_if_empty(self, session_id: str) -> bool:
-        """Delete the session only if it holds no message, checked in the same transaction.
-
-        A chat that leaves without a message drops its empty session; another process
-        (``chat --continue``) may have started writing to it meanwhile.
-        """
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.transaction() as conn:
-            gone = conn.execute(
-                "DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM messages WHERE session_id = ?)",
-                (session_id, session_id),
-            ).rowcount
-        if gone:
-            self._deleted([session_id])
-        return bool(gone)
-
-    def delete_sessions(
-        self, session_ids: Iterable[str], *, updated_before: float | None = None
-    ) -> list[str]:
-        """Delete all of them in one transaction, or none if any is missing; return the ids.
-
-        With ``updated_before`` (``--older-than``) the sessions go in bounded steps
-        (``in_steps``: a few sessions per short transaction, so a chat saving meanwhile
-        waits for one step at most), the age is checked again inside each step, and a
-        session that is gone or was written to since it was listed is skipped, not an
-        error: a chat still appending to it must not lose its messages to a clean-up
-        that listed it a moment earlier. Each session goes whole or not at all.
-        """
-        ids = list(dict.fromkeys(session_ids))
-        for sid in ids:
-            if not is_session_id(sid):
-                raise SessionNotFoundError(str(sid), "not a session id")
-        if updated_before is not None:
-            return self._delete_aged(ids, updated_before)
-        with self.transaction() as conn:
-            for sid in ids:
-                # Messages, todos and compactions go by ON DELETE CASCADE.
-                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
-                    raise SessionNotFoundError(sid)
-        self._deleted(ids)
-        return ids
-
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()
     ) -> list[str]:
@@ -685,7 +496,13 @@ class Manager:
         return self._delete_aged(candidates, cutoff_unix)
 
     def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
-        """Delete those of ``ids`` still last updated before ``cutoff``, step by step."""
+        """Delete those of ``ids`` still last updated before ``cutoff``, step by step.
+
+        Bounded steps (``in_steps``: a few sessions per short transaction, so a chat
+        saving meanwhile waits for one step at most); the age is checked again inside
+        each step, and a session that is gone or was written to since it was listed is
+        skipped.
+        """
         pending = deque(ids)
         deleted: list[str] = []
 
@@ -729,11 +546,6 @@ class Manager:
     def blob_store(self) -> None:
         """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
         return None
-
-    def _deleted(self, session_ids: Iterable[str]) -> None:
-        if self.on_session_deleted is not None:
-            for sid in session_ids:
-                self.on_session_deleted(sid)
 
 
 class SQLiteSession(SqlSessionBase):
@@ -884,22 +696,6 @@ class SQLiteSession(SqlSessionBase):
             if details is not None:
                 conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
         return replace(cp, id=int(new_id or 0), created_at=created)
-
-
-def _session_info(row: tuple) -> SessionInfo:
-    """A sessions row for display: a damaged title or count never breaks a listing.
-
-    Times are passed on as stored (renderers show an impossible one as unknown), so
-    what is shown never differs from what an export writes.
-    """
-    sid, created, updated, count, title = row
-    if isinstance(title, bytes):
-        title = title.decode("utf-8", "replace")
-    elif not isinstance(title, str):
-        title = "" if title is None else str(title)
-    if isinstance(count, bool) or not isinstance(count, int):
-        count = 0
-    return SessionInfo(sid, created, updated, count, title)
 
 
 def open_existing_manager(
