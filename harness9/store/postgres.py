@@ -30,15 +30,12 @@ import psycopg
 from harness9.schema import Message
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
-    CorruptValueError,
-    calls_from_text,
     calls_to_text,
     checkpoint_details,
 )
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
-from harness9.store.rows import records_from_rows
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
@@ -475,31 +472,6 @@ class PostgresSession(SqlSessionBase):
 
     # -- reads -------------------------------------------------------------------
 
-    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
-        sql = (
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
-            "WHERE session_id = %s AND id > %s"
-        )
-        args: tuple[object, ...] = (self._id, after_id)
-        if limit > 0:
-            sql += " ORDER BY id DESC LIMIT %s"
-            args += (limit,)
-        else:
-            sql += " ORDER BY id"
-        with self._m.read() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        if limit > 0:
-            rows.reverse()
-        out, self.corrupt_rows = records_from_rows(rows)
-        return out
-
-    def get_record(self, message_id: int) -> StoredMessage | None:
-        """The stored message with this id if it belongs to this session (a recall handle)."""
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            return None
-        recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
-        return recs[0] if recs else None
-
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity)."""
         with self._m.transaction() as conn:
@@ -550,70 +522,26 @@ class PostgresSession(SqlSessionBase):
         with self._m.transaction() as conn:
             # First: it locks the session's row, so ids are handed out in commit order,
             # and a deleted session fails before anything is inserted.
-            cur = conn.execute(
-                "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
-                "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
-                (now, len(rows), first_title(msgs), sid),
-            )
-            if cur.rowcount == 0:
-                raise SessionNotFoundError(sid, "it was deleted")
+            self._touch(conn, now, len(rows), title=first_title(msgs))
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(rows),)))
             with conn.cursor().copy(_COPY_MESSAGES) as copy:
                 for rid, row in zip(ids, rows, strict=True):
                     copy.write_row((rid, *row))
         return ids
 
-    def pop_message(self) -> Message | None:
-        with self._m.transaction() as conn:
-            # The row lock makes concurrent pops (and appends) of this session queue:
-            # each pop then reads the newest message as the previous writer left it.
-            if (
-                conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,)
-                ).fetchone()
-                is None
-            ):
-                return None
-            row = conn.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
-                "WHERE session_id = %s ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-            if row is None:
-                return None
-            rid, role, content, calls_json, call_id = row
-            try:
-                calls = calls_from_text(calls_json)
-            except CorruptValueError as exc:
-                # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(
-                    f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                ) from exc
-            self._drop_newest(conn, rid, role, time.time())
-        return Message(role, content, calls, call_id or "")
+    def _lock_session(self, conn: psycopg.Connection) -> None:
+        # The row lock makes concurrent pops (and appends) of this session queue: each
+        # pop then reads the newest message as the previous writer left it.
+        conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,))
 
     def _stored_text(self, text: str) -> str:
         return _clean_text(text)
 
-    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
-        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
-        now = time.time()
-        created = cp.created_at or now
-        with self._m.transaction() as conn:
-            self._touch(conn, now)
-            self._check_checkpoint_owner(conn, cp)
-            (new_id,) = conn.execute(
-                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                _compaction_row(self._id, cp, cp.last_message_id, created),
-            ).fetchone() or (0,)
-            details = checkpoint_details(cp)
-            if details is not None:
-                index, rewrites, state = details
-                conn.execute(
-                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
-                    "state_note) VALUES (%s, %s, %s, %s)",
-                    (new_id, _clean_text(index), _clean_text(rewrites), _clean_text(state)),
-                )
-        return replace(cp, id=int(new_id), created_at=created)
+    def _insert_checkpoint(self, conn: psycopg.Connection, cp: Checkpoint) -> int:
+        (new_id,) = conn.execute(
+            "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
+            "tokens_before, tokens_after, messages_before, messages_after, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            _compaction_row(self._id, cp, cp.last_message_id, cp.created_at),
+        ).fetchone() or (0,)
+        return int(new_id)

@@ -21,7 +21,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,17 +28,12 @@ from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
-    INSERT_CHECKPOINT_DETAILS,
     SELECT_CHECKPOINTS,
-    CorruptValueError,
-    checkpoint_details,
     checkpoint_values,
-    message_from_values,
     message_values,
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
-from harness9.store.rows import records_from_rows
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
@@ -60,11 +54,10 @@ from harness9.store.session import (
     CorruptRow,
     SessionNotFoundError,
     StoreBusyError,
-    StoredMessage,
     StoreError,
 )
 from harness9.store.sql_manager import SqlManagerBase, check_session_id
-from harness9.store.sql_session import SqlSessionBase
+from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -555,36 +548,15 @@ class SQLiteSession(SqlSessionBase):
     SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
     _m: Manager
 
-    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
-        return self._read_records(limit, after_id)
-
-    def _read_records(
-        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
-    ) -> list[StoredMessage]:
-        sql = (
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
-            "WHERE session_id = ? AND id > ?"
-        )
-        args: tuple[object, ...] = (self._id, after_id)
-        if upto_id is not None:
-            sql += " AND id <= ?"
-            args += (upto_id,)
-        if limit > 0:
-            sql += " ORDER BY id DESC LIMIT ?"
-            args += (limit,)
-        else:
-            sql += " ORDER BY id"
-        with self._m.read() as conn:
-            try:
-                rows = conn.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "decode" not in str(exc):
-                    raise
-                rows = self._read_undecodable(conn, sql, args)
-        if limit > 0:
-            rows.reverse()
-        out, self.corrupt_rows = records_from_rows(rows)
-        return out
+    def _fetch_records(
+        self, conn: sqlite3.Connection, sql: str, args: tuple[object, ...]
+    ) -> list[Any]:
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+            return self._read_undecodable(conn, sql, args)
 
     @staticmethod
     def _read_undecodable(
@@ -592,9 +564,9 @@ class SQLiteSession(SqlSessionBase):
     ) -> list[tuple]:
         """The slow path for rows holding invalid UTF-8: fetch bytes, decode row by row."""
         blob_sql = sql.replace(
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at",
+            SELECT_RECORDS,
             "SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_calls AS BLOB), "
-            "CAST(tool_call_id AS BLOB), created_at",
+            "CAST(tool_call_id AS BLOB), created_at FROM messages",
         )
         rows: list[tuple] = []
         for rid, *fields, created in conn.execute(blob_sql, args):
@@ -607,13 +579,6 @@ class SQLiteSession(SqlSessionBase):
                 continue
             rows.append((rid, *texts, created))
         return rows
-
-    def get_record(self, message_id: int) -> StoredMessage | None:
-        """The stored message with this id if it belongs to this session (a recall handle)."""
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            return None
-        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
-        return recs[0] if recs else None
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity: updated_at stays)."""
@@ -643,15 +608,8 @@ class SQLiteSession(SqlSessionBase):
         sid = self._id
         rows = [(sid, *message_values(m), now) for m in msgs]
         with self._m.transaction() as conn:
-            # First, so a deleted session fails before anything is inserted. The title is
-            # set only while still empty: the first user message names the session.
-            cur = conn.execute(
-                "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
-                "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (now, len(rows), first_title(msgs), sid),
-            )
-            if cur.rowcount == 0:
-                raise SessionNotFoundError(sid, "it was deleted")
+            # First, so a deleted session fails before anything is inserted.
+            self._touch(conn, now, len(rows), title=first_title(msgs))
             if len(rows) == 1:
                 inserted = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
                 assert inserted is not None  # sqlite3 sets it after every successful INSERT
@@ -663,39 +621,10 @@ class SQLiteSession(SqlSessionBase):
                 (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
         return list(range(last - len(rows) + 1, last + 1))
 
-    def pop_message(self) -> Message | None:
-        with self._m.transaction() as conn:
-            row = conn.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
-                "WHERE session_id = ? ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-            if row is None:
-                return None
-            rid, role, content, calls_json, call_id = row
-            try:
-                message = message_from_values(role, content, calls_json, call_id)
-            except CorruptValueError as exc:
-                # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
-            self._drop_newest(conn, rid, role, time.time())
-        return message
-
-    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
-        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
-        now = time.time()
-        created = cp.created_at or now
-        with self._m.transaction() as conn:
-            self._check_checkpoint_owner(conn, cp)
-            self._touch(conn, now)
-            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
-            row = checkpoint_values(replace(cp, id=0, created_at=created))
-            cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
-            new_id = cur.lastrowid
-            details = checkpoint_details(cp)
-            if details is not None:
-                conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
-        return replace(cp, id=int(new_id or 0), created_at=created)
+    def _insert_checkpoint(self, conn: sqlite3.Connection, cp: Checkpoint) -> int:
+        return int(
+            conn.execute(INSERT_CHECKPOINT, (self._id, *checkpoint_values(cp))).lastrowid or 0
+        )
 
 
 def open_existing_manager(
