@@ -213,18 +213,6 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         with self._lock, self._errors_as("write"):
             yield self.conn
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> PostgresManager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def blob_store(self) -> PostgresBlobStore:
         return self._blobs
 

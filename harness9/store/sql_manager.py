@@ -11,10 +11,11 @@ attributes (the parameter marker, the listing's last tie-break, the prefix match
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Generic, TypeGuard, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeGuard, TypeVar
 
 from harness9.errors import HarnessError
 from harness9.store.session import SessionInfo, SessionNotFoundError, UsageTotals
@@ -76,6 +77,8 @@ class SqlManagerBase(Generic[S]):
     PREFIX_MATCH: ClassVar[str]  # how an id is matched against a prefix pattern
     PREFIX_WILDCARD: ClassVar[str]  # what the pattern ends in: "any text after"
     on_session_deleted: Callable[[str], None] | None
+    _lock: threading.RLock  # held by every use of the connection
+    _conn: Any  # the one connection; None once closed
 
     # -- the driver's half ---------------------------------------------------------
 
@@ -96,6 +99,18 @@ class SqlManagerBase(Generic[S]):
     def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
         """Delete those of ``ids`` still last updated before ``cutoff``; return them."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- sessions ------------------------------------------------------------------
 

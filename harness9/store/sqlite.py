@@ -328,18 +328,6 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 size = max(1, min(int(rate * STEP_TARGET_S), size * 4, 50_000))
             time.sleep(max(STEP_PAUSE_S, (held - started) / 4))
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> Manager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- sessions (the rest is SqlManagerBase's) -----------------------------------
 
     def _session(self, session_id: str) -> SQLiteSession:
