@@ -18,14 +18,25 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness9.context.compaction import ProgressCallback
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    ProgressCallback,
+    run_fallback,
+)
 from harness9.context.patterns import (
     DECISION_RE,
     find_constraints,
     find_declarations,
     find_paths,
 )
-from harness9.context.summarize import SpanSummarizer, Summarizer
+from harness9.context.summarize import (
+    SpanSummarizer,
+    Summarizer,
+    failure_text,
+    summarized_result,
+)
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
@@ -484,3 +495,41 @@ def structured_summary(
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     return repair_summary(text, fp, budget_tokens=preserved_budget, spill=spill)
+
+
+def fold_or_fall_back(
+    span: SpanSummarizer,
+    reduced: Sequence[Message],
+    originals: Sequence[Message],
+    plan: CompactionPlan,
+    strategy: str,
+    *,
+    fallback: Compactor,
+    fallback_force: bool,
+    preserved_budget: int,
+    on_progress: ProgressCallback | None,
+    spill: Callable[[str], str] | None = None,
+    instructions: str | None = None,
+) -> CompactionResult:
+    """Fold ``reduced[1:plan.cut]`` into one ``structured_summary`` and keep the rest.
+
+    ``reduced`` is the history after a cheap first pass (stubs, eviction), which keeps
+    positions, so ``originals[1:plan.cut]`` are the same messages before it: the
+    fingerprint is taken from those. If the summariser fails in any way, compaction
+    must not: ``fallback`` runs on ``reduced`` (what the first pass saved is kept)
+    and the error is recorded.
+    """
+    cut = plan.cut
+    try:
+        summary = structured_summary(
+            span,
+            reduced[1:cut],
+            fingerprint_from=originals[1:cut],
+            on_progress=on_progress,
+            preserved_budget=preserved_budget,
+            spill=spill,
+            instructions=instructions,
+        )
+    except Exception as exc:  # any provider failure
+        return run_fallback(fallback, reduced, force=fallback_force, error=failure_text(exc))
+    return summarized_result(reduced, cut, plan, summary, strategy)
