@@ -18,21 +18,14 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from harness9.schema import Message
-from harness9.store.codec import (
-    CHECKPOINT_FIELDS,
-    calls_to_text,
-    checkpoint_details,
-)
+from harness9.store.codec import CHECKPOINT_FIELDS, message_values
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
@@ -47,9 +40,6 @@ from harness9.store.session import (
 from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
-
-if TYPE_CHECKING:
-    from harness9.store.export import SessionSnapshot
 
 CONNECT_TIMEOUT_S = 10
 
@@ -79,20 +69,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _compaction_row(
-    session_id: str, cp: Checkpoint, last_message_id: int, created_at: float
-) -> tuple[object, ...]:
+def _compaction_row(session_id: str, cp: Checkpoint) -> tuple[object, ...]:
     """The ``compactions`` columns after ``id``, in table order, for one checkpoint."""
     return (
         session_id,
-        last_message_id,
+        cp.last_message_id,
         _clean_text(cp.summary),
         cp.strategy,
         cp.tokens_before,
         cp.tokens_after,
         cp.messages_before,
         cp.messages_after,
-        created_at,
+        cp.created_at,
     )
 
 
@@ -316,131 +304,64 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         self._deleted(ids)
         return ids
 
-    # -- moving sessions -----------------------------------------------------------------
+    # -- the driver's half of checkpoints and moving sessions ---------------------------
 
-    def snapshot(self, session_id: str) -> SessionSnapshot:
-        """Everything stored about one session, read in one repeatable-read transaction."""
-        from harness9.store.export import SessionSnapshot
+    def _stored_text(self, text: str) -> str:
+        return _clean_text(text)
 
-        session = self.open_session(session_id)
+    def _insert_checkpoint(self, conn: psycopg.Connection, session_id: str, cp: Checkpoint) -> int:
+        columns = (
+            "session_id, last_message_id, summary, strategy, tokens_before, tokens_after, "
+            "messages_before, messages_after, created_at"
+        )
+        values = _compaction_row(session_id, cp)
+        if cp.id:  # a restore that keeps its ids
+            columns, values = "id, " + columns, (cp.id, *values)
+        marks = ", ".join(["%s"] * len(values))
+        row = conn.execute(
+            f"INSERT INTO compactions ({columns}) VALUES ({marks}) RETURNING id", values
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    @contextmanager
+    def _snapshot_read(self) -> Iterator[psycopg.Connection]:
         with self.transaction() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            info = self.session_info(session_id)
-            records = session.get_records()
-            todos = session.get_todos() or []
-            checkpoints = session.list_checkpoints()
-        return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+            yield conn
 
-    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-        """Store ``snap`` in one transaction; return the session id it was stored under.
+    def _ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
+        """Whether ``ids`` were all handed out by the table's sequence already and are free now.
 
-        Message and checkpoint ids are kept when all are free and were handed out by
-        this database's sequences before (an export of this store: the re-import is
-        exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
-        checkpoint moves to its message's new id.
+        Such ids can never be handed out again, so writing them explicitly cannot collide
+        with a concurrent writer; ids above the sequence would (it knows nothing of them).
+        An export of this store re-imports exactly.
         """
-        from harness9.store.export import ImportFormatError, SessionExistsError
+        if not ids:
+            return True
+        row = conn.execute(f"SELECT last_value, is_called FROM {_SEQUENCES[table]}").fetchone()
+        handed_out = int(row[0]) if row and row[1] else 0
+        if max(ids) > handed_out or min(ids) <= 0:
+            return False
+        sql = f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1"
+        return conn.execute(sql, (ids,)).fetchone() is None
 
-        sid = str(uuid.uuid4()) if new_id else snap.info.id
-        records = [
-            StoredMessage(r.id, _clean_message(r.message), r.created_at) for r in snap.records
-        ]
-        try:
-            with self.transaction() as conn:
-                if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
-                    raise SessionExistsError(sid)
-                keep = (
-                    not new_id
-                    and _ids_reusable(conn, "messages", [r.id for r in records])
-                    and _ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
-                )
-                info = snap.info
-                conn.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (sid, info.created_at, info.updated_at, _clean_text(info.title), len(records)),
-                )
-                new_ids: dict[int, int] = {}
-                if records:
-                    if keep:
-                        ids = [r.id for r in records]
-                    else:
-                        ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
-                    with conn.cursor().copy(_COPY_MESSAGES) as copy:
-                        for rid, r in zip(ids, records, strict=True):
-                            m = r.message
-                            copy.write_row(
-                                (
-                                    rid,
-                                    sid,
-                                    m.role,
-                                    m.content,
-                                    calls_to_text(m.tool_calls),
-                                    m.tool_call_id or None,
-                                    r.created_at,
-                                )
-                            )
-                            new_ids[r.id] = rid
-                if snap.todos:
-                    conn.cursor().executemany(
-                        "INSERT INTO todos (session_id, position, content, status) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [
-                            (sid, i, _clean_text(t.content), t.status)
-                            for i, t in enumerate(snap.todos)
-                        ],
-                    )
-                for cp in snap.checkpoints:
-                    values = _compaction_row(
-                        sid, cp, new_ids.get(cp.last_message_id, 0), cp.created_at
-                    )
-                    if keep:
-                        row = conn.execute(
-                            "INSERT INTO compactions (id, session_id, last_message_id, summary, "
-                            "strategy, tokens_before, tokens_after, messages_before, "
-                            "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                            (cp.id, *values),
-                        ).fetchone()
-                    else:
-                        row = conn.execute(
-                            "INSERT INTO compactions (session_id, last_message_id, summary, "
-                            "strategy, tokens_before, tokens_after, messages_before, "
-                            "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                            values,
-                        ).fetchone()
-                    # Stubs follow their messages to new ids.
-                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
-                    details = checkpoint_details(replace(cp, rewrites=stubs))
-                    if details is not None and row is not None:
-                        conn.execute(
-                            "INSERT INTO compaction_details (compaction_id, recall_index, "
-                            "rewrites, state_note) VALUES (%s, %s, %s, %s)",
-                            (row[0], *(_clean_text(x) for x in details)),
-                        )
-        except UnicodeEncodeError:
-            raise ImportFormatError("the file holds text that is not valid Unicode") from None
-        return sid
+    def _restore_messages(
+        self, conn: psycopg.Connection, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]:
+        if not records:
+            return {}
+        if keep:
+            ids = [r.id for r in records]
+        else:
+            ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
+        with conn.cursor().copy(_COPY_MESSAGES) as copy:
+            for rid, r in zip(ids, records, strict=True):
+                m = _clean_message(r.message)
+                copy.write_row((rid, session_id, *message_values(m), r.created_at))
+        return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
 
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
-
-
-def _ids_reusable(conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
-    """Whether ``ids`` were all handed out by the table's sequence already and are free now.
-
-    Such ids can never be handed out again, so writing them explicitly cannot collide
-    with a concurrent writer; ids above the sequence would (it knows nothing of them).
-    """
-    if not ids:
-        return True
-    row = conn.execute(f"SELECT last_value, is_called FROM {_SEQUENCES[table]}").fetchone()
-    handed_out = int(row[0]) if row and row[1] else 0
-    if max(ids) > handed_out or min(ids) <= 0:
-        return False
-    taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1", (ids,)).fetchone()
-    return taken is None
 
 
 # A session's checkpoints with their details, as the SQLite store reads them.
@@ -486,10 +407,7 @@ class PostgresSession(SqlSessionBase):
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [
-            (sid, m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None, now)
-            for m in msgs
-        ]
+        rows = [(sid, *message_values(m), now) for m in msgs]
         if len(rows) == 1:
             # One statement, one round trip (a chat writes messages one at a time). The
             # UPDATE runs first, since the INSERT reads its output: it locks the session's
@@ -521,15 +439,3 @@ class PostgresSession(SqlSessionBase):
         # The row lock makes concurrent pops (and appends) of this session queue: each
         # pop then reads the newest message as the previous writer left it.
         conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,))
-
-    def _stored_text(self, text: str) -> str:
-        return _clean_text(text)
-
-    def _insert_checkpoint(self, conn: psycopg.Connection, cp: Checkpoint) -> int:
-        (new_id,) = conn.execute(
-            "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-            "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            _compaction_row(self._id, cp, cp.last_message_id, cp.created_at),
-        ).fetchone() or (0,)
-        return int(new_id)

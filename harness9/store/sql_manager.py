@@ -13,12 +13,25 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Generic, Self, TypeGuard, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeGuard, TypeVar
 
 from harness9.errors import HarnessError
-from harness9.store.session import SessionInfo, SessionNotFoundError, UsageTotals
+from harness9.store.codec import CHECKPOINT_DETAIL_FIELDS, checkpoint_details
+from harness9.store.session import (
+    Checkpoint,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    UsageTotals,
+)
+from harness9.store.sql_session import SqlSessionBase
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
@@ -66,7 +79,7 @@ def session_info(row: Sequence[Any]) -> SessionInfo:
     return SessionInfo(sid, created, updated, count, title)
 
 
-S = TypeVar("S")
+S = TypeVar("S", bound=SqlSessionBase)
 
 
 class SqlManagerBase(Generic[S]):
@@ -100,6 +113,28 @@ class SqlManagerBase(Generic[S]):
         """Delete those of ``ids`` still last updated before ``cutoff``; return them."""
         raise NotImplementedError
 
+    def _stored_text(self, text: str) -> str:
+        """``text`` as this driver stores it (PostgreSQL cannot hold NUL)."""
+        return text
+
+    def _insert_checkpoint(self, conn: Any, session_id: str, cp: Checkpoint) -> int:
+        """Insert ``cp``'s ``compactions`` row (id 0: the store numbers it); its id."""
+        raise NotImplementedError
+
+    def _snapshot_read(self) -> AbstractContextManager[Any]:
+        """One read transaction that sees a single state of the database throughout."""
+        raise NotImplementedError
+
+    def _ids_reusable(self, conn: Any, table: str, ids: list[int]) -> bool:
+        """Whether a restore may write ``ids`` into ``table`` as they are."""
+        raise NotImplementedError
+
+    def _restore_messages(
+        self, conn: Any, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]:
+        """Insert ``records`` (with their ids if ``keep``); map each old id to its new one."""
+        raise NotImplementedError
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -115,8 +150,6 @@ class SqlManagerBase(Generic[S]):
     # -- sessions ------------------------------------------------------------------
 
     def new_session(self) -> S:
-        import uuid
-
         sid = str(uuid.uuid4())
         now = time.time()
         p = self.PARAM
@@ -279,6 +312,93 @@ class SqlManagerBase(Generic[S]):
                     raise SessionNotFoundError(sid)
         self._deleted(ids)
         return ids
+
+    # -- checkpoints and moving sessions -------------------------------------------
+
+    def _store_checkpoint(self, conn: Any, session_id: str, cp: Checkpoint) -> int:
+        """Insert ``cp`` and its details (if any) in ``conn``'s transaction; its id."""
+        new_id = self._insert_checkpoint(conn, session_id, cp)
+        details = checkpoint_details(cp)
+        if details is not None:
+            p = self.PARAM
+            conn.execute(
+                f"INSERT INTO compaction_details (compaction_id, "
+                f"{', '.join(CHECKPOINT_DETAIL_FIELDS)}) VALUES ({p}, {p}, {p}, {p})",
+                (new_id, *(self._stored_text(x) for x in details)),
+            )
+        return new_id
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """Everything stored about one session, read in one transaction.
+
+        A chat writing meanwhile cannot tear the snapshot.
+        """
+        from harness9.store.export import SessionSnapshot
+
+        session = self.open_session(session_id)
+        with self._snapshot_read():
+            info = self.session_info(session_id)
+            records = session.get_records()
+            todos = session.get_todos() or []
+            checkpoints = session.list_checkpoints()
+        return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store ``snap`` in one transaction; return the session id it was stored under.
+
+        Message and checkpoint ids are kept when the store may reuse them all
+        (``_ids_reusable``: a re-import is then exact); otherwise, and always with
+        ``new_id``, fresh ids are assigned and each checkpoint moves to its message's
+        new id.
+        """
+        from harness9.store.export import ImportFormatError, SessionExistsError
+
+        sid = str(uuid.uuid4()) if new_id else snap.info.id
+        p = self.PARAM
+        try:
+            with self.transaction() as conn:
+                if self._exists(conn, sid):
+                    raise SessionExistsError(sid)
+                keep = (
+                    not new_id
+                    and self._ids_reusable(conn, "messages", [r.id for r in snap.records])
+                    and self._ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
+                )
+                info = snap.info
+                conn.execute(
+                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
+                    f"VALUES ({p}, {p}, {p}, {p}, {p})",
+                    (
+                        sid,
+                        info.created_at,
+                        info.updated_at,
+                        self._stored_text(info.title),
+                        len(snap.records),
+                    ),
+                )
+                new_ids = self._restore_messages(conn, sid, snap.records, keep)
+                if snap.todos:
+                    conn.cursor().executemany(
+                        "INSERT INTO todos (session_id, position, content, status) "
+                        f"VALUES ({p}, {p}, {p}, {p})",
+                        [
+                            (sid, i, self._stored_text(t.content), t.status)
+                            for i, t in enumerate(snap.todos)
+                        ],
+                    )
+                for cp in snap.checkpoints:
+                    moved = replace(
+                        cp,
+                        id=cp.id if keep else 0,
+                        last_message_id=new_ids.get(cp.last_message_id, 0),
+                        # Stubs follow their messages to new ids. (Handles written inside
+                        # the index and stub texts keep the file's ids: kept when free.)
+                        rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
+                    )
+                    self._store_checkpoint(conn, sid, moved)
+        except UnicodeEncodeError:
+            raise ImportFormatError("the file holds text that is not valid Unicode") from None
+        return sid
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         """Tell ``on_session_deleted`` about deletions once they are committed."""

@@ -7,8 +7,7 @@ one piece of logic written against a tiny driver-neutral surface: the manager's
 the driver's parameter marker ``PARAM`` and the dialect's ``SELECT_CHECKPOINTS``.
 What differs stays with the driver as small hooks: how rows are fetched
 (``_fetch_records``), how a session's row is locked for a write (``_lock_session``),
-how a checkpoint row is inserted (``_insert_checkpoint``) and how text is stored
-(``_stored_text``).
+and, on the manager, how a checkpoint is inserted and how text is stored.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
-    CHECKPOINT_DETAIL_FIELDS,
     CorruptValueError,
-    checkpoint_details,
     checkpoint_from_values,
     message_from_values,
 )
@@ -52,6 +49,10 @@ class SqlManager(Protocol):
     def search(
         self, query: str, *, limit: int = 10, session_id: str | None = None
     ) -> list[SearchHit]: ...
+
+    def _stored_text(self, text: str) -> str: ...
+
+    def _store_checkpoint(self, conn: Any, session_id: str, cp: Checkpoint) -> int: ...
 
 
 class SqlSessionBase:
@@ -247,14 +248,6 @@ class SqlSessionBase:
                 f"checkpoint names message {cp.last_message_id}, not a message of this session"
             )
 
-    def _stored_text(self, text: str) -> str:
-        """``text`` as this driver stores it (PostgreSQL cannot hold NUL)."""
-        return text
-
-    def _insert_checkpoint(self, conn: Any, cp: Checkpoint) -> int:
-        """Insert ``cp``'s ``compactions`` row (its id is 0: the store numbers it); its id."""
-        raise NotImplementedError
-
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
         """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
         now = time.time()
@@ -265,20 +258,16 @@ class SqlSessionBase:
             self._touch(conn, now)
             self._check_checkpoint_owner(conn, cp)
             # The store numbers checkpoints: whatever id ``cp`` carries is not used.
-            new_id = self._insert_checkpoint(conn, replace(cp, id=0, created_at=created))
-            details = checkpoint_details(cp)
-            if details is not None:
-                p = self.PARAM
-                conn.execute(
-                    f"INSERT INTO compaction_details (compaction_id, "
-                    f"{', '.join(CHECKPOINT_DETAIL_FIELDS)}) VALUES ({p}, {p}, {p}, {p})",
-                    (new_id, *(self._stored_text(x) for x in details)),
-                )
+            new_id = self._m._store_checkpoint(
+                conn, self._id, replace(cp, id=0, created_at=created)
+            )
         return replace(cp, id=new_id, created_at=created)
 
     def save_todos(self, items: list[TodoItem]) -> None:
         p = self.PARAM
-        rows = [(self._id, i, self._stored_text(t.content), t.status) for i, t in enumerate(items)]
+        rows = [
+            (self._id, i, self._m._stored_text(t.content), t.status) for i, t in enumerate(items)
+        ]
         with self._m.transaction() as conn:
             self._touch(conn, time.time())
             conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))

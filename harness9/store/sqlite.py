@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness9.schema import Message
 from harness9.store import fts_index
@@ -54,14 +54,12 @@ from harness9.store.session import (
     CorruptRow,
     SessionNotFoundError,
     StoreBusyError,
+    StoredMessage,
     StoreError,
 )
 from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
-
-if TYPE_CHECKING:
-    from harness9.store.export import SessionSnapshot
 
 STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
@@ -72,6 +70,12 @@ ProgressCallback = Callable[[int, int], None]
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+_RESTORE_MESSAGE = (
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -510,19 +514,41 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             self._deleted(deleted)
         return deleted
 
-    # -- moving sessions (harness9.store.export holds the SQLite side) -------------------
+    # -- the driver's half of checkpoints and moving sessions ---------------------------
 
-    def snapshot(self, session_id: str) -> SessionSnapshot:
-        """Everything stored about one session, read in one transaction."""
-        from harness9.store.export import snapshot_session
+    def _insert_checkpoint(self, conn: sqlite3.Connection, session_id: str, cp: Checkpoint) -> int:
+        cur = conn.execute(INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
+        return int(cur.lastrowid or 0)
 
-        return snapshot_session(self, session_id)
+    @contextmanager
+    def _snapshot_read(self) -> Iterator[sqlite3.Connection]:
+        with self.read() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
-    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-        """Store an exported session in one transaction; return its id here."""
-        from harness9.store.export import import_snapshot
+    def _ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
+        """Whether none of ``ids`` is taken (an id SQLite would hand out next is fine)."""
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1"
+            if conn.execute(sql, chunk).fetchone():
+                return False
+        return True
 
-        return import_snapshot(self, snap, new_id=new_id)
+    def _restore_messages(
+        self, conn: sqlite3.Connection, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]:
+        new_ids: dict[int, int] = {}
+        for r in records:
+            values = (r.id if keep else None, session_id, *message_values(r.message), r.created_at)
+            new_ids[r.id] = int(conn.execute(_RESTORE_MESSAGE, values).lastrowid or 0)
+        # Kept ids may lie below the search index's mark, where the catch-up never looks.
+        fts_index.index_restored(conn, session_id)
+        return new_ids
 
     def blob_store(self) -> None:
         """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
@@ -608,11 +634,6 @@ class SQLiteSession(SqlSessionBase):
                 # consecutive ids, so the batch is exactly the last len(rows) ids.
                 (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
         return list(range(last - len(rows) + 1, last + 1))
-
-    def _insert_checkpoint(self, conn: sqlite3.Connection, cp: Checkpoint) -> int:
-        return int(
-            conn.execute(INSERT_CHECKPOINT, (self._id, *checkpoint_values(cp))).lastrowid or 0
-        )
 
 
 def open_existing_manager(
