@@ -1,10 +1,12 @@
 """What the manager of an SQL store does the same way on every driver.
 
 ``Manager`` (SQLite) and ``PostgresManager`` differ in how they connect, lock, search
-and delete by age; creating, opening, listing, resolving id prefixes, usage totals and
-plain deletes are one piece of logic, written here once against the manager's
-``read()`` / ``transaction()`` / ``statement()`` connections and a few dialect
-attributes (the parameter marker, the listing's last tie-break, the prefix match).
+and delete by age; creating, opening, listing, resolving id prefixes, usage totals,
+plain deletes, snapshots and restores are one piece of logic, written here once
+against the manager's ``read()`` / ``transaction()`` / ``statement()`` connections, a
+few dialect attributes (the parameter marker, the listing's last tie-break, the
+prefix match) and small hooks for what really differs (the ``_`` methods below that
+raise NotImplementedError).
 ``harness9.store.sql_session`` is the same for a session.
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -150,6 +151,8 @@ class SqlManagerBase(Generic[S]):
     # -- sessions ------------------------------------------------------------------
 
     def new_session(self) -> S:
+        import uuid  # not at import time: listing sessions never needs it
+
         sid = str(uuid.uuid4())
         now = time.time()
         p = self.PARAM
@@ -351,6 +354,8 @@ class SqlManagerBase(Generic[S]):
         ``new_id``, fresh ids are assigned and each checkpoint moves to its message's
         new id.
         """
+        import uuid
+
         from harness9.store.export import ImportFormatError, SessionExistsError
 
         sid = str(uuid.uuid4()) if new_id else snap.info.id
