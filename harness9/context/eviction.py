@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
-    PlannedCompactor,
     ProgressCallback,
     starts_with_system,
 )
@@ -242,7 +241,7 @@ def evict_by_density(
     return out
 
 
-class EvictionCompactor(PlannedCompactor[list[Message]]):
+class EvictionCompactor:
     """Compacts by eviction alone when over ``max_tokens``, down to ``target_ratio`` of it.
 
     ``force`` evicts every evictable result outside the newest ``keep_groups`` groups.
@@ -276,10 +275,25 @@ class EvictionCompactor(PlannedCompactor[list[Message]]):
     def threshold_tokens(self) -> int:
         return self.max_tokens
 
-    def _plan(
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        return self._run(msgs, force)[0]  # a dry run: nothing is written to the store
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        plan, out = self._run(msgs, force, offload=True)
+        if starts_with_system(msgs):
+            out = repair_orphaned_tool_pairs(out)
+        return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
+
+    def _run(
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False
     ) -> tuple[CompactionPlan, list[Message]]:
-        """The plan and the evicted history; ``offload`` writes evicted results (not in ``plan``)."""
         before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
         plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)
         if not starts_with_system(msgs) or (not force and before <= self.max_tokens):
@@ -297,16 +311,3 @@ class EvictionCompactor(PlannedCompactor[list[Message]]):
         plan.tokens_after = after
         plan.would_compact = after < before
         return plan, out
-
-    def _apply(
-        self,
-        msgs: Sequence[Message],
-        plan: CompactionPlan,
-        evicted: list[Message],
-        force: bool,
-        instructions: str | None,
-        on_progress: ProgressCallback | None,
-    ) -> CompactionResult:
-        """Nothing is folded, so no model is called: ``instructions`` goes unused."""
-        out = repair_orphaned_tool_pairs(evicted) if starts_with_system(msgs) else evicted
-        return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)

@@ -32,7 +32,6 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
-    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
@@ -41,7 +40,7 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups
-from harness9.context.fingerprint import fold_or_fall_back, marker_summarizer
+from harness9.context.fingerprint import FoldingCompactor, marker_summarizer
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import (
@@ -104,7 +103,7 @@ def _bytes(msgs: Sequence[Message]) -> int:
     return total
 
 
-class HybridCompactor(PlannedCompactor[list[Message]]):
+class HybridCompactor(FoldingCompactor):
     """Offload → stub → structured summary with a recall index; see the module docstring."""
 
     strategy = STRATEGY_HYBRID
@@ -175,18 +174,7 @@ class HybridCompactor(PlannedCompactor[list[Message]]):
         if plan.cut <= 1:
             out = repair_orphaned_tool_pairs(stubbed)
             return CompactionResult(out, plan, None, STRATEGY_STUBS)
-        return fold_or_fall_back(
-            self.span,
-            stubbed,
-            msgs,
-            plan,
-            STRATEGY_HYBRID,
-            fallback=self.fallback,
-            fallback_force=True,
-            preserved_budget=self.preserved_budget,
-            on_progress=on_progress,
-            instructions=instructions,
-        )
+        return self._fold(stubbed, msgs, plan, True, on_progress, instructions=instructions)
 
     # -- internals -----------------------------------------------------------------------
 

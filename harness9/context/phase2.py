@@ -39,7 +39,6 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
-    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
@@ -47,7 +46,7 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.eviction import evict_by_density
-from harness9.context.fingerprint import PRESERVED_SHARE, fold_or_fall_back, marker_summarizer
+from harness9.context.fingerprint import PRESERVED_SHARE, FoldingCompactor, marker_summarizer
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
@@ -61,7 +60,7 @@ STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
 
 
-class Phase2Compactor(PlannedCompactor[list[Message]]):
+class Phase2Compactor(FoldingCompactor):
     strategy = STRATEGY_SUMMARY
 
     def __init__(
@@ -152,18 +151,8 @@ class Phase2Compactor(PlannedCompactor[list[Message]]):
             return CompactionResult(repair_orphaned_tool_pairs(evicted), plan, None, plan.strategy)
         # msgs[1:cut] is folded, msgs[cut:] stays verbatim. Eviction keeps positions,
         # so the same indices address the original messages for the fingerprint.
-        return fold_or_fall_back(
-            self.span,
-            evicted,
-            msgs,
-            plan,
-            STRATEGY_SUMMARY,
-            fallback=self.fallback,
-            fallback_force=force,
-            preserved_budget=self.preserved_budget,
-            on_progress=on_progress,
-            spill=self._spill if self.offload is not None else None,
-        )
+        spill = self._spill if self.offload is not None else None
+        return self._fold(evicted, msgs, plan, force, on_progress, spill=spill)
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False
