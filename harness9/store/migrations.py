@@ -248,6 +248,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        # The part of a session's usage that compaction summaries consumed: they are model
+        # calls the user is billed for, counted in the totals above and shown apart by
+        # /context. Same meaning as the totals' columns, for summary calls only.
+        "session_usage_summary_calls",
+        """
+        ALTER TABLE session_usage ADD COLUMN summary_calls INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_input_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_output_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_cost_usd REAL NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_unpriced_calls INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

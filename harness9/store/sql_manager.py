@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeGuard, TypeV
 
 from harness9.errors import HarnessError
 from harness9.store.codec import CHECKPOINT_DETAIL_FIELDS, checkpoint_details
+from harness9.store.rows import USAGE_COLUMNS, usage_upsert_sql, usage_values
 from harness9.store.session import (
     Checkpoint,
     SessionInfo,
@@ -38,7 +39,6 @@ _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
 INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
-USAGE_COLUMNS = "model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, unpriced_calls"
 
 
 class AmbiguousSessionError(HarnessError):
@@ -232,35 +232,28 @@ class SqlManagerBase(Generic[S]):
         output_tokens: int,
         cached_tokens: int = 0,
         cost_usd: float | None = None,
+        summary: bool = False,
     ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
-        p = self.PARAM
-        # Qualified by the alias: PostgreSQL finds a bare column name ambiguous here.
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
+        ``summary``: a compaction summary's call, also counted apart)."""
+        values = usage_values(
+            session_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached_tokens,
+            cost_usd=cost_usd,
+            summary=summary,
+        )
+        # Qualified by the alias: PostgreSQL finds a bare column name ambiguous there.
         with self.statement() as conn:
-            conn.execute(
-                f"INSERT INTO session_usage AS u (session_id, {USAGE_COLUMNS}) "
-                f"VALUES ({p}, 1, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (session_id) DO UPDATE SET "
-                "model_calls = u.model_calls + 1, "
-                "input_tokens = u.input_tokens + excluded.input_tokens, "
-                "output_tokens = u.output_tokens + excluded.output_tokens, "
-                "cached_tokens = u.cached_tokens + excluded.cached_tokens, "
-                "cost_usd = u.cost_usd + excluded.cost_usd, "
-                "unpriced_calls = u.unpriced_calls + excluded.unpriced_calls",
-                (
-                    session_id,
-                    input_tokens,
-                    output_tokens,
-                    cached_tokens,
-                    cost_usd or 0.0,
-                    1 if cost_usd is None else 0,
-                ),
-            )
+            conn.execute(usage_upsert_sql(self.PARAM, "session_usage AS u", "u."), values)
 
     def usage_totals(self, session_id: str) -> UsageTotals:
         """The session's summed usage; all zero for a session that made no model call."""
         with self.read() as conn:
             row = conn.execute(
-                f"SELECT {USAGE_COLUMNS} FROM session_usage WHERE session_id = {self.PARAM}",
+                f"SELECT {', '.join(USAGE_COLUMNS)} FROM session_usage "
+                f"WHERE session_id = {self.PARAM}",
                 (session_id,),
             ).fetchone()
         return UsageTotals(*row) if row is not None else UsageTotals()
@@ -268,7 +261,9 @@ class SqlManagerBase(Generic[S]):
     def usage_by_session(self) -> dict[str, UsageTotals]:
         """Every session's summed usage that has any (for listings)."""
         with self.read() as conn:
-            rows = conn.execute(f"SELECT session_id, {USAGE_COLUMNS} FROM session_usage").fetchall()
+            rows = conn.execute(
+                f"SELECT session_id, {', '.join(USAGE_COLUMNS)} FROM session_usage"
+            ).fetchall()
         return {row[0]: UsageTotals(*row[1:]) for row in rows}
 
     # -- deleting ------------------------------------------------------------------
