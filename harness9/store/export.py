@@ -29,25 +29,17 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
-from harness9.store import fts_index
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CHECKPOINT_TYPES,
-    INSERT_CHECKPOINT,
-    INSERT_CHECKPOINT_DETAILS,
     TOOL_CALL_FIELDS,
-    checkpoint_details,
     checkpoint_from_values,
     checkpoint_to_json,
-    checkpoint_values,
-    message_values,
     record_to_json,
 )
 from harness9.store.session import (
@@ -58,7 +50,7 @@ from harness9.store.session import (
     StoredMessage,
     valid_timestamp,
 )
-from harness9.store.sqlite import Manager, is_session_id
+from harness9.store.sql_manager import is_session_id
 
 FORMAT = "harness9-session"
 VERSION = 1
@@ -95,21 +87,6 @@ class OffloadedText:
 
     id: str
     content: str
-
-
-def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
-    session = manager.open_session(session_id)
-    with manager.read() as conn:
-        # One read transaction: a chat writing meanwhile cannot tear the snapshot.
-        conn.execute("BEGIN")
-        try:
-            info = manager.session_info(session_id)
-            records = session.get_records()
-            todos = session.get_todos() or []
-            checkpoints = session.list_checkpoints()
-        finally:
-            conn.execute("COMMIT")
-    return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
 
 
 # -- to JSON ------------------------------------------------------------------------------
@@ -293,73 +270,3 @@ def parse_export(text: str) -> SessionSnapshot:
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"not valid JSON ({exc})") from None
     return from_document(doc)
-
-
-# -- into the store ---------------------------------------------------------------------------
-
-
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _ids_free(conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
-    for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        if conn.execute(f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1", chunk).fetchone():
-            return False
-    return True
-
-
-def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-    """Store ``snap`` in one transaction; return the session id it was stored under.
-
-    Message and checkpoint ids are kept when they are all free (so a re-import is
-    exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
-    checkpoint is moved to its message's new id.
-    """
-    sid = str(uuid.uuid4()) if new_id else snap.info.id
-    try:
-        with manager.transaction() as conn:
-            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-                raise SessionExistsError(sid)
-            keep = (
-                not new_id
-                and _ids_free(conn, "messages", [r.id for r in snap.records])
-                and _ids_free(conn, "compactions", [c.id for c in snap.checkpoints])
-            )
-            info = snap.info
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
-            )
-            new_ids: dict[int, int] = {}
-            for r in snap.records:
-                values = (r.id if keep else None, sid, *message_values(r.message), r.created_at)
-                cur = conn.execute(_INSERT_MESSAGE, values)
-                new_ids[r.id] = int(cur.lastrowid or 0)
-            # Kept ids may lie below the search index's mark, where the catch-up never looks.
-            fts_index.index_restored(conn, sid)
-            conn.executemany(
-                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
-                [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
-            )
-            for cp in snap.checkpoints:
-                moved = replace(
-                    cp,
-                    id=cp.id if keep else 0,
-                    last_message_id=new_ids.get(cp.last_message_id, 0),
-                    # Stubs follow their messages to new ids. (Handles written inside the
-                    # index and stub texts keep the file's ids: kept when they are free.)
-                    rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
-                )
-                cur = conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
-                details = checkpoint_details(moved)
-                if details is not None:
-                    conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
-    except UnicodeEncodeError:
-        raise ImportFormatError("the file holds text that is not valid Unicode") from None
-    return sid
