@@ -68,14 +68,17 @@ from llm_server import (  # noqa: E402
 )
 
 from harness9.context import is_valid_tool_sequence  # noqa: E402
+from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT  # noqa: E402
 from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
+from harness9.context.summarize import SUMMARIZER_SYSTEM  # noqa: E402
 from harness9.context.view import load_view  # noqa: E402
 from harness9.schema import TRUNCATED_STUB, Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
 from harness9.store.backend import SessionStore  # noqa: E402
 
 API_KEY = "sk-chaos-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:24]
-SUMMARY_MARK = "You compress the history"
+# The system prompts a compaction's summary calls open with (summarize; phase 2/hybrid).
+SUMMARY_SYSTEM_PROMPTS = (SUMMARIZER_SYSTEM, STRUCTURED_COMPRESSION_PROMPT)
 
 
 @dataclass
@@ -150,9 +153,7 @@ def to_messages(body: dict[str, Any]) -> list[Message]:
 
 def is_summary_request(body: dict[str, Any]) -> bool:
     msgs = body.get("messages") or [{}]
-    return msgs[0].get("role") == "system" and str(msgs[0].get("content", "")).startswith(
-        SUMMARY_MARK
-    )
+    return msgs[0].get("role") == "system" and msgs[0].get("content") in SUMMARY_SYSTEM_PROMPTS
 
 
 def key(m: Message) -> tuple:
@@ -394,7 +395,16 @@ def kill_chain(
                 written += len(new)
                 got, ordered = check_in_order(db_keys, part)
                 if got != len(part) or not ordered:
-                    problems.append(f"run {run}: request history missing or reordered in the store")
+                    stored = set(db_keys)
+                    gone = [m for m in part if key(m) not in stored]
+                    what = (
+                        f"{gone[0].role} message {gone[0].content[:60]!r} not stored"
+                        if gone
+                        else "reordered"
+                    )
+                    problems.append(
+                        f"run {run}: request history missing or reordered in the store ({what})"
+                    )
             found = sum(1 for k in seen if k in set(db_keys))
             with responder.lock:
                 responder.log = [e for e in responder.log if e[1] == "summary"][-1:]
