@@ -2,8 +2,8 @@
 
 The document is complete (ids, exact Unix times, todos, checkpoints) so an
 import restores the session exactly: export → delete → import → export gives
-the same bytes. Reading validates everything before writing anything, and the
-write is one transaction.
+the same bytes. Reading validates everything before writing anything; the write
+is all or nothing for every reader (in bounded steps: harness9.store.staged_import).
 
 Format (version 1)::
 
@@ -14,13 +14,20 @@ Format (version 1)::
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
                       "tokens_after", "messages_before", "messages_after", "created_at"}],
-     "offloads": [{"id", "content"}]}
+     "offloads": [{"id", "content"}],
+     "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
+               "cost_usd", "unpriced_calls"}}
 
 ``offloads`` holds the full text of the tool results the conversation replaced by
 an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
 The store only carries them: the CLI fills and restores them through the context
 layer's OffloadStore (the store never reads offload files). A file without the key
 (written before it existed) imports with no offloads.
+
+``usage`` is what the session's model calls consumed (the totals ``sessions list
+--json`` shows), so an imported copy reports the same tokens and cost. Optional in
+version 1 like ``offloads``: a file without it imports with no usage, and an older
+harness9 reading a newer file ignores it rather than refusing the whole file.
 
 Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
 """
@@ -29,25 +36,17 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
 from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
-from harness9.store import fts_index
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CHECKPOINT_TYPES,
-    INSERT_CHECKPOINT,
-    INSERT_CHECKPOINT_DETAILS,
     TOOL_CALL_FIELDS,
-    checkpoint_details,
     checkpoint_from_values,
     checkpoint_to_json,
-    checkpoint_values,
-    message_values,
     record_to_json,
 )
 from harness9.store.session import (
@@ -56,6 +55,7 @@ from harness9.store.session import (
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    UsageTotals,
     valid_timestamp,
 )
 from harness9.store.sqlite import Manager, is_session_id
@@ -87,6 +87,7 @@ class SessionSnapshot:
     checkpoints: list[Checkpoint]
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
     offloads: list[OffloadedText] = field(default_factory=list)
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 @dataclass(slots=True)
@@ -107,9 +108,12 @@ def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
             records = session.get_records()
             todos = session.get_todos() or []
             checkpoints = session.list_checkpoints()
+            usage = manager.usage_totals(session_id)
         finally:
             conn.execute("COMMIT")
-    return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+    return SessionSnapshot(
+        info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
+    )
 
 
 # -- to JSON ------------------------------------------------------------------------------
@@ -129,6 +133,7 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "todos": [t.to_dict() for t in snap.todos],
         "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
         "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
+        "usage": usage_to_json(snap.usage),
     }
 
 
@@ -274,7 +279,30 @@ def from_document(doc: object) -> SessionSnapshot:
         ids = [o.id for o in offloads]
         if len(set(ids)) != len(ids):
             raise ImportFormatError("offloads holds the same id twice")
-    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads)
+    usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
+    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
+
+
+_USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens", "unpriced_calls")
+
+
+def usage_to_json(u: UsageTotals) -> dict[str, Any]:
+    return {
+        "model_calls": u.model_calls,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cached_tokens": u.cached_tokens,
+        "cost_usd": u.cost_usd,
+        "unpriced_calls": u.unpriced_calls,
+    }
+
+
+def _usage(u: dict[str, Any]) -> UsageTotals:
+    counts = {key: _count(u, key, "usage") for key in _USAGE_COUNTS}
+    cost = _get(u, "cost_usd", float, "usage")
+    if cost < 0:
+        raise ImportFormatError(f"usage.cost_usd is {cost!r}, not a cost of 0 or more")
+    return UsageTotals(cost_usd=cost, **counts)
 
 
 def _check_increasing(ids: list[int], what: str) -> None:
@@ -298,68 +326,11 @@ def parse_export(text: str) -> SessionSnapshot:
 # -- into the store ---------------------------------------------------------------------------
 
 
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _ids_free(conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
-    for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        if conn.execute(f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1", chunk).fetchone():
-            return False
-    return True
-
-
 def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-    """Store ``snap`` in one transaction; return the session id it was stored under.
+    """Store ``snap`` in bounded steps, all or nothing for every reader; return its id here.
 
-    Message and checkpoint ids are kept when they are all free (so a re-import is
-    exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
-    checkpoint is moved to its message's new id.
+    See harness9.store.staged_import: the session is invisible until its last step.
     """
-    sid = str(uuid.uuid4()) if new_id else snap.info.id
-    try:
-        with manager.transaction() as conn:
-            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-                raise SessionExistsError(sid)
-            keep = (
-                not new_id
-                and _ids_free(conn, "messages", [r.id for r in snap.records])
-                and _ids_free(conn, "compactions", [c.id for c in snap.checkpoints])
-            )
-            info = snap.info
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
-            )
-            new_ids: dict[int, int] = {}
-            for r in snap.records:
-                values = (r.id if keep else None, sid, *message_values(r.message), r.created_at)
-                cur = conn.execute(_INSERT_MESSAGE, values)
-                new_ids[r.id] = int(cur.lastrowid or 0)
-            # Kept ids may lie below the search index's mark, where the catch-up never looks.
-            fts_index.index_restored(conn, sid)
-            conn.executemany(
-                "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
-                [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
-            )
-            for cp in snap.checkpoints:
-                moved = replace(
-                    cp,
-                    id=cp.id if keep else 0,
-                    last_message_id=new_ids.get(cp.last_message_id, 0),
-                    # Stubs follow their messages to new ids. (Handles written inside the
-                    # index and stub texts keep the file's ids: kept when they are free.)
-                    rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
-                )
-                cur = conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
-                details = checkpoint_details(moved)
-                if details is not None:
-                    conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
-    except UnicodeEncodeError:
-        raise ImportFormatError("the file holds text that is not valid Unicode") from None
-    return sid
+    from harness9.store.staged_import import import_in_steps
+
+    return import_in_steps(manager, snap, new_id=new_id)

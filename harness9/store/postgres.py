@@ -478,7 +478,10 @@ class PostgresManager:
             records = session.get_records()
             todos = session.get_todos() or []
             checkpoints = session.list_checkpoints()
-        return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+            usage = self.usage_totals(session_id)
+        return SessionSnapshot(
+            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
+        )
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
         """Store ``snap`` in one transaction; return the session id it was stored under.
@@ -568,9 +571,29 @@ class PostgresManager:
                             "rewrites, state_note) VALUES (%s, %s, %s, %s)",
                             (row[0], *(_clean_text(x) for x in details)),
                         )
+                _restore_usage(conn, sid, snap.usage)
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
         return sid
+
+
+def _restore_usage(conn: psycopg.Connection, sid: str, u: UsageTotals) -> None:
+    """An imported session's usage totals, when it has any."""
+    if u == UsageTotals():
+        return
+    conn.execute(
+        "INSERT INTO session_usage (session_id, model_calls, input_tokens, output_tokens, "
+        "cached_tokens, cost_usd, unpriced_calls) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (
+            sid,
+            u.model_calls,
+            u.input_tokens,
+            u.output_tokens,
+            u.cached_tokens,
+            u.cost_usd,
+            u.unpriced_calls,
+        ),
+    )
 
 
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
