@@ -576,6 +576,10 @@ class PostgresManager:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
         return sid
 
+    def discard_unfinished_imports(self) -> list[str]:
+        """Nothing to discard: an import is one transaction, which a failure rolls back."""
+        return []
+
 
 def _restore_usage(conn: psycopg.Connection, sid: str, u: UsageTotals) -> None:
     """An imported session's usage totals, when it has any."""

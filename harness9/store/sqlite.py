@@ -721,10 +721,16 @@ class Manager:
         return snapshot_session(self, session_id)
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-        """Store an exported session in one transaction; return its id here."""
+        """Store an exported session, all or nothing (in bounded steps); return its id here."""
         from harness9.store.export import import_snapshot
 
         return import_snapshot(self, snap, new_id=new_id)
+
+    def discard_unfinished_imports(self) -> list[str]:
+        """Remove the hidden rows of imports that died half-way (harness9.store.staged_import)."""
+        from harness9.store.staged_import import discard_unfinished
+
+        return discard_unfinished(self)
 
     def blob_store(self) -> None:
         """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
