@@ -659,11 +659,15 @@ def _big_export(n: int, sid: str) -> SessionSnapshot:
 def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url):
     """A PostgreSQL import is one transaction: MVCC hides it until it commits, and it
     locks only its own new rows, so (unlike SQLite's single writer) nobody waits on it.
-    Here it is held half-way, after its 50,000 messages, by a lock the test takes on
+    Here it is held half-way, after its 5,000 messages, by a lock the test takes on
     the table it writes last; then its connection is killed, and a retry succeeds."""
     sid = "3c1d2e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
-    snap = _big_export(50_000, sid)
-    with PostgresManager(pg_url) as other, psycopg.connect(pg_url, autocommit=True) as blocker:
+    snap = _big_export(5_000, sid)
+    with (
+        PostgresManager(pg_url) as other,
+        psycopg.connect(pg_url, autocommit=True) as blocker,
+        psycopg.connect(pg_url, autocommit=True) as watcher,
+    ):
         chat = other.new_session()
         blocker.execute("BEGIN")
         blocker.execute("LOCK TABLE harness9.compaction_details IN ACCESS EXCLUSIVE MODE")
@@ -679,10 +683,11 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
         t = threading.Thread(target=run_import)
         t.start()
         importer = None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while importer is None:
             assert t.is_alive() and time.monotonic() < deadline, errors
-            importer = blocker.execute(
+            # Not ``blocker``: inside a transaction pg_stat_activity is one frozen snapshot.
+            importer = watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = 'harness9' "
                 "AND wait_event_type = 'Lock' AND query LIKE '%compaction_details%'"
             ).fetchone()
@@ -693,13 +698,13 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
             t0 = time.monotonic()
             other.open_session(chat.session_id).add_messages([user(f"saved {i}")])
             waits.append(time.monotonic() - t0)
-        assert max(waits) < 1.0, waits
+        assert max(waits) < 2.0, waits  # generous: each save alone takes milliseconds
         assert sid not in [s.id for s in other.list_sessions()]
         with pytest.raises(SessionNotFoundError):
             other.open_session(sid)
         assert other.search("quagga") == []
         # Killed half-way (kill -9 of the client looks the same to the server): rolled back.
-        blocker.execute("SELECT pg_terminate_backend(%s)", importer)
+        watcher.execute("SELECT pg_terminate_backend(%s)", importer)
         blocker.execute("ROLLBACK")
         t.join(60)
         assert len(errors) == 1 and isinstance(errors[0], StoreError)
@@ -710,5 +715,5 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
                 "SELECT count(*) FROM harness9.messages WHERE session_id = %s", (sid,)
             ).fetchone() == (0,)
         assert other.restore(snap) == sid
-        assert other.session_info(sid).message_count == 50_000
-        assert len(other.search("quagga", limit=0)) == 50_000
+        assert other.session_info(sid).message_count == 5_000
+        assert len(other.search("quagga", limit=0)) == 5_000

@@ -96,6 +96,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
             table = {
                 "checkpoint_recall_index_rewrites_and_state": "compaction_details",
                 "session_model_and_context_window": "session_settings",
+                "track_unfinished_imports": "session_imports",
             }.get(name)
             if table:
                 conn.execute(f"DROP TABLE {table}")
