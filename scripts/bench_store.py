@@ -53,6 +53,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_process import MINIMAL_TYPER_APP, MINIMAL_TYPER_LABEL, compile_bytecode  # noqa: E402
 
 from harness9.schema import Message, ToolCall  # noqa: E402
 from harness9.store.codec import message_values  # noqa: E402
@@ -528,7 +531,9 @@ def run_scale(sessions: int, messages: int, runs: int) -> int:
             results.setdefault(row, {})[side] = statistics.median(times)
             return value
 
+        print(compile_bytecode())
         floor = process_median([py, "-c", "import typer"], env, runs)
+        typer_app = process_median([py, "-c", MINIMAL_TYPER_APP], env, runs)
         list_cmds = {
             "plain": [py, "-c", PLAIN_LIST, str(plain_db)],
             "store": [py, "-m", "harness9", "sessions", "list"],
@@ -610,6 +615,11 @@ def run_scale(sessions: int, messages: int, runs: int) -> int:
         ),
     ]
     print()
+    print(
+        f"framework floor: {MINIMAL_TYPER_LABEL} {typer_app * 1000:.0f} ms "
+        f"({typer_app / floor:.2f}x {FLOOR_LABEL}); sessions list is {listing / typer_app:.2f}x it"
+    )
+    print()
     for text, ok in checks:
         print(f"{'ok' if ok else 'NO'}  {text}")
     return 0 if all(ok for _, ok in checks) else 1
@@ -686,10 +696,12 @@ def main() -> None:
         env = dict(os.environ, HARNESS9_HOME=str(home), PYTHONPATH=str(REPO))
         env.pop("FORCE_COLOR", None)
         py = sys.executable
+        print(compile_bytecode())
         base = process_median([py, "-c", "pass"], env, args.runs)
-        # The floor any Typer command pays before parsing. A command with a non-flag option
-        # (sessions list has --limit) also pays Typer's pydantic import for coercing it.
+        # `import typer` is the floor the target names; a Typer 0.29+ command that parses
+        # any option also builds pydantic adapters (Typer's coercion), as the small app does.
         floor = process_median([py, "-c", "import typer"], env, args.runs)
+        typer_app = process_median([py, "-c", MINIMAL_TYPER_APP], env, args.runs)
         listing = process_median([py, "-m", "harness9", "sessions", "list"], env, args.runs)
         as_json = process_median(
             [py, "-m", "harness9", "sessions", "list", "--json"], env, args.runs
@@ -702,7 +714,10 @@ def main() -> None:
             catch_up = time.perf_counter() - t0
     print(f"{'whole process':<34} {'median':>12} {'vs python -c pass':>18}  target    ok")
     print(f"{'python -c pass':<34} {fmt_s(base):>12} {'1.00x':>18}")
-    print(f"{FLOOR_LABEL:<34} {fmt_s(floor):>12} {floor / base:17.2f}x  (framework floor)")
+    print(f"{FLOOR_LABEL:<34} {fmt_s(floor):>12} {floor / base:17.2f}x")
+    print(
+        f"{MINIMAL_TYPER_LABEL:<34} {fmt_s(typer_app):>12} {typer_app / base:17.2f}x  (framework floor)"
+    )
     for name, t in (
         ("harness9 sessions list", listing),
         ("harness9 sessions list --json", as_json),

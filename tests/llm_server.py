@@ -103,6 +103,9 @@ class ScriptedLLMServer:
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._responder: Responder | None = None
+        # Ollama's POST /api/show: model name -> (context length, seconds to wait first).
+        self._shown: dict[str, tuple[int, float]] = {}
+        self.show_requests: list[dict[str, Any]] = []
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -228,6 +231,12 @@ class ScriptedLLMServer:
         """Wait ``seconds`` before answering with ``then`` (an empty reply by default)."""
         self.reply(replace(then if then is not None else EmptyReply(), delay=seconds))
 
+    def show_model(self, name: str, context_length: int, *, delay: float = 0.0) -> None:
+        """Answer Ollama's ``POST /api/show`` for ``name`` with this context length
+        (in ``model_info``, as Ollama reports it); other names get a 404."""
+        with self._lock:
+            self._shown[name] = (context_length, delay)
+
     def respond_with(self, fn: Responder | None) -> None:
         """Consult ``fn(body)`` before the queue; None from it falls through to the queue."""
         with self._lock:
@@ -309,6 +318,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle_post(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/api/show"):
+            self._show(raw)
+            return
         if not path.endswith("/chat/completions"):
             self._send_json(404, _error_body(f"no route for POST {self.path}", None, None))
             return
@@ -338,6 +350,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(spec, body)
         else:
             self._send_json(200, _completion(spec, body))
+
+    def _show(self, raw: bytes) -> None:
+        """Ollama's model details: the context length under ``<architecture>.context_length``."""
+        body = json.loads(raw or b"{}")
+        owner = self.owner
+        with owner._lock:
+            owner.show_requests.append(body)
+            shown = owner._shown.get(str(body.get("name") or body.get("model") or ""))
+        if shown is None:
+            self._send_json(404, {"error": f"model '{body.get('name')}' not found"})
+            return
+        context_length, delay = shown
+        owner._sleep(delay)
+        if owner._stopping.is_set():
+            self.close_connection = True
+            return
+        info = {"general.architecture": "llama", "llama.context_length": context_length}
+        self._send_json(200, {"template": "{{ .Prompt }}", "model_info": info})
 
     # -- plain responses ---------------------------------------------------------------------
     def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -124,6 +125,30 @@ def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
     with Manager(db_path()) as m:
         [cp] = m.open_session(sid).list_checkpoints()
     assert cp.summary == "**Goal:** answer forty questions"
+
+
+def test_compact_counts_the_summary_calls_usage_and_cost_in_the_session(llm_server):
+    sid = make_session()
+    llm_server.reply_text("**Goal:** answer forty questions", usage=(3_000, 200))
+
+    result = runner.invoke(
+        app,
+        ["compact", "--session", sid, "--context-window", "4000", "--strategy", "summarize"]
+        + ["--model", "openai/gpt-4o-mini", "--api-base", llm_server.base_url],
+    )
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(runner.invoke(app, ["sessions", "show", sid, "--json"]).stdout)
+    cost = 3_000 * 0.15e-6 + 200 * 0.6e-6  # gpt-4o-mini's prices: $0.00057
+    assert shown["usage"]["model_calls"] == 1
+    assert shown["usage"]["cost_usd"] == pytest.approx(cost)
+    assert shown["usage"]["summaries"] == {
+        "model_calls": 1,
+        "input_tokens": 3_000,
+        "output_tokens": 200,
+        "cost_usd": pytest.approx(cost),
+        "unpriced_calls": 0,
+    }
 
 
 def test_compact_summarises_with_the_summary_model_when_given_one(llm_server):

@@ -66,6 +66,13 @@ def test_list_json_prints_id_title_times_and_count():
                 "total_tokens": 0,
                 "cost_usd": None,
                 "unpriced_calls": 0,
+                "summaries": {
+                    "model_calls": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": None,
+                    "unpriced_calls": 0,
+                },
             },
         }
     ]
@@ -140,6 +147,13 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "total_tokens": 920,
             "cost_usd": 0.0003,
             "unpriced_calls": 0,
+            "summaries": {
+                "model_calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": None,
+                "unpriced_calls": 0,
+            },
         },
         "messages": [
             {

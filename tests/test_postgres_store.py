@@ -632,7 +632,10 @@ def test_usage_totals_add_up_per_session_and_go_with_it(pg_url):
         assert m.usage_totals(a) == UsageTotals(2, 150, 15, 40, 0.5, 1)
         assert m.usage_totals(b) == UsageTotals()
         assert m.usage_by_session() == {a: UsageTotals(2, 150, 15, 40, 0.5, 1)}
+        m.add_usage(b, input_tokens=300, output_tokens=30, cost_usd=0.25, summary=True)
+        assert m.usage_totals(b) == UsageTotals(1, 300, 30, 0, 0.25, 0, 1, 300, 30, 0.25, 0)
         m.delete_session(a)
+        m.delete_session(b)
         assert m.usage_by_session() == {}
 
 

@@ -91,15 +91,19 @@ def test_an_existing_store_is_back_filled_by_the_migration():
         conn.execute("DROP TABLE messages_cjk")
         conn.execute("DROP TRIGGER messages_cjk_delete")
         conn.execute("DROP TRIGGER messages_cjk_update")
-        # ... and every later migration (they only add tables of their own).
+        # ... and every later migration (tables or columns of their own).
+        summary_columns = ("calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls")
         for name, _ in MIGRATIONS[cjk:]:
-            table = {
-                "checkpoint_recall_index_rewrites_and_state": "compaction_details",
-                "session_model_and_context_window": "session_settings",
-                "track_unfinished_imports": "session_imports",
-            }.get(name)
-            if table:
-                conn.execute(f"DROP TABLE {table}")
+            undo = {
+                "checkpoint_recall_index_rewrites_and_state": ["DROP TABLE compaction_details"],
+                "session_model_and_context_window": ["DROP TABLE session_settings"],
+                "track_unfinished_imports": ["DROP TABLE session_imports"],
+                "session_usage_summary_calls": [
+                    f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
+                ],
+            }.get(name, [])
+            for statement in undo:
+                conn.execute(statement)
         conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (cjk,))
         conn.execute(f"PRAGMA user_version = {cjk - 1}")
     conn.close()

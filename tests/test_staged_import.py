@@ -268,11 +268,15 @@ def test_usage_totals_survive_export_and_import(manager: Manager):
     s = manager.new_session()
     s.add_messages([Message("user", "hello")])
     manager.add_usage(s.session_id, input_tokens=1200, output_tokens=80, cost_usd=0.5)
-    manager.add_usage(s.session_id, input_tokens=300, output_tokens=20, cached_tokens=100)
+    manager.add_usage(
+        s.session_id, input_tokens=300, output_tokens=20, cached_tokens=100, summary=True
+    )
     text = export_json(manager.snapshot(s.session_id))
     manager.delete_session(s.session_id)
     manager.restore(parse_export(text))
-    assert manager.usage_totals(s.session_id) == UsageTotals(2, 1500, 100, 100, 0.5, 1)
+    assert manager.usage_totals(s.session_id) == UsageTotals(
+        2, 1500, 100, 100, 0.5, 1, 1, 300, 20, 0.0, 1
+    )
     assert export_json(manager.snapshot(s.session_id)) == text
 
 

@@ -105,6 +105,11 @@ def test_final_schema(manager: Manager, db: Path):
         ("cached_tokens", "INTEGER", 1),
         ("cost_usd", "REAL", 1),
         ("unpriced_calls", "INTEGER", 1),
+        ("summary_calls", "INTEGER", 1),
+        ("summary_input_tokens", "INTEGER", 1),
+        ("summary_output_tokens", "INTEGER", 1),
+        ("summary_cost_usd", "REAL", 1),
+        ("summary_unpriced_calls", "INTEGER", 1),
     ]
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -622,6 +627,16 @@ def test_failed_delete_keeps_every_session(manager: Manager, db: Path, filled):
         manager.delete_sessions([filled.session_id, other.session_id])
     assert {i.id for i in manager.list_sessions()} == {filled.session_id, other.session_id}
     assert filled.get_messages() == [Message("user", "first"), Message("assistant", "second")]
+
+
+def test_a_store_just_migrated_deletes_after_another_connection_changes_the_schema(
+    manager: Manager, db: Path, filled
+):
+    # SQLite 3.40 failed this cascade with "no such table: sessions" on the connection
+    # that had run the migrations (as `manager` did, on a new file).
+    raw(db).execute("CREATE TABLE added_by_another_process (x)")
+    assert manager.delete_sessions([filled.session_id]) == [filled.session_id]
+    assert manager.list_sessions() == []
 
 
 def test_the_store_stays_writable_after_a_failed_write(manager: Manager, db: Path, filled):

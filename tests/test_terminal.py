@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from harness9.config import ContextOptions, Settings, db_path, tool_options
 from harness9.engine.setup import build_engine
 from harness9.errors import ConfigError
 from harness9.provider import get_model_limits
+from harness9.provider.limits import asks_server, server_limits
 from harness9.provider.pricing import call_cost
 from harness9.schema import Usage
 from harness9.store import Manager
@@ -419,6 +421,51 @@ def test_a_family_guess_for_a_model_on_a_local_server_counts_as_unknown():
     assert not window_notes("openai/qwen2.5-7b", None, None, limits)
 
 
+def test_an_ollama_model_no_table_knows_gets_the_window_its_server_reports(llm_server):
+    llm_server.show_model("tiny-local:8b", 8192)
+    result = cli_chat(llm_server, model="ollama/tiny-local:8b", stdin="/model\n/context\n")
+
+    assert result.exit_code == 0, result.output
+    assert "model ollama/tiny-local:8b · window 8.2K · compaction at 6.6K" in result.stderr
+    assert "is 8.2K, as its server reports" in result.stderr  # said once, at start-up
+    assert "not known" not in result.stderr
+    assert llm_server.show_requests == [{"name": "tiny-local:8b"}]  # asked once, not per command
+
+
+def test_a_window_given_or_known_is_not_asked_of_the_server(llm_server):
+    llm_server.show_model("tiny-local:8b", 8192)
+    given = cli_chat(llm_server, "--context-window", "4000", model="ollama/tiny-local:8b")
+    known = cli_chat(llm_server, model="ollama/llama3", stdin="/model\n")
+
+    assert given.exit_code == known.exit_code == 0
+    assert "model ollama/llama3 · window 8.2K" in known.stderr  # litellm's map knows it
+    assert llm_server.show_requests == []
+
+
+def test_a_server_that_does_not_know_the_model_leaves_the_guess_and_its_warning(llm_server):
+    result = cli_chat(llm_server, model="ollama/unheard-of", stdin="/model\n")
+
+    assert llm_server.show_requests == [{"name": "unheard-of"}]  # answered 404
+    assert "the context window of ollama/unheard-of is not known" in result.stderr
+    assert "window 256K" in result.stderr
+
+
+def test_a_server_that_keeps_the_window_question_waiting_is_given_up_on(llm_server):
+    llm_server.show_model("slow-model", 8192, delay=30)
+    started = time.monotonic()
+    limits = server_limits("ollama/slow-model", llm_server.base_url, timeout=0.5)
+    assert limits is None
+    assert time.monotonic() - started < 10  # not the server's 30 s
+    assert llm_server.show_requests == [{"name": "slow-model"}]
+
+
+def test_litellm_is_asked_only_for_providers_whose_server_it_can_query():
+    assert asks_server("ollama/qwen2.5-coder:7b") and asks_server("ollama_chat/x")
+    assert not asks_server("openai/local-model")  # an OpenAI-compatible server: no public call
+    assert not asks_server("ollama")
+    assert server_limits("openai/local-model", "http://127.0.0.1:9/v1") is None
+
+
 # -- cost -----------------------------------------------------------------------------------
 
 
@@ -440,6 +487,13 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "total_tokens": 11_000,
         "cost_usd": pytest.approx(expected),
         "unpriced_calls": 0,
+        "summaries": {
+            "model_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": None,
+            "unpriced_calls": 0,
+        },
     }
     shown = json.loads(runner.invoke(app, ["sessions", "show", listed[0]["id"], "--json"]).stdout)
     assert shown["usage"] == usage
@@ -458,6 +512,37 @@ def test_context_shows_the_session_cost(llm_server):
     result = cli_chat(llm_server, model="openai/gpt-4o-mini", stdin="hi\n/context\n")
     assert re.search(r"session cost\s+\$0\.0021", result.stderr)
     assert result.stderr.count("│ $0.0021") == 2  # the turn's token line and /context's
+
+
+def test_a_compaction_summary_call_is_counted_in_the_sessions_tokens_and_cost(llm_server):
+    # gpt-4o-mini: $0.15 per M input, $0.60 per M output.
+    for i in range(4):
+        llm_server.reply_text(f"answer {i}", usage=(1_000, 100))  # 4 x $0.00021
+    llm_server.reply_text("**Goal:** four questions", usage=(20_000, 500))  # $0.0033
+    stdin = "one\ntwo\nthree\nfour\n/compact\n/context\n"
+    result = cli_chat(
+        llm_server, "--strategy", "summarize", model="openai/gpt-4o-mini", stdin=stdin
+    )
+
+    assert result.exit_code == 0, result.output
+    assert llm_server.pending == 0  # the fifth reply went to the summary call
+    assert "Summarize the conversation" in llm_server.requests[4]["messages"][-1]["content"]
+    assert re.search(r"session usage \(5 calls\)\s+24K in \(0 cached\), 900 out", result.stderr)
+    assert re.search(r"session cost\s+\$0\.0041", result.stderr)
+    assert re.search(r"of which summaries\s+1 call, 20K in, 500 out, \$0\.0033", result.stderr)
+    [info] = json.loads(runner.invoke(app, ["sessions", "list", "--json"]).stdout)
+    assert info["usage"]["model_calls"] == 5
+    assert info["usage"]["total_tokens"] == 24_900
+    assert info["usage"]["cost_usd"] == pytest.approx(4 * 0.00021 + 0.0033)
+    assert info["usage"]["summaries"] == {
+        "model_calls": 1,
+        "input_tokens": 20_000,
+        "output_tokens": 500,
+        "cost_usd": pytest.approx(0.0033),
+        "unpriced_calls": 0,
+    }
+    shown = json.loads(runner.invoke(app, ["sessions", "show", info["id"], "--json"]).stdout)
+    assert shown["usage"] == info["usage"]
 
 
 def test_call_cost_is_none_for_a_model_without_prices():

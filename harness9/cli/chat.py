@@ -97,7 +97,8 @@ def chat(
         tool_options,
     )
     from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.provider import LLMProvider, get_model_limits, preload_in_background
+    from harness9.provider import LLMProvider, preload_in_background
+    from harness9.provider.limits import chat_limits
     from harness9.provider.pricing import call_cost
     from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
@@ -116,7 +117,10 @@ def chat(
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
-    limits = get_model_limits(settings.model, override=settings.context_window)
+    # A local server is asked for the window here, once (only for a model no table knows).
+    limits, window_from = chat_limits(
+        settings.model, settings.api_base, override=settings.context_window
+    )
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
     out = env.console(soft_wrap=not (markdown or interactive))
     err = out if repl else env.console(err=True, soft_wrap=not env.stderr_isatty)
@@ -180,10 +184,10 @@ def chat(
         def switch_model(name: str, window: int | None) -> tuple[Any, list[Text]]:
             """/model NAME [WINDOW]: the same session on another model, window recomputed."""
             LLMProvider(name, settings.api_base).check_credentials()
-            new_limits = get_model_limits(name, override=window)
+            new_limits, source = chat_limits(name, settings.api_base, override=window)
             new_engine = make_engine(name, new_limits.context_tokens)
             new_engine.set_session(loop.engine.session)
-            return new_engine, window_notes(name, settings.api_base, window, new_limits)
+            return new_engine, window_notes(name, settings.api_base, window, new_limits, source)
 
         reader = stdin_reader(env.stdin)
         if repl:
@@ -200,7 +204,9 @@ def chat(
             pricing=call_cost,
             approver=approver,
             switch_model=switch_model,
-            notes=window_notes(settings.model, settings.api_base, settings.context_window, limits),
+            notes=window_notes(
+                settings.model, settings.api_base, settings.context_window, limits, window_from
+            ),
             recap_on_start=bool(resume or continue_),
             started=started,
         )
@@ -234,25 +240,41 @@ def _ask_line(console: Any, stdin: Any, prompt: str) -> str:
     return line
 
 
-def window_notes(model: str, api_base: str | None, override: int | None, limits: Any) -> list[Text]:
+def window_notes(
+    model: str,
+    api_base: str | None,
+    override: int | None,
+    limits: Any,
+    source: str | None = None,
+) -> list[Text]:
     """A warning when the window is a guess: no override and no table that knows the model.
 
     A model only the name-based family table knows counts as a guess when it is
     served from an --api-base (a local server runs it with whatever window it was
-    started with). litellm offers no public way to ask an OpenAI-compatible
-    server for its window, so the user is told how to set it instead.
+    started with). ``source`` is ``chat_limits``'s (None: the tables' alone). A
+    window an Ollama server reported is said once, since the server may run the
+    model with less (its num_ctx); litellm offers no public way to ask an
+    OpenAI-compatible server, so for those the user is told how to set it instead.
     """
     from rich.text import Text
 
     from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
 
-    if override is not None:
-        return []
-    source = window_source(model)
-    if source == "map" or (source == "family" and not api_base):
+    if override is not None or source == "override":
         return []
     window = format_token_count(limits.context_tokens)
+    if source == "server":
+        return [
+            Text(
+                f"the context window of {model} is {window}, as its server reports; if the "
+                "server runs it with less, set --context-window N (or HARNESS9_CONTEXT_WINDOW).",
+                style="dim",
+            )
+        ]
+    source = source or window_source(model)
+    if source == "map" or (source == "family" and not api_base):
+        return []
     return [
         Text(
             f"the context window of {model} is not known; assuming {window}. If the model "

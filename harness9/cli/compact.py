@@ -118,10 +118,14 @@ def compact(
 
             LLMProvider(settings.model, settings.api_base).check_credentials()
         from harness9.engine import events as ev
+        from harness9.engine.metering import record_usage
+        from harness9.provider.pricing import call_cost
 
         status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
 
         def on_event(event: ev.Event) -> None:
+            if isinstance(event, ev.ModelUsage):  # the summary's calls are billed: count them
+                record_usage(manager, sess.session_id, event, call_cost)
             if status is None:
                 return
             if isinstance(event, ev.CompactionProgress):

@@ -115,6 +115,14 @@ def _usage_json(usage: UsageTotals) -> dict[str, Any]:
         "total_tokens": usage.total_tokens,
         "cost_usd": round(usage.cost_usd, 6) if usage.priced else None,
         "unpriced_calls": usage.unpriced_calls,
+        # The compaction summaries' part of the totals above.
+        "summaries": {
+            "model_calls": usage.summary_calls,
+            "input_tokens": usage.summary_input_tokens,
+            "output_tokens": usage.summary_output_tokens,
+            "cost_usd": round(usage.summary_cost_usd, 6) if usage.summaries_priced else None,
+            "unpriced_calls": usage.summary_unpriced_calls,
+        },
     }
 
 

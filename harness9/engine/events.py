@@ -38,10 +38,14 @@ class TokenUpdate:
 
 @dataclass(slots=True)
 class ModelUsage:
-    """What one model call consumed, as the server reported it."""
+    """What one model call consumed, as the server reported it.
+
+    ``summary``: the call wrote a compaction summary (billed like any call, and
+    counted apart so the user sees what compaction cost)."""
 
     model: str
     usage: Usage
+    summary: bool = False
 
 
 @dataclass(slots=True)

@@ -54,9 +54,16 @@ def build_engine(
         summarizer = LLMProvider(
             opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
         )
+    from harness9.engine import events as ev
+    from harness9.engine.metering import MeteredSummarizer
+
+    def report(event: ev.Event) -> None:
+        # Looked up at call time: the chat loop installs its renderer after this.
+        engine.on_event(event)
+
     policy = ContextPolicy.from_options(
         opts,
-        summarizer,
+        MeteredSummarizer(summarizer, report),
         context_window,
         token_counter=make_token_counter(settings.model),
         blobs=blobs,
@@ -77,11 +84,9 @@ def build_engine(
             stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
         ),
     )
-    from harness9.engine import events as ev
 
     def on_retry(attempt: int, delay: float, reason: str) -> None:
-        # Looked up at call time: the chat loop installs its renderer after this.
-        engine.on_event(ev.Retrying(attempt, delay, reason))
+        report(ev.Retrying(attempt, delay, reason))
 
     provider.on_retry = on_retry
     if summarizer is not provider:

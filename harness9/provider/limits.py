@@ -8,7 +8,8 @@ stripped one at a time (``openrouter/openai/gpt-4o`` -> ``openai/gpt-4o`` ->
 The model map is read straight from the JSON file litellm ships rather than
 through ``litellm.get_model_info``: importing litellm costs seconds, and
 ``compact --dry-run`` or the token line must not pay that just to learn a
-window size. Nothing here touches the network or prints.
+window size. Nothing here prints, and only ``server_limits`` touches the
+network: once, when a chat starts or switches to a local model no table knows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -70,6 +72,27 @@ def get_model_limits(name: str, *, override: int | None = None) -> ModelLimits:
     return limits
 
 
+def chat_limits(
+    name: str, api_base: str | None, *, override: int | None = None
+) -> tuple[ModelLimits, str]:
+    """The window a chat uses for ``name`` and where it comes from: ``"override"`` (the
+    flag or the environment), ``"server"`` (the model's local server reported it), or
+    ``window_source``'s ``"map"``, ``"family"`` or ``"default"``.
+
+    The server is asked only when no override is given and litellm's map does not know
+    the model (the family table is a guess from the name, a local server knows better).
+    """
+    limits = get_model_limits(name, override=override)
+    if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
+        return limits, "override"
+    source = window_source(name)
+    if source != "map":
+        reported = server_limits(name, api_base)
+        if reported is not None:
+            return reported, "server"
+    return limits, source
+
+
 def routing_candidates(name: str) -> list[str]:
     """``a/b/c`` -> ``["a/b/c", "b/c", "c"]``: each routing prefix stripped in turn."""
     parts = [p for p in name.split("/") if p]
@@ -83,6 +106,48 @@ def window_source(name: str) -> str:
     name-based estimate); ``"default"``: nobody knows the model, 256K is a guess.
     """
     return _lookup_with_source(name.strip())[1]
+
+
+# Providers whose server litellm asks for a model's window: ``litellm.get_model_info(name,
+# api_base=...)`` reaches OllamaModelInfo.get_model_info, which POSTs {api_base}/api/show
+# and reads the "<architecture>.context_length" of its model_info. For other providers,
+# OpenAI-compatible servers (llama.cpp, vLLM) among them, litellm has no call that asks.
+SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat"})
+# A local server answers in milliseconds; one that does not must not hold up start-up.
+SERVER_TIMEOUT_S = 3.0
+
+
+def asks_server(name: str) -> bool:
+    """True when litellm can ask ``name``'s server for its window (the provider prefix says)."""
+    provider, sep, _ = name.strip().partition("/")
+    return bool(sep) and provider.lower() in SERVER_WINDOW_PROVIDERS
+
+
+def server_limits(
+    name: str, api_base: str | None, *, timeout: float = SERVER_TIMEOUT_S
+) -> ModelLimits | None:
+    """The window ``name``'s server reports, through litellm; None when litellm cannot ask
+    (see ``SERVER_WINDOW_PROVIDERS``), or the server does not answer within ``timeout``
+    seconds, or it reports no window. Imports litellm: call it once, at start-up."""
+    if not asks_server(name):
+        return None
+    from harness9.provider.llm import load_litellm
+
+    litellm = load_litellm()  # before the clock starts: the import is not the server's time
+    answer: list[Any] = []
+
+    def ask() -> None:
+        # litellm's own request has no timeout we can set, so it runs on a daemon thread
+        # that is simply abandoned if the server keeps it waiting.
+        try:
+            answer.append(litellm.get_model_info(name.strip(), api_base=api_base))
+        except Exception:  # noqa: BLE001 - any failure means "not reported": the guess stands
+            return
+
+    probe = threading.Thread(target=ask, name="harness9-window-probe", daemon=True)
+    probe.start()
+    probe.join(timeout)
+    return _from_map_entry(dict(answer[0])) if answer else None
 
 
 @lru_cache(maxsize=256)
@@ -181,4 +246,13 @@ def _map_entry(key: str) -> Any:
         return _model_map().get(key)
 
 
-__all__ = ["DEFAULT_LIMITS", "FAMILY_LIMITS", "ModelLimits", "get_model_limits", "window_source"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FAMILY_LIMITS",
+    "ModelLimits",
+    "asks_server",
+    "chat_limits",
+    "get_model_limits",
+    "server_limits",
+    "window_source",
+]

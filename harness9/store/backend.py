@@ -70,6 +70,7 @@ class SessionStore(Protocol):
         output_tokens: int,
         cached_tokens: int = 0,
         cost_usd: float | None = None,
+        summary: bool = False,
     ) -> None: ...
 
     def usage_totals(self, session_id: str) -> UsageTotals: ...

@@ -16,7 +16,7 @@ Format (version 1)::
                       "tokens_after", "messages_before", "messages_after", "created_at"}],
      "offloads": [{"id", "content"}],
      "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
-               "cost_usd", "unpriced_calls"}}
+               "cost_usd", "unpriced_calls", "summary_calls", ...}}
 
 ``offloads`` holds the full text of the tool results the conversation replaced by
 an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
@@ -25,9 +25,11 @@ layer's OffloadStore (the store never reads offload files). A file without the k
 (written before it existed) imports with no offloads.
 
 ``usage`` is what the session's model calls consumed (the totals ``sessions list
---json`` shows), so an imported copy reports the same tokens and cost. Optional in
-version 1 like ``offloads``: a file without it imports with no usage, and an older
-harness9 reading a newer file ignores it rather than refusing the whole file.
+--json`` shows; its keys are the columns of ``session_usage``, harness9.store.rows
+USAGE_COLUMNS), so an imported copy reports the same tokens and cost. Optional in
+version 1 like ``offloads``: a file without it imports with no usage, a key it lacks
+counts 0, and an older harness9 reading a newer file ignores it rather than refusing
+the whole file.
 
 Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
 """
@@ -49,6 +51,7 @@ from harness9.store.codec import (
     checkpoint_to_json,
     record_to_json,
 )
+from harness9.store.rows import USAGE_COLUMNS, usage_row
 from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
@@ -283,26 +286,26 @@ def from_document(doc: object) -> SessionSnapshot:
     return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
 
 
-_USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens", "unpriced_calls")
-
-
 def usage_to_json(u: UsageTotals) -> dict[str, Any]:
     return {
-        "model_calls": u.model_calls,
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cached_tokens": u.cached_tokens,
-        "cost_usd": u.cost_usd,
-        "unpriced_calls": u.unpriced_calls,
+        column: value for column, value in zip(USAGE_COLUMNS, usage_row("", u)[1:], strict=True)
     }
 
 
 def _usage(u: dict[str, Any]) -> UsageTotals:
-    counts = {key: _count(u, key, "usage") for key in _USAGE_COUNTS}
-    cost = _get(u, "cost_usd", float, "usage")
-    if cost < 0:
-        raise ImportFormatError(f"usage.cost_usd is {cost!r}, not a cost of 0 or more")
-    return UsageTotals(cost_usd=cost, **counts)
+    """The ``usage`` object; a key it lacks (a column newer than the file) counts 0."""
+    values: dict[str, Any] = {}
+    for column in USAGE_COLUMNS:
+        if column not in u:
+            continue
+        if column.endswith("cost_usd"):
+            cost = _get(u, column, float, "usage")
+            if cost < 0:
+                raise ImportFormatError(f"usage.{column} is {cost!r}, not a cost of 0 or more")
+            values[column] = cost
+        else:
+            values[column] = _count(u, column, "usage")
+    return UsageTotals(**values)
 
 
 def _check_increasing(ids: list[int], what: str) -> None:

@@ -17,6 +17,9 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+_LOAD_SCHEMA = "SELECT 1 FROM sqlite_master WHERE 0"
+
+
 def begin_immediate(conn: sqlite3.Connection, wait_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
     """BEGIN IMMEDIATE, retried every LOCK_POLL_S for up to ``wait_s``.
 
@@ -31,6 +34,14 @@ def begin_immediate(conn: sqlite3.Connection, wait_s: float = BUSY_TIMEOUT_MS / 
         while True:
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                # Load the schema another connection may have changed (a newer harness9's
+                # migration) with a plain read: SQLite 3.40 fails a cascading DELETE that
+                # has to reload it itself with "no such table: sessions".
+                try:
+                    conn.execute(_LOAD_SCHEMA).fetchall()
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK")
+                    raise
                 return
             except sqlite3.OperationalError as exc:
                 if not is_busy(exc) or time.monotonic() >= deadline:

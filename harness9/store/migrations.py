@@ -257,6 +257,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # The part of a session's usage that compaction summaries consumed: they are model
+        # calls the user is billed for, counted in the totals above and shown apart by
+        # /context. Same meaning as the totals' columns, for summary calls only.
+        "session_usage_summary_calls",
+        """
+        ALTER TABLE session_usage ADD COLUMN summary_calls INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_input_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_output_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_cost_usd REAL NOT NULL DEFAULT 0;
+        ALTER TABLE session_usage ADD COLUMN summary_unpriced_calls INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
         # Imports in bounded steps (harness9.store.staged_import). A large session is
         # written a batch at a time, each batch its own short transaction, so another
         # harness9 saving meanwhile never waits long. Until its last step the session has

@@ -199,6 +199,22 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's session_usage_summary_calls: the part of the usage that compaction
+        # summaries consumed (counted in the totals too).
+        "session_usage_summary_calls",
+        """
+        ALTER TABLE harness9.session_usage
+            ADD COLUMN summary_calls          bigint           NOT NULL DEFAULT 0,
+            ADD COLUMN summary_input_tokens   bigint           NOT NULL DEFAULT 0,
+            ADD COLUMN summary_output_tokens  bigint           NOT NULL DEFAULT 0,
+            ADD COLUMN summary_cost_usd       double precision NOT NULL DEFAULT 0,
+            ADD COLUMN summary_unpriced_calls bigint           NOT NULL DEFAULT 0;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

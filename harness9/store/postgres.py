@@ -38,7 +38,14 @@ from harness9.store.codec import (
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
-from harness9.store.rows import records_from_rows
+from harness9.store.rows import (
+    USAGE_COLUMNS,
+    records_from_rows,
+    usage_insert_sql,
+    usage_row,
+    usage_upsert_sql,
+    usage_values,
+)
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
@@ -294,38 +301,26 @@ class PostgresManager:
         output_tokens: int,
         cached_tokens: int = 0,
         cost_usd: float | None = None,
+        summary: bool = False,
     ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
+        ``summary``: a compaction summary's call, also counted apart)."""
+        values = usage_values(
+            session_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached_tokens,
+            cost_usd=cost_usd,
+            summary=summary,
+        )
         with self.statement() as conn:
-            conn.execute(
-                "INSERT INTO session_usage AS u (session_id, model_calls, input_tokens, "
-                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
-                "VALUES (%s, 1, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
-                "model_calls = u.model_calls + 1, "
-                "input_tokens = u.input_tokens + excluded.input_tokens, "
-                "output_tokens = u.output_tokens + excluded.output_tokens, "
-                "cached_tokens = u.cached_tokens + excluded.cached_tokens, "
-                "cost_usd = u.cost_usd + excluded.cost_usd, "
-                "unpriced_calls = u.unpriced_calls + excluded.unpriced_calls",
-                (
-                    session_id,
-                    input_tokens,
-                    output_tokens,
-                    cached_tokens,
-                    cost_usd or 0.0,
-                    1 if cost_usd is None else 0,
-                ),
-            )
-
-    _USAGE_COLUMNS = (
-        "model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, unpriced_calls"
-    )
+            conn.execute(usage_upsert_sql("%s", "session_usage AS u", "u."), values)
 
     def usage_totals(self, session_id: str) -> UsageTotals:
         """The session's summed usage; all zero for a session that made no model call."""
         with self.read() as conn:
             row = conn.execute(
-                f"SELECT {self._USAGE_COLUMNS} FROM session_usage WHERE session_id = %s",
+                f"SELECT {', '.join(USAGE_COLUMNS)} FROM session_usage WHERE session_id = %s",
                 (session_id,),
             ).fetchone()
         return UsageTotals(*row) if row is not None else UsageTotals()
@@ -334,7 +329,7 @@ class PostgresManager:
         """Every session's summed usage that has any (for listings)."""
         with self.read() as conn:
             rows = conn.execute(
-                f"SELECT session_id, {self._USAGE_COLUMNS} FROM session_usage"
+                f"SELECT session_id, {', '.join(USAGE_COLUMNS)} FROM session_usage"
             ).fetchall()
         return {row[0]: UsageTotals(*row[1:]) for row in rows}
 
@@ -583,21 +578,8 @@ class PostgresManager:
 
 def _restore_usage(conn: psycopg.Connection, sid: str, u: UsageTotals) -> None:
     """An imported session's usage totals, when it has any."""
-    if u == UsageTotals():
-        return
-    conn.execute(
-        "INSERT INTO session_usage (session_id, model_calls, input_tokens, output_tokens, "
-        "cached_tokens, cost_usd, unpriced_calls) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (
-            sid,
-            u.model_calls,
-            u.input_tokens,
-            u.output_tokens,
-            u.cached_tokens,
-            u.cost_usd,
-            u.unpriced_calls,
-        ),
-    )
+    if u != UsageTotals():
+        conn.execute(usage_insert_sql("%s"), usage_row(sid, u))
 
 
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}

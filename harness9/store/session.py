@@ -67,6 +67,12 @@ class UsageTotals:
     cached_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    # Of the above, what compaction summaries consumed (they are billed like any call).
+    summary_calls: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    summary_cost_usd: float = 0.0
+    summary_unpriced_calls: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -76,6 +82,11 @@ class UsageTotals:
     def priced(self) -> bool:
         """True when at least one call had a known price."""
         return self.model_calls > self.unpriced_calls
+
+    @property
+    def summaries_priced(self) -> bool:
+        """True when at least one summary call had a known price."""
+        return self.summary_calls > self.summary_unpriced_calls
 
 
 @dataclass(slots=True)

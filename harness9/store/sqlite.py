@@ -41,7 +41,7 @@ from harness9.store.codec import (
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
-from harness9.store.rows import records_from_rows
+from harness9.store.rows import USAGE_COLUMNS, records_from_rows, usage_upsert_sql, usage_values
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
@@ -457,35 +457,26 @@ class Manager:
         output_tokens: int,
         cached_tokens: int = 0,
         cost_usd: float | None = None,
+        summary: bool = False,
     ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced)."""
+        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
+        ``summary``: a compaction summary's call, also counted apart)."""
+        values = usage_values(
+            session_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached_tokens,
+            cost_usd=cost_usd,
+            summary=summary,
+        )
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO session_usage (session_id, model_calls, input_tokens, "
-                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
-                "VALUES (?, 1, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
-                "model_calls = model_calls + 1, "
-                "input_tokens = input_tokens + excluded.input_tokens, "
-                "output_tokens = output_tokens + excluded.output_tokens, "
-                "cached_tokens = cached_tokens + excluded.cached_tokens, "
-                "cost_usd = cost_usd + excluded.cost_usd, "
-                "unpriced_calls = unpriced_calls + excluded.unpriced_calls",
-                (
-                    session_id,
-                    input_tokens,
-                    output_tokens,
-                    cached_tokens,
-                    cost_usd or 0.0,
-                    1 if cost_usd is None else 0,
-                ),
-            )
+            conn.execute(usage_upsert_sql("?"), values)
 
     def usage_totals(self, session_id: str) -> UsageTotals:
         """The session's summed usage; all zero for a session that made no model call."""
         with self.read() as conn:
             row = conn.execute(
-                "SELECT model_calls, input_tokens, output_tokens, cached_tokens, cost_usd, "
-                "unpriced_calls FROM session_usage WHERE session_id = ?",
+                f"SELECT {', '.join(USAGE_COLUMNS)} FROM session_usage WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
         return UsageTotals(*row) if row is not None else UsageTotals()
@@ -494,8 +485,7 @@ class Manager:
         """Every session's summed usage that has any (for listings)."""
         with self.read() as conn:
             rows = conn.execute(
-                "SELECT session_id, model_calls, input_tokens, output_tokens, cached_tokens, "
-                "cost_usd, unpriced_calls FROM session_usage"
+                f"SELECT session_id, {', '.join(USAGE_COLUMNS)} FROM session_usage"
             ).fetchall()
         return {row[0]: UsageTotals(*row[1:]) for row in rows}
 

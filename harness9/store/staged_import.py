@@ -46,6 +46,7 @@ from harness9.store.codec import (
     message_values,
 )
 from harness9.store.export import ImportFormatError, SessionExistsError, SessionSnapshot
+from harness9.store.rows import usage_insert_sql, usage_row
 from harness9.store.session import StoreError, UsageTotals
 from harness9.store.sqlite import Manager
 
@@ -283,22 +284,8 @@ def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
             details = checkpoint_details(moved)
             if details is not None:
                 conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
-        u = snap.usage
-        if u != UsageTotals():
-            conn.execute(
-                "INSERT INTO session_usage (session_id, model_calls, input_tokens, "
-                "output_tokens, cached_tokens, cost_usd, unpriced_calls) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sid,
-                    u.model_calls,
-                    u.input_tokens,
-                    u.output_tokens,
-                    u.cached_tokens,
-                    u.cost_usd,
-                    u.unpriced_calls,
-                ),
-            )
+        if snap.usage != UsageTotals():
+            conn.execute(usage_insert_sql("?"), usage_row(sid, snap.usage))
         conn.execute("DELETE FROM session_imports WHERE session_id = ?", (sid,))
 
 

@@ -22,6 +22,7 @@ from rich.text import Text
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
+from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import UsageTotals
@@ -31,6 +32,7 @@ from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
     compaction_notice,
     format_cost,
+    summaries_line,
     token_line,
     tool_call_line,
     tool_result_line,
@@ -72,7 +74,7 @@ class EventRenderer:
         io: ChatIO,
         model: str,
         session_id: Callable[[], str],
-        on_usage: Callable[[str, Usage], None] | None = None,
+        on_usage: Callable[[ev.ModelUsage], None] | None = None,
         session_cost: Callable[[], float | None] | None = None,
     ) -> None:
         self.io = io
@@ -95,9 +97,9 @@ class EventRenderer:
                 self._spin(f"thinking… ctx ~{format_token_count(t)}/{format_token_count(w)}")
             case ev.TokenUpdate(tokens=t, context_window=w, actual=True):
                 self._actual = (t, w)
-            case ev.ModelUsage(model=model, usage=usage):
+            case ev.ModelUsage() as used:
                 if self.on_usage is not None:
-                    self.on_usage(model, usage)
+                    self.on_usage(used)
             case ev.TextDelta(text=text):
                 self._stop_spin()
                 self._streamed = True
@@ -316,16 +318,9 @@ class ChatLoop:
 
     # -- usage and cost ------------------------------------------------------------
 
-    def _record_usage(self, model: str, usage: Usage) -> None:
-        cost = self.pricing(model, usage) if self.pricing is not None else None
+    def _record_usage(self, used: ev.ModelUsage) -> None:
         sid = self.engine.session.session_id
-        self.manager.add_usage(
-            sid,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cached_tokens=usage.cached_tokens,
-            cost_usd=cost,
-        )
+        record_usage(self.manager, sid, used, self.pricing)
         self.usage = self.manager.usage_totals(sid)
 
     def session_cost(self) -> float | None:
@@ -474,6 +469,8 @@ class ChatLoop:
                 "session cost",
                 (format_cost(cost) + unpriced) if cost is not None else "unknown for this model",
             )
+            if u.summary_calls:
+                table.add_row("of which summaries", summaries_line(u))
         self.io.err.print(table)
         self.io.err.print(
             token_line(

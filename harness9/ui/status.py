@@ -6,6 +6,7 @@ from rich.text import Text
 
 from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
+from harness9.store.session import UsageTotals
 from harness9.ui.text import inert
 
 
@@ -28,6 +29,20 @@ def format_cost(dollars: float) -> str:
     if dollars < 0.01:
         return f"${dollars:.4f}"
     return f"${dollars:.2f}"
+
+
+def summaries_line(u: UsageTotals) -> str:
+    """``2 calls, 12.0K in, 800 out, $0.0021``: the compaction summaries' part of the usage."""
+    calls = "1 call" if u.summary_calls == 1 else f"{u.summary_calls} calls"
+    line = (
+        f"{calls}, {format_token_count(u.summary_input_tokens)} in, "
+        f"{format_token_count(u.summary_output_tokens)} out"
+    )
+    if u.summaries_priced:
+        line += f", {format_cost(u.summary_cost_usd)}"
+        if u.summary_unpriced_calls:
+            line += f" ({u.summary_unpriced_calls} unpriced)"
+    return line
 
 
 def token_line(
