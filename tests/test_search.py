@@ -12,7 +12,6 @@ from freezegun import freeze_time
 from harness9.schema import Message, ToolCall
 from harness9.store import Checkpoint, Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import SessionStore, open_url
-from harness9.store.export import import_snapshot, snapshot_session
 from harness9.store.migrations import MIGRATIONS, NO_FTS5, SchemaError, migrate
 from harness9.store.search import (
     HIGHLIGHT_CLOSE,
@@ -397,10 +396,10 @@ def test_a_search_with_nothing_to_index_does_not_wait_for_the_write_lock(
 def test_an_imported_session_whose_ids_lie_below_the_mark_is_found(manager: Manager, db: Path):
     sid = add(manager, "restore the backup", "backup restored")
     assert len(manager.search("backup")) == 2
-    snap = snapshot_session(manager, sid)
+    snap = manager.snapshot(sid)
     manager.delete_session(sid)
     assert found(manager, "backup") == []
-    import_snapshot(manager, snap)
+    manager.restore(snap)
     # Ids 1 and 2 were free, so they were kept: below the mark, where no catch-up looks.
     assert indexed_upto(db) == 2
     hits = manager.search("backup")
@@ -413,10 +412,10 @@ def test_an_imported_session_whose_ids_lie_below_the_mark_is_found(manager: Mana
 def test_an_import_straddling_the_mark_is_indexed_exactly_once(manager: Manager, db: Path):
     sid = add(manager, "alpha report", "beta report")
     assert len(manager.search("report")) == 2  # the mark is at 2
-    snap = snapshot_session(manager, sid)
+    snap = manager.snapshot(sid)
     manager.delete_session(sid)
     snap.records[1].id = 7  # one id below the mark, one above it
-    import_snapshot(manager, snap)
+    manager.restore(snap)
     assert indexed_rows(db) == [1]  # the import indexed its row below the mark only
     assert sorted(found(manager, "report")) == ["alpha report", "beta report"]
     assert indexed_rows(db) == [1, 7]

@@ -544,6 +544,15 @@ def test_writing_to_a_deleted_session_raises_not_found(manager: Manager):
         s.add_messages([Message("user", "late")])
 
 
+def test_checkpointing_a_deleted_session_says_it_was_deleted(manager: Manager):
+    s = manager.new_session()
+    ids = s.add_messages([Message("user", "a")])
+    manager.delete_session(s.session_id)
+    # Its messages went with it, but the error names the cause, not a foreign message.
+    with pytest.raises(SessionNotFoundError, match="it was deleted"):
+        s.add_checkpoint(Checkpoint(ids[0], "sum", "summarization", 10, 5, 1, 1))
+
+
 # -- crash safety: a failure injected mid-transaction by a trigger -----------------------
 
 

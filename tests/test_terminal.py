@@ -664,3 +664,78 @@ def test_in_a_terminal_the_reply_is_rendered_and_no_color_keeps_the_source(
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rendered)
     assert "x = 1" in text and "```" not in text  # a highlighted block, no fences
     assert "```python\r\nx = 1\r\n```" in plain  # the pty turns \n into \r\n
+
+
+def drive_pty(
+    argv: list[str], env: dict[str, str], steps: list[tuple[str, bytes]], timeout: float = 120
+) -> tuple[str, int]:
+    """Run ``python -m harness9 ARGV`` on a pty; for each (text, keys) wait until ``text``
+    has been printed (since the previous step), then type ``keys``. Returns all it printed
+    (colours removed) and its exit code (-9: killed at the timeout)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    from support import cli_env
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness9", *argv],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=cli_env(**env),
+        close_fds=True,
+    )
+    os.close(slave)
+    seen, mark = b"", 0
+    pending = list(steps)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if pending and pending[0][0].encode() in seen[mark:]:
+                mark = len(seen)
+                os.write(master, pending.pop(0)[1])
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode("utf-8", errors="replace"))
+    return text, proc.returncode
+
+
+@pytest.mark.slow
+def test_at_a_terminal_the_prompt_does_not_wait_for_the_servers_window(llm_server, harness9_home):
+    # Asking an Ollama server needs litellm (seconds to import): the prompt comes first,
+    # and the answer is settled before the first command that needs the window.
+    llm_server.show_model("tiny-local:8b", 8192)
+    env = {"HARNESS9_HOME": str(harness9_home), "COLUMNS": "100"}
+    argv = ["chat", "--model", "ollama/tiny-local:8b", "--api-base", llm_server.base_url]
+
+    # No cursor-position request: nothing on this pty would answer it.
+    env["PROMPT_TOOLKIT_NO_CPR"] = "1"
+    steps = [("›", b"/context\r"), ("compaction threshold", b""), ("›", b"\x04")]
+    screen, code = drive_pty(argv, env, steps, timeout=60)
+
+    assert code == 0  # Ctrl-D at the second prompt left
+    first_prompt = screen.index("›")
+    reported = screen.index("as its server reports")
+    assert first_prompt < reported
+    assert re.search(r"window\s+8\.2K", screen[reported:])  # /context, on the new window
+    assert "not known" not in screen
+    assert llm_server.show_requests == [{"name": "tiny-local:8b"}]

@@ -98,7 +98,13 @@ def chat(
     )
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import LLMProvider, preload_in_background
-    from harness9.provider.limits import chat_limits
+    from harness9.provider.limits import (
+        WindowProbe,
+        chat_limits,
+        get_model_limits,
+        server_would_answer,
+        window_source,
+    )
     from harness9.provider.pricing import call_cost
     from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
@@ -117,9 +123,19 @@ def chat(
     # One line naming the variable or flag to set, before any prompt.
     LLMProvider(settings.model, settings.api_base).check_credentials()
 
-    # A local server is asked for the window here, once (only for a model no table knows).
-    limits, window_from = chat_limits(
-        settings.model, settings.api_base, override=settings.context_window
+    # A local server is asked for the window once (only for a model no table knows). At a
+    # terminal the question goes in the background once the prompt shows (it needs
+    # litellm, seconds to import) and is settled before the first turn or command.
+    probe = None
+    if repl and server_would_answer(settings.model, override=settings.context_window):
+        probe = WindowProbe(settings.model, settings.api_base)
+        limits, window_from = get_model_limits(settings.model), window_source(settings.model)
+    else:
+        limits, window_from = chat_limits(
+            settings.model, settings.api_base, override=settings.context_window
+        )
+    notes = window_notes(
+        settings.model, settings.api_base, settings.context_window, limits, window_from
     )
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
     out = env.console(soft_wrap=not (markdown or interactive))
@@ -194,8 +210,20 @@ def chat(
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
             reader = terminal_reader(
-                harness9_home() / "prompt_history", on_shown=preload_in_background
+                harness9_home() / "prompt_history",
+                on_shown=preload_in_background if probe is None else probe.start,
             )
+
+        def settle_window() -> tuple[int | None, list[Text]]:
+            """The window the server reported (None: keep the guess) and what to say."""
+            assert probe is not None
+            reported = probe.result()
+            if reported is None:
+                return None, notes
+            return reported.context_tokens, window_notes(
+                settings.model, settings.api_base, None, reported, "server"
+            )
+
         loop = ChatLoop(
             engine,
             manager,
@@ -204,9 +232,8 @@ def chat(
             pricing=call_cost,
             approver=approver,
             switch_model=switch_model,
-            notes=window_notes(
-                settings.model, settings.api_base, settings.context_window, limits, window_from
-            ),
+            notes=notes if probe is None else [],
+            settle_window=settle_window if probe is not None else None,
             recap_on_start=bool(resume or continue_),
             started=started,
         )

@@ -32,24 +32,20 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
-    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
     find_cut,
     first_look,
-    run_fallback,
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups
-from harness9.context.fingerprint import marker_summarizer, structured_summary
+from harness9.context.fingerprint import FoldingCompactor, marker_summarizer
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import (
     SUMMARY_ESTIMATE_CAP,
     Summarizer,
-    failure_text,
-    summarized_result,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
@@ -107,7 +103,7 @@ def _bytes(msgs: Sequence[Message]) -> int:
     return total
 
 
-class HybridCompactor(PlannedCompactor[list[Message]]):
+class HybridCompactor(FoldingCompactor):
     """Offload → stub → structured summary with a recall index; see the module docstring."""
 
     strategy = STRATEGY_HYBRID
@@ -178,20 +174,7 @@ class HybridCompactor(PlannedCompactor[list[Message]]):
         if plan.cut <= 1:
             out = repair_orphaned_tool_pairs(stubbed)
             return CompactionResult(out, plan, None, STRATEGY_STUBS)
-        cut = plan.cut
-        try:
-            summary = structured_summary(
-                self.span,
-                stubbed[1:cut],
-                fingerprint_from=msgs[1:cut],
-                on_progress=on_progress,
-                preserved_budget=self.preserved_budget,
-                instructions=instructions,
-            )
-        except Exception as exc:  # any provider failure: compaction must not fail
-            # On the stubbed history: what stubbing saved is not thrown away.
-            return run_fallback(self.fallback, stubbed, force=True, error=failure_text(exc))
-        return summarized_result(stubbed, cut, plan, summary, STRATEGY_HYBRID)
+        return self._fold(stubbed, msgs, plan, True, on_progress, instructions=instructions)
 
     # -- internals -----------------------------------------------------------------------
 

@@ -39,20 +39,18 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
-    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     find_cut,
     first_look,
-    run_fallback,
     starts_with_system,
 )
 from harness9.context.eviction import evict_by_density
-from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, structured_summary
+from harness9.context.fingerprint import PRESERVED_SHARE, FoldingCompactor, marker_summarizer
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import Summarizer, failure_text, summarized_result
+from harness9.context.summarize import Summarizer
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
 
@@ -62,7 +60,7 @@ STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
 
 
-class Phase2Compactor(PlannedCompactor[list[Message]]):
+class Phase2Compactor(FoldingCompactor):
     strategy = STRATEGY_SUMMARY
 
     def __init__(
@@ -153,20 +151,8 @@ class Phase2Compactor(PlannedCompactor[list[Message]]):
             return CompactionResult(repair_orphaned_tool_pairs(evicted), plan, None, plan.strategy)
         # msgs[1:cut] is folded, msgs[cut:] stays verbatim. Eviction keeps positions,
         # so the same indices address the original messages for the fingerprint.
-        cut = plan.cut
-        try:
-            summary = structured_summary(
-                self.span,
-                evicted[1:cut],
-                fingerprint_from=msgs[1:cut],
-                on_progress=on_progress,
-                preserved_budget=self.preserved_budget,
-                spill=self._spill if self.offload is not None else None,
-            )
-        except Exception as exc:  # provider errors of any kind: compaction must not fail
-            # On the evicted history: what eviction saved is not thrown away.
-            return run_fallback(self.fallback, evicted, force=force, error=failure_text(exc))
-        return summarized_result(evicted, cut, plan, summary, STRATEGY_SUMMARY)
+        spill = self._spill if self.offload is not None else None
+        return self._fold(evicted, msgs, plan, force, on_progress, spill=spill)
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, offload: bool = False

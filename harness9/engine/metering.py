@@ -14,6 +14,7 @@ from typing import Protocol
 
 from harness9.engine import events as ev
 from harness9.schema import Message, ToolDefinition, Usage
+from harness9.store.backend import UsageStore
 
 __all__ = ["MeteredSummarizer", "UsageStore", "record_usage"]
 
@@ -44,19 +45,6 @@ class MeteredSummarizer:
         if usage is not None:
             self.report(ev.ModelUsage(self.inner.model, usage, summary=True))
         return reply, usage
-
-
-class UsageStore(Protocol):
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-        summary: bool = False,
-    ) -> None: ...
 
 
 def record_usage(

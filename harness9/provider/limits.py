@@ -93,6 +93,40 @@ def chat_limits(
     return limits, source
 
 
+def server_would_answer(name: str, *, override: int | None = None) -> bool:
+    """Whether ``chat_limits`` would ask ``name``'s server (and so import litellm)."""
+    if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
+        return False
+    return asks_server(name) and window_source(name) != "map"
+
+
+class WindowProbe:
+    """``server_limits`` on a background thread: started once the first prompt is on the
+    screen, so a chat on a local model shows its prompt without waiting for litellm's
+    import and the server; ``result`` waits for the answer (bounded by the timeout)."""
+
+    def __init__(self, name: str, api_base: str | None) -> None:
+        self.name, self.api_base = name, api_base
+        self._answer: list[ModelLimits | None] = []
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=lambda: self._answer.append(server_limits(self.name, self.api_base)),
+                name="harness9-window-probe-start",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def result(self) -> ModelLimits | None:
+        """The reported window, or None (not reported, or the server did not answer)."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        return self._answer[0] if self._answer else None
+
+
 def routing_candidates(name: str) -> list[str]:
     """``a/b/c`` -> ``["a/b/c", "b/c", "c"]``: each routing prefix stripped in turn."""
     parts = [p for p in name.split("/") if p]
@@ -250,9 +284,11 @@ __all__ = [
     "DEFAULT_LIMITS",
     "FAMILY_LIMITS",
     "ModelLimits",
+    "WindowProbe",
     "asks_server",
     "chat_limits",
     "get_model_limits",
     "server_limits",
+    "server_would_answer",
     "window_source",
 ]

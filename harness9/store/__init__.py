@@ -19,13 +19,8 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.store.sqlite import (
-    AmbiguousSessionError,
-    Manager,
-    SQLiteSession,
-    is_session_id,
-    open_manager,
-)
+from harness9.store.sql_manager import AmbiguousSessionError, is_session_id
+from harness9.store.sqlite import Manager, SQLiteSession, open_manager
 
 __all__ = [
     "AmbiguousSessionError",

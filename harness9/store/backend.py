@@ -38,7 +38,22 @@ class StoredSession(CheckpointedSession, Protocol):
     corrupt_rows: list[CorruptRow]
 
 
-class SessionStore(Protocol):
+class UsageStore(Protocol):
+    """Where each model call's usage is added to its session's totals."""
+
+    def add_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
+        summary: bool = False,
+    ) -> None: ...
+
+
+class SessionStore(UsageStore, Protocol):
     """What every command needs from a session store (SQLite file or PostgreSQL server)."""
 
     location: str  # the file or the URL (without password), for messages
@@ -61,17 +76,6 @@ class SessionStore(Protocol):
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]: ...
 
     def session_info(self, session_id: str) -> SessionInfo: ...
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-        summary: bool = False,
-    ) -> None: ...
 
     def usage_totals(self, session_id: str) -> UsageTotals: ...
 

@@ -3,7 +3,8 @@
 The document is complete (ids, exact Unix times, todos, checkpoints) so an
 import restores the session exactly: export → delete → import → export gives
 the same bytes. Reading validates everything before writing anything; the write
-is all or nothing for every reader (in bounded steps: harness9.store.staged_import).
+is all or nothing for every reader (one transaction on PostgreSQL; bounded steps on
+SQLite, harness9.store.staged_import).
 
 Format (version 1)::
 
@@ -61,7 +62,7 @@ from harness9.store.session import (
     UsageTotals,
     valid_timestamp,
 )
-from harness9.store.sqlite import Manager, is_session_id
+from harness9.store.sql_manager import is_session_id
 
 FORMAT = "harness9-session"
 VERSION = 1
@@ -99,24 +100,6 @@ class OffloadedText:
 
     id: str
     content: str
-
-
-def snapshot_session(manager: Manager, session_id: str) -> SessionSnapshot:
-    session = manager.open_session(session_id)
-    with manager.read() as conn:
-        # One read transaction: a chat writing meanwhile cannot tear the snapshot.
-        conn.execute("BEGIN")
-        try:
-            info = manager.session_info(session_id)
-            records = session.get_records()
-            todos = session.get_todos() or []
-            checkpoints = session.list_checkpoints()
-            usage = manager.usage_totals(session_id)
-        finally:
-            conn.execute("COMMIT")
-    return SessionSnapshot(
-        info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
-    )
 
 
 # -- to JSON ------------------------------------------------------------------------------
@@ -324,16 +307,3 @@ def parse_export(text: str) -> SessionSnapshot:
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"not valid JSON ({exc})") from None
     return from_document(doc)
-
-
-# -- into the store ---------------------------------------------------------------------------
-
-
-def import_snapshot(manager: Manager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-    """Store ``snap`` in bounded steps, all or nothing for every reader; return its id here.
-
-    See harness9.store.staged_import: the session is invisible until its last step.
-    """
-    from harness9.store.staged_import import import_in_steps
-
-    return import_in_steps(manager, snap, new_id=new_id)

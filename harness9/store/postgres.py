@@ -18,55 +18,31 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from harness9.schema import Message
-from harness9.store.codec import (
-    CHECKPOINT_FIELDS,
-    CorruptValueError,
-    calls_from_text,
-    calls_to_text,
-    checkpoint_details,
-)
+from harness9.store.codec import CHECKPOINT_FIELDS, message_values
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
-from harness9.store.rows import (
-    USAGE_COLUMNS,
-    records_from_rows,
-    usage_insert_sql,
-    usage_row,
-    usage_upsert_sql,
-    usage_values,
-)
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
-    SessionInfo,
     SessionNotFoundError,
     StoredMessage,
     StoreError,
-    UsageTotals,
 )
+from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SqlSessionBase
-from harness9.store.sqlite import is_session_id, resolve_prefix
 from harness9.store.titles import first_title
-
-if TYPE_CHECKING:
-    from harness9.store.export import SessionSnapshot
 
 CONNECT_TIMEOUT_S = 10
 
-_INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
-_ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
 _COPY_MESSAGES = (
     "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
 )
@@ -93,20 +69,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _compaction_row(
-    session_id: str, cp: Checkpoint, last_message_id: int, created_at: float
-) -> tuple[object, ...]:
+def _compaction_row(session_id: str, cp: Checkpoint) -> tuple[object, ...]:
     """The ``compactions`` columns after ``id``, in table order, for one checkpoint."""
     return (
         session_id,
-        last_message_id,
+        cp.last_message_id,
         _clean_text(cp.summary),
         cp.strategy,
         cp.tokens_before,
         cp.tokens_after,
         cp.messages_before,
         cp.messages_after,
-        created_at,
+        cp.created_at,
     )
 
 
@@ -128,11 +102,17 @@ def _clean_message(m: Message) -> Message:
     return map_message(m, _clean_text)
 
 
-class PostgresManager:
+class PostgresManager(SqlManagerBase["PostgresSession"]):
     """Owner of one PostgreSQL connection; creates, opens, lists and deletes sessions.
 
     Safe to share between threads: every use of the connection holds one lock.
     """
+
+    PARAM = "%s"
+    # ``seq`` stands in for SQLite's rowid as the last tie-break.
+    ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, seq DESC"
+    # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
+    PREFIX_MATCH, PREFIX_WILDCARD = "LIKE", "%"
 
     def __init__(
         self,
@@ -221,117 +201,13 @@ class PostgresManager:
         with self._lock, self._errors_as("write"):
             yield self.conn
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> PostgresManager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def blob_store(self) -> PostgresBlobStore:
         return self._blobs
 
-    # -- sessions ----------------------------------------------------------------
+    # -- sessions (the rest is SqlManagerBase's) -----------------------------------
 
-    def new_session(self) -> PostgresSession:
-        sid = str(uuid.uuid4())
-        now = time.time()
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (%s, %s, %s)",
-                (sid, now, now),
-            )
-        return PostgresSession(self, sid)
-
-    def open_session(self, session_id: str) -> PostgresSession:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            if (
-                conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone()
-                is None
-            ):
-                raise SessionNotFoundError(session_id)
+    def _session(self, session_id: str) -> PostgresSession:
         return PostgresSession(self, session_id)
-
-    def resolve_id(self, prefix: str) -> str:
-        """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        return resolve_prefix(prefix, self._ids_starting)
-
-    def _ids_starting(self, text: str) -> list[str]:
-        with self.read() as conn:
-            # The prefix holds only hex digits and "-": nothing LIKE would read as a pattern.
-            rows = conn.execute(
-                "SELECT id FROM sessions WHERE id LIKE %s ORDER BY id LIMIT 4", (text + "%",)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
-        """Most recently updated first; ties go to the most recently created."""
-        sql, args = _INFO_SQL + _ORDER_SQL, tuple[int, ...]()
-        if limit > 0:
-            sql, args = sql + " LIMIT %s", (limit,)
-        with self.read() as conn:
-            return [SessionInfo(*row) for row in conn.execute(sql, args)]
-
-    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
-        with self.read() as conn:
-            rows = conn.execute(_INFO_SQL + " WHERE updated_at < %s" + _ORDER_SQL, (cutoff_unix,))
-            return [SessionInfo(*row) for row in rows]
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            row = conn.execute(_INFO_SQL + " WHERE id = %s", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return SessionInfo(*row)
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-        summary: bool = False,
-    ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
-        ``summary``: a compaction summary's call, also counted apart)."""
-        values = usage_values(
-            session_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_tokens=cached_tokens,
-            cost_usd=cost_usd,
-            summary=summary,
-        )
-        with self.statement() as conn:
-            conn.execute(usage_upsert_sql("%s", "session_usage AS u", "u."), values)
-
-    def usage_totals(self, session_id: str) -> UsageTotals:
-        """The session's summed usage; all zero for a session that made no model call."""
-        with self.read() as conn:
-            row = conn.execute(
-                f"SELECT {', '.join(USAGE_COLUMNS)} FROM session_usage WHERE session_id = %s",
-                (session_id,),
-            ).fetchone()
-        return UsageTotals(*row) if row is not None else UsageTotals()
-
-    def usage_by_session(self) -> dict[str, UsageTotals]:
-        """Every session's summed usage that has any (for listings)."""
-        with self.read() as conn:
-            rows = conn.execute(
-                f"SELECT session_id, {', '.join(USAGE_COLUMNS)} FROM session_usage"
-            ).fetchall()
-        return {row[0]: UsageTotals(*row[1:]) for row in rows}
 
     def unindexed_count(self) -> int:
         """Always 0: every message's search vector is computed as it is written."""
@@ -352,8 +228,8 @@ class PostgresManager:
         indexed late here.
         """
         terms = parse(query)
-        if session_id is not None and not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
+        if session_id is not None:
+            check_session_id(session_id)
         where = "m.search @@ q.q"
         args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
@@ -391,52 +267,20 @@ class PostgresManager:
         """Nothing to catch up: a message is indexed in the transaction that stores it."""
         return 0
 
-    def delete_session(self, session_id: str) -> None:
-        self.delete_sessions([session_id])
+    def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
+        """Delete those of ``ids`` still last updated before ``cutoff``, in one transaction.
 
-    def delete_if_empty(self, session_id: str) -> bool:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.transaction() as conn:
-            gone = conn.execute(
-                "DELETE FROM sessions WHERE id = %s AND NOT EXISTS "
-                "(SELECT 1 FROM messages WHERE session_id = %s)",
-                (session_id, session_id),
-            ).rowcount
-        if gone:
-            self._deleted([session_id])
-        return bool(gone)
-
-    def _deleted(self, session_ids: Iterable[str]) -> None:
-        if self.on_session_deleted is not None:
-            for sid in session_ids:
-                self.on_session_deleted(sid)
-
-    def delete_sessions(
-        self, session_ids: Iterable[str], *, updated_before: float | None = None
-    ) -> list[str]:
-        """Delete all of them in one transaction, or none if any is missing; return the ids.
-
-        With ``updated_before`` a session written to since it was listed is skipped:
-        the ``updated_at`` condition is re-evaluated on the row a concurrent writer
-        committed, inside this transaction.
+        A session written to since it was listed is kept: the ``updated_at`` condition
+        is re-evaluated on the row a concurrent writer committed, inside this transaction.
         """
-        ids = list(dict.fromkeys(session_ids))
-        for sid in ids:
-            if not is_session_id(sid):
-                raise SessionNotFoundError(str(sid), "not a session id")
         deleted: list[str] = []
         with self.transaction() as conn:
             for sid in ids:
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
-                if updated_before is None:
-                    if conn.execute("DELETE FROM sessions WHERE id = %s", (sid,)).rowcount == 0:
-                        raise SessionNotFoundError(sid)
-                elif not conn.execute(
-                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, updated_before)
+                if conn.execute(
+                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, cutoff)
                 ).rowcount:
-                    continue
-                deleted.append(sid)
+                    deleted.append(sid)
         self._deleted(deleted)
         return deleted
 
@@ -453,152 +297,75 @@ class PostgresManager:
             rows = conn.execute(
                 "WITH gone AS (DELETE FROM sessions WHERE updated_at < %s "
                 "AND NOT (id = ANY(%s)) RETURNING id, updated_at, created_at, seq) "
-                "SELECT id FROM gone" + _ORDER_SQL,
+                "SELECT id FROM gone" + self.ORDER_SQL,
                 (cutoff_unix, spared),
             ).fetchall()
         ids = [r[0] for r in rows]
         self._deleted(ids)
         return ids
 
-    # -- moving sessions -----------------------------------------------------------------
+    # -- the driver's half of checkpoints and moving sessions ---------------------------
 
-    def snapshot(self, session_id: str) -> SessionSnapshot:
-        """Everything stored about one session, read in one repeatable-read transaction."""
-        from harness9.store.export import SessionSnapshot
+    def _stored_text(self, text: str) -> str:
+        return _clean_text(text)
 
-        session = self.open_session(session_id)
+    def _insert_checkpoint(self, conn: psycopg.Connection, session_id: str, cp: Checkpoint) -> int:
+        columns = (
+            "session_id, last_message_id, summary, strategy, tokens_before, tokens_after, "
+            "messages_before, messages_after, created_at"
+        )
+        values = _compaction_row(session_id, cp)
+        if cp.id:  # a restore that keeps its ids
+            columns, values = "id, " + columns, (cp.id, *values)
+        marks = ", ".join(["%s"] * len(values))
+        row = conn.execute(
+            f"INSERT INTO compactions ({columns}) VALUES ({marks}) RETURNING id", values
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    @contextmanager
+    def _snapshot_read(self) -> Iterator[psycopg.Connection]:
         with self.transaction() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            info = self.session_info(session_id)
-            records = session.get_records()
-            todos = session.get_todos() or []
-            checkpoints = session.list_checkpoints()
-            usage = self.usage_totals(session_id)
-        return SessionSnapshot(
-            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
-        )
+            yield conn
 
-    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-        """Store ``snap`` in one transaction; return the session id it was stored under.
+    def _ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
+        """Whether ``ids`` were all handed out by the table's sequence already and are free now.
 
-        Message and checkpoint ids are kept when all are free and were handed out by
-        this database's sequences before (an export of this store: the re-import is
-        exact); otherwise, and always with ``new_id``, fresh ids are assigned and each
-        checkpoint moves to its message's new id.
+        Such ids can never be handed out again, so writing them explicitly cannot collide
+        with a concurrent writer; ids above the sequence would (it knows nothing of them).
+        An export of this store re-imports exactly.
         """
-        from harness9.store.export import ImportFormatError, SessionExistsError
+        if not ids:
+            return True
+        row = conn.execute(f"SELECT last_value, is_called FROM {_SEQUENCES[table]}").fetchone()
+        handed_out = int(row[0]) if row and row[1] else 0
+        if max(ids) > handed_out or min(ids) <= 0:
+            return False
+        sql = f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1"
+        return conn.execute(sql, (ids,)).fetchone() is None
 
-        sid = str(uuid.uuid4()) if new_id else snap.info.id
-        records = [
-            StoredMessage(r.id, _clean_message(r.message), r.created_at) for r in snap.records
-        ]
-        try:
-            with self.transaction() as conn:
-                if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (sid,)).fetchone():
-                    raise SessionExistsError(sid)
-                keep = (
-                    not new_id
-                    and _ids_reusable(conn, "messages", [r.id for r in records])
-                    and _ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
-                )
-                info = snap.info
-                conn.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (sid, info.created_at, info.updated_at, _clean_text(info.title), len(records)),
-                )
-                new_ids: dict[int, int] = {}
-                if records:
-                    if keep:
-                        ids = [r.id for r in records]
-                    else:
-                        ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
-                    with conn.cursor().copy(_COPY_MESSAGES) as copy:
-                        for rid, r in zip(ids, records, strict=True):
-                            m = r.message
-                            copy.write_row(
-                                (
-                                    rid,
-                                    sid,
-                                    m.role,
-                                    m.content,
-                                    calls_to_text(m.tool_calls),
-                                    m.tool_call_id or None,
-                                    r.created_at,
-                                )
-                            )
-                            new_ids[r.id] = rid
-                if snap.todos:
-                    conn.cursor().executemany(
-                        "INSERT INTO todos (session_id, position, content, status) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [
-                            (sid, i, _clean_text(t.content), t.status)
-                            for i, t in enumerate(snap.todos)
-                        ],
-                    )
-                for cp in snap.checkpoints:
-                    values = _compaction_row(
-                        sid, cp, new_ids.get(cp.last_message_id, 0), cp.created_at
-                    )
-                    if keep:
-                        row = conn.execute(
-                            "INSERT INTO compactions (id, session_id, last_message_id, summary, "
-                            "strategy, tokens_before, tokens_after, messages_before, "
-                            "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                            (cp.id, *values),
-                        ).fetchone()
-                    else:
-                        row = conn.execute(
-                            "INSERT INTO compactions (session_id, last_message_id, summary, "
-                            "strategy, tokens_before, tokens_after, messages_before, "
-                            "messages_after, created_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                            values,
-                        ).fetchone()
-                    # Stubs follow their messages to new ids.
-                    stubs = {new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids}
-                    details = checkpoint_details(replace(cp, rewrites=stubs))
-                    if details is not None and row is not None:
-                        conn.execute(
-                            "INSERT INTO compaction_details (compaction_id, recall_index, "
-                            "rewrites, state_note) VALUES (%s, %s, %s, %s)",
-                            (row[0], *(_clean_text(x) for x in details)),
-                        )
-                _restore_usage(conn, sid, snap.usage)
-        except UnicodeEncodeError:
-            raise ImportFormatError("the file holds text that is not valid Unicode") from None
-        return sid
+    def _restore_messages(
+        self, conn: psycopg.Connection, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]:
+        if not records:
+            return {}
+        if keep:
+            ids = [r.id for r in records]
+        else:
+            ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
+        with conn.cursor().copy(_COPY_MESSAGES) as copy:
+            for rid, r in zip(ids, records, strict=True):
+                m = _clean_message(r.message)
+                copy.write_row((rid, session_id, *message_values(m), r.created_at))
+        return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
     def discard_unfinished_imports(self) -> list[str]:
         """Nothing to discard: an import is one transaction, which a failure rolls back."""
         return []
 
 
-def _restore_usage(conn: psycopg.Connection, sid: str, u: UsageTotals) -> None:
-    """An imported session's usage totals, when it has any."""
-    if u != UsageTotals():
-        conn.execute(usage_insert_sql("%s"), usage_row(sid, u))
-
-
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
-
-
-def _ids_reusable(conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
-    """Whether ``ids`` were all handed out by the table's sequence already and are free now.
-
-    Such ids can never be handed out again, so writing them explicitly cannot collide
-    with a concurrent writer; ids above the sequence would (it knows nothing of them).
-    """
-    if not ids:
-        return True
-    row = conn.execute(f"SELECT last_value, is_called FROM {_SEQUENCES[table]}").fetchone()
-    handed_out = int(row[0]) if row and row[1] else 0
-    if max(ids) > handed_out or min(ids) <= 0:
-        return False
-    taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1", (ids,)).fetchone()
-    return taken is None
 
 
 # A session's checkpoints with their details, as the SQLite store reads them.
@@ -617,31 +384,6 @@ class PostgresSession(SqlSessionBase):
     _m: PostgresManager
 
     # -- reads -------------------------------------------------------------------
-
-    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
-        sql = (
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
-            "WHERE session_id = %s AND id > %s"
-        )
-        args: tuple[object, ...] = (self._id, after_id)
-        if limit > 0:
-            sql += " ORDER BY id DESC LIMIT %s"
-            args += (limit,)
-        else:
-            sql += " ORDER BY id"
-        with self._m.read() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        if limit > 0:
-            rows.reverse()
-        out, self.corrupt_rows = records_from_rows(rows)
-        return out
-
-    def get_record(self, message_id: int) -> StoredMessage | None:
-        """The stored message with this id if it belongs to this session (a recall handle)."""
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            return None
-        recs = [r for r in self.get_records(after_id=message_id - 1, limit=0) if r.id == message_id]
-        return recs[0] if recs else None
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity)."""
@@ -669,10 +411,7 @@ class PostgresSession(SqlSessionBase):
     def _add(self, msgs: list[Message]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [
-            (sid, m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None, now)
-            for m in msgs
-        ]
+        rows = [(sid, *message_values(m), now) for m in msgs]
         if len(rows) == 1:
             # One statement, one round trip (a chat writes messages one at a time). The
             # UPDATE runs first, since the INSERT reads its output: it locks the session's
@@ -693,70 +432,14 @@ class PostgresSession(SqlSessionBase):
         with self._m.transaction() as conn:
             # First: it locks the session's row, so ids are handed out in commit order,
             # and a deleted session fails before anything is inserted.
-            cur = conn.execute(
-                "UPDATE sessions SET updated_at = %s, message_count = message_count + %s, "
-                "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s",
-                (now, len(rows), first_title(msgs), sid),
-            )
-            if cur.rowcount == 0:
-                raise SessionNotFoundError(sid, "it was deleted")
+            self._touch(conn, now, len(rows), title=first_title(msgs))
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(rows),)))
             with conn.cursor().copy(_COPY_MESSAGES) as copy:
                 for rid, row in zip(ids, rows, strict=True):
                     copy.write_row((rid, *row))
         return ids
 
-    def pop_message(self) -> Message | None:
-        with self._m.transaction() as conn:
-            # The row lock makes concurrent pops (and appends) of this session queue:
-            # each pop then reads the newest message as the previous writer left it.
-            if (
-                conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,)
-                ).fetchone()
-                is None
-            ):
-                return None
-            row = conn.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
-                "WHERE session_id = %s ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-            if row is None:
-                return None
-            rid, role, content, calls_json, call_id = row
-            try:
-                calls = calls_from_text(calls_json)
-            except CorruptValueError as exc:
-                # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(
-                    f"cannot pop message row {rid}: its tool_calls are corrupt ({exc})"
-                ) from exc
-            self._drop_newest(conn, rid, role, time.time())
-        return Message(role, content, calls, call_id or "")
-
-    def _stored_text(self, text: str) -> str:
-        return _clean_text(text)
-
-    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
-        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
-        now = time.time()
-        created = cp.created_at or now
-        with self._m.transaction() as conn:
-            self._touch(conn, now)
-            self._check_checkpoint_owner(conn, cp)
-            (new_id,) = conn.execute(
-                "INSERT INTO compactions (session_id, last_message_id, summary, strategy, "
-                "tokens_before, tokens_after, messages_before, messages_after, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                _compaction_row(self._id, cp, cp.last_message_id, created),
-            ).fetchone() or (0,)
-            details = checkpoint_details(cp)
-            if details is not None:
-                index, rewrites, state = details
-                conn.execute(
-                    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, "
-                    "state_note) VALUES (%s, %s, %s, %s)",
-                    (new_id, _clean_text(index), _clean_text(rewrites), _clean_text(state)),
-                )
-        return replace(cp, id=int(new_id), created_at=created)
+    def _lock_session(self, conn: psycopg.Connection) -> None:
+        # The row lock makes concurrent pops (and appends) of this session queue: each
+        # pop then reads the newest message as the previous writer left it.
+        conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (self._id,))

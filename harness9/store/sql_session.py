@@ -5,6 +5,9 @@ objects only where the logic differs too; the reads and the activity stamp below
 one piece of logic written against a tiny driver-neutral surface: the manager's
 ``read()`` / ``transaction()`` connections (each with ``execute`` returning a cursor),
 the driver's parameter marker ``PARAM`` and the dialect's ``SELECT_CHECKPOINTS``.
+What differs stays with the driver as small hooks: how rows are fetched
+(``_fetch_records``), how a session's row is locked for a write (``_lock_session``),
+and, on the manager, how a checkpoint is inserted and how text is stored.
 """
 
 from __future__ import annotations
@@ -12,18 +15,28 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
 from harness9.schema import ROLE_USER, Message, TodoItem
-from harness9.store.codec import checkpoint_from_values
+from harness9.store.codec import (
+    CorruptValueError,
+    checkpoint_from_values,
+    message_from_values,
+)
+from harness9.store.rows import records_from_rows
 from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionNotFoundError,
     StoredMessage,
+    StoreError,
 )
 from harness9.store.titles import first_title
+
+# A message row as readers take it (``records_from_rows``); append WHERE.
+SELECT_RECORDS = "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages"
 
 
 class SqlManager(Protocol):
@@ -36,6 +49,10 @@ class SqlManager(Protocol):
     def search(
         self, query: str, *, limit: int = 10, session_id: str | None = None
     ) -> list[SearchHit]: ...
+
+    def _stored_text(self, text: str) -> str: ...
+
+    def _store_checkpoint(self, conn: Any, session_id: str, cp: Checkpoint) -> int: ...
 
 
 class SqlSessionBase:
@@ -60,7 +77,39 @@ class SqlSessionBase:
         return f"{type(self).__name__}({self._id!r})"
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
-        raise NotImplementedError
+        return self._read_records(limit, after_id)
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session (a recall handle)."""
+        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
+            return None
+        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
+        return recs[0] if recs else None
+
+    def _read_records(
+        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
+    ) -> list[StoredMessage]:
+        p = self.PARAM
+        sql = f"{SELECT_RECORDS} WHERE session_id = {p} AND id > {p}"
+        args: tuple[object, ...] = (self._id, after_id)
+        if upto_id is not None:
+            sql += f" AND id <= {p}"
+            args += (upto_id,)
+        if limit > 0:
+            sql += f" ORDER BY id DESC LIMIT {p}"
+            args += (limit,)
+        else:
+            sql += " ORDER BY id"
+        with self._m.read() as conn:
+            rows = self._fetch_records(conn, sql, args)
+        if limit > 0:
+            rows.reverse()
+        out, self.corrupt_rows = records_from_rows(rows)
+        return out
+
+    def _fetch_records(self, conn: Any, sql: str, args: tuple[object, ...]) -> list[Any]:
+        """The rows of ``sql`` (a ``SELECT_RECORDS`` query) as a list."""
+        return list(conn.execute(sql, args).fetchall())
 
     def get_messages(self, limit: int = 0) -> list[Message]:
         return [r.message for r in self.get_records(limit)]
@@ -101,13 +150,28 @@ class SqlSessionBase:
             return None
         return str(row[0]), int(row[1] or 0)
 
-    def _touch(self, conn: Any, now: float, count_delta: int = 0) -> None:
-        """Stamp activity (and adjust the message count) in ``conn``'s transaction."""
+    def _touch(
+        self, conn: Any, now: float, count_delta: int = 0, *, title: str | None = None
+    ) -> None:
+        """Stamp activity (and adjust the message count) in ``conn``'s transaction.
+
+        ``title`` names the session if it has no title yet (the first user message
+        names it). Raises SessionNotFoundError for a deleted session, before anything
+        else in the transaction is written.
+        """
         p = self.PARAM
+        named = (
+            f", title = CASE WHEN title = '' THEN {p} ELSE title END" if title is not None else ""
+        )
+        args = (
+            (now, count_delta, title, self._id)
+            if title is not None
+            else (now, count_delta, self._id)
+        )
         cur = conn.execute(
-            f"UPDATE sessions SET updated_at = {p}, message_count = message_count + {p} "
+            f"UPDATE sessions SET updated_at = {p}, message_count = message_count + {p}{named} "
             f"WHERE id = {p}",
-            (now, count_delta, self._id),
+            args,
         )
         if cur.rowcount == 0:
             raise SessionNotFoundError(self._id, "it was deleted")
@@ -139,6 +203,29 @@ class SqlSessionBase:
         if role == ROLE_USER:
             self._retitle(conn)
 
+    def _lock_session(self, conn: Any) -> None:
+        """Keep other writers of this session out until ``conn``'s transaction ends."""
+
+    def pop_message(self) -> Message | None:
+        p = self.PARAM
+        with self._m.transaction() as conn:
+            self._lock_session(conn)
+            row = conn.execute(
+                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
+                f"WHERE session_id = {p} ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+            if row is None:
+                return None
+            rid, role, content, calls_json, call_id = row
+            try:
+                message = message_from_values(role, content, calls_json, call_id)
+            except CorruptValueError as exc:
+                # Raising rolls back: a message we cannot return is not deleted.
+                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
+            self._drop_newest(conn, rid, role, time.time())
+        return message
+
     def clear(self) -> None:
         """Delete every message and checkpoint; the todo list stays (it is not history)."""
         p = self.PARAM
@@ -161,13 +248,26 @@ class SqlSessionBase:
                 f"checkpoint names message {cp.last_message_id}, not a message of this session"
             )
 
-    def _stored_text(self, text: str) -> str:
-        """``text`` as this driver stores it (PostgreSQL cannot hold NUL)."""
-        return text
+    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
+        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
+        now = time.time()
+        created = cp.created_at or now
+        with self._m.transaction() as conn:
+            # First: a deleted session is reported as such (and on PostgreSQL this
+            # locks the session's row for the rest of the transaction).
+            self._touch(conn, now)
+            self._check_checkpoint_owner(conn, cp)
+            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
+            new_id = self._m._store_checkpoint(
+                conn, self._id, replace(cp, id=0, created_at=created)
+            )
+        return replace(cp, id=new_id, created_at=created)
 
     def save_todos(self, items: list[TodoItem]) -> None:
         p = self.PARAM
-        rows = [(self._id, i, self._stored_text(t.content), t.status) for i, t in enumerate(items)]
+        rows = [
+            (self._id, i, self._m._stored_text(t.content), t.status) for i, t in enumerate(items)
+        ]
         with self._m.transaction() as conn:
             self._touch(conn, time.time())
             conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))

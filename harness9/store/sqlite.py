@@ -14,7 +14,6 @@ waits much longer than one step, however much work the long write has left.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -22,26 +21,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness9.errors import HarnessError
 from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
     INSERT_CHECKPOINT,
-    INSERT_CHECKPOINT_DETAILS,
     SELECT_CHECKPOINTS,
-    CorruptValueError,
-    checkpoint_details,
     checkpoint_values,
-    message_from_values,
     message_values,
 )
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
-from harness9.store.rows import USAGE_COLUMNS, records_from_rows, usage_upsert_sql, usage_values
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
@@ -60,14 +52,13 @@ from harness9.store.search import (
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
-    SessionInfo,
     SessionNotFoundError,
     StoreBusyError,
     StoredMessage,
     StoreError,
-    UsageTotals,
 )
-from harness9.store.sql_session import SqlSessionBase
+from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -79,27 +70,15 @@ STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
 
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
-
-
-def resolve_prefix(prefix: str, ids_starting: Callable[[str], list[str]]) -> str:
-    """The full id of the one session whose id starts with ``prefix`` (any case);
-    ``ids_starting(text)`` lists (up to a few of) the stored ids that start with ``text``."""
-    text = prefix.strip().lower()
-    if not _PREFIX_RE.fullmatch(text):
-        raise SessionNotFoundError(prefix, "not a session id")
-    ids = ids_starting(text)
-    if not ids:
-        raise SessionNotFoundError(prefix)
-    if len(ids) > 1:
-        raise AmbiguousSessionError(prefix, ids)
-    return ids[0]
-
-
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+_RESTORE_MESSAGE = (
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -162,27 +141,15 @@ def open_error(path: Path, what: str) -> StoreError:
     return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
-class AmbiguousSessionError(HarnessError):
-    """A session id prefix matches more than one stored session."""
-
-    def __init__(self, prefix: str, matches: Sequence[str]) -> None:
-        self.prefix = prefix
-        self.matches = list(matches)
-        shown = ", ".join(m[:13] + "…" for m in self.matches[:3])
-        more = ", ..." if len(self.matches) > 3 else ""
-        super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}{more})")
-
-
-def is_session_id(value: object) -> bool:
-    """True for a canonical lower-case UUID: the only strings ever used in a path."""
-    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-class Manager:
+class Manager(SqlManagerBase["SQLiteSession"]):
     """Owner of the one SQLite connection; creates, opens, lists and deletes sessions.
 
     Safe to share between threads: every use of the connection holds one lock.
     """
+
+    PARAM = "?"
+    ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
+    PREFIX_MATCH, PREFIX_WILDCARD = "GLOB", "*"
 
     def __init__(
         self,
@@ -368,126 +335,15 @@ class Manager:
                 size = max(1, min(int(rate * STEP_TARGET_S), size * 4, 50_000))
             time.sleep(max(STEP_PAUSE_S, (held - started) / 4))
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+    # -- sessions (the rest is SqlManagerBase's) -----------------------------------
 
-    def __enter__(self) -> Manager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- sessions ----------------------------------------------------------------
-
-    def new_session(self) -> SQLiteSession:
-        import uuid
-
-        sid = str(uuid.uuid4())
-        now = time.time()
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?)",
-                (sid, now, now),
-            )
-        self._restrict_permissions()  # the first write creates -wal/-shm
-        return SQLiteSession(self, sid)
-
-    def _exists(self, conn: sqlite3.Connection, session_id: str) -> bool:
-        return (
-            conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            is not None
-        )
-
-    def open_session(self, session_id: str) -> SQLiteSession:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            if not self._exists(conn, session_id):
-                raise SessionNotFoundError(session_id)
+    def _session(self, session_id: str) -> SQLiteSession:
         return SQLiteSession(self, session_id)
 
-    def resolve_id(self, prefix: str) -> str:
-        """The full id of the one session whose id starts with ``prefix`` (any case)."""
-        return resolve_prefix(prefix, self._ids_starting)
-
-    def _ids_starting(self, text: str) -> list[str]:
-        with self.read() as conn:
-            rows = conn.execute(
-                "SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 4", (text + "*",)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    _INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
-    _ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
-
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
-        """Most recently updated first; ties go to the most recently created."""
-        sql = self._INFO_SQL + self._ORDER_SQL
-        args: tuple[int, ...] = ()
-        if limit > 0:
-            sql, args = sql + " LIMIT ?", (limit,)
-        with self.read() as conn:
-            return [_session_info(row) for row in conn.execute(sql, args)]
-
-    def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
-        """Sessions last updated before ``cutoff_unix``, most recently updated first."""
-        with self.read() as conn:
-            rows = conn.execute(
-                self._INFO_SQL + " WHERE updated_at < ?" + self._ORDER_SQL, (cutoff_unix,)
-            )
-            return [_session_info(row) for row in rows]
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.read() as conn:
-            row = conn.execute(self._INFO_SQL + " WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(session_id)
-        return _session_info(row)
-
-    def add_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-        summary: bool = False,
-    ) -> None:
-        """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
-        ``summary``: a compaction summary's call, also counted apart)."""
-        values = usage_values(
-            session_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_tokens=cached_tokens,
-            cost_usd=cost_usd,
-            summary=summary,
-        )
-        with self.transaction() as conn:
-            conn.execute(usage_upsert_sql("?"), values)
-
-    def usage_totals(self, session_id: str) -> UsageTotals:
-        """The session's summed usage; all zero for a session that made no model call."""
-        with self.read() as conn:
-            row = conn.execute(
-                f"SELECT {', '.join(USAGE_COLUMNS)} FROM session_usage WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-        return UsageTotals(*row) if row is not None else UsageTotals()
-
-    def usage_by_session(self) -> dict[str, UsageTotals]:
-        """Every session's summed usage that has any (for listings)."""
-        with self.read() as conn:
-            rows = conn.execute(
-                f"SELECT session_id, {', '.join(USAGE_COLUMNS)} FROM session_usage"
-            ).fetchall()
-        return {row[0]: UsageTotals(*row[1:]) for row in rows}
+    def new_session(self) -> SQLiteSession:
+        session = super().new_session()
+        self._restrict_permissions()  # the first write creates -wal/-shm
+        return session
 
     _SEARCH_SQL = (
         # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
@@ -513,8 +369,8 @@ class Manager:
         harness9.store.search).
         """
         expr = to_fts_query(query)
-        if session_id is not None and not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
+        if session_id is not None:
+            check_session_id(session_id)
         self.catch_up_index(on_progress)
         if has_cjk(query):
             return self._search_cjk(query, limit=limit, session_id=session_id)
@@ -614,53 +470,6 @@ class Manager:
             on_progress(0, total)
         return self.in_steps(step)
 
-    def delete_session(self, session_id: str) -> None:
-        self.delete_sessions([session_id])
-
-    def delete_if_empty(self, session_id: str) -> bool:
-        """Delete the session only if it holds no message, checked in the same transaction.
-
-        A chat that leaves without a message drops its empty session; another process
-        (``chat --continue``) may have started writing to it meanwhile.
-        """
-        if not is_session_id(session_id):
-            raise SessionNotFoundError(str(session_id), "not a session id")
-        with self.transaction() as conn:
-            gone = conn.execute(
-                "DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM messages WHERE session_id = ?)",
-                (session_id, session_id),
-            ).rowcount
-        if gone:
-            self._deleted([session_id])
-        return bool(gone)
-
-    def delete_sessions(
-        self, session_ids: Iterable[str], *, updated_before: float | None = None
-    ) -> list[str]:
-        """Delete all of them in one transaction, or none if any is missing; return the ids.
-
-        With ``updated_before`` (``--older-than``) the sessions go in bounded steps
-        (``in_steps``: a few sessions per short transaction, so a chat saving meanwhile
-        waits for one step at most), the age is checked again inside each step, and a
-        session that is gone or was written to since it was listed is skipped, not an
-        error: a chat still appending to it must not lose its messages to a clean-up
-        that listed it a moment earlier. Each session goes whole or not at all.
-        """
-        ids = list(dict.fromkeys(session_ids))
-        for sid in ids:
-            if not is_session_id(sid):
-                raise SessionNotFoundError(str(sid), "not a session id")
-        if updated_before is not None:
-            return self._delete_aged(ids, updated_before)
-        with self.transaction() as conn:
-            for sid in ids:
-                # Messages, todos and compactions go by ON DELETE CASCADE.
-                if conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount == 0:
-                    raise SessionNotFoundError(sid)
-        self._deleted(ids)
-        return ids
-
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()
     ) -> list[str]:
@@ -675,7 +484,13 @@ class Manager:
         return self._delete_aged(candidates, cutoff_unix)
 
     def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
-        """Delete those of ``ids`` still last updated before ``cutoff``, step by step."""
+        """Delete those of ``ids`` still last updated before ``cutoff``, step by step.
+
+        Bounded steps (``in_steps``: a few sessions per short transaction, so a chat
+        saving meanwhile waits for one step at most); the age is checked again inside
+        each step, and a session that is gone or was written to since it was listed is
+        skipped.
+        """
         pending = deque(ids)
         deleted: list[str] = []
 
@@ -702,19 +517,54 @@ class Manager:
             self._deleted(deleted)
         return deleted
 
-    # -- moving sessions (harness9.store.export holds the SQLite side) -------------------
+    # -- the driver's half of checkpoints and moving sessions ---------------------------
 
-    def snapshot(self, session_id: str) -> SessionSnapshot:
-        """Everything stored about one session, read in one transaction."""
-        from harness9.store.export import snapshot_session
+    def _insert_checkpoint(self, conn: sqlite3.Connection, session_id: str, cp: Checkpoint) -> int:
+        cur = conn.execute(INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
+        return int(cur.lastrowid or 0)
 
-        return snapshot_session(self, session_id)
+    @contextmanager
+    def _snapshot_read(self) -> Iterator[sqlite3.Connection]:
+        with self.read() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def _ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
+        """Whether none of ``ids`` is taken (an id SQLite would hand out next is fine)."""
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1"
+            if conn.execute(sql, chunk).fetchone():
+                return False
+        return True
+
+    def _restore_messages(
+        self, conn: sqlite3.Connection, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]:
+        new_ids: dict[int, int] = {}
+        for r in records:
+            values = (r.id if keep else None, session_id, *message_values(r.message), r.created_at)
+            new_ids[r.id] = int(conn.execute(_RESTORE_MESSAGE, values).lastrowid or 0)
+        # Kept ids may lie below the search index's mark, where the catch-up never looks.
+        # Only these records' range: an import in batches calls this once per batch.
+        if keep and records:
+            fts_index.index_restored(
+                conn, session_id, first_id=records[0].id, last_id=records[-1].id
+            )
+        return new_ids
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
-        """Store an exported session, all or nothing (in bounded steps); return its id here."""
-        from harness9.store.export import import_snapshot
+        """Store ``snap`` in bounded steps, invisible until the last (harness9.store.staged_import).
 
-        return import_snapshot(self, snap, new_id=new_id)
+        A single transaction held the write lock for as long as a large import took.
+        """
+        from harness9.store.staged_import import import_in_steps
+
+        return import_in_steps(self, snap, new_id=new_id)
 
     def discard_unfinished_imports(self) -> list[str]:
         """Remove the hidden rows of imports that died half-way (harness9.store.staged_import)."""
@@ -726,11 +576,6 @@ class Manager:
         """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
         return None
 
-    def _deleted(self, session_ids: Iterable[str]) -> None:
-        if self.on_session_deleted is not None:
-            for sid in session_ids:
-                self.on_session_deleted(sid)
-
 
 class SQLiteSession(SqlSessionBase):
     """One session's history in the Manager's database (see the Session protocol)."""
@@ -739,36 +584,15 @@ class SQLiteSession(SqlSessionBase):
     SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
     _m: Manager
 
-    def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
-        return self._read_records(limit, after_id)
-
-    def _read_records(
-        self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
-    ) -> list[StoredMessage]:
-        sql = (
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages "
-            "WHERE session_id = ? AND id > ?"
-        )
-        args: tuple[object, ...] = (self._id, after_id)
-        if upto_id is not None:
-            sql += " AND id <= ?"
-            args += (upto_id,)
-        if limit > 0:
-            sql += " ORDER BY id DESC LIMIT ?"
-            args += (limit,)
-        else:
-            sql += " ORDER BY id"
-        with self._m.read() as conn:
-            try:
-                rows = conn.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "decode" not in str(exc):
-                    raise
-                rows = self._read_undecodable(conn, sql, args)
-        if limit > 0:
-            rows.reverse()
-        out, self.corrupt_rows = records_from_rows(rows)
-        return out
+    def _fetch_records(
+        self, conn: sqlite3.Connection, sql: str, args: tuple[object, ...]
+    ) -> list[Any]:
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+            return self._read_undecodable(conn, sql, args)
 
     @staticmethod
     def _read_undecodable(
@@ -776,9 +600,9 @@ class SQLiteSession(SqlSessionBase):
     ) -> list[tuple]:
         """The slow path for rows holding invalid UTF-8: fetch bytes, decode row by row."""
         blob_sql = sql.replace(
-            "SELECT id, role, content, tool_calls, tool_call_id, created_at",
+            SELECT_RECORDS,
             "SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_calls AS BLOB), "
-            "CAST(tool_call_id AS BLOB), created_at",
+            "CAST(tool_call_id AS BLOB), created_at FROM messages",
         )
         rows: list[tuple] = []
         for rid, *fields, created in conn.execute(blob_sql, args):
@@ -791,13 +615,6 @@ class SQLiteSession(SqlSessionBase):
                 continue
             rows.append((rid, *texts, created))
         return rows
-
-    def get_record(self, message_id: int) -> StoredMessage | None:
-        """The stored message with this id if it belongs to this session (a recall handle)."""
-        if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
-            return None
-        recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
-        return recs[0] if recs else None
 
     def remember_model(self, model: str, context_window: int) -> None:
         """Record the model and window in use (does not count as activity: updated_at stays)."""
@@ -827,15 +644,8 @@ class SQLiteSession(SqlSessionBase):
         sid = self._id
         rows = [(sid, *message_values(m), now) for m in msgs]
         with self._m.transaction() as conn:
-            # First, so a deleted session fails before anything is inserted. The title is
-            # set only while still empty: the first user message names the session.
-            cur = conn.execute(
-                "UPDATE sessions SET updated_at = ?, message_count = message_count + ?, "
-                "title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (now, len(rows), first_title(msgs), sid),
-            )
-            if cur.rowcount == 0:
-                raise SessionNotFoundError(sid, "it was deleted")
+            # First, so a deleted session fails before anything is inserted.
+            self._touch(conn, now, len(rows), title=first_title(msgs))
             if len(rows) == 1:
                 inserted = conn.execute(_INSERT_MESSAGE, rows[0]).lastrowid
                 assert inserted is not None  # sqlite3 sets it after every successful INSERT
@@ -846,56 +656,6 @@ class SQLiteSession(SqlSessionBase):
                 # consecutive ids, so the batch is exactly the last len(rows) ids.
                 (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
         return list(range(last - len(rows) + 1, last + 1))
-
-    def pop_message(self) -> Message | None:
-        with self._m.transaction() as conn:
-            row = conn.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
-                "WHERE session_id = ? ORDER BY id DESC LIMIT 1",
-                (self._id,),
-            ).fetchone()
-            if row is None:
-                return None
-            rid, role, content, calls_json, call_id = row
-            try:
-                message = message_from_values(role, content, calls_json, call_id)
-            except CorruptValueError as exc:
-                # Raising rolls back: a message we cannot return is not deleted.
-                raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc
-            self._drop_newest(conn, rid, role, time.time())
-        return message
-
-    def add_checkpoint(self, cp: Checkpoint) -> Checkpoint:
-        """Store ``cp``; return a copy with its id (and created_at, if unset) filled in."""
-        now = time.time()
-        created = cp.created_at or now
-        with self._m.transaction() as conn:
-            self._check_checkpoint_owner(conn, cp)
-            self._touch(conn, now)
-            # The store numbers checkpoints: whatever id ``cp`` carries is not used.
-            row = checkpoint_values(replace(cp, id=0, created_at=created))
-            cur = conn.execute(INSERT_CHECKPOINT, (self._id, *row))
-            new_id = cur.lastrowid
-            details = checkpoint_details(cp)
-            if details is not None:
-                conn.execute(INSERT_CHECKPOINT_DETAILS, (new_id, *details))
-        return replace(cp, id=int(new_id or 0), created_at=created)
-
-
-def _session_info(row: tuple) -> SessionInfo:
-    """A sessions row for display: a damaged title or count never breaks a listing.
-
-    Times are passed on as stored (renderers show an impossible one as unknown), so
-    what is shown never differs from what an export writes.
-    """
-    sid, created, updated, count, title = row
-    if isinstance(title, bytes):
-        title = title.decode("utf-8", "replace")
-    elif not isinstance(title, str):
-        title = "" if title is None else str(title)
-    if isinstance(count, bool) or not isinstance(count, int):
-        count = 0
-    return SessionInfo(sid, created, updated, count, title)
 
 
 def open_existing_manager(

@@ -23,6 +23,10 @@ whose owner is gone (its process no longer runs on this host, or it has not
 written a step for ``STALE_AFTER_S``) and removes them (``discard_unfinished``).
 A cleaner first takes the claim over, in one transaction, so an owner that was only
 slow stops at its next step instead of publishing a session with rows missing.
+
+The rows themselves are written by the SQLite Manager's half of a restore
+(``_ids_reusable``, ``_restore_messages``, ``_restore_rest``: the hooks that
+``SqlManagerBase.restore`` calls in its one transaction), here spread over the steps.
 """
 
 from __future__ import annotations
@@ -34,30 +38,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from harness9.errors import HarnessError
-from harness9.store import fts_index
-from harness9.store.codec import (
-    INSERT_CHECKPOINT,
-    INSERT_CHECKPOINT_DETAILS,
-    checkpoint_details,
-    checkpoint_values,
-    message_values,
-)
 from harness9.store.export import ImportFormatError, SessionExistsError, SessionSnapshot
-from harness9.store.rows import usage_insert_sql, usage_row
-from harness9.store.session import StoreError, UsageTotals
+from harness9.store.session import StoreError
 from harness9.store.sqlite import Manager
 
 # A claim whose owner has not finished a step for this long is taken for abandoned. A
 # step holds the lock for ~0.1 s and waits at most the 5 s lock timeout for it.
 STALE_AFTER_S = 60.0
-
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 class ImportInProgressError(HarnessError):
@@ -162,15 +152,6 @@ def _foreign_keys_off(manager: Manager) -> Iterator[None]:
             conn.execute("PRAGMA foreign_keys = ON")
 
 
-def _ids_free(conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
-    for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        if conn.execute(f"SELECT 1 FROM {table} WHERE id IN ({marks}) LIMIT 1", chunk).fetchone():
-            return False
-    return True
-
-
 def _reserve(conn: sqlite3.Connection, table: str, top: int) -> None:
     """Make AUTOINCREMENT hand out only ids above ``top`` from now on."""
     if not conn.execute(
@@ -194,8 +175,8 @@ def _claim(manager: Manager, snap: SessionSnapshot, sid: str, new_id: bool) -> _
             raise ImportInProgressError(sid, int(other[0]), str(other[1]))
         keep = (
             not new_id
-            and _ids_free(conn, "messages", ids)
-            and _ids_free(conn, "compactions", checkpoint_ids)
+            and manager._ids_reusable(conn, "messages", ids)
+            and manager._ids_reusable(conn, "compactions", checkpoint_ids)
             # Another import still writing may have reserved some of these ids.
             and (
                 not ids
@@ -240,17 +221,7 @@ def _write_messages(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> N
     def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
         _check_claim(conn, claim)
         batch = records[done[0] : done[0] + size]
-        for r in batch:
-            values = (
-                r.id if claim.keep_ids else None,
-                sid,
-                *message_values(r.message),
-                r.created_at,
-            )
-            claim.new_ids[r.id] = int(conn.execute(_INSERT_MESSAGE, values).lastrowid or 0)
-        if claim.keep_ids and batch:
-            # Kept ids may lie below the search index's mark, where the catch-up never looks.
-            fts_index.index_restored(conn, sid, first_id=batch[0].id, last_id=batch[-1].id)
+        claim.new_ids.update(manager._restore_messages(conn, sid, batch, claim.keep_ids))
         done[0] += len(batch)
         return len(batch), done[0] >= len(records)
 
@@ -259,7 +230,7 @@ def _write_messages(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> N
 
 
 def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
-    sid, info, new_ids = claim.session_id, snap.info, claim.new_ids
+    sid, info = claim.session_id, snap.info
     with manager.transaction() as conn:
         _check_claim(conn, claim)
         conn.execute(
@@ -267,25 +238,7 @@ def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
             "VALUES (?, ?, ?, ?, ?)",
             (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
         )
-        conn.executemany(
-            "INSERT INTO todos (session_id, position, content, status) VALUES (?, ?, ?, ?)",
-            [(sid, i, t.content, t.status) for i, t in enumerate(snap.todos)],
-        )
-        for cp in snap.checkpoints:
-            moved = replace(
-                cp,
-                id=cp.id if claim.keep_ids else 0,
-                last_message_id=new_ids.get(cp.last_message_id, 0),
-                # Stubs follow their messages to new ids. (Handles written inside the
-                # index and stub texts keep the file's ids: kept when they are free.)
-                rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
-            )
-            cur = conn.execute(INSERT_CHECKPOINT, (sid, *checkpoint_values(moved)))
-            details = checkpoint_details(moved)
-            if details is not None:
-                conn.execute(INSERT_CHECKPOINT_DETAILS, (cur.lastrowid, *details))
-        if snap.usage != UsageTotals():
-            conn.execute(usage_insert_sql("?"), usage_row(sid, snap.usage))
+        manager._restore_rest(conn, sid, snap, claim.new_ids, claim.keep_ids)
         conn.execute("DELETE FROM session_imports WHERE session_id = ?", (sid,))
 
 

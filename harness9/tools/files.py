@@ -20,6 +20,9 @@ PREVIEW_LINES = 200  # at most this much diff (or new-file head) is offered for 
 PREVIEW_MAX_OLD_BYTES = 2 * 1024 * 1024  # a bigger existing file is not diffed, only named
 NEW_FILE_HEAD = 20  # lines of a new file shown before the question
 
+# Both tools take the same path: one inside the working directory (resolve_in_workdir).
+PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory."}
+
 DECLINED_WRITE = "the user declined this write; the file was not changed"
 REFUSED_WRITE_NO_TTY = (
     "refused: writing files needs confirmation; re-run harness9 with --yes to allow it"
@@ -41,10 +44,7 @@ class ReadFileTool:
             parameters={
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File path, relative to the working directory.",
-                    },
+                    "path": dict(PATH_PARAMETER),
                     "offset": {
                         "type": "integer",
                         "minimum": 1,
@@ -150,10 +150,7 @@ class WriteFileTool:
             parameters={
                 "type": "object",
                 "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File path, relative to the working directory.",
-                    },
+                    "path": dict(PATH_PARAMETER),
                     "content": {"type": "string", "description": "The complete new file content."},
                 },
                 "required": ["path", "content"],

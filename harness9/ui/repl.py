@@ -217,6 +217,9 @@ class ChatLoop:
     switch_model: Callable[[str, int | None], tuple[AgentEngine, list[Text]]] | None = None
     # Shown once before the first prompt (e.g. "the window is a guess").
     notes: list[Text] = field(default_factory=list)
+    # Called once, before the first turn or command, when the model's window is still being
+    # asked of its server: (the window to switch to, or None to keep this one; lines to show).
+    settle_window: Callable[[], tuple[int | None, list[Text]]] | None = None
     # Show where the session left off before the first prompt (--resume, --continue).
     recap_on_start: bool = False
     renderer: EventRenderer = field(init=False)
@@ -290,6 +293,7 @@ class ChatLoop:
             self.print_recap()
 
     def turn(self, text: str) -> None:
+        self._settle_window()
         # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
             result = self.engine.run_turn(text)
@@ -329,8 +333,22 @@ class ChatLoop:
 
     # -- slash commands ------------------------------------------------------------
 
+    def _settle_window(self) -> None:
+        settle, self.settle_window = self.settle_window, None
+        if settle is None:
+            return
+        window, notes = settle()
+        if window is not None and self.switch_model is not None:
+            engine, _ = self.switch_model(self.model, window)
+            engine.on_event = self.renderer
+            self.engine = engine
+        for note in notes:
+            self.io.err.print(note)
+
     def handle_command(self, line: str) -> str | None:
         name, _, rest = line.partition(" ")
+        if name not in ("/exit", "/quit", "/help"):  # leaving never waits for the server
+            self._settle_window()
         rest = rest.strip()
         handler = {
             "/help": self.cmd_help,
