@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +33,11 @@ from harness9.store.export import (
 )
 from harness9.store.retention import apply_retention
 from harness9.store.session import SessionInfo, StoredMessage, UsageTotals
-from harness9.store.staged_import import ImportInProgressError, discard_unfinished
+from harness9.store.staged_import import (
+    ImportInProgressError,
+    ImportTakenOverError,
+    discard_unfinished,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 GENEROUS_WAIT_S = 2.0
@@ -292,3 +297,30 @@ def test_a_bad_usage_value_is_refused_before_anything_is_written(manager: Manage
     doc["usage"]["output_tokens"] = -3
     with pytest.raises(ImportFormatError, match=r"usage.output_tokens is -3"):
         parse_export(json.dumps(doc))
+
+
+def test_an_import_taken_over_by_a_cleaner_stops_and_leaves_nothing(manager: Manager, db: Path):
+    # A cleaner that finds the claim idle for too long (here: a clock an hour ahead) takes
+    # it over; the importer stops at its next step instead of publishing half a session.
+    errors: list[BaseException] = []
+
+    def run_import() -> None:
+        with Manager(db) as importer:
+            try:
+                importer.restore(big_snapshot(200_000))
+            except BaseException as exc:  # reported by the assertions below
+                errors.append(exc)
+
+    t = threading.Thread(target=run_import)
+    t.start()
+    deadline = time.monotonic() + 120
+    while raw_count(db, "SELECT count(*) FROM messages WHERE session_id = ?", SID) < 1000:
+        assert t.is_alive() and time.monotonic() < deadline, errors
+        time.sleep(0.005)
+    assert discard_unfinished(manager, now=time.time() + 3600) == [SID]
+    t.join(120)
+    assert len(errors) == 1 and isinstance(errors[0], ImportTakenOverError), errors
+    assert "was cancelled" in str(errors[0])
+    assert_invisible(manager, SID)
+    assert raw_count(db, "SELECT count(*) FROM messages") == 0
+    assert raw_count(db, "SELECT count(*) FROM session_imports") == 0
