@@ -35,6 +35,17 @@ def test_search_prints_a_numbered_hit_with_id_role_title_and_snippet():
     assert len(lines) == 2
 
 
+def test_a_hit_is_numbered_as_sessions_show_numbers_the_message():
+    make_session("one", "two", "three")  # row ids 1-3: the next session's rows start at 4
+    sid = make_session("first", "the deploy worked")
+    result = cli("sessions", "search", "deploy")
+    assert "assistant #2  first" in result.stdout.splitlines()[0]
+    (hit,) = json.loads(cli("sessions", "search", "deploy", "--json").stdout)
+    assert (hit["message_id"], hit["number"]) == (5, 2)
+    shown = cli("sessions", "show", sid).stdout
+    assert "#2 assistant" in shown and "the deploy worked" in shown.split("#2 assistant")[1]
+
+
 def test_search_json_gives_plain_snippet_with_highlight_offsets():
     with freeze_time("2026-05-17 14:30:00"):
         sid = make_session("deploy the api to staging")
@@ -46,6 +57,7 @@ def test_search_json_gives_plain_snippet_with_highlight_offsets():
     assert hit == {
         "session_id": sid,
         "message_id": 1,
+        "number": 1,
         "role": "user",
         "created_at": "2026-05-17T14:30:00Z",
         "title": "deploy the api to staging",

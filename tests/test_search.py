@@ -521,3 +521,13 @@ def test_a_store_error_is_not_mistaken_for_a_query_error(manager: Manager):
     manager.close()
     with pytest.raises(StoreError, match="closed"):
         manager.search("x")
+
+
+def test_hits_are_numbered_within_their_session(manager: SessionStore):
+    other = manager.new_session()
+    other.add_messages([Message("user", "a"), Message("assistant", "b"), Message("user", "c")])
+    s = manager.new_session()
+    ids = s.add_messages([Message("user", "first"), Message("assistant", "rollout done")])
+    (hit,) = manager.number_hits(manager.search("rollout"))
+    assert (hit.session_id, hit.message_id, hit.number) == (s.session_id, ids[1], 2)
+    assert manager.search("rollout")[0].number == 0  # until numbered

@@ -326,6 +326,7 @@ def search_sessions(
 
             with IndexProgress(env.console(err=True)) as progress:
                 hits = store.search(text, limit=limit, session_id=full_id, on_progress=progress)
+            hits = store.number_hits(hits)
             missed = store.unindexed_count() if store.read_only else 0
     if missed:
         env.echo(
@@ -350,6 +351,7 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
     return {
         "session_id": hit.session_id,
         "message_id": hit.message_id,
+        "number": hit.number,
         "role": hit.role,
         "created_at": iso_utc(hit.created_at),
         "title": hit.title,

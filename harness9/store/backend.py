@@ -13,7 +13,7 @@ fill it in completely.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness9.errors import ConfigError, UsageError
@@ -90,6 +90,10 @@ class SessionStore(UsageStore, Protocol):
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[SearchHit]:
         """``on_progress(done, total)`` follows any indexing the search does first."""
+        ...
+
+    def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
+        """The hits with ``number`` set: each message's place in its session."""
         ...
 
     def unindexed_count(self) -> int:

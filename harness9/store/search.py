@@ -40,6 +40,9 @@ class SearchHit:
     title: str  # the session's title
     snippet: str  # one line; matches wrapped in HIGHLIGHT_OPEN ... HIGHLIGHT_CLOSE
     rank: float  # bm25: lower is a better match
+    # The message's number in its session, as `sessions show` numbers them (#1 first);
+    # 0 until the store's ``number_hits`` fills it in.
+    number: int = 0
 
 
 def _fts_string(text: str) -> str:

@@ -40,6 +40,7 @@ from harness9.store.sql_session import SqlSessionBase
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
+    from harness9.store.search import SearchHit
 
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
@@ -219,6 +220,20 @@ class SqlManagerBase(Generic[S]):
                 f"{INFO_SQL} WHERE updated_at < {self.PARAM}{self.ORDER_SQL}", (cutoff_unix,)
             )
             return [session_info(row) for row in rows]
+
+    def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
+        """The hits with ``number`` set: how many messages of its session come up to it
+        (`sessions show` numbers them that way; row ids are global to the store)."""
+        sql = (
+            f"SELECT count(*) FROM messages WHERE session_id = {self.PARAM} AND id <= {self.PARAM}"
+        )
+        with self.read() as conn:
+            return [
+                replace(
+                    h, number=int(conn.execute(sql, (h.session_id, h.message_id)).fetchone()[0])
+                )
+                for h in hits
+            ]
 
     def session_info(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)

@@ -423,7 +423,9 @@ class ChatLoop:
             self.renderer.error('usage: /search WORDS (words are ANDed; "quoted phrases" work)')
             return
         with IndexProgress(self.io.err) as progress:
-            hits = self.manager.search(rest, limit=10, on_progress=progress)
+            hits = self.manager.number_hits(
+                self.manager.search(rest, limit=10, on_progress=progress)
+            )
         if not hits:
             self.io.err.print("no matches")
             return

@@ -30,7 +30,8 @@ def hit_heading(number: int, hit: SearchHit) -> Text:
     line.append(hit.session_id, style="cyan")
     line.append(f"  {local_time(hit.created_at)}  ", style="dim")
     line.append(inert(hit.role), style="bold")
-    line.append(f" #{hit.message_id}", style="dim")
+    # The number `sessions show` gives the message (a row id only if the store gave none).
+    line.append(f" #{hit.number}" if hit.number else f" row {hit.message_id}", style="dim")
     if hit.title:
         line.append(f"  {inert(hit.title)}")
     return line
