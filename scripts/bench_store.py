@@ -26,8 +26,10 @@ session of 5,000) through the public API, copies the file for the plain sqlite3
 side, and measures both sides on the same data: ``sessions list`` (whole
 processes), reading the 5,000-message session, the first search (the store
 catches the index up in bounded steps; plain sqlite3 in one transaction), a warm
-search, and deleting the older half of the sessions (the store in bounded steps;
-plain sqlite3 in one DELETE). Meanwhile another process per database saves one
+search, importing a 50,000-message export (the store in bounded steps, invisible
+until the last; plain sqlite3 in one transaction, as the store did before), and
+deleting the older half of the sessions (the store in bounded steps; plain
+sqlite3 in one DELETE). Meanwhile another process per database saves one
 message every 20 ms through the store's API, as a running chat does, and each
 row shows the longest such save and how many failed during that operation.
 """
@@ -56,6 +58,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 from bench_process import MINIMAL_TYPER_APP, MINIMAL_TYPER_LABEL, compile_bytecode  # noqa: E402
 
 from harness9.schema import Message, ToolCall  # noqa: E402
+from harness9.store.codec import message_values  # noqa: E402
+from harness9.store.export import SessionSnapshot  # noqa: E402
 from harness9.store.migrations import FTS_BODY  # noqa: E402
 from harness9.store.search import (  # noqa: E402
     ELLIPSIS,
@@ -64,6 +68,7 @@ from harness9.store.search import (  # noqa: E402
     SNIPPET_TOKENS,
     to_fts_query,
 )
+from harness9.store.session import SessionInfo, StoredMessage  # noqa: E402
 from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager  # noqa: E402
 
 N_MESSAGES = 10_000
@@ -448,6 +453,36 @@ def plain_first_search(conn: sqlite3.Connection) -> list[tuple]:
     return conn.execute(SEARCH_SQL, SCALE_ARGS).fetchall()
 
 
+IMPORT_MESSAGES = 50_000
+
+
+def scale_export() -> SessionSnapshot:
+    """A 50,000-message session as ``sessions import`` reads it from an export."""
+    now = time.time()
+    msgs = make_scale_messages(IMPORT_MESSAGES, seed=5)
+    records = [StoredMessage(i + 1, m, now) for i, m in enumerate(msgs)]
+    info = SessionInfo(str(uuid.uuid4()), now, now, len(records), "imported")
+    return SessionSnapshot(info, records, [], [])
+
+
+def plain_import(conn: sqlite3.Connection, snap: SessionSnapshot) -> int:
+    """The same rows in one transaction, as the store's import did before."""
+    sid, info = str(uuid.uuid4()), snap.info
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
+    )
+    conn.executemany(
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(sid, *message_values(r.message), r.created_at) for r in snap.records],
+    )
+    conn.execute("COMMIT")
+    return len(snap.records)
+
+
 def plain_delete(conn: sqlite3.Connection, cutoff: float) -> int:
     conn.execute("BEGIN IMMEDIATE")
     n = conn.execute("DELETE FROM sessions WHERE updated_at < ?", (cutoff,)).rowcount
@@ -523,6 +558,15 @@ def run_scale(sessions: int, messages: int, runs: int) -> int:
         warm = "warm search (median of 5)"
         measure(warm, "plain", lambda: plain.execute(SEARCH_SQL, SCALE_ARGS).fetchall(), 5)
         measure(warm, "store", lambda: store.search(SCALE_QUERY), 5)
+        imported = f"import of a {IMPORT_MESSAGES:,}-message export"
+        export = scale_export()
+        a = measure(imported, "plain", lambda: plain_import(plain, export))
+        b = measure(
+            imported,
+            "store",
+            lambda: store.session_info(store.restore(export, new_id=True)).message_count,
+        )
+        assert a == b == IMPORT_MESSAGES, f"the two sides imported {a} and {b} messages"
         half = f"delete --older-than ({sessions // 2:,} sessions)"
         a = measure(half, "plain", lambda: plain_delete(plain, cutoff))
         b = measure(half, "store", lambda: len(store.delete_sessions_older_than(cutoff)))

@@ -8,6 +8,7 @@ Waits are asserted against a generous bound (2 s, against steps of ~100 ms and t
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 from harness9.schema import Message
 from harness9.store import Manager, fts_index
 from harness9.store.fts_index import is_behind
+from harness9.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 GENEROUS_WAIT_S = 2.0
@@ -212,3 +214,101 @@ def test_another_deferred_index_rides_on_the_same_bounded_catch_up(
             3_000,
         )
         assert not fts_index.is_behind(conn)
+
+
+# Like WRITER, for a store an older harness9 left at an older schema: plain SQL that both
+# schemas accept, and harness9's lock polling (a Manager would upgrade the file itself).
+LEGACY_WRITER = """
+import json, sqlite3, sys, time
+from pathlib import Path
+from harness9.store.locking import begin_immediate
+db, sid, ready, stop = sys.argv[1:5]
+waits, errors = [], []
+conn = sqlite3.connect(db, isolation_level=None)
+Path(ready).touch()
+i = 0
+while not Path(stop).exists():
+    t0 = time.monotonic()
+    try:
+        begin_immediate(conn)
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, created_at) VALUES (?, 'user', ?, 1)",
+            (sid, f"saved {i}"),
+        )
+        conn.execute("COMMIT")
+        waits.append(time.monotonic() - t0)
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+    i += 1
+    time.sleep(0.02)
+print(json.dumps({"waits": waits, "errors": errors}))
+"""
+
+
+def test_upgrading_a_large_store_from_before_the_search_index_lets_another_process_save(
+    db: Path, tmp_path: Path
+):
+    # Schema version 3: before migration 4 created the index and back-filled it in the
+    # upgrade's one transaction: 3.6 s with the write lock held at this size, measured).
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at REAL NOT NULL)"
+    )
+    for number, (name, sql) in enumerate(MIGRATIONS[:3], start=1):
+        conn.executescript(sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (number, name))
+    conn.execute("PRAGMA user_version = 3")
+    sid = "6f1c3a52-1b9e-4b52-9a86-0f3d5b3f9c11"
+    conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES (?, 1, 1)", (sid,))
+    conn.execute(
+        "WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < 400000) "
+        "INSERT INTO messages (session_id, role, content, created_at) "
+        "SELECT ?, 'user', 'word' || (x % 977) || ' parser compile ' || x || "
+        "' alpha beta gamma delta ' || (x * 7919 % 10007), 1000.0 FROM k",
+        (sid,),
+    )
+    conn.execute(
+        "INSERT INTO messages (session_id, role, content, created_at) "
+        "VALUES (?, 'user', 'the nightly build broke', 1)",
+        (sid,),
+    )
+    conn.close()
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEGACY_WRITER, str(db), sid, str(ready), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the writer process never started"
+        time.sleep(0.01)
+    try:
+        time.sleep(0.1)
+        with Manager(db) as m:  # the upgrade, then the first search's bounded catch-up
+            hits = m.search("nightly")
+            searched = m.search('"saved 0"')
+    finally:
+        stop.touch()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    waits = report["waits"]
+    assert report["errors"] == []
+    assert len(waits) >= 3, "the writer saved too rarely to have raced the upgrade"
+    assert max(waits) < GENEROUS_WAIT_S, f"longest wait {max(waits):.2f} s"
+    assert [h.snippet.count("nightly") for h in hits] == [1]
+    assert len(searched) == 1  # written by the other process during the upgrade
+    with Manager(db) as m, m.read() as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        # Caught up, the index holds what migration 4's back-fill would have put there.
+        (rows,) = conn.execute("SELECT count(*) FROM messages_fts").fetchone()
+        (messages,) = conn.execute(
+            "SELECT count(*) FROM messages WHERE id <= (SELECT indexed_upto FROM fts_state)"
+        ).fetchone()
+    assert rows == messages > 400_001

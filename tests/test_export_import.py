@@ -102,6 +102,31 @@ def test_export_then_delete_then_import_then_export_is_byte_identical():
     assert export_json(sid) == before
 
 
+def test_tokens_and_cost_survive_export_delete_and_import():
+    sid = full_session()
+    with open_manager() as m:
+        m.add_usage(sid, input_tokens=1200, output_tokens=80, cached_tokens=200, cost_usd=0.5)
+        m.add_usage(sid, input_tokens=300, output_tokens=20, summary=True)  # unpriced
+    listed = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    text = export_json(sid)
+    assert json.loads(text)["usage"]["input_tokens"] == 1500
+    assert cli("sessions", "delete", sid, "--yes").exit_code == 0
+    assert cli("sessions", "import", "-", input=text).exit_code == 0
+    assert json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"] == listed
+    assert listed["total_tokens"] == 1600 and listed["cost_usd"] == 0.5
+    assert export_json(sid) == text
+
+
+def test_an_export_from_before_usage_was_carried_imports_with_none():
+    sid = full_session()
+    doc = json.loads(export_json(sid))
+    del doc["usage"]
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
+    usage = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    assert usage["model_calls"] == 0 and usage["total_tokens"] == 0
+
+
 def test_an_imported_session_is_searchable_and_resumable():
     sid = full_session()
     text = export_json(sid)

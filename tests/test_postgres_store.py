@@ -24,8 +24,10 @@ from harness9.context.offload import OffloadConfig, OffloadNotFoundError, Offloa
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import open_url, use_database_url
+from harness9.store.export import SessionSnapshot
 from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from harness9.store.postgres import PostgresManager
+from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
 
 runner = CliRunner()
 
@@ -635,3 +637,86 @@ def test_usage_totals_add_up_per_session_and_go_with_it(pg_url):
         m.delete_session(a)
         m.delete_session(b)
         assert m.usage_by_session() == {}
+
+
+# -- import: one transaction, invisible until it commits, blocking no other writer -----------
+
+
+def _big_export(n: int, sid: str) -> SessionSnapshot:
+    records = [StoredMessage(k + 1, user(f"quagga message {k}"), 1000.0 + k) for k in range(n)]
+    cp = Checkpoint(
+        id=1,
+        last_message_id=n // 2,
+        summary="half of it",
+        strategy="summary",
+        tokens_before=9,
+        tokens_after=3,
+        messages_before=n,
+        messages_after=n // 2,
+        created_at=1000.0,
+        state_note="todos: none",
+    )
+    return SessionSnapshot(SessionInfo(sid, 1000.0, 2000.0, n, "quagga"), records, [], [cp])
+
+
+def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url):
+    """A PostgreSQL import is one transaction: MVCC hides it until it commits, and it
+    locks only its own new rows, so (unlike SQLite's single writer) nobody waits on it.
+    Here it is held half-way, after its 5,000 messages, by a lock the test takes on
+    the table it writes last; then its connection is killed, and a retry succeeds."""
+    sid = "3c1d2e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+    snap = _big_export(5_000, sid)
+    with (
+        PostgresManager(pg_url) as other,
+        psycopg.connect(pg_url, autocommit=True) as blocker,
+        psycopg.connect(pg_url, autocommit=True) as watcher,
+    ):
+        chat = other.new_session()
+        blocker.execute("BEGIN")
+        blocker.execute("LOCK TABLE harness9.compaction_details IN ACCESS EXCLUSIVE MODE")
+        errors: list[BaseException] = []
+
+        def run_import() -> None:
+            try:
+                with PostgresManager(pg_url) as m:
+                    m.restore(snap)
+            except BaseException as exc:  # reported by the assertions below
+                errors.append(exc)
+
+        t = threading.Thread(target=run_import)
+        t.start()
+        importer = None
+        deadline = time.monotonic() + 300
+        while importer is None:
+            assert t.is_alive() and time.monotonic() < deadline, errors
+            # Not ``blocker``: inside a transaction pg_stat_activity is one frozen snapshot.
+            importer = watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'harness9' "
+                "AND wait_event_type = 'Lock' AND query LIKE '%compaction_details%'"
+            ).fetchone()
+            time.sleep(0.02)
+        # Held with every message written: nobody sees any of it, and others write freely.
+        waits = []
+        for i in range(5):
+            t0 = time.monotonic()
+            other.open_session(chat.session_id).add_messages([user(f"saved {i}")])
+            waits.append(time.monotonic() - t0)
+        assert max(waits) < 2.0, waits  # generous: each save alone takes milliseconds
+        assert sid not in [s.id for s in other.list_sessions()]
+        with pytest.raises(SessionNotFoundError):
+            other.open_session(sid)
+        assert other.search("quagga") == []
+        # Killed half-way (kill -9 of the client looks the same to the server): rolled back.
+        watcher.execute("SELECT pg_terminate_backend(%s)", importer)
+        blocker.execute("ROLLBACK")
+        t.join(60)
+        assert len(errors) == 1 and isinstance(errors[0], StoreError)
+        assert other.list_sessions()[0].id == chat.session_id
+        assert len(other.list_sessions()) == 1
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM harness9.messages WHERE session_id = %s", (sid,)
+            ).fetchone() == (0,)
+        assert other.restore(snap) == sid
+        assert other.session_info(sid).message_count == 5_000
+        assert len(other.search("quagga", limit=0)) == 5_000

@@ -85,7 +85,18 @@ def test_final_schema(manager: Manager, db: Path):
         "session_usage",
         "session_settings",
         "compaction_details",
+        "session_imports",
     }
+    assert columns(conn, "session_imports") == [
+        ("session_id", "TEXT", 1),
+        ("token", "TEXT", 1),
+        ("first_id", "INTEGER", 1),
+        ("last_id", "INTEGER", 1),
+        ("pid", "INTEGER", 1),
+        ("host", "TEXT", 1),
+        ("started_at", "REAL", 1),
+        ("touched_at", "REAL", 1),
+    ]
     assert columns(conn, "session_usage") == [
         ("session_id", "TEXT", 1),
         ("model_calls", "INTEGER", 1),

@@ -116,6 +116,10 @@ class SessionStore(UsageStore, Protocol):
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str: ...
 
+    def discard_unfinished_imports(self) -> list[str]:
+        """Remove what imports that died half-way left behind (never visible); return their ids."""
+        ...
+
     def blob_store(self) -> BlobStore | None:
         """Where offloaded tool outputs go; None: the default files in $HARNESS9_HOME."""
         ...

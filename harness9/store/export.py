@@ -2,8 +2,9 @@
 
 The document is complete (ids, exact Unix times, todos, checkpoints) so an
 import restores the session exactly: export → delete → import → export gives
-the same bytes. Reading validates everything before writing anything, and the
-write is one transaction.
+the same bytes. Reading validates everything before writing anything; the write
+is all or nothing for every reader (one transaction on PostgreSQL; bounded steps on
+SQLite, harness9.store.staged_import).
 
 Format (version 1)::
 
@@ -14,13 +15,22 @@ Format (version 1)::
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
                       "tokens_after", "messages_before", "messages_after", "created_at"}],
-     "offloads": [{"id", "content"}]}
+     "offloads": [{"id", "content"}],
+     "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
+               "cost_usd", "unpriced_calls", "summary_calls", ...}}
 
 ``offloads`` holds the full text of the tool results the conversation replaced by
 an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
 The store only carries them: the CLI fills and restores them through the context
 layer's OffloadStore (the store never reads offload files). A file without the key
 (written before it existed) imports with no offloads.
+
+``usage`` is what the session's model calls consumed (the totals ``sessions list
+--json`` shows; its keys are the columns of ``session_usage``, harness9.store.rows
+USAGE_COLUMNS), so an imported copy reports the same tokens and cost. Optional in
+version 1 like ``offloads``: a file without it imports with no usage, a key it lacks
+counts 0, and an older harness9 reading a newer file ignores it rather than refusing
+the whole file.
 
 Times are Unix seconds as JSON numbers (exact; ``sessions show --json`` has ISO text).
 """
@@ -42,12 +52,14 @@ from harness9.store.codec import (
     checkpoint_to_json,
     record_to_json,
 )
+from harness9.store.rows import USAGE_COLUMNS, usage_row
 from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    UsageTotals,
     valid_timestamp,
 )
 from harness9.store.sql_manager import is_session_id
@@ -79,6 +91,7 @@ class SessionSnapshot:
     checkpoints: list[Checkpoint]
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
     offloads: list[OffloadedText] = field(default_factory=list)
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 @dataclass(slots=True)
@@ -106,6 +119,7 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "todos": [t.to_dict() for t in snap.todos],
         "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
         "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
+        "usage": usage_to_json(snap.usage),
     }
 
 
@@ -251,7 +265,30 @@ def from_document(doc: object) -> SessionSnapshot:
         ids = [o.id for o in offloads]
         if len(set(ids)) != len(ids):
             raise ImportFormatError("offloads holds the same id twice")
-    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads)
+    usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
+    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
+
+
+def usage_to_json(u: UsageTotals) -> dict[str, Any]:
+    return {
+        column: value for column, value in zip(USAGE_COLUMNS, usage_row("", u)[1:], strict=True)
+    }
+
+
+def _usage(u: dict[str, Any]) -> UsageTotals:
+    """The ``usage`` object; a key it lacks (a column newer than the file) counts 0."""
+    values: dict[str, Any] = {}
+    for column in USAGE_COLUMNS:
+        if column not in u:
+            continue
+        if column.endswith("cost_usd"):
+            cost = _get(u, column, float, "usage")
+            if cost < 0:
+                raise ImportFormatError(f"usage.{column} is {cost!r}, not a cost of 0 or more")
+            values[column] = cost
+        else:
+            values[column] = _count(u, column, "usage")
+    return UsageTotals(**values)
 
 
 def _check_increasing(ids: list[int], what: str) -> None:

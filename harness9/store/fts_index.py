@@ -112,20 +112,25 @@ def step(conn: sqlite3.Connection, target: int, limit: int) -> tuple[int, bool]:
     return int(count), done
 
 
-def index_restored(conn: sqlite3.Connection, session_id: str) -> int:
+def index_restored(
+    conn: sqlite3.Connection, session_id: str, *, first_id: int = 0, last_id: int | None = None
+) -> int:
     """Index ``session_id``'s messages whose ids lie at or below each mark; return how many.
 
     For a writer that inserts explicit (possibly old) ids, i.e. import: the catch-up
     only looks above the marks, so rows below them are indexed here, in the writer's own
     transaction. Rows above a mark are left to the catch-up, which indexes them once.
+    A writer working in batches passes each batch's id range (``first_id``..``last_id``),
+    so no row is indexed twice.
     """
     total = 0
+    upto = 2**63 - 1 if last_id is None else last_id
     for index in INDEXES:
         cur = conn.execute(
             f"INSERT INTO {index.table} (rowid, body) SELECT new.id, {index.body} "
-            f"FROM messages AS new WHERE new.session_id = ? "
+            f"FROM messages AS new WHERE new.session_id = ? AND new.id >= ? AND new.id <= ? "
             f"AND new.id <= (SELECT {index.mark} FROM fts_state) AND ({index.rows})",
-            (session_id,),
+            (session_id, first_id, upto),
         )
         total += max(cur.rowcount, 0)
     return total

@@ -31,6 +31,14 @@ _FTS_BODY_V4 = """replace(replace(
     char(2), ' '), char(3), ' ')"""
 
 
+# Migration 4's back-fill, word for word. The runner leaves it out and lets the bounded
+# catch-up fill the index instead (see ``migrate``): on a large store it was one
+# transaction holding the write lock for seconds.
+_FTS_BACKFILL_V4 = (
+    f"INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4} FROM messages AS new;"
+)
+
+
 # Whether a row aliased ``new`` may hold CJK text (part of migration index_cjk_trigram:
 # never edit it; a change is a new migration). Only such rows go into the trigram index.
 # GLOB with a character class costs several times the whole unicode61 indexing, so the
@@ -128,7 +136,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             INSERT INTO messages_fts (rowid, body) VALUES (new.id, {_FTS_BODY_V4});
         END;
         -- Back-fill. The alias lets the one expression serve the triggers and this.
-        INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4} FROM messages AS new;
+        {_FTS_BACKFILL_V4}
         """,
     ),
     (
@@ -261,6 +269,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE session_usage ADD COLUMN summary_unpriced_calls INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        # Imports in bounded steps (harness9.store.staged_import). A large session is
+        # written a batch at a time, each batch its own short transaction, so another
+        # harness9 saving meanwhile never waits long. Until its last step the session has
+        # no row in ``sessions``, so no read path (they all start from or join sessions)
+        # can see it; this row says who is writing it, so an import that died half-way is
+        # recognised and its rows removed. No REFERENCES: the session row comes last.
+        "track_unfinished_imports",
+        """
+        CREATE TABLE session_imports (
+            session_id TEXT    PRIMARY KEY,
+            token      TEXT    NOT NULL,  -- the importer (or the cleaner) that owns it now
+            first_id   INTEGER NOT NULL,  -- message ids kept from the file: reserved
+            last_id    INTEGER NOT NULL,  -- (0 and 0 when the import takes fresh ids)
+            pid        INTEGER NOT NULL,  -- the owner's process, on
+            host       TEXT    NOT NULL,  -- this host
+            started_at REAL    NOT NULL,
+            touched_at REAL    NOT NULL   -- the owner's last step
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes
@@ -330,17 +359,29 @@ def migrate(conn: sqlite3.Connection) -> int:
                     "move it aside or point HARNESS9_HOME elsewhere"
                 )
         conn.execute(_MIGRATIONS_TABLE)
+        deferred = False
         for version, (name, sql) in enumerate(MIGRATIONS, start=1):
             if version <= current:
                 continue
             # executescript would COMMIT first; run the statements one by one instead.
             for statement in _statements(sql):
+                if statement.endswith(_FTS_BACKFILL_V4):
+                    deferred = True  # see below
+                    continue
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (version, name, time.time()),
             )
             conn.execute(f"PRAGMA user_version = {version:d}")
+        if deferred:
+            # Migration 4's back-fill indexed a legacy store's whole history in this one
+            # transaction: seconds with the write lock held on a large store. Left out, the
+            # index is empty, and a mark of 0 says so (migration 5 set it to the top id,
+            # taking the back-fill for done); the first search then fills it in bounded
+            # steps (harness9.store.fts_index), as index_cjk_trigram's index is filled.
+            # The schema is the same either way, and so is the index once caught up.
+            conn.execute("UPDATE fts_state SET indexed_upto = 0")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

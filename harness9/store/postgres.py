@@ -360,6 +360,10 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
                 copy.write_row((rid, session_id, *message_values(m), r.created_at))
         return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
+    def discard_unfinished_imports(self) -> list[str]:
+        """Nothing to discard: an import is one transaction, which a failure rolls back."""
+        return []
+
 
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
 

@@ -22,11 +22,14 @@ def apply_retention(
 ) -> list[str]:
     """Delete sessions not updated within ``days`` days of ``now``; return their ids.
 
-    ``days`` == 0 means retention is off (nothing is deleted). ``keep`` spares
+    ``days`` == 0 means retention is off (no session is deleted). ``keep`` spares
     sessions by id, e.g. the one ``chat --resume`` is about to open.
     """
     if isinstance(days, bool) or not isinstance(days, int) or days < 0:
         raise ValueError(f"days must be a whole number >= 0, got {days!r}")
+    # Whatever an import that died half-way left behind goes too (it was never visible):
+    # a cheap look at an empty table when there is none.
+    manager.discard_unfinished_imports()
     if days == 0:
         return []
     cutoff = (time.time() if now is None else now) - days * DAY_SECONDS

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness9.store.codec import CorruptValueError, message_from_values
-from harness9.store.session import CorruptRow, StoredMessage, valid_timestamp
+from harness9.store.session import CorruptRow, StoredMessage, UsageTotals, valid_timestamp
 
 
 def records_from_rows(
@@ -84,3 +84,14 @@ def usage_values(
     else:
         part = (0, 0, 0, 0.0, 0)
     return (session_id, *totals, *part)
+
+
+def usage_insert_sql(param: str) -> str:
+    """The statement storing a whole UsageTotals (``usage_row``) for a session (import)."""
+    params = ", ".join([param] * (len(USAGE_COLUMNS) + 1))
+    return f"INSERT INTO session_usage (session_id, {', '.join(USAGE_COLUMNS)}) VALUES ({params})"
+
+
+def usage_row(session_id: str, usage: UsageTotals) -> tuple[str | int | float, ...]:
+    """``usage`` as the values of ``usage_insert_sql`` (its fields are named as the columns)."""
+    return (session_id, *(getattr(usage, c) for c in USAGE_COLUMNS))

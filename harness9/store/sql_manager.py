@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeGuard, TypeV
 
 from harness9.errors import HarnessError
 from harness9.store.codec import CHECKPOINT_DETAIL_FIELDS, checkpoint_details
-from harness9.store.rows import USAGE_COLUMNS, usage_upsert_sql, usage_values
+from harness9.store.rows import (
+    USAGE_COLUMNS,
+    usage_insert_sql,
+    usage_row,
+    usage_upsert_sql,
+    usage_values,
+)
 from harness9.store.session import (
     Checkpoint,
     SessionInfo,
@@ -354,7 +360,10 @@ class SqlManagerBase(Generic[S]):
             records = session.get_records()
             todos = session.get_todos() or []
             checkpoints = session.list_checkpoints()
-        return SessionSnapshot(info, records, todos, checkpoints, list(session.corrupt_rows))
+            usage = self.usage_totals(session_id)
+        return SessionSnapshot(
+            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
+        )
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
         """Store ``snap`` in one transaction; return the session id it was stored under.
@@ -392,28 +401,37 @@ class SqlManagerBase(Generic[S]):
                     ),
                 )
                 new_ids = self._restore_messages(conn, sid, snap.records, keep)
-                if snap.todos:
-                    conn.cursor().executemany(
-                        "INSERT INTO todos (session_id, position, content, status) "
-                        f"VALUES ({p}, {p}, {p}, {p})",
-                        [
-                            (sid, i, self._stored_text(t.content), t.status)
-                            for i, t in enumerate(snap.todos)
-                        ],
-                    )
-                for cp in snap.checkpoints:
-                    moved = replace(
-                        cp,
-                        id=cp.id if keep else 0,
-                        last_message_id=new_ids.get(cp.last_message_id, 0),
-                        # Stubs follow their messages to new ids. (Handles written inside
-                        # the index and stub texts keep the file's ids: kept when free.)
-                        rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
-                    )
-                    self._store_checkpoint(conn, sid, moved)
+                self._restore_rest(conn, sid, snap, new_ids, keep)
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
         return sid
+
+    def _restore_rest(
+        self, conn: Any, sid: str, snap: SessionSnapshot, new_ids: dict[int, int], keep: bool
+    ) -> None:
+        """Everything of ``snap`` but its session row and messages: todos, checkpoints
+        (moved to ``new_ids``, their own ids kept if ``keep``) and usage totals."""
+        p = self.PARAM
+        if snap.todos:
+            conn.cursor().executemany(
+                f"INSERT INTO todos (session_id, position, content, status) VALUES ({p}, {p}, {p}, {p})",
+                [
+                    (sid, i, self._stored_text(t.content), t.status)
+                    for i, t in enumerate(snap.todos)
+                ],
+            )
+        for cp in snap.checkpoints:
+            moved = replace(
+                cp,
+                id=cp.id if keep else 0,
+                last_message_id=new_ids.get(cp.last_message_id, 0),
+                # Stubs follow their messages to new ids. (Handles written inside the
+                # index and stub texts keep the file's ids: kept when free.)
+                rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
+            )
+            self._store_checkpoint(conn, sid, moved)
+        if snap.usage != UsageTotals():
+            conn.execute(usage_insert_sql(p), usage_row(sid, snap.usage))
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         """Tell ``on_session_deleted`` about deletions once they are committed."""

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness9.schema import Message
 from harness9.store import fts_index
@@ -60,6 +60,9 @@ from harness9.store.session import (
 from harness9.store.sql_manager import SqlManagerBase, check_session_id
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
+
+if TYPE_CHECKING:
+    from harness9.store.export import SessionSnapshot
 
 STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
@@ -547,8 +550,27 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             values = (r.id if keep else None, session_id, *message_values(r.message), r.created_at)
             new_ids[r.id] = int(conn.execute(_RESTORE_MESSAGE, values).lastrowid or 0)
         # Kept ids may lie below the search index's mark, where the catch-up never looks.
-        fts_index.index_restored(conn, session_id)
+        # Only these records' range: an import in batches calls this once per batch.
+        if keep and records:
+            fts_index.index_restored(
+                conn, session_id, first_id=records[0].id, last_id=records[-1].id
+            )
         return new_ids
+
+    def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+        """Store ``snap`` in bounded steps, invisible until the last (harness9.store.staged_import).
+
+        A single transaction held the write lock for as long as a large import took.
+        """
+        from harness9.store.staged_import import import_in_steps
+
+        return import_in_steps(self, snap, new_id=new_id)
+
+    def discard_unfinished_imports(self) -> list[str]:
+        """Remove the hidden rows of imports that died half-way (harness9.store.staged_import)."""
+        from harness9.store.staged_import import discard_unfinished
+
+        return discard_unfinished(self)
 
     def blob_store(self) -> None:
         """Offloaded outputs stay in files under $HARNESS9_HOME (the offload default)."""
