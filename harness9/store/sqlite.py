@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 STEP_TARGET_S = 0.1  # how long one step of a long write aims to hold the lock
 STEP_PAUSE_S = 0.01  # the lock stays free at least this long between two steps
+STEP_MAX_UNITS = 50_000  # however fast the machine, a step never does more than this
 
 # (done, total) after each step of a long catch-up; the store itself never prints.
 ProgressCallback = Callable[[int, int], None]
@@ -332,7 +333,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 return total
             if done:
                 rate = done / max(took, 0.001)
-                size = max(1, min(int(rate * STEP_TARGET_S), size * 4, 50_000))
+                size = max(1, min(int(rate * STEP_TARGET_S), size * 4, STEP_MAX_UNITS))
             time.sleep(max(STEP_PAUSE_S, (held - started) / 4))
 
     # -- sessions (the rest is SqlManagerBase's) -----------------------------------
