@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +93,31 @@ def chat(
     if workdir is not None:
         argv += ["--workdir", str(workdir)]
     return cli(*argv, input=stdin, obj=obj)
+
+
+class BackgroundProcess:
+    """``python -c SCRIPT *ARGS READY STOP`` in this checkout: a second process (a writer
+    saving while the test runs a long write). The script touches READY once it is going,
+    stops when STOP exists, and prints one JSON report, which ``finish`` returns."""
+
+    def __init__(self, script: str, *args: str, tmp: Path, name: str = "writer") -> None:
+        self.name = name
+        self.ready, self.stop = tmp / f"{name}-ready", tmp / f"{name}-stop"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", script, *args, str(self.ready), str(self.stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        deadline = time.monotonic() + 60
+        while not self.ready.exists():
+            assert self.proc.poll() is None, self.proc.communicate()[1]
+            assert time.monotonic() < deadline, f"the {name} process never started"
+            time.sleep(0.01)
+
+    def finish(self, timeout: float = 120) -> dict[str, Any]:
+        self.stop.touch()
+        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode == 0, err
+        return json.loads(out)

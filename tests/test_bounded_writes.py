@@ -7,15 +7,13 @@ Waits are asserted against a generous bound (2 s, against steps of ~100 ms and t
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import BackgroundProcess
 
 from harness9.schema import Message
 from harness9.store import Manager, fts_index
@@ -51,29 +49,14 @@ print(json.dumps({"waits": waits, "errors": errors}))
 """
 
 
-class Writer:
+class Writer(BackgroundProcess):
     """A second process saving to ``sid`` while the test runs a long write."""
 
     def __init__(self, db: Path, sid: str, tmp: Path) -> None:
-        self.ready, self.stop = tmp / "writer-ready", tmp / "writer-stop"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(db), sid, str(self.ready), str(self.stop)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
-        deadline = time.monotonic() + 60
-        while not self.ready.exists():
-            assert self.proc.poll() is None, self.proc.communicate()[1]
-            assert time.monotonic() < deadline, "the writer process never started"
-            time.sleep(0.01)
+        super().__init__(WRITER, str(db), sid, tmp=tmp)
 
-    def finish(self) -> tuple[list[float], list[str]]:
-        self.stop.touch()
-        out, err = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, err
-        report = json.loads(out)
+    def saves(self) -> tuple[list[float], list[str]]:
+        report = self.finish()
         return report["waits"], report["errors"]
 
 
@@ -114,7 +97,7 @@ def test_a_search_catching_up_100000_messages_lets_another_process_save(
             "nightly", on_progress=lambda done, total: steps.append((done, total))
         )
     finally:
-        waits, errors = writer.finish()
+        waits, errors = writer.saves()
     assert [h.snippet.count("nightly") for h in hits] == [1]
     assert errors == []
     assert len(waits) >= 3, "the writer saved too rarely to have raced the catch-up"
@@ -169,7 +152,7 @@ def test_deleting_many_old_sessions_lets_another_process_save(
     try:
         deleted = manager.delete_sessions_older_than(2000.0)
     finally:
-        waits, errors = writer.finish()
+        waits, errors = writer.saves()
     assert sorted(deleted) == sorted(s.session_id for s in old)
     assert errors == [] and max(waits) < GENEROUS_WAIT_S
     assert [i.id for i in manager.list_sessions()] == [chat.session_id]
@@ -279,29 +262,14 @@ def test_upgrading_a_large_store_from_before_the_search_index_lets_another_proce
         (sid,),
     )
     conn.close()
-    ready, stop = tmp_path / "ready", tmp_path / "stop"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LEGACY_WRITER, str(db), sid, str(ready), str(stop)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "the writer process never started"
-        time.sleep(0.01)
+    writer = BackgroundProcess(LEGACY_WRITER, str(db), sid, tmp=tmp_path)
     try:
         time.sleep(0.1)
         with Manager(db) as m:  # the upgrade, then the first search's bounded catch-up
             hits = m.search("nightly")
             searched = m.search('"saved 0"')
     finally:
-        stop.touch()
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    report = json.loads(out)
+        report = writer.finish(timeout=60)
     waits = report["waits"]
     assert report["errors"] == []
     assert len(waits) >= 3, "the writer saved too rarely to have raced the upgrade"

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import BackgroundProcess
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -136,28 +137,15 @@ def test_importing_50000_messages_lets_another_process_save_and_shows_nothing_ha
     manager: Manager, db: Path, tmp_path: Path
 ):
     chat = manager.new_session()
-    ready, stop = tmp_path / "ready", tmp_path / "stop"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", OBSERVER, str(db), chat.session_id, SID, str(ready), str(stop)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
+    observer = BackgroundProcess(
+        OBSERVER, str(db), chat.session_id, SID, tmp=tmp_path, name="observer"
     )
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "the observer never started"
-        time.sleep(0.01)
     snap = big_snapshot(50_000)
     try:
         sid = manager.restore(snap, new_id=True)  # fresh ids: the observer's fall in between
         time.sleep(0.3)  # let the observer see the finished session
     finally:
-        stop.touch()
-        out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    report = json.loads(out)
+        report = observer.finish()
     waits = report["waits"]
     assert report["errors"] == []
     assert len(waits) >= 3, "the observer saved too rarely to have raced the import"

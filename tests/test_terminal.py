@@ -605,46 +605,7 @@ def test_on_shown_runs_once_after_the_first_prompt_is_drawn():
 
 def run_in_pty(argv: list[str], env: dict[str, str], timeout: float = 120) -> str:
     """Run ``python -m harness9 ARGV`` with stdin/stdout/stderr on a pty; all it printed."""
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
-    import time
-
-    from support import cli_env
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness9", *argv],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=cli_env(**env),
-        close_fds=True,
-    )
-    os.close(slave)
-    seen = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the child closed the pty
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            elif proc.poll() is not None:
-                break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        os.close(master)
-    return seen.decode("utf-8", errors="replace")
+    return drive_pty(argv, env, [], timeout)[0]
 
 
 @pytest.mark.slow
@@ -671,7 +632,7 @@ def drive_pty(
 ) -> tuple[str, int]:
     """Run ``python -m harness9 ARGV`` on a pty; for each (text, keys) wait until ``text``
     has been printed (since the previous step), then type ``keys``. Returns all it printed
-    (colours removed) and its exit code (-9: killed at the timeout)."""
+    and its exit code (-9: killed at the timeout)."""
     import os
     import pty
     import select
@@ -715,8 +676,7 @@ def drive_pty(
             proc.kill()
         proc.wait()
         os.close(master)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode("utf-8", errors="replace"))
-    return text, proc.returncode
+    return seen.decode("utf-8", errors="replace"), proc.returncode
 
 
 @pytest.mark.slow
@@ -730,7 +690,8 @@ def test_at_a_terminal_the_prompt_does_not_wait_for_the_servers_window(llm_serve
     # No cursor-position request: nothing on this pty would answer it.
     env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     steps = [("›", b"/context\r"), ("compaction threshold", b""), ("›", b"\x04")]
-    screen, code = drive_pty(argv, env, steps, timeout=60)
+    printed, code = drive_pty(argv, env, steps, timeout=60)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed)
 
     assert code == 0  # Ctrl-D at the second prompt left
     first_prompt = screen.index("›")
