@@ -17,6 +17,14 @@ from harness9.cli import app
 from harness9.cli.env import Environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The `usage.summaries` of `sessions list/show --json` for a session no compaction summarised.
+NO_SUMMARIES = {
+    "model_calls": 0,
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cost_usd": None,
+    "unpriced_calls": 0,
+}
 
 
 def piped(stdin: str = "", **fields: Any) -> Environment:

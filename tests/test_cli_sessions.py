@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 from freezegun import freeze_time
-from support import cli, run_cli, runner, terminal
+from support import NO_SUMMARIES, cli, run_cli, runner, terminal
 
 from harness9.cli import app
 from harness9.schema import Message, TodoItem, ToolCall
@@ -66,13 +66,7 @@ def test_list_json_prints_id_title_times_and_count():
                 "total_tokens": 0,
                 "cost_usd": None,
                 "unpriced_calls": 0,
-                "summaries": {
-                    "model_calls": 0,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "cost_usd": None,
-                    "unpriced_calls": 0,
-                },
+                "summaries": NO_SUMMARIES,
             },
         }
     ]
@@ -147,13 +141,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "total_tokens": 920,
             "cost_usd": 0.0003,
             "unpriced_calls": 0,
-            "summaries": {
-                "model_calls": 0,
-                "input_tokens": 0,
-                "output_tokens": 0,
-                "cost_usd": None,
-                "unpriced_calls": 0,
-            },
+            "summaries": NO_SUMMARIES,
         },
         "messages": [
             {

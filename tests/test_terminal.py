@@ -17,6 +17,7 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
+from support import NO_SUMMARIES
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -487,13 +488,7 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "total_tokens": 11_000,
         "cost_usd": pytest.approx(expected),
         "unpriced_calls": 0,
-        "summaries": {
-            "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": None,
-            "unpriced_calls": 0,
-        },
+        "summaries": NO_SUMMARIES,
     }
     shown = json.loads(runner.invoke(app, ["sessions", "show", listed[0]["id"], "--json"]).stdout)
     assert shown["usage"] == usage
