@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 NO_REPLY_MESSAGE = "scripted server: no reply queued"
 
@@ -232,8 +233,9 @@ class ScriptedLLMServer:
         self.reply(replace(then if then is not None else EmptyReply(), delay=seconds))
 
     def show_model(self, name: str, context_length: int, *, delay: float = 0.0) -> None:
-        """Answer Ollama's ``POST /api/show`` for ``name`` with this context length
-        (in ``model_info``, as Ollama reports it); other names get a 404."""
+        """Answer Ollama's ``POST /api/show`` and Lemonade's ``GET /models/{name}`` for
+        ``name`` with this context length (each in its server's own shape); other names
+        get a 404. Both are recorded in ``show_requests``."""
         with self._lock:
             self._shown[name] = (context_length, delay)
 
@@ -313,7 +315,26 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if "/models/" in path:
+            self._lemonade_model(unquote(path.rsplit("/models/", 1)[1]))
+            return
         self._send_json(404, _error_body(f"no route for GET {self.path}", None, None))
+
+    def _lemonade_model(self, name: str) -> None:
+        """Lemonade's ``GET /models/{name}``: the context size in ``recipe_options``."""
+        owner = self.owner
+        with owner._lock:
+            owner.show_requests.append({"name": name})
+            shown = owner._shown.get(name)
+        if shown is None:
+            self._send_json(404, _error_body(f"model '{name}' not found", None, None))
+            return
+        context_length, delay = shown
+        owner._sleep(delay)
+        self._send_json(
+            200, {"id": name, "recipe": "llamacpp", "recipe_options": {"ctx_size": context_length}}
+        )
 
     def _handle_post(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -433,6 +433,16 @@ def test_an_ollama_model_no_table_knows_gets_the_window_its_server_reports(llm_s
     assert llm_server.show_requests == [{"name": "tiny-local:8b"}]  # asked once, not per command
 
 
+def test_a_lemonade_model_gets_the_context_size_its_server_runs_it_with(llm_server):
+    llm_server.show_model("tiny-lemon", 8192)  # GET /models/tiny-lemon, as litellm asks it
+    result = cli_chat(llm_server, model="lemonade/tiny-lemon", stdin="/model\n")
+
+    assert result.exit_code == 0, result.output
+    assert "model lemonade/tiny-lemon · window 8.2K" in result.stderr
+    assert "is 8.2K, as its server reports" in result.stderr
+    assert llm_server.show_requests == [{"name": "tiny-lemon"}]
+
+
 def test_a_window_given_or_known_is_not_asked_of_the_server(llm_server):
     llm_server.show_model("tiny-local:8b", 8192)
     given = cli_chat(llm_server, "--context-window", "4000", model="ollama/tiny-local:8b")
@@ -462,6 +472,7 @@ def test_a_server_that_keeps_the_window_question_waiting_is_given_up_on(llm_serv
 
 def test_litellm_is_asked_only_for_providers_whose_server_it_can_query():
     assert asks_server("ollama/qwen2.5-coder:7b") and asks_server("ollama_chat/x")
+    assert asks_server("lemonade/Qwen3-8B-GGUF")
     assert not asks_server("openai/local-model")  # an OpenAI-compatible server: no public call
     assert not asks_server("ollama")
     assert server_limits("openai/local-model", "http://127.0.0.1:9/v1") is None

@@ -144,9 +144,10 @@ def window_source(name: str) -> str:
 
 # Providers whose server litellm asks for a model's window: ``litellm.get_model_info(name,
 # api_base=...)`` reaches OllamaModelInfo.get_model_info, which POSTs {api_base}/api/show
-# and reads the "<architecture>.context_length" of its model_info. For other providers,
+# and reads the "<architecture>.context_length" of its model_info, and Lemonade's, which
+# GETs {api_base}/models/{name} and reads its ctx_size. For other providers,
 # OpenAI-compatible servers (llama.cpp, vLLM) among them, litellm has no call that asks.
-SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat"})
+SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat", "lemonade"})
 # A local server answers in milliseconds; one that does not must not hold up start-up.
 SERVER_TIMEOUT_S = 3.0
 
