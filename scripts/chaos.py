@@ -239,6 +239,20 @@ def count_errors(text: str) -> tuple[int, int]:
     return errors, text.count("Traceback (most recent call last)")
 
 
+def writer_report(row: Row, tag: str, out: str, err: str) -> dict[str, Any] | None:
+    """A writer process's closing JSON report (None if it printed none); its errors and
+    tracebacks are counted on ``row``."""
+    row.tracebacks += count_errors(err)[1]
+    try:
+        report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        row.failed_checks.append(f"{tag}: no report ({err.strip()[-200:]})")
+        return None
+    row.user_errors += len(report["errors"])
+    row.failed_checks += [f"{tag}: {msg}" for msg in report["errors"]]
+    return report
+
+
 def check_in_order(db_keys: list[tuple], request: list[Message]) -> tuple[int, bool]:
     """(how many of the request's messages are stored, whether in the same order)."""
     index: dict[tuple, list[int]] = {}
@@ -657,17 +671,9 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
             row.failed_checks.append(f"{tag}: order not preserved")
 
     for (sid, tag), (out, err) in zip(writer_specs, writer_out, strict=True):
-        e, t = count_errors(err)
-        row.tracebacks += t
-        try:
-            report = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            row.failed_checks.append(f"{tag}: no report ({err.strip()[-200:]})")
-            continue
-        row.user_errors += len(report["errors"])
-        for msg in report["errors"]:
-            row.failed_checks.append(f"{tag}: {msg}")
-        check_writer(sid, tag, report["acked"])
+        report = writer_report(row, tag, out, err)
+        if report is not None:
+            check_writer(sid, tag, report["acked"])
     for tag, acked in thread_acks.items():
         check_writer(s3.session_id, tag, acked)
         if len(acked) != 50:
@@ -804,15 +810,9 @@ def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds:
         contents = {sid: [x.content for x in m.open_session(sid).get_messages()] for sid in targets}
         left_old = [i.id for i in m.list_sessions() if i.id in set(old)]
     for (sid, tag), (out, err) in zip(specs, outputs, strict=True):
-        e, t = count_errors(err)
-        row.tracebacks += t
-        try:
-            report = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            row.failed_checks.append(f"{tag}: no report ({err.strip()[-200:]})")
+        report = writer_report(row, tag, out, err)
+        if report is None:
             continue
-        row.user_errors += len(report["errors"])
-        row.failed_checks += [f"{tag}: {msg}" for msg in report["errors"]]
         longest = max(longest, report.get("longest_wait", 0.0))
         mine = [int(c.split()[1]) for c in contents[sid] if c.startswith(tag + " ")]
         row.written += len(report["acked"])
