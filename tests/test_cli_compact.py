@@ -129,7 +129,9 @@ def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
 
 def test_compact_counts_the_summary_calls_usage_and_cost_in_the_session(llm_server):
     sid = make_session()
-    llm_server.reply_text("**Goal:** answer forty questions", usage=(3_000, 200))
+    # In a 4,000-token window the summary takes three calls: two parts, then their merge.
+    for _ in range(3):
+        llm_server.reply_text("**Goal:** answer forty questions", usage=(1_000, 100))
 
     result = runner.invoke(
         app,
@@ -139,13 +141,13 @@ def test_compact_counts_the_summary_calls_usage_and_cost_in_the_session(llm_serv
 
     assert result.exit_code == 0, result.output
     shown = json.loads(runner.invoke(app, ["sessions", "show", sid, "--json"]).stdout)
-    cost = 3_000 * 0.15e-6 + 200 * 0.6e-6  # gpt-4o-mini's prices: $0.00057
-    assert shown["usage"]["model_calls"] == 1
+    cost = 3_000 * 0.15e-6 + 300 * 0.6e-6  # gpt-4o-mini's prices: $0.00063
+    assert shown["usage"]["model_calls"] == 3
     assert shown["usage"]["cost_usd"] == pytest.approx(cost)
     assert shown["usage"]["summaries"] == {
-        "model_calls": 1,
+        "model_calls": 3,
         "input_tokens": 3_000,
-        "output_tokens": 200,
+        "output_tokens": 300,
         "cost_usd": pytest.approx(cost),
         "unpriced_calls": 0,
     }

@@ -36,7 +36,7 @@ from harness9.schema import (
     Usage,
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
-from harness9.store.session import CheckpointedSession
+from harness9.store.session import CheckpointedSession, SessionSettings
 from harness9.tools.base import Approval, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
@@ -84,6 +84,9 @@ class EngineOptions:
     confirm: Callable[[Approval], bool] | None = None
     # Shell commands that never need asking (config: tools.auto_approve).
     auto_approve: tuple[str, ...] = ()
+    # The server the provider talks to ("" : the provider's own), recorded with the session
+    # so that --continue and `compact` reach the same one.
+    api_base: str = ""
     # How long a save retries a database another process keeps locked before the
     # messages are held in memory (harness9.store.holding).
     save_retry_s: float = SAVE_RETRY_S
@@ -285,7 +288,14 @@ class AgentEngine:
             return
         self._remembered = sess.session_id
         self._remembered_model = self.provider.model
-        sess.remember_model(self.provider.model, self.policy.context_window)
+        sess.remember_model(
+            SessionSettings(
+                self.provider.model,
+                self.policy.context_window,
+                api_base=self.options.api_base,
+                workdir=str(self.workdir),
+            )
+        )
 
     def _report_usage(self, usage: Usage | None) -> None:
         if usage is not None:

@@ -81,7 +81,11 @@ def build_engine(
         policy=policy,
         prompt_builder=PromptBuilder(workdir),
         options=EngineOptions(
-            stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
+            stream=stream,
+            assume_yes=assume_yes,
+            confirm=confirm,
+            auto_approve=auto_approve,
+            api_base=settings.api_base or "",
         ),
     )
 
