@@ -156,7 +156,7 @@ def _compact(
         from harness9.provider import LLMProvider
 
         LLMProvider(engine.provider.model, engine.provider.api_base).check_credentials()
-    err = env.console(err=True, soft_wrap=False)
+    err = env.console(err=True)  # a pipe gets whole lines, a terminal wrapped ones
     status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
     engine.on_event = _progress(manager, engine.session.session_id, err, status)
     if status is not None:
