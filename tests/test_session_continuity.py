@@ -4,7 +4,6 @@ and window; --continue prefers the current directory's sessions; listings say wh
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from support import chat, cli, piped
