@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from harness9.cli import options
@@ -11,6 +13,26 @@ from harness9.cli.session_settings import given_on_command_line
 from harness9.errors import UsageError
 
 __all__ = ["chat", "window_notes"]
+
+Resume = Annotated[
+    str | None,
+    typer.Option(
+        "--resume",
+        "-r",
+        metavar="ID",
+        help="Continue the session with this id (a unique prefix is enough), with the model, "
+        "API base and window it last ran with unless flags say otherwise.",
+    ),
+]
+Continue = Annotated[
+    bool,
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the most recent session of this directory (else the most recent one), "
+        "as it last ran unless flags say otherwise.",
+    ),
+]
 
 
 def chat(
@@ -31,16 +53,8 @@ def chat(
     model: options.Model = None,
     api_base: options.ApiBase = None,
     context_window: options.ContextWindow = None,
-    resume: str | None = typer.Option(
-        None,
-        "--resume",
-        "-r",
-        metavar="ID",
-        help="Continue the session with this id (a unique prefix is enough).",
-    ),
-    continue_: bool = typer.Option(
-        False, "--continue", "-c", help="Continue the most recently updated session."
-    ),
+    resume: Resume = None,
+    continue_: Continue = False,
     yes: bool = typer.Option(
         False,
         "--yes",

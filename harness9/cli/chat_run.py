@@ -97,7 +97,7 @@ def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> t
     """The session --resume or --continue names (None: a new one), and whether it was resumed.
 
     --continue takes the most recent session that ran in the working directory, and the
-    most recent of all when none did (saying so either way)."""
+    most recent of all (saying so) when none did."""
     if flags.resume:
         session = manager.open_session(manager.resolve_id(flags.resume))
     elif flags.continue_:
@@ -106,14 +106,14 @@ def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> t
             raise UsageError("no session to continue; start one with `harness9 chat`")
         here = [info for info in recent if info.workdir == str(work)]
         picked = (here or recent)[0]
-        where = "this directory" if here else (inert(picked.workdir) or "an unknown directory")
-        lead = "" if here else f"no session ran in {inert(str(work))}; "
-        err.print(
-            f"{lead}continuing the most recent session of {where}: {picked.id[:8]}",
-            style="dim",
-            markup=False,
-            highlight=False,
-        )
+        if not here:  # the recap says which session; this says why that one
+            where = inert(picked.workdir) or "an unknown directory"
+            err.print(
+                f"no session ran in {inert(str(work))}; continuing the most recent one, of {where}",
+                style="dim",
+                markup=False,
+                highlight=False,
+            )
         session = manager.open_session(picked.id)
     else:
         return None, False

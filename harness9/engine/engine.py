@@ -254,12 +254,7 @@ class AgentEngine:
                 if not reply.tool_calls:
                     return result
                 pending = list(reply.tool_calls)
-                while pending:
-                    call = pending[0]
-                    content = self._run_tool(sess, call)
-                    sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
-                    pending.pop(0)
-                    tools_used.append(call.name)
+                self._run_calls(sess, pending, tools_used)
             result.error = (
                 f"stopped after {self.options.max_iterations} model calls in one turn; "
                 "send another message to let the agent continue"
@@ -281,6 +276,18 @@ class AgentEngine:
             result.error = str(exc)
             emit(ev.Error(result.error))
             return result
+
+    def _run_calls(
+        self, sess: CheckpointedSession, pending: list[ToolCall], tools_used: list[str]
+    ) -> None:
+        """Run a reply's calls in order, saving each result as it comes. ``pending`` is
+        emptied as they are saved: what an interrupt leaves in it gets a stub result."""
+        while pending:
+            call = pending[0]
+            content = self._run_tool(sess, call)
+            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
+            pending.pop(0)
+            tools_used.append(call.name)
 
     def _remember_model(self, sess: CheckpointedSession) -> None:
         """Store the model and window the session uses (``harness9 compact`` reads them)."""
