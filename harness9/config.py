@@ -48,19 +48,31 @@ class Settings:
         cw = context_window
         if cw is None and env_cw:
             cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
-        if cw is not None and cw < MIN_CONTEXT_WINDOW:
-            from harness9.errors import UsageError
-
+        if cw is not None:
             # The flag's default is the variable, so either may have given the value.
-            raise UsageError(
-                f"--context-window (HARNESS9_CONTEXT_WINDOW) must be at least "
-                f"{MIN_CONTEXT_WINDOW} tokens (no model works in less), got {cw}"
-            )
+            check_context_window(cw, "--context-window (HARNESS9_CONTEXT_WINDOW)")
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
             context_window=cw,
         )
+
+
+def check_context_window(tokens: int, name: str) -> None:
+    """The one rule for a window a user gives (a flag, the environment, /model NAME N)."""
+    if tokens < MIN_CONTEXT_WINDOW:
+        from harness9.errors import UsageError
+
+        raise UsageError(
+            f"{name} must be at least {MIN_CONTEXT_WINDOW} tokens (no model works in less), "
+            f"got {tokens}"
+        )
+
+
+def parse_context_window(text: str, name: str) -> int:
+    tokens = parse_positive_int(text, name)
+    check_context_window(tokens, name)
+    return tokens
 
 
 def parse_positive_int(text: str, name: str) -> int:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness9.tools.base import Approval
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
 
 ANSWERS = "[y]es / [n]o / [a]lways"
 _WHAT = {"bash": "command", "write_file": "path"}
@@ -53,7 +53,7 @@ def preview_text(preview: str, max_lines: int) -> Text:
             style = ""
         text.append(inert(line) + "\n", style=style)
     if hidden > 0:
-        text.append(f"… {hidden} more lines\n", style="dim")
+        text.append(f"… {plural(hidden, 'more line')}\n", style="dim")
     return text
 
 

@@ -40,7 +40,7 @@ def local_time(ts: float) -> str:
     return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
 
 
-MIN_TITLE = 20  # columns of title a line must keep before the id is shortened
+MIN_TITLE = 8  # columns of title a line must keep before the id is shortened
 
 
 def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> list[str]:
