@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
+from support import terminal
 from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message
-from harness9.store import Manager
+from harness9.store import Checkpoint, Manager
 
 runner = CliRunner()
 
@@ -71,6 +73,32 @@ def test_dry_run_table_marks_folded_and_kept_messages():
     assert result.exit_code == 0, result.output
     assert "drop" in result.stdout and "keep" in result.stdout
     assert "would drop" in result.stdout and "threshold 3.2K" in result.stdout
+
+
+def test_dry_run_rows_are_numbered_as_sessions_show_and_fit_a_120_column_terminal():
+    sid = make_session()
+    with Manager(db_path()) as m:  # the first 10 messages are already folded
+        s = m.open_session(sid)
+        tenth = s.get_records()[9].id
+        s.add_checkpoint(
+            Checkpoint(tenth, "Goal: answer questions", "summarization", 900, 300, 10, 1)
+        )
+    env = terminal(columns=120)
+
+    result = runner.invoke(
+        app, ["compact", "--dry-run", "--context-window", "4000", "--strategy", "budget"], obj=env
+    )
+
+    out = re.sub(r"\x1b\[[0-9;]*m", "", env.stdout.getvalue())
+    assert result.exit_code == 0, out
+    assert all(len(line) <= 120 for line in out.splitlines())
+    rows = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in out.splitlines()]
+    rows = [r for r in rows if len(r) == 5]
+    assert rows[0] == ["#", "role", "tokens", "action", "content"]  # no header cut short
+    assert rows[1][:2] == ["summary", "user (summary)"]
+    # The first message after the checkpoint is #11, as `sessions show` numbers it.
+    assert rows[2][0] == "#11" and rows[2][1] == "user" and rows[2][4].startswith("question 5 ")
+    assert not any("…" in cell for row in rows for cell in row[:4])
 
 
 def test_dry_run_under_the_threshold_says_nothing_would_be_compacted():

@@ -139,7 +139,9 @@ def _dry_run(env: Environment, engine: Any, session_id: str, *, as_json: bool, f
         return
     from harness9.ui.compaction_plan import render_plan
 
-    render_plan(env.console(), view, plan, summary)
+    # Rows are named by their #N in the session, as `sessions show` numbers them.
+    numbers = {rec.id: n for n, rec in enumerate(engine.session.get_records(), start=1)}
+    render_plan(env.console(), view, plan, summary, numbers)
 
 
 def _compact(
