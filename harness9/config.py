@@ -51,11 +51,24 @@ class Settings:
         if cw is not None:
             # The flag's default is the variable, so either may have given the value.
             check_context_window(cw, "--context-window (HARNESS9_CONTEXT_WINDOW)")
+        if model is not None:
+            check_model_name(model)
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
             context_window=cw,
         )
+
+
+def check_model_name(name: str, what: str = "--model") -> None:
+    """A model name names a model: not empty, and not a provider prefix alone (``openai/``)."""
+    from harness9.errors import UsageError
+
+    example = f"e.g. {what} {DEFAULT_MODEL}"
+    if not name.strip():
+        raise UsageError(f"{what} is empty; name a model, {example}")
+    if any(not part.strip() for part in name.split("/")):
+        raise UsageError(f"{what} {name!r} names no model after its provider; {example}")
 
 
 def check_context_window(tokens: int, name: str) -> None:

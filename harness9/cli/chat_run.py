@@ -221,6 +221,9 @@ class ChatRun:
         from harness9.provider import LLMProvider
         from harness9.provider.limits import chat_limits
 
+        from harness9.config import check_model_name
+
+        check_model_name(name, "/model")
         api_base = self.settings.api_base
         LLMProvider(name, api_base).check_credentials()
         new_limits, source = chat_limits(name, api_base, override=window)
