@@ -218,10 +218,9 @@ class ChatRun:
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:
         """/model NAME [WINDOW]: the same session on another model, window recomputed."""
+        from harness9.config import check_model_name
         from harness9.provider import LLMProvider
         from harness9.provider.limits import chat_limits
-
-        from harness9.config import check_model_name
 
         check_model_name(name, "/model")
         api_base = self.settings.api_base
