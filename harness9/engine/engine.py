@@ -37,7 +37,7 @@ from harness9.schema import (
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession, SessionSettings
-from harness9.tools.base import Approval, ToolContext, ToolResult
+from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
 __all__ = [
@@ -81,7 +81,7 @@ class EngineOptions:
     stream: bool = True
     assume_yes: bool = False  # --yes: run shell commands and write files without asking
     # Asks the user to approve a tool's action (a TTY); None: no one to ask.
-    confirm: Callable[[Approval], bool] | None = None
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None
     # Shell commands that never need asking (config: tools.auto_approve).
     auto_approve: tuple[str, ...] = ()
     # The server the provider talks to ("" : the provider's own), recorded with the session

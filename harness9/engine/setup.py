@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from harness9.engine.engine import AgentEngine
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
-    from harness9.tools.base import Approval
+    from harness9.tools.base import Approval, ApprovalAnswer
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -35,7 +35,7 @@ def build_engine(
     *,
     timeout: float = 120.0,
     stream: bool = True,
-    confirm: Callable[[Approval], bool] | None = None,
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None,
     assume_yes: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     auto_approve: tuple[str, ...] = (),

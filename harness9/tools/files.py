@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult
+from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, declined
 from harness9.tools.sandbox import display_path, resolve_in_workdir
 
 DEFAULT_LIMIT = 2000  # lines per read
@@ -173,8 +173,9 @@ class WriteFileTool:
             approval = Approval(
                 "write_file", rel, f"{verb} {rel}?", write_preview(target, rel, content)
             )
-            if not ctx.confirm(approval):
-                return ToolResult(content=DECLINED_WRITE, is_error=True)
+            answer = ctx.confirm(approval)
+            if not answer:
+                return ToolResult(content=declined(DECLINED_WRITE, answer), is_error=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, data)

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult
+from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, declined
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
@@ -98,8 +98,10 @@ class BashTool:
         if not ctx.assume_yes and not is_auto_approved(command, ctx.auto_approve):
             if ctx.confirm is None:
                 return ToolResult(content=REFUSED_NO_TTY, is_error=True, metadata={"ran": False})
-            if not ctx.confirm(Approval("bash", command, f"Run: {command}?")):
-                return ToolResult(content=DECLINED, is_error=True, metadata={"ran": False})
+            answer = ctx.confirm(Approval("bash", command, f"Run: {command}?"))
+            if not answer:
+                content = declined(DECLINED, answer)
+                return ToolResult(content=content, is_error=True, metadata={"ran": False})
         return run_command(command, ctx, timeout)
 
 
