@@ -9,6 +9,7 @@ business, so ``--resume`` sends exactly what the live session would have sent.
 
 from __future__ import annotations
 
+import codecs
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -277,6 +278,15 @@ class AgentEngine:
             emit(ev.Error(result.error))
             return result
 
+    def _output_watcher(self, call: ToolCall) -> Callable[[bytes], None]:
+        """Hands a running tool's output to the UI as text (UTF-8 split across chunks kept)."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+        def watch(data: bytes) -> None:
+            self.on_event(ev.ToolOutput(call, decoder.decode(data)))
+
+        return watch
+
     def _run_calls(
         self, sess: CheckpointedSession, pending: list[ToolCall], tools_used: list[str]
     ) -> None:
@@ -397,6 +407,7 @@ class AgentEngine:
             auto_approve=opts.auto_approve,
             session_id=sess.session_id,
             open_output=self.policy.output_opener(sess.session_id),
+            on_output=self._output_watcher(call),
         )
         outcome: ToolResult = self.registry.execute(call, ctx)
         content = outcome.content

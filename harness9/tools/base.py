@@ -69,6 +69,9 @@ class ToolContext:
     # Opens a sink for a tool's full output (the offload store's stream writer): a tool
     # with huge output writes it there as it comes instead of holding it. None: no sink.
     open_output: Callable[[str, str], OutputSink] | None = None
+    # Shows a running command's output as it comes (the REPL's live view): called with b""
+    # once the command has started, then with each chunk read. None: nobody is watching.
+    on_output: Callable[[bytes], None] | None = None
 
 
 class OutputSink(Protocol):

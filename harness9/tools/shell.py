@@ -10,6 +10,7 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness9.schema import ToolDefinition
@@ -172,7 +173,9 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
     sink = ctx.open_output("bash", json.dumps({"command": command})) if ctx.open_output else None
     timed_out = False
     try:
-        timed_out = _pump(proc, out, timeout, sink)
+        if ctx.on_output is not None:
+            ctx.on_output(b"")  # started: the watcher shows it running from now on
+        timed_out = _pump(proc, out, timeout, sink, ctx.on_output)
         if timed_out:
             _kill_group(proc)
         exit_code = proc.wait()
@@ -210,7 +213,11 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], out: HeadTail, timeout: float, sink: OutputSink | None = None
+    proc: subprocess.Popen[bytes],
+    out: HeadTail,
+    timeout: float,
+    sink: OutputSink | None = None,
+    watch: Callable[[bytes], None] | None = None,
 ) -> bool:
     """Stream the output into ``out`` until EOF or the deadline; True when it timed out.
 
@@ -238,6 +245,8 @@ def _pump(
                 out.feed(data)
                 if sink is not None:
                     sink.write(data)
+                if watch is not None:
+                    watch(data)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

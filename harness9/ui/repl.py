@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.status import Status
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +38,7 @@ from harness9.ui.status import (
     tool_result_line,
 )
 from harness9.ui.text import inert, plural
+from harness9.ui.tool_progress import ToolProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class EventRenderer:
         self._streamed = False  # did the current reply arrive as TextDeltas?
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
         self.last_result: ev.ToolFinished | None = None  # what /last shows
+        self._progress: ToolProgress | None = None  # the running tool's live view
 
     # The engine calls this synchronously from the turn's thread.
     def __call__(self, event: ev.Event) -> None:
@@ -127,7 +129,11 @@ class EventRenderer:
                 self._stop_spin()
                 self._end_line()
                 self.io.err.print(tool_call_line(call.name, call.arguments))
+            case ev.ToolOutput(call=call, text=text):
+                self._tool_output(call.name, text)
             case ev.ToolFinished(content=content, is_error=is_error) as done:
+                self._stop_spin()
+                self._progress = None
                 self.last_result = done
                 self.io.err.print(tool_result_line(content, is_error))
             case ev.CompactionStarted(strategy=strategy):
@@ -156,6 +162,13 @@ class EventRenderer:
                 self.io.err.print(Text(inert(text), style="yellow"))
             case ev.Error(message=message):
                 self.error(message)
+
+    def _tool_output(self, name: str, text: str) -> None:
+        """A running tool's live view: started by its first event, fed by the next ones."""
+        if self._progress is None:
+            self._progress = ToolProgress(name)
+            self._spin(self._progress)
+        self._progress.feed(text)
 
     def error(self, message: str) -> None:
         self._stop_spin()
@@ -191,7 +204,7 @@ class EventRenderer:
     def _end_line(self) -> None:
         self._reply.finish()
 
-    def _spin(self, message: str) -> None:
+    def _spin(self, message: RenderableType) -> None:
         if not self.io.interactive:
             return
         self._end_line()  # one live display at a time: the reply's must end first
