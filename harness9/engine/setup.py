@@ -48,11 +48,21 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
+    provider = LLMProvider(
+        settings.model,
+        settings.api_base,
+        timeout=timeout,
+        sleep=sleep,
+        context_window=context_window,
+    )
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
         summarizer = LLMProvider(
-            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
+            opts.summary_model,
+            settings.api_base,
+            timeout=timeout,
+            sleep=sleep,
+            context_window=context_window,
         )
     from harness9.engine import events as ev
     from harness9.engine.metering import MeteredSummarizer

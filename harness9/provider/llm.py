@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
+from harness9.provider import ollama
 from harness9.provider.errors import (
     AuthenticationError,
     BadRequestError,
@@ -137,8 +138,11 @@ class LLMProvider:
         backoff_max: float = 30.0,
         on_retry: Callable[[int, float, str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
+        # The window harness9 works with: a local server (Ollama) is told to run with it.
+        self.context_window = context_window
         self.api_base = api_base or None
         self._api_key = api_key or None  # never printed: see __repr__ and _redact
         self.timeout = timeout
@@ -208,8 +212,10 @@ class LLMProvider:
             try:
                 response = litellm.completion(**request)
                 if stream:
-                    return self._read_stream(response, on_delta, shown)
-                return _read_response(response)
+                    reply, usage = self._read_stream(response, on_delta, shown)
+                else:
+                    reply, usage = _read_response(response)
+                return reply, _mark_estimate(litellm, self.model, request["messages"], usage)
             except Exception as exc:
                 error = self._translate(exc)
                 if error is None:
@@ -245,6 +251,7 @@ class LLMProvider:
             request["stream_options"] = {"include_usage": True}
         if self.api_base:
             request["api_base"] = self.api_base
+        request.update(ollama.request_options(self.model, self.context_window))
         key = self._effective_key()
         if key:
             request["api_key"] = key
@@ -426,6 +433,16 @@ def _usage(raw: Any) -> Usage | None:
         output_tokens=int(completion or 0),
         cached_tokens=_cached_tokens(raw),
     )
+
+
+def _mark_estimate(
+    litellm: ModuleType, model: str, messages: list[dict[str, Any]], usage: Usage | None
+) -> Usage | None:
+    if usage is not None and ollama.prompt_count_estimated(
+        litellm, model, messages, usage.input_tokens
+    ):
+        usage.input_estimated = True
+    return usage
 
 
 def _cached_tokens(raw: Any) -> int:
