@@ -54,6 +54,7 @@ def build_engine(
         timeout=timeout,
         sleep=sleep,
         context_window=context_window,
+        backoff_max=settings.retry_max_wait,
     )
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
@@ -63,6 +64,7 @@ def build_engine(
             timeout=timeout,
             sleep=sleep,
             context_window=context_window,
+            backoff_max=settings.retry_max_wait,
         )
     from harness9.engine import events as ev
     from harness9.engine.metering import MeteredSummarizer

@@ -141,7 +141,7 @@ class LLMProvider:
         timeout: float = 120.0,
         max_retries: int = 3,
         backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
+        backoff_max: float = 60.0,
         on_retry: Callable[[int, float, str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         context_window: int | None = None,
