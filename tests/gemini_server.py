@@ -8,7 +8,7 @@ API's own form) is sent to ``POST /v1beta/models/NAME:streamGenerateContent?alt=
     with ScriptedGeminiServer() as server:
         server.reply_rate_limited("3s")    # 429, google.rpc.RetryInfo in the body
         server.reply_text("hello", usage=(12, 3))
-        ... harness9 chat --model gemini/gemini-2.0-flash --api-base server.base_url
+        ... harness9 chat --model gemini/gemini-2.5-flash --api-base server.base_url
 
 The script (``reply_text``, ``reply_tool_calls``, ``reply_error``...) and the recording
 (``requests``, ``request_headers``) are tests/llm_server.py's, by inheritance; ``paths``
@@ -281,4 +281,4 @@ def _event(parts: list[dict[str, Any]], usage: dict[str, Any], *, finished: bool
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finished:
         candidate["finishReason"] = "STOP"
-    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-2.0-flash"}
+    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-2.5-flash"}

@@ -70,6 +70,7 @@ def test_every_request_of_a_session_carries_num_ctx_equal_to_the_window(ollama_s
     assert ollama_server.num_ctx_sent == [32768, 32768, 32768]
     assert ollama_server.truncated == [0, 0, 0]
     assert ollama_server.show_requests == []  # a window given is not asked
+    assert all(body["stream"] is True for body in ollama_server.requests)  # streamed
 
 
 def test_the_generate_route_of_ollama_models_carries_num_ctx_too(ollama_server, tmp_path):
