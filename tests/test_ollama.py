@@ -228,3 +228,20 @@ def test_tool_call_arguments_as_a_string_are_refused_as_ollama_does(ollama_serve
     }
     status, answer = post(ollama_server, "/api/chat", body)
     assert status == 400 and "ToolCallFunction.arguments" in answer["error"]
+
+
+def test_the_readme_example_needs_no_api_base_when_ollama_api_base_names_the_server(
+    ollama_server, monkeypatch
+):
+    # `harness9 chat --model ollama_chat/llama3.1`, as the README has it, with the server
+    # found where litellm finds it (OLLAMA_API_BASE, else localhost:11434).
+    monkeypatch.setenv("OLLAMA_API_BASE", ollama_server.base_url)
+    ollama_server.show_model("llama3.1", 32768)
+    ollama_server.reply_text("hello from ollama")
+    env = piped()
+    result = cli("chat", "--model", "ollama_chat/llama3.1", "-p", "hi", obj=env)
+
+    assert result.exit_code == 0, env.stderr.getvalue()
+    assert env.stdout.getvalue() == "hello from ollama\n"
+    assert ollama_server.show_requests == [{"model": "llama3.1"}]
+    assert ollama_server.num_ctx_sent == [32768]

@@ -341,9 +341,9 @@ class LLMProvider:
         if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException) or status == 408:
             return ModelTimeoutError(f"{model} did not answer within {self.timeout:g}s")
         if is_overloaded(status, body):
-            return ServiceUnavailableError(
-                f"{model} is overloaded (HTTP {status or 529}): {detail}"
-            )
+            # Anthropic's overloaded_error is its 529, which litellm may report as a 500.
+            shown = 529 if status in (None, 500) else status
+            return ServiceUnavailableError(f"{model} is overloaded (HTTP {shown}): {detail}")
         if isinstance(exc, openai.APIConnectionError | httpx.TransportError) or (
             isinstance(status, int) and status >= 500
         ):
