@@ -210,3 +210,14 @@ def test_the_server_refuses_a_function_response_that_answers_no_call():
             "function response turn comes immediately after a function call"
             in (answer["error"]["message"])
         )
+
+
+def test_a_stream_cut_off_keeps_what_was_shown(gemini_server, harness9_home):
+    gemini_server.reply_stream_break("The answer is forty")
+    result, out, err = gemini_chat(gemini_server, "-p", "question")
+
+    assert result.exit_code == 1
+    assert out.startswith("The answer is forty")
+    assert "broke off after 19 characters" in err
+    last = stored_messages(harness9_home)[-1]
+    assert last.role == "assistant" and last.content.startswith("The answer is forty")

@@ -245,3 +245,13 @@ def test_the_readme_example_needs_no_api_base_when_ollama_api_base_names_the_ser
     assert env.stdout.getvalue() == "hello from ollama\n"
     assert ollama_server.show_requests == [{"model": "llama3.1"}]
     assert ollama_server.num_ctx_sent == [32768]
+
+
+def test_an_ollama_stream_cut_off_keeps_what_was_shown(ollama_server):
+    ollama_server.show_model("llama3.1", 8192)
+    ollama_server.reply_stream_break("The answer is forty")
+    result, out, err = ollama_chat(ollama_server, "-p", "question", model="ollama_chat/llama3.1")
+
+    assert result.exit_code == 1
+    assert out.startswith("The answer is forty")
+    assert "broke off after 19 characters" in err
