@@ -182,25 +182,21 @@ class _OllamaHandler(_Handler):
             self._break_ndjson(lines)
         elif stream:
             self._send_ndjson([*lines, final])
+            self._write_chunk(b"")  # the stream's end
         else:
             self._send_json(200, _merged(chat, lines, final))
 
     def _send_ndjson(self, lines: list[dict[str, Any]]) -> None:
+        """One JSON object a line, chunked, as Ollama streams."""
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for line in lines:
             self._write_chunk(json.dumps(line).encode() + b"\n")
-        self._write_chunk(b"")
 
     def _break_ndjson(self, lines: list[dict[str, Any]]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for line in lines:
-            self._write_chunk(json.dumps(line).encode() + b"\n")
+        self._send_ndjson(lines)
         time.sleep(0.02)  # let the client read what was sent, then drop the connection
         self.close_connection = True
         self.connection.close()

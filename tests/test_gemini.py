@@ -53,6 +53,9 @@ def test_a_streamed_tool_call_runs_and_its_result_pairs_with_it(gemini_server, t
     assert "hi" in json.dumps(response["function_response"]["response"])
     assert "ctx 1.5K/1M" in err  # usageMetadata's promptTokenCount; the map's window
     assert "not known" not in err  # the README's model is one litellm maps
+    [listed] = json.loads(cli("sessions", "list", "--json").stdout)
+    assert listed["usage"]["model_calls"] == 2
+    assert listed["usage"]["cached_tokens"] == 1024  # cachedContentTokenCount, kept apart
 
 
 def test_a_resumed_session_sends_its_history_in_valid_turns(gemini_server, tmp_path, harness9_home):
