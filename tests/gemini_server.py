@@ -195,6 +195,11 @@ def _invalid(body: dict[str, Any]) -> str | None:
                 f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
             )
         for j, part in enumerate(parts):
+            if part.get("text") == "":  # litellm's " " placeholder is accepted, as by Google
+                return (
+                    "Unable to submit request because it has an empty text parameter. Add a "
+                    f"value to the parameter and try again. (contents[{i}].parts[{j}])"
+                )
             if not any(
                 _field(part, k) for k in ("text", "functionCall", "functionResponse", "inlineData")
             ):
