@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from typing import Any
 
 OLLAMA_PROVIDERS = frozenset({"ollama", "ollama_chat"})
@@ -62,6 +60,9 @@ def server_window(model: str, api_base: str | None, *, timeout: float) -> int | 
     """The window ``model``'s Ollama server runs it with by default, from ``/api/show``; None
     when the server does not answer in ``timeout`` seconds, does not know the model, or
     reports no window."""
+    import urllib.error  # only a chat on an Ollama model pays for these imports
+    import urllib.request
+
     name = model.strip().partition("/")[2]
     request = urllib.request.Request(
         server_root(api_base) + "/api/show",
