@@ -113,8 +113,8 @@ class EventRenderer:
                 self._stop_spin()
                 self._end_line()
                 self.io.err.print(tool_call_line(call.name, call.arguments))
-            case ev.ToolFinished(content=content, is_error=is_error):
-                self.io.err.print(tool_result_line(content, is_error))
+            case ev.ToolFinished(content=content, is_error=is_error, exit_code=code):
+                self.io.err.print(tool_result_line(content, is_error, exit_code=code))
             case ev.CompactionStarted(strategy=strategy):
                 self._spin(f"compacting the context ({strategy})…")
             case ev.CompactionProgress(chunk=i, total=n):
