@@ -160,10 +160,18 @@ def export_command(
 
         text = session_markdown(snap)
     if output is None:
-        env.write(text)
+        # A person reading a terminal must not have it driven by stored text (a reply holding
+        # ESC[2J would clear the screen); a pipe or a file gets the exact text.
+        env.write(_for_terminal(text) if env.stdout_isatty else text)
         return
     write_file_atomically(output, text, force=force)
     env.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+
+
+def _for_terminal(text: str) -> str:
+    from harness9.ui.text import inert
+
+    return inert(text)
 
 
 def import_command(
