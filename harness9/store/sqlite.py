@@ -667,9 +667,10 @@ def open_existing_manager(
 
     path = config.db_path()
     try:
-        if not path.exists():
-            return None
-    except OSError as exc:  # an unreadable home: stat itself fails
+        os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # an unreadable home, or a file where the home should be
         raise open_error(path, exc.strerror or str(exc)) from exc
     try:
         return Manager(path, on_session_deleted=on_session_deleted)
