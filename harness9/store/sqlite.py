@@ -685,6 +685,7 @@ def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> 
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
 
+    config.tighten_home()
     return Manager(config.db_path(), on_session_deleted=on_session_deleted)
 
 

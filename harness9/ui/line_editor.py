@@ -20,6 +20,20 @@ from typing import Any
 CONTINUE_HINT = "Alt-Enter or a trailing \\ for a new line"
 
 
+def private_file(path: Path) -> None:
+    """Create ``path`` 0600 if missing, tighten it to 0600 if not: typed text (pasted
+    secrets too) is nobody else's to read, as the session database is not."""
+    import os
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def prompt_reader(
     commands: Iterable[str],
     history_file: Path | None = None,
@@ -72,7 +86,7 @@ def prompt_reader(
     history: History = InMemoryHistory()
     if history_file is not None:
         try:
-            history_file.parent.mkdir(parents=True, exist_ok=True)
+            private_file(history_file)
             history = FileHistory(str(history_file))
         except OSError:
             pass  # an unwritable home still gets an in-session history
