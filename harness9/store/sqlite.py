@@ -57,7 +57,7 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -500,8 +500,8 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             while pending and work < size:
                 sid = pending.popleft()
                 row = conn.execute(
-                    "SELECT message_count FROM sessions WHERE id = ? AND updated_at < ?",
-                    (sid, cutoff),
+                    f"SELECT message_count FROM sessions WHERE id = ? AND {aged_sql('?')}",
+                    (sid, cutoff, cutoff),
                 ).fetchone()
                 if row is None:
                     continue  # gone, or written to since it was listed
