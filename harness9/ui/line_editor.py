@@ -13,11 +13,27 @@ prompt_toolkit is imported only here, when a terminal session starts (about
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 CONTINUE_HINT = "Alt-Enter or a trailing \\ for a new line"
+
+# The inputs of this process's line editors. prompt_toolkit reads keys in chunks, so keys
+# typed right after Enter may already be read when the prompt returns; it keeps them for
+# the next prompt ("type-ahead"), where no tcflush can reach them.
+_inputs: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def discard_type_ahead() -> None:
+    """Forget the keys a line editor read past the Enter that ended its last prompt."""
+    if not _inputs:
+        return
+    from prompt_toolkit.input.typeahead import clear_typeahead
+
+    for pt_input in list(_inputs):
+        clear_typeahead(pt_input)
 
 
 def private_file(path: Path) -> None:
@@ -104,6 +120,7 @@ def prompt_reader(
         enable_suspend=True,
     )
 
+    _inputs.add(session.input)
     if on_shown is not None:
         pending = [on_shown]
 
