@@ -50,6 +50,19 @@ def private_file(path: Path) -> None:
         os.close(fd)
 
 
+def _history(history_file: Path | None) -> Any:
+    """The file-backed history (created 0600), or an in-memory one without a file."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    if history_file is not None:
+        try:
+            private_file(history_file)
+            return FileHistory(str(history_file))
+        except OSError:
+            pass  # an unwritable home still gets an in-session history
+    return InMemoryHistory()
+
+
 def prompt_reader(
     commands: Iterable[str],
     history_file: Path | None = None,
@@ -65,7 +78,6 @@ def prompt_reader(
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings
 
     names = sorted(set(commands))
@@ -99,16 +111,8 @@ def prompt_reader(
             return
         buffer.validate_and_handle()
 
-    history: History = InMemoryHistory()
-    if history_file is not None:
-        try:
-            private_file(history_file)
-            history = FileHistory(str(history_file))
-        except OSError:
-            pass  # an unwritable home still gets an in-session history
-
     session: PromptSession[str] = PromptSession(
-        history=history,
+        history=_history(history_file),
         completer=SlashCompleter(),
         complete_while_typing=False,
         key_bindings=bindings,
