@@ -207,3 +207,14 @@ def test_a_call_whose_result_never_came_is_sent_as_interrupted_not_truncated(llm
     assert result.exit_code == 0, result.output
     [tool] = [m for m in llm_server.requests[0]["messages"] if m["role"] == "tool"]
     assert tool == {"role": "tool", "tool_call_id": "call_1", "content": UNFINISHED_STUB}
+
+
+def test_the_repair_names_the_stub_it_is_told_and_truncated_stays_the_default():
+    from harness9.context import repair_orphaned_tool_pairs
+    from harness9.schema import TRUNCATED_STUB
+
+    call = Message("assistant", "", [ToolCall("c1", "bash", "{}")])
+
+    assert repair_orphaned_tool_pairs([call])[1].content == TRUNCATED_STUB
+    repaired = repair_orphaned_tool_pairs([call], stub=UNFINISHED_STUB)
+    assert repaired[1] == Message("tool", UNFINISHED_STUB, tool_call_id="c1")
