@@ -51,6 +51,7 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
     from harness9.engine.setup import resolve_workdir
     from harness9.provider import LLMProvider
     from harness9.store.backend import open_store
+    from harness9.ui import hangup
 
     repl = env.interactive and flags.one_shot is None
     if repl:
@@ -83,6 +84,7 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         announced = stored is not None and settings.context_window == stored.context_window
         loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
         loop.recap_on_start = resumed
+        hangup.install()  # a closed terminal or a kill ends the chat as Ctrl-D does
         code = loop.run() if flags.one_shot is None else loop.run_once(flags.one_shot)
         return run.finish(loop, code, repl=repl)
 
@@ -101,7 +103,8 @@ def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> t
     if flags.resume:
         session = manager.open_session(manager.resolve_id(flags.resume))
     elif flags.continue_:
-        recent = manager.list_sessions()
+        # An empty session (a chat killed at its first prompt) is nothing to continue.
+        recent = [i for i in manager.list_sessions() if i.message_count > 0]
         if not recent:
             raise UsageError("no session to continue; start one with `harness9 chat`")
         here = [info for info in recent if info.workdir == str(work)]

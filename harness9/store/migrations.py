@@ -291,6 +291,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # When a session was imported into this store (NULL: it was made here). Retention
+        # and `sessions delete --older-than` count an import as an update, so a session
+        # imported today is not deleted for its original updated_at, which stays as it was
+        # (sessions list and export show when its conversation last changed).
+        "session_imported_at",
+        """
+        ALTER TABLE sessions ADD COLUMN imported_at REAL;
+        """,
+    ),
+    (
         # The API base and working directory chat last ran a session with, beside its model
         # and window: --continue/--resume and `compact` reuse them (a session served by a
         # local server must not be sent to the hosted provider), --continue prefers the

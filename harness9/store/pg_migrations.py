@@ -217,6 +217,16 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        # As SQLite's session_imported_at: an import counts as an update for retention.
+        "session_imported_at",
+        """
+        ALTER TABLE harness9.sessions ADD COLUMN imported_at double precision;
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
         # As SQLite's session_api_base_and_workdir: how chat last ran a session, reused by
         # --continue/--resume and compact; the workdir is shown by listings.
         "session_api_base_and_workdir",
