@@ -177,6 +177,9 @@ class ContextOptions:
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
+    # Messages a request carries at most: past it, old tool groups fold into the recall
+    # index without a model call (context/message_bound.py); 0: no bound but the tokens.
+    max_messages: int = 400
     offload: bool = True
     offload_max_result_tokens: int = 2000
     offload_max_result_bytes: int = 10240
@@ -197,6 +200,7 @@ _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
     ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
     ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
     ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, lambda v: 0 <= v <= 100),
+    ("compaction", "max_messages"): ("max_messages", int, lambda v: v == 0 or v >= 20),
     ("offload", "enabled"): ("offload", bool, None),
     ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, lambda v: v >= 100),
     ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, lambda v: v >= 400),
@@ -215,6 +219,7 @@ _ENV_KNOBS = {
     "HARNESS9_AUTO_COMPACT": ("compaction", "auto"),
     "HARNESS9_COMPACTION_THRESHOLD": ("compaction", "threshold"),
     "HARNESS9_COMPACTION_TARGET": ("compaction", "target"),
+    "HARNESS9_MAX_MESSAGES": ("compaction", "max_messages"),
     "HARNESS9_RECALL": ("compaction", "recall"),
     "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
     "HARNESS9_OFFLOAD": ("offload", "enabled"),

@@ -114,7 +114,7 @@ class Model:
         self.in_turn += 1
         self.tool_reply.append(True)
         args = '{"path": "notes.txt"}'
-        return ToolCallsReply((("call_%05d" % self.done, "read_file", args),), usage=(100, 10))
+        return ToolCallsReply(((f"call_{self.done:05d}", "read_file", args),), usage=(100, 10))
 
 
 @dataclass(slots=True)
