@@ -56,8 +56,9 @@ from harness9.store.session import (
     StoreBusyError,
     StoredMessage,
     StoreError,
+    check_session_id,
 )
-from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_manager import SqlManagerBase
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -533,7 +534,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             finally:
                 conn.execute("COMMIT")
 
-    def _ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
+    def ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
         """Whether none of ``ids`` is taken (an id SQLite would hand out next is fine)."""
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
             chunk = ids[start : start + 500]
@@ -543,7 +544,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 return False
         return True
 
-    def _restore_messages(
+    def restore_messages(
         self, conn: sqlite3.Connection, session_id: str, records: list[StoredMessage], keep: bool
     ) -> dict[int, int]:
         new_ids: dict[int, int] = {}
