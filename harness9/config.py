@@ -151,6 +151,73 @@ def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
     return value
 
 
+# -- which session store: --database-url, HARNESS9_DATABASE_URL, config.toml -----------------
+
+DATABASE_URL_ENV = "HARNESS9_DATABASE_URL"
+DATABASE_URL_KEY = "database_url"
+# Set by the CLI's --database-url for this process (None: not given).
+_flag_database_url: str | None = None
+
+
+def use_database_url(url: str | None) -> None:
+    """Record ``--database-url`` for this process (the CLI calls this once per command)."""
+    global _flag_database_url
+    _flag_database_url = url or None
+
+
+def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
+    """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
+    from harness9.errors import ConfigError, UsageError
+    from harness9.store.backend import is_database_url
+
+    flag = _flag_database_url
+    if flag is not None:
+        if not is_database_url(flag):
+            raise UsageError(f"--database-url must be a postgresql:// URL, got {_redacted(flag)!r}")
+        return flag.strip()
+    env = os.environ.get(DATABASE_URL_ENV, "").strip()
+    if env:
+        if not is_database_url(env):
+            raise ConfigError(
+                f"{DATABASE_URL_ENV} must be a postgresql:// URL, got {_redacted(env)!r}"
+            )
+        return env
+    if cfg is None:
+        # No file (or no home directory at all): nothing to read, and nothing to complain
+        # about here; the SQLite store reports a broken home itself, in its own words.
+        try:
+            present = config_path().is_file()
+        except OSError:  # a home you cannot search (EACCES): the SQLite store names it
+            present = False
+        if not present:
+            return None
+        cfg = load_config_file()
+    value = cfg.get(DATABASE_URL_KEY)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not is_database_url(value):
+        shown = _redacted(value) if isinstance(value, str) else value
+        raise ConfigError(
+            f"{DATABASE_URL_KEY} in {config_path()} must be a postgresql:// URL, got {shown!r}"
+        )
+    return value.strip()
+
+
+def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
+    """Where this command's sessions are: the PostgreSQL URL, else the SQLite file."""
+    return database_url(cfg) or db_path()
+
+
+def _redacted(url: str) -> str:
+    if "@" not in url:
+        return url
+    head, _, tail = url.rpartition("@")
+    if ":" in head.split("//", 1)[-1]:
+        scheme, _, rest = head.partition("//")
+        return f"{scheme}//{rest.split(':', 1)[0]}:***@{tail}"
+    return url
+
+
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
 STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict", "phase2")

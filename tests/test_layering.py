@@ -133,3 +133,9 @@ def test_an_import_cycle_inside_a_function_would_be_caught(tmp_path):
     (pkg / "b.py").write_text("def thing():\n    from pkg.a import other\n")
     (pkg / "c.py").write_text("import pkg.a\n")
     assert import_cycles(module_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_store_reads_no_configuration():
+    # The CLI resolves where the sessions are and how long they are kept
+    # (harness9.config.store_location, retention_days) and hands the store the result.
+    assert offenders("store", ("harness9.config",)) == set()

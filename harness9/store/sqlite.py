@@ -661,12 +661,9 @@ class SQLiteSession(SqlSessionBase):
 
 
 def open_existing_manager(
-    *, on_session_deleted: Callable[[str], None] | None = None
+    path: Path, *, on_session_deleted: Callable[[str], None] | None = None
 ) -> Manager | None:
-    """The user's store, or None when there is none yet: reading must not create one."""
-    from harness9 import config
-
-    path = config.db_path()
+    """The store in ``path``, or None when there is none yet: reading must not create one."""
     try:
         if not path.exists():
             return None
@@ -681,11 +678,9 @@ def open_existing_manager(
     return Manager(path, on_session_deleted=on_session_deleted, read_only=True)
 
 
-def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
-    """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
-    from harness9 import config
-
-    return Manager(config.db_path(), on_session_deleted=on_session_deleted)
+def open_manager(path: Path, *, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
+    """The store in ``path`` (its directory created 0700 if missing)."""
+    return Manager(path, on_session_deleted=on_session_deleted)
 
 
 def _hits(rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str]) -> list[SearchHit]:
