@@ -198,3 +198,19 @@ def test_any_sequence_of_events_leaves_the_kept_view_equal_to_a_fresh_one(
             elif len(s.get_records()) >= 2:
                 checkpoint_at(s, stub_newest=n % 2 == 0)
             assert_fresh(views, s)
+
+
+def test_after_undo_in_chat_the_next_request_no_longer_carries_the_undone_exchange(llm_server):
+    from typer.testing import CliRunner
+
+    from harness9.cli import app
+
+    llm_server.reply_text("first answer")
+    llm_server.reply_text("second answer")
+    argv = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url, "--yes"]
+
+    result = CliRunner().invoke(app, argv, input="first question\n/undo\nsecond question\n")
+
+    assert result.exit_code == 0, result.output
+    sent = [[m["content"] for m in body["messages"][1:]] for body in llm_server.requests]
+    assert sent == [["first question"], ["second question"]]
