@@ -148,3 +148,14 @@ def test_a_fold_keeps_the_newest_messages_whole_and_is_a_valid_tool_sequence():
     assert result.messages[1:] == msgs[-20:]  # no words to carry: no summary message
     assert result.summary == ""
     assert not bound.plan(msgs[:40]).would_compact
+
+
+def test_the_bound_is_a_setting_and_a_bad_value_is_one_clear_error(monkeypatch):
+    from harness9.config import context_options
+    from harness9.errors import ConfigError
+
+    assert context_options({}).max_messages == 400
+    assert context_options({"compaction": {"max_messages": 0}}).max_messages == 0  # off
+    monkeypatch.setenv("HARNESS9_MAX_MESSAGES", "5")
+    with pytest.raises(ConfigError, match="HARNESS9_MAX_MESSAGES has an out-of-range value 5"):
+        context_options({})
