@@ -160,12 +160,15 @@ class PlainPg:
 
     def search(self, query: str) -> list[tuple]:
         tsq = to_tsquery_text(parse(query))
+        # The store's query: rank the matches first, then read the text of the 20 kept.
         return self.conn.execute(
-            "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q) "
+            "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q), "
+            "hits AS (SELECT m.id, ts_rank(m.search, q.q) AS rank FROM messages AS m, q "
+            "WHERE m.search @@ q.q ORDER BY rank DESC, m.id DESC LIMIT 20) "
             "SELECT m.session_id, m.id, m.role, m.created_at, s.title, "
-            "left(search_body(m.content, m.tool_calls), 150000), ts_rank(m.search, q.q) AS rank "
-            "FROM messages AS m JOIN sessions AS s ON s.id = m.session_id, q "
-            "WHERE m.search @@ q.q ORDER BY rank DESC, m.id DESC LIMIT 20",
+            "left(search_body(m.content, m.tool_calls), 150000), hits.rank "
+            "FROM hits JOIN messages AS m ON m.id = hits.id "
+            "JOIN sessions AS s ON s.id = m.session_id ORDER BY hits.rank DESC, hits.id DESC",
             (tsq,),
         ).fetchall()
 
