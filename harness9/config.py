@@ -12,6 +12,8 @@ DEFAULT_MODEL = "openai/gpt-4o-mini"
 # The smallest window a user may set: the system prompt and tool definitions alone take
 # over 1K tokens, so anything less cannot hold a single turn.
 MIN_CONTEXT_WINDOW = 1024
+ENV_RETRY_MAX_WAIT = "HARNESS9_RETRY_MAX_WAIT"
+DEFAULT_RETRY_MAX_WAIT = 60.0
 
 
 def harness9_home() -> Path:
@@ -24,6 +26,24 @@ def db_path() -> Path:
     return harness9_home() / "sessions.db"
 
 
+def tighten_home() -> None:
+    """Make an existing home private (0700), as the database in it is (0600).
+
+    It holds the conversations, the prompt history and offloaded outputs: a home
+    made 0755 by hand or by an older harness9 is tightened, if it is ours; one that
+    is missing or someone else's is left alone (the store creates it 0700).
+    """
+    import stat
+
+    home = harness9_home()
+    try:
+        st = home.stat()
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(home, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        pass  # absent or unreachable: whoever opens it reports that in their own words
+
+
 def tool_results_dir() -> Path:
     """Offloaded tool results, one directory per session."""
     return harness9_home() / "offload_store"
@@ -34,6 +54,9 @@ class Settings:
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     context_window: int | None = None  # overrides the model map when set
+    # The longest wait before a retry, in seconds; a wait the provider asks for (Retry-After,
+    # Google's retryDelay, often 30-60 s on a quota) is cut to it.
+    retry_max_wait: float = DEFAULT_RETRY_MAX_WAIT
 
     @classmethod
     def from_env(
@@ -60,7 +83,23 @@ class Settings:
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
             context_window=cw,
+            retry_max_wait=_retry_max_wait(),
         )
+
+
+def _retry_max_wait() -> float:
+    text = os.environ.get(ENV_RETRY_MAX_WAIT, "").strip()
+    if not text:
+        return DEFAULT_RETRY_MAX_WAIT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        from harness9.errors import UsageError
+
+        raise UsageError(f"{ENV_RETRY_MAX_WAIT} must be seconds between 0 and 3600, got {text!r}")
+    return value
 
 
 def parse_positive_int(text: str, name: str) -> int:
@@ -169,6 +208,7 @@ def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
     """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
     from harness9.errors import ConfigError, UsageError
     from harness9.store.backend import is_database_url
+    from harness9.store.backend import redacted_url as _redacted
 
     flag = _flag_database_url
     if flag is not None:
@@ -204,18 +244,13 @@ def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
 
 
 def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
-    """Where this command's sessions are: the PostgreSQL URL, else the SQLite file."""
-    return database_url(cfg) or db_path()
-
-
-def _redacted(url: str) -> str:
-    if "@" not in url:
+    """Where this command's sessions are: the PostgreSQL URL, else the SQLite file (its
+    home made private first when it exists, as the database in it is)."""
+    url = database_url(cfg)
+    if url is not None:
         return url
-    head, _, tail = url.rpartition("@")
-    if ":" in head.split("//", 1)[-1]:
-        scheme, _, rest = head.partition("//")
-        return f"{scheme}//{rest.split(':', 1)[0]}:***@{tail}"
-    return url
+    tighten_home()
+    return db_path()
 
 
 # -- context-management knobs: config.toml, then environment, then flags --------------------

@@ -111,6 +111,7 @@ def chat(
     from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
     from harness9.store.session import StoreError
+    from harness9.ui import hangup
     from harness9.ui.approval import TerminalApprover, discard_type_ahead
     from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
@@ -157,7 +158,8 @@ def chat(
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
-            recent = manager.list_sessions(limit=1)
+            # An empty session (a chat killed at its first prompt) is nothing to continue.
+            recent = [i for i in manager.list_sessions() if i.message_count > 0][:1]
             if not recent:
                 raise UsageError("no session to continue; start one with `harness9 chat`")
             session = manager.open_session(recent[0].id)
@@ -240,6 +242,7 @@ def chat(
             recap_on_start=bool(resume or continue_),
             started=started,
         )
+        hangup.install()  # a closed terminal or a kill ends the chat as Ctrl-D does
         code = loop.run() if one_shot is None else loop.run_once(one_shot)
         # A reply held back by a locked database gets one more patient try before exit.
         reason = f"the session database {manager.location} stayed locked by another process"
@@ -282,18 +285,28 @@ def window_notes(
     A model only the name-based family table knows counts as a guess when it is
     served from an --api-base (a local server runs it with whatever window it was
     started with). ``source`` is ``chat_limits``'s (None: the tables' alone). A
-    window an Ollama server reported is said once, since the server may run the
-    model with less (its num_ctx); litellm offers no public way to ask an
-    OpenAI-compatible server, so for those the user is told how to set it instead.
+    window a server reported is said once (an Ollama server is then told to use it,
+    as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
+    so for those the user is told how to set it instead.
     """
     from rich.text import Text
 
     from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
+    from harness9.provider.ollama import is_ollama
 
     if override is not None or source == "override":
         return []
     window = format_token_count(limits.context_tokens)
+    if source == "server" and is_ollama(model):
+        return [
+            Text(
+                f"the context window of {model} is {window}, as its server reports; it is "
+                "sent as num_ctx with every request (set --context-window N for less, e.g. "
+                "to save the server's memory).",
+                style="dim",
+            )
+        ]
     if source == "server":
         return [
             Text(

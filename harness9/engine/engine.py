@@ -363,7 +363,9 @@ class AgentEngine:
 
     def _record_usage(self, request: Request, usage: Usage, result: TurnResult) -> None:
         self.last_usage = result.usage = usage
-        if usage.input_tokens > 0:
+        # An estimate in the server's place neither calibrates the counter nor replaces
+        # the "~" figure already shown.
+        if usage.input_tokens > 0 and not usage.input_estimated:
             self.policy.observe_usage(request, usage.input_tokens)
             self.on_event(
                 ev.TokenUpdate(usage.input_tokens, self.policy.context_window, actual=True)
@@ -389,5 +391,7 @@ class AgentEngine:
             content = self.policy.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )
-        self.on_event(ev.ToolFinished(call, content, outcome.is_error))
+        code = outcome.metadata.get("exit_code")
+        exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code))
         return content

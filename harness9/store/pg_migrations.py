@@ -217,6 +217,16 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        # As SQLite's session_imported_at: an import counts as an update for retention.
+        "session_imported_at",
+        """
+        ALTER TABLE harness9.sessions ADD COLUMN imported_at double precision;
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
         # translate() walks its whole 244-character table for every character of the text:
         # 1.4 ms a message, 14 of the 19 seconds a 10,000-message batch took (issue 23).
         # ASCII text (every character one byte) holds none of those letters, so it skips

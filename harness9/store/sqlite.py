@@ -58,7 +58,7 @@ from harness9.store.session import (
     StoreError,
     check_session_id,
 )
-from harness9.store.sql_manager import SqlManagerBase
+from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -501,8 +501,8 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             while pending and work < size:
                 sid = pending.popleft()
                 row = conn.execute(
-                    "SELECT message_count FROM sessions WHERE id = ? AND updated_at < ?",
-                    (sid, cutoff),
+                    f"SELECT message_count FROM sessions WHERE id = ? AND {aged_sql('?')}",
+                    (sid, cutoff, cutoff),
                 ).fetchone()
                 if row is None:
                     continue  # gone, or written to since it was listed
@@ -665,9 +665,10 @@ def open_existing_manager(
 ) -> Manager | None:
     """The store in ``path``, or None when there is none yet: reading must not create one."""
     try:
-        if not path.exists():
-            return None
-    except OSError as exc:  # an unreadable home: stat itself fails
+        os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # an unreadable home, or a file where the home should be
         raise open_error(path, exc.strerror or str(exc)) from exc
     try:
         return Manager(path, on_session_deleted=on_session_deleted)
@@ -679,7 +680,8 @@ def open_existing_manager(
 
 
 def open_manager(path: Path, *, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
-    """The store in ``path`` (its directory created 0700 if missing)."""
+    """The store in ``path`` (its directory created 0700 if missing). The CLI makes an
+    existing home private first (``harness9.config.store_location``)."""
     return Manager(path, on_session_deleted=on_session_deleted)
 
 
