@@ -190,6 +190,69 @@ def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
     return value
 
 
+# -- which session store: --database-url, HARNESS9_DATABASE_URL, config.toml -----------------
+
+DATABASE_URL_ENV = "HARNESS9_DATABASE_URL"
+DATABASE_URL_KEY = "database_url"
+# Set by the CLI's --database-url for this process (None: not given).
+_flag_database_url: str | None = None
+
+
+def use_database_url(url: str | None) -> None:
+    """Record ``--database-url`` for this process (the CLI calls this once per command)."""
+    global _flag_database_url
+    _flag_database_url = url or None
+
+
+def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
+    """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
+    from harness9.errors import ConfigError, UsageError
+    from harness9.store.backend import is_database_url
+    from harness9.store.backend import redacted_url as _redacted
+
+    flag = _flag_database_url
+    if flag is not None:
+        if not is_database_url(flag):
+            raise UsageError(f"--database-url must be a postgresql:// URL, got {_redacted(flag)!r}")
+        return flag.strip()
+    env = os.environ.get(DATABASE_URL_ENV, "").strip()
+    if env:
+        if not is_database_url(env):
+            raise ConfigError(
+                f"{DATABASE_URL_ENV} must be a postgresql:// URL, got {_redacted(env)!r}"
+            )
+        return env
+    if cfg is None:
+        # No file (or no home directory at all): nothing to read, and nothing to complain
+        # about here; the SQLite store reports a broken home itself, in its own words.
+        try:
+            present = config_path().is_file()
+        except OSError:  # a home you cannot search (EACCES): the SQLite store names it
+            present = False
+        if not present:
+            return None
+        cfg = load_config_file()
+    value = cfg.get(DATABASE_URL_KEY)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not is_database_url(value):
+        shown = _redacted(value) if isinstance(value, str) else value
+        raise ConfigError(
+            f"{DATABASE_URL_KEY} in {config_path()} must be a postgresql:// URL, got {shown!r}"
+        )
+    return value.strip()
+
+
+def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
+    """Where this command's sessions are: the PostgreSQL URL, else the SQLite file (its
+    home made private first when it exists, as the database in it is)."""
+    url = database_url(cfg)
+    if url is not None:
+        return url
+    tighten_home()
+    return db_path()
+
+
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
 STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict", "phase2")
@@ -216,6 +279,9 @@ class ContextOptions:
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
+    # Messages a request carries at most: past it, old tool groups fold into the recall
+    # index without a model call (context/message_bound.py); 0: no bound but the tokens.
+    max_messages: int = 400
     offload: bool = True
     offload_max_result_tokens: int = 2000
     offload_max_result_bytes: int = 10240
@@ -236,6 +302,7 @@ _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
     ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
     ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
     ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, lambda v: 0 <= v <= 100),
+    ("compaction", "max_messages"): ("max_messages", int, lambda v: v == 0 or v >= 20),
     ("offload", "enabled"): ("offload", bool, None),
     ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, lambda v: v >= 100),
     ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, lambda v: v >= 400),
@@ -254,6 +321,7 @@ _ENV_KNOBS = {
     "HARNESS9_AUTO_COMPACT": ("compaction", "auto"),
     "HARNESS9_COMPACTION_THRESHOLD": ("compaction", "threshold"),
     "HARNESS9_COMPACTION_TARGET": ("compaction", "target"),
+    "HARNESS9_MAX_MESSAGES": ("compaction", "max_messages"),
     "HARNESS9_RECALL": ("compaction", "recall"),
     "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
     "HARNESS9_OFFLOAD": ("offload", "enabled"),

@@ -12,24 +12,25 @@ from freezegun import freeze_time
 from support import NO_SUMMARIES, cli, run_cli, runner, terminal
 
 from harness9.cli import app
+from harness9.config import db_path
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
 
 
 def make_session(*msgs: Message) -> str:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages(list(msgs))
         return s.session_id
 
 
 def stored_ids() -> set[str]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         return {i.id for i in m.list_sessions()}
 
 
 def insert_session(home: Path, sid: str) -> None:
-    with open_manager():
+    with open_manager(db_path()):
         pass
     conn = sqlite3.connect(home / "sessions.db", isolation_level=None)
     conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES (?, 1, 1)", (sid,))
@@ -104,7 +105,7 @@ def test_negative_limit_is_a_usage_error():
 
 
 def full_session() -> str:
-    with freeze_time("2026-05-17 14:30:00"), open_manager() as m:
+    with freeze_time("2026-05-17 14:30:00"), open_manager(db_path()) as m:
         s = m.new_session()
         ids = s.add_messages(
             [

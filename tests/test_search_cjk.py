@@ -23,7 +23,7 @@ def search(*words: str) -> list[dict]:
 
 
 def store(*msgs: Message) -> list[int]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         return m.new_session().add_messages(list(msgs))
 
 
@@ -74,7 +74,7 @@ def test_latin_search_still_uses_words_and_bm25():
 
 
 def test_deleted_and_undone_cjk_messages_are_never_found():
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages([Message("user", "删除这个中文消息")])
         assert search("中文")

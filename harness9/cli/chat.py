@@ -94,6 +94,8 @@ def chat(
         context_options,
         harness9_home,
         load_config_file,
+        retention_days,
+        store_location,
         tool_options,
     )
     from harness9.engine.setup import build_engine, resolve_workdir
@@ -152,7 +154,7 @@ def chat(
         )
     from harness9.context.offload import remove_session_offloads
 
-    with open_store(cfg, on_session_deleted=remove_session_offloads) as manager:
+    with open_store(store_location(cfg), on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -171,7 +173,8 @@ def chat(
                     style="yellow",
                     markup=False,
                 )
-        note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
+        days = retention_days(cfg)
+        note = startup_retention(manager, days, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
         started: set[str] = set()

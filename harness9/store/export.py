@@ -60,9 +60,9 @@ from harness9.store.session import (
     SessionInfo,
     StoredMessage,
     UsageTotals,
+    is_session_id,
     valid_timestamp,
 )
-from harness9.store.sql_manager import is_session_id
 
 FORMAT = "harness9-session"
 VERSION = 1
