@@ -97,6 +97,9 @@ _DEFAULT_ERROR_TYPES = {
 
 
 class ScriptedLLMServer:
+    # The request handler: servers speaking another provider's wire format subclass both.
+    handler: type[BaseHTTPRequestHandler]
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._host, self._port = host, port
         self._lock = threading.Lock()
@@ -115,7 +118,7 @@ class ScriptedLLMServer:
     def start(self) -> ScriptedLLMServer:
         if self._httpd is not None:
             return self
-        httpd = _QuietServer((self._host, self._port), _Handler)
+        httpd = _QuietServer((self._host, self._port), self.handler)
         httpd.daemon_threads = True
         httpd.owner = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -520,3 +523,6 @@ def _completion(spec: Reply, body: dict[str, Any]) -> dict[str, Any]:
 
 def _error_body(message: str, type_: str | None, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+ScriptedLLMServer.handler = _Handler

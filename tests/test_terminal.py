@@ -495,6 +495,7 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "model_calls": 1,
         "input_tokens": 10_000,
         "cached_tokens": 8_000,
+        "cache_write_tokens": 0,
         "output_tokens": 1_000,
         "total_tokens": 11_000,
         "cost_usd": pytest.approx(expected),

@@ -254,6 +254,7 @@ class SqlManagerBase(Generic[S]):
         cached_tokens: int = 0,
         cost_usd: float | None = None,
         summary: bool = False,
+        cache_write_tokens: int = 0,
     ) -> None:
         """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
         ``summary``: a compaction summary's call, also counted apart)."""
@@ -264,6 +265,7 @@ class SqlManagerBase(Generic[S]):
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
             summary=summary,
+            cache_write_tokens=cache_write_tokens,
         )
         # Qualified by the alias: PostgreSQL finds a bare column name ambiguous there.
         with self.statement() as conn:
