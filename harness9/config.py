@@ -346,7 +346,10 @@ class ProviderOptions:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS  # a cap: never above the model's limit
 
 
-_PROVIDER_ENV = {"cache_ttl": "HARNESS9_CACHE_TTL", "max_output_tokens": "HARNESS9_MAX_OUTPUT_TOKENS"}
+_PROVIDER_ENV = {
+    "cache_ttl": "HARNESS9_CACHE_TTL",
+    "max_output_tokens": "HARNESS9_MAX_OUTPUT_TOKENS",
+}
 
 
 def provider_options(

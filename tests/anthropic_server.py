@@ -26,6 +26,7 @@ sends it; ``usage_log`` keeps each request's figures.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -177,7 +178,9 @@ def _check_blocks(i: int, blocks: list[dict[str, Any]]) -> None:
         raise InvalidRequest(f"messages.{i}: all messages must have non-empty content")
     for j, block in enumerate(blocks):
         if block.get("type") == "text" and not str(block.get("text", "")).strip():
-            raise InvalidRequest(f"messages.{i}.content.{j}.text: text content blocks must be non-empty")
+            raise InvalidRequest(
+                f"messages.{i}.content.{j}.text: text content blocks must be non-empty"
+            )
 
 
 def _check_tool_pairs(messages: list[dict[str, Any]]) -> None:
@@ -333,7 +336,10 @@ class _AnthropicHandler(_Handler):
         self._sse("message_start", {"message": start})
         for index, block in enumerate(blocks):
             if block["type"] == "text":
-                self._sse("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                self._sse(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
                 for piece in _pieces(block["text"], size):
                     delta = {"type": "text_delta", "text": piece}
                     self._sse("content_block_delta", {"index": index, "delta": delta}, pause)
@@ -346,7 +352,9 @@ class _AnthropicHandler(_Handler):
                     self._sse("content_block_delta", {"index": index, "delta": delta}, pause)
             self._sse("content_block_stop", {"index": index})
         delta = {"stop_reason": stop, "stop_sequence": None}
-        self._sse("message_delta", {"delta": delta, "usage": {"output_tokens": usage.output_tokens}})
+        self._sse(
+            "message_delta", {"delta": delta, "usage": {"output_tokens": usage.output_tokens}}
+        )
         self._sse("message_stop", {})
         self._write_chunk(b"")
 
@@ -354,15 +362,17 @@ class _AnthropicHandler(_Handler):
         """message_start (with its usage) and some text, then the connection drops."""
         self._start_stream()
         self._sse("message_start", {"message": _message(body, [], None, _usage_dict(usage, False))})
-        self._sse("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        self._sse(
+            "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+        )
         for piece in _pieces(spec.partial_text, spec.chunk_size):
-            self._sse("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
+            self._sse(
+                "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}}
+            )
         time.sleep(0.02)
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 ScriptedAnthropicServer.handler = _AnthropicHandler
@@ -391,7 +401,9 @@ def _with_output(usage: CallUsage, spec: Reply, blocks: list[dict[str, Any]]) ->
         out = int(scripted[1])
     else:
         out = max(1, len(json.dumps(blocks).encode()) // 4) if blocks else 1
-    return CallUsage(usage.input_tokens, usage.cache_read, usage.cache_write, usage.cache_write_1h, out)
+    return CallUsage(
+        usage.input_tokens, usage.cache_read, usage.cache_write, usage.cache_write_1h, out
+    )
 
 
 def _usage_dict(usage: CallUsage, final: bool) -> dict[str, Any]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import UsageError
 
 if TYPE_CHECKING:
-    from harness9.config import ContextOptions, Settings
+    from harness9.config import ContextOptions, ProviderOptions, Settings
     from harness9.engine.engine import AgentEngine
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
@@ -40,20 +41,40 @@ def build_engine(
     sleep: Callable[[float], None] = time.sleep,
     auto_approve: tuple[str, ...] = (),
     blobs: BlobStore | None = None,
+    provider_opts: ProviderOptions | None = None,
 ) -> AgentEngine:
-    """The one engine ``chat`` and ``compact`` share, built from settings and context options."""
+    """The one engine ``chat`` and ``compact`` share, built from settings and context options.
+
+    The reply's budget (``max_tokens``) comes from the model's output limit capped by
+    ``provider_opts``; the compaction threshold keeps that much of the window free.
+    """
+    from harness9.config import ProviderOptions
     from harness9.context.policy import ContextPolicy
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
     from harness9.provider import LLMProvider, make_token_counter
+    from harness9.provider.limits import get_model_limits, output_budget
     from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
+    popts = provider_opts or ProviderOptions()
+
+    def provider_for(model: str) -> LLMProvider:
+        limits = get_model_limits(model, override=context_window)
+        budget = output_budget(limits, popts.max_output_tokens)
+        return LLMProvider(
+            model,
+            settings.api_base,
+            timeout=timeout,
+            sleep=sleep,
+            max_tokens=budget,
+            cache_ttl=popts.cache_ttl,
+        )
+
+    provider = provider_for(settings.model)
+    opts = replace(opts, output_reserve=provider.max_tokens or 0)
     summarizer = provider
     if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(
-            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
-        )
+        summarizer = provider_for(opts.summary_model)
     from harness9.engine import events as ev
     from harness9.engine.metering import MeteredSummarizer
 
@@ -89,6 +110,10 @@ def build_engine(
         report(ev.Retrying(attempt, delay, reason))
 
     provider.on_retry = on_retry
+    provider.on_cut_off_usage = lambda usage: report(ev.ModelUsage(provider.model, usage))
     if summarizer is not provider:
         summarizer.on_retry = on_retry
+        summarizer.on_cut_off_usage = lambda usage: report(
+            ev.ModelUsage(summarizer.model, usage, summary=True)
+        )
     return engine

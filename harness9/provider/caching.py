@@ -8,7 +8,10 @@ user, assistant text, tool result) or on an assistant's tool call, which litellm
 the Anthropic block it builds from it (or a Bedrock ``cachePoint``).
 
 Where the marks go (3 of the 4 allowed):
-- the system message: tools and system prompt, the part every request shares;
+- the system message: tools and system prompt, the part every request shares (and every
+  session in the same directory). What follows ``STATE_MARK`` in it (the date) changes
+  from day to day, so the system text is sent as two blocks and the mark goes on the
+  first;
 - the end of the previous request's prompt (the message before the newest assistant
   reply): exactly what the previous request cached, so this one reads it whatever was
   appended since (Anthropic looks back only 20 blocks from a mark for a hit);
@@ -22,6 +25,9 @@ from typing import Any
 from harness9.config import CACHE_TTLS
 
 MAX_BREAKPOINTS = 4
+# Separates the system prompt's stable text from the state that changes (the date): the
+# prompt builder puts that state after it, the breakpoint goes before it.
+STATE_MARK = "\n\n# Session state\n"
 # Routing prefixes under which a Claude model still needs the client's marks.
 _CLAUDE_ROUTES = frozenset({"anthropic", "bedrock", "vertex_ai", "openrouter"})
 
@@ -91,7 +97,14 @@ def _markable(message: dict[str, Any]) -> bool:
 
 def _marked(message: dict[str, Any], control: dict[str, str]) -> dict[str, Any]:
     marked = dict(message)
-    if marked.get("role") == "assistant" and not marked.get("content"):
+    content = marked.get("content")
+    if marked.get("role") == "system" and isinstance(content, str) and STATE_MARK in content:
+        stable, state = content.split(STATE_MARK, 1)
+        marked["content"] = [
+            {"type": "text", "text": stable, "cache_control": dict(control)},
+            {"type": "text", "text": STATE_MARK.lstrip("\n") + state},
+        ]
+    elif marked.get("role") == "assistant" and not content:
         # Only tool calls: litellm takes the mark from the call onto its tool_use block.
         calls = [dict(c) for c in marked["tool_calls"]]
         calls[-1]["cache_control"] = dict(control)
@@ -101,4 +114,10 @@ def _marked(message: dict[str, Any], control: dict[str, str]) -> dict[str, Any]:
     return marked
 
 
-__all__ = ["MAX_BREAKPOINTS", "cache_control", "needs_breakpoints", "place_breakpoints"]
+__all__ = [
+    "MAX_BREAKPOINTS",
+    "STATE_MARK",
+    "cache_control",
+    "needs_breakpoints",
+    "place_breakpoints",
+]
