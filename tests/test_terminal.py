@@ -534,7 +534,7 @@ def test_a_compaction_summary_call_is_counted_in_the_sessions_tokens_and_cost(ll
     assert result.exit_code == 0, result.output
     assert llm_server.pending == 0  # the fifth reply went to the summary call
     assert "Summarize the conversation" in llm_server.requests[4]["messages"][-1]["content"]
-    assert re.search(r"session usage \(5 calls\)\s+24K in \(0 cached\), 900 out", result.stderr)
+    assert re.search(r"session usage \(5 calls\)\s+in 24K, out 900", result.stderr)
     assert re.search(r"session cost\s+\$0\.0041", result.stderr)
     assert re.search(r"of which summaries\s+1 call, 20K in, 500 out, \$0\.0033", result.stderr)
     [info] = json.loads(runner.invoke(app, ["sessions", "list", "--json"]).stdout)
