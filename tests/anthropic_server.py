@@ -101,9 +101,9 @@ class ScriptedAnthropicServer(ScriptedLLMServer):
     def base_url(self) -> str:
         return f"http://{self._host}:{self.port}"
 
-    def cache_usage(self, body: dict[str, Any]) -> CallUsage:
-        """Validate ``body`` (InvalidRequest) and run it through the simulated cache."""
-        validate(body)
+    def cache_usage(self, body: dict[str, Any], *, commit: bool = True) -> CallUsage:
+        """``body``'s figures by the simulated cache; ``commit``: the request is answered,
+        so what it writes is cached (a refused request caches nothing)."""
         blocks = request_blocks(body)
         tokens = [block_tokens(b) for b, _ in blocks]
         running = [0]
@@ -124,7 +124,8 @@ class ScriptedAnthropicServer(ScriptedLLMServer):
                 size = running[mark + 1]
                 if mark <= covered or size < MIN_CACHEABLE_TOKENS:
                     continue
-                self._cache[digests[mark]] = size
+                if commit:
+                    self._cache[digests[mark]] = size
                 part = size - running[covered + 1]
                 written += part
                 if blocks[mark][1] == "1h":
@@ -246,6 +247,55 @@ def request_blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], str | Non
     return out
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The request's input tokens as this server counts them (cached or not)."""
+    return sum(block_tokens(b) for b, _ in request_blocks(body))
+
+
+def openai_view(body: dict[str, Any]) -> dict[str, Any]:
+    """The request in OpenAI's chat form (system/user/assistant/tool messages, function
+    tools): for responders written against ScriptedLLMServer's bodies."""
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": "".join(b["text"] for b in system)})
+    for msg in body.get("messages") or []:
+        messages += _openai_messages(msg)
+    tools = [
+        {"type": "function", "function": {"name": t["name"], "parameters": t.get("input_schema")}}
+        for t in body.get("tools") or []
+    ]
+    return {"model": body.get("model"), "messages": messages, "tools": tools}
+
+
+def _openai_messages(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = content_blocks(msg)
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    if msg.get("role") == "assistant":
+        calls = [
+            {
+                "id": b["id"],
+                "type": "function",
+                "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})},
+            }
+            for b in blocks
+            if b.get("type") == "tool_use"
+        ]
+        return [{"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}]
+    out = []
+    for b in blocks:
+        if b.get("type") == "tool_result":
+            content = b.get("content")
+            if isinstance(content, list):
+                content = "".join(c.get("text", "") for c in content)
+            out.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": content})
+    if text:
+        out.append({"role": "user", "content": text})
+    return out
+
+
 def block_tokens(block: dict[str, Any]) -> int:
     return max(1, len(json.dumps(block, sort_keys=True).encode()) // 4)
 
@@ -280,7 +330,7 @@ class _AnthropicHandler(_Handler):
         owner = self.owner
         headers = {k.lower(): v for k, v in self.headers.items()}
         try:
-            usage = owner.cache_usage(body)
+            validate(body)
         except InvalidRequest as exc:
             with owner._lock:  # recorded, but the queued reply stays for the next request
                 owner._requests.append(body)
@@ -289,6 +339,9 @@ class _AnthropicHandler(_Handler):
             self._error(400, str(exc))
             return
         spec = owner._take(body, headers)
+        usage = owner.cache_usage(
+            body, commit=spec is not None and not isinstance(spec, ErrorReply)
+        )
         if spec is None:
             self._error(500, NO_REPLY_MESSAGE, "api_error")
             return

@@ -136,3 +136,13 @@ def test_one_hour_writes_are_reported_apart(server):
     )
     (usage,) = server.usage_log
     assert usage.cache_write_1h == usage.cache_write > 0
+
+
+def test_a_refused_request_caches_nothing(server):
+    server.reply_error(429, "slow down")
+    server.reply_text("ok")
+    request = body([user(BIG, mark=True)])
+    assert post(server, request)[0] == 429
+    assert post(server, request)[0] == 200
+    (answered,) = server.usage_log
+    assert answered.cache_read == 0 and answered.cache_write > 0
