@@ -172,3 +172,20 @@ def test_a_cut_off_stream_still_counts_the_usage_the_server_reported(server, tmp
     assert usage["model_calls"] == 1
     assert usage["input_tokens"] == reported.prompt_tokens > 0
     assert usage["cache_write_tokens"] == reported.cache_write
+
+
+def test_the_cache_lifetime_comes_from_the_environment_or_the_config_file(
+    server, tmp_path, harness9_home, monkeypatch
+):
+    tool_heavy(server, tmp_path, calls=0)
+    monkeypatch.setenv("HARNESS9_CACHE_TTL", "1h")
+    assert run(server, tmp_path, "-p", "hi").exit_code == 0
+    assert server.requests[0]["system"][0]["cache_control"]["ttl"] == "1h"
+    monkeypatch.delenv("HARNESS9_CACHE_TTL")
+    harness9_home.mkdir(parents=True, exist_ok=True)
+    (harness9_home / "config.toml").write_text('[provider]\ncache_ttl = "1d"\n')
+    result = run(server, tmp_path, "-p", "hi")
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("must be one of 5m, 1h, got '1d'")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert len(server.requests) == 1
