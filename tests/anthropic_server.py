@@ -428,7 +428,7 @@ class _AnthropicHandler(_Handler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
 
-ScriptedAnthropicServer.handler = _AnthropicHandler
+ScriptedAnthropicServer.handler_class = _AnthropicHandler
 
 
 def _reply_blocks(spec: Reply) -> tuple[list[dict[str, Any]], str]:

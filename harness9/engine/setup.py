@@ -58,7 +58,7 @@ def build_engine(
     from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
     def provider_for(model: str) -> LLMProvider:
-        return _provider(model, settings.api_base, context_window, provider_opts, timeout, sleep)
+        return _provider(model, settings, context_window, provider_opts, timeout, sleep)
 
     provider = provider_for(settings.model)
     opts = replace(opts, output_reserve=provider.max_tokens or 0)
@@ -104,7 +104,7 @@ def build_engine(
 
 def _provider(
     model: str,
-    api_base: str | None,
+    settings: Settings,
     context_window: int,
     popts: ProviderOptions | None,
     timeout: float,
@@ -119,9 +119,11 @@ def _provider(
     limits = get_model_limits(model, override=context_window)
     return LLMProvider(
         model,
-        api_base,
+        settings.api_base,
         timeout=timeout,
         sleep=sleep,
+        context_window=context_window,  # a local server (Ollama) is told to use it
+        backoff_max=settings.retry_max_wait,
         max_tokens=output_budget(limits, popts.max_output_tokens),
         cache_ttl=popts.cache_ttl,
     )
