@@ -970,7 +970,15 @@ def print_targets(rows: list[Row]) -> None:
         or r.stored_cost is None
         or abs(r.stored_cost - r.exact_cost) > 0.01 * r.exact_cost
     ]
-    print(f"target stored cost == litellm exact price within 1 % in every run: {mark(not off)}")
+    gaps = [
+        abs(r.stored_cost - r.exact_cost) / r.exact_cost
+        for r in rows
+        if r.stored_cost is not None and r.exact_cost
+    ]
+    print(
+        f"target stored cost == litellm exact price within 1 % in every run: {mark(not off)}"
+        f" (largest gap {100 * max(gaps, default=0.0):.4f} %)"
+    )
     for r in off:
         print(f"  {r.policy}/{r.summariser}/{r.calls}: stored {r.stored_cost} exact {r.exact_cost}")
     refused = sum(r.validation_rejects for r in rows)
