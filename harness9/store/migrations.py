@@ -291,6 +291,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # When a session was imported into this store (NULL: it was made here). Retention
+        # and `sessions delete --older-than` count an import as an update, so a session
+        # imported today is not deleted for its original updated_at, which stays as it was
+        # (sessions list and export show when its conversation last changed).
+        "session_imported_at",
+        """
+        ALTER TABLE sessions ADD COLUMN imported_at REAL;
+        """,
+    ),
+    (
         # Prompt-cache writes apart from plain input (Anthropic bills them at 1.25x or 2x
         # the input price, reads at 0.1x): part of input_tokens, as cached_tokens is.
         "session_usage_cache_writes",
