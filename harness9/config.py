@@ -156,7 +156,7 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
 # What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
 # otherwise be ignored without a word, the setting silently left at its default.
 TOP_LEVEL_KEYS = ("retention_days", "database_url")
-TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools")
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider")
 
 
 def check_top_level(cfg: dict[str, Any], where: Path) -> None:
@@ -289,6 +289,15 @@ class ContextOptions:
     enable_topic_isolation: bool = False  # experimental
     topic_min_segment_size: int = 3
     topic_similarity_threshold: float = 0.3
+    # Tokens the model's reply may take (the max_tokens sent; see ProviderOptions): the
+    # compaction threshold never leaves less than this free in the window.
+    output_reserve: int = 0
+
+    def threshold_tokens(self, context_window: int) -> int:
+        """The context size at which compaction starts: ``threshold`` of the window, lowered
+        when needed so that a reply of ``output_reserve`` tokens still fits."""
+        share = int(context_window * self.threshold)
+        return max(1, min(share, context_window - self.output_reserve))
 
 
 # (section, key in the file) -> (field, type, check)
@@ -426,3 +435,69 @@ def tool_options(cfg: dict[str, Any] | None = None) -> ToolOptions:
             f'tools.auto_approve in {where} must be a list of commands, e.g. ["ls", "git status"]'
         )
     return ToolOptions(auto_approve=tuple(" ".join(v.split()) for v in value))
+
+
+# -- [provider] in config.toml: what each request asks of the model ---------------------------
+
+CACHE_TTLS = ("5m", "1h")
+# Output tokens asked for when the model allows more: a longer reply is rare in agent work
+# and the window it reserves is taken from the conversation.
+DEFAULT_MAX_OUTPUT_TOKENS = 32_000
+
+
+@dataclass(slots=True)
+class ProviderOptions:
+    # Lifetime of the prompt-cache entries harness9 asks for (Anthropic's "5m" or "1h";
+    # 1-hour writes cost 2x the input price instead of 1.25x).
+    cache_ttl: str = "5m"
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS  # a cap: never above the model's limit
+
+
+_PROVIDER_ENV = {
+    "cache_ttl": "HARNESS9_CACHE_TTL",
+    "max_output_tokens": "HARNESS9_MAX_OUTPUT_TOKENS",
+}
+
+
+def provider_options(
+    cfg: dict[str, Any] | None = None,
+    *,
+    cache_ttl: str | None = None,
+    max_output_tokens: int | None = None,
+) -> ProviderOptions:
+    """``[provider]`` from the config file < environment < flags; bad values are one line."""
+    from harness9.errors import ConfigError, UsageError
+
+    cfg = load_config_file() if cfg is None else cfg
+    where = config_path()
+    table = cfg.get("provider", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[provider] in {where} must be a table")
+    unknown = sorted(set(table) - set(_PROVIDER_ENV))
+    if unknown:
+        known = ", ".join(_PROVIDER_ENV)
+        raise ConfigError(f"unknown key provider.{unknown[0]} in {where} (known: {known})")
+    values: dict[str, tuple[Any, str, type[Exception]]] = {
+        k: (v, f"provider.{k} in {where}", ConfigError) for k, v in table.items()
+    }
+    for key, env in _PROVIDER_ENV.items():
+        raw = os.environ.get(env, "").strip()
+        if raw:
+            parsed: Any = raw if key == "cache_ttl" else _parse_env(raw, int, env)
+            values[key] = (parsed, env, ConfigError)
+    for key, flag, value in (
+        ("cache_ttl", "--cache-ttl", cache_ttl),
+        ("max_output_tokens", "--max-output-tokens", max_output_tokens),
+    ):
+        if value is not None:
+            values[key] = (value, flag, UsageError)
+    opts = ProviderOptions()
+    for key, (value, source, error) in values.items():
+        if key == "cache_ttl" and value not in CACHE_TTLS:
+            raise error(f"{source} must be one of {', '.join(CACHE_TTLS)}, got {value!r}")
+        if key == "max_output_tokens" and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise error(f"{source} must be a positive whole number of tokens, got {value!r}")
+        setattr(opts, key, value)
+    return opts

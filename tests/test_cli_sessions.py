@@ -63,6 +63,7 @@ def test_list_json_prints_id_title_times_and_count():
                 "model_calls": 0,
                 "input_tokens": 0,
                 "cached_tokens": 0,
+                "cache_write_tokens": 0,
                 "output_tokens": 0,
                 "total_tokens": 0,
                 "cost_usd": None,
@@ -117,7 +118,12 @@ def full_session() -> str:
         s.save_todos([TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")])
         s.add_checkpoint(Checkpoint(ids[1], "Goal: list files", "summarization", 900, 120, 3, 2))
         m.add_usage(
-            s.session_id, input_tokens=900, output_tokens=20, cached_tokens=512, cost_usd=0.0003
+            s.session_id,
+            input_tokens=900,
+            output_tokens=20,
+            cached_tokens=512,
+            cost_usd=0.0003,
+            cache_write_tokens=256,
         )
         return s.session_id
 
@@ -138,6 +144,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "model_calls": 1,
             "input_tokens": 900,
             "cached_tokens": 512,
+            "cache_write_tokens": 256,
             "output_tokens": 20,
             "total_tokens": 920,
             "cost_usd": 0.0003,

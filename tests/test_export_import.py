@@ -118,6 +118,26 @@ def test_tokens_and_cost_survive_export_delete_and_import():
     assert export_json(sid) == text
 
 
+def test_cache_writes_survive_export_and_an_older_file_without_them_reads_as_zero():
+    sid = full_session()
+    with open_manager(store_location()) as m:
+        m.add_usage(
+            sid, input_tokens=5000, output_tokens=50, cached_tokens=3000, cache_write_tokens=1800
+        )
+    text = export_json(sid)
+    assert json.loads(text)["usage"]["cache_write_tokens"] == 1800
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=text).exit_code == 0
+    usage = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    assert (usage["cached_tokens"], usage["cache_write_tokens"]) == (3000, 1800)
+    doc = json.loads(text)
+    del doc["usage"]["cache_write_tokens"]  # written by a harness9 before the column
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
+    usage = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    assert (usage["cached_tokens"], usage["cache_write_tokens"]) == (3000, 0)
+
+
 def test_an_export_from_before_usage_was_carried_imports_with_none():
     sid = full_session()
     doc = json.loads(export_json(sid))

@@ -102,6 +102,9 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],
                 "session_imported_at": ["ALTER TABLE sessions DROP COLUMN imported_at"],
+                "session_usage_cache_writes": [
+                    "ALTER TABLE session_usage DROP COLUMN cache_write_tokens"
+                ],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

@@ -111,6 +111,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("summary_output_tokens", "INTEGER", 1),
         ("summary_cost_usd", "REAL", 1),
         ("summary_unpriced_calls", "INTEGER", 1),
+        ("cache_write_tokens", "INTEGER", 1),
     ]
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),

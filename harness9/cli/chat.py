@@ -62,6 +62,8 @@ def chat(
     timeout: options.Timeout = None,
     strategy: options.Strategy = None,
     summary_model: options.SummaryModel = None,
+    cache_ttl: options.CacheTtl = None,
+    max_output_tokens: options.MaxOutputTokens = None,
     auto_compact: bool | None = typer.Option(
         None,
         "--auto-compact/--no-auto-compact",
@@ -94,6 +96,7 @@ def chat(
         context_options,
         harness9_home,
         load_config_file,
+        provider_options,
         retention_days,
         store_location,
         tool_options,
@@ -119,6 +122,7 @@ def chat(
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     tools = tool_options(cfg)
+    popts = provider_options(cfg, cache_ttl=cache_ttl, max_output_tokens=max_output_tokens)
     work = resolve_workdir(workdir)
     interactive = env.interactive
     # Markdown only for a person reading a terminal; pipes and NO_COLOR get the exact text.
@@ -196,6 +200,7 @@ def chat(
                 assume_yes=yes,
                 auto_approve=tools.auto_approve,
                 blobs=manager.blob_store(),
+                provider_opts=popts,
             )
 
         engine = make_engine(settings.model, limits.context_tokens)

@@ -49,7 +49,7 @@ def compact(
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
     """
-    from harness9.config import Settings, context_options, store_location
+    from harness9.config import Settings, context_options, provider_options, store_location
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
     from harness9.store.backend import open_existing_store
@@ -90,6 +90,7 @@ def compact(
             timeout=float(timeout or 120),
             sleep=env.sleep,
             blobs=manager.blob_store(),
+            provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
         )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None

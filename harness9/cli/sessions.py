@@ -111,7 +111,8 @@ def _usage_json(usage: UsageTotals) -> dict[str, Any]:
     return {
         "model_calls": usage.model_calls,
         "input_tokens": usage.input_tokens,
-        "cached_tokens": usage.cached_tokens,
+        "cached_tokens": usage.cached_tokens,  # read from a prompt cache
+        "cache_write_tokens": usage.cache_write_tokens,  # written to it
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cost_usd": round(usage.cost_usd, 6) if usage.priced else None,

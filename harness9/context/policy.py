@@ -244,7 +244,7 @@ class ContextPolicy:
         ``blobs`` is where offloaded outputs go: the session store's own (a database
         store keeps them with the sessions), or None for files in $HARNESS9_HOME.
         """
-        threshold = int(context_window * opts.threshold)
+        threshold = opts.threshold_tokens(context_window)
         offload = None
         if opts.offload:
             offload = OffloadStore(

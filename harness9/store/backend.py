@@ -46,6 +46,7 @@ class UsageStore(Protocol):
         cached_tokens: int = 0,
         cost_usd: float | None = None,
         summary: bool = False,
+        cache_write_tokens: int = 0,
     ) -> None: ...
 
 

@@ -300,6 +300,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN imported_at REAL;
         """,
     ),
+    (
+        # Prompt-cache writes apart from plain input (Anthropic bills them at 1.25x or 2x
+        # the input price, reads at 0.1x): part of input_tokens, as cached_tokens is.
+        "session_usage_cache_writes",
+        """
+        ALTER TABLE session_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -246,6 +246,17 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's session_usage_cache_writes: prompt-cache writes apart from plain input.
+        "session_usage_cache_writes",
+        """
+        ALTER TABLE harness9.session_usage
+            ADD COLUMN cache_write_tokens bigint NOT NULL DEFAULT 0;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -90,6 +90,8 @@ class UsageTotals:
     summary_output_tokens: int = 0
     summary_cost_usd: float = 0.0
     summary_unpriced_calls: int = 0
+    # Input tokens written to a prompt cache (part of input_tokens, like cached_tokens).
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -250,6 +250,7 @@ class SqlManagerBase(Generic[S]):
         cached_tokens: int = 0,
         cost_usd: float | None = None,
         summary: bool = False,
+        cache_write_tokens: int = 0,
     ) -> None:
         """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
         ``summary``: a compaction summary's call, also counted apart)."""
@@ -260,6 +261,7 @@ class SqlManagerBase(Generic[S]):
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
             summary=summary,
+            cache_write_tokens=cache_write_tokens,
         )
         # Qualified by the alias: PostgreSQL finds a bare column name ambiguous there.
         with self.statement() as conn:
