@@ -8,6 +8,7 @@ import json
 import pytest
 from support import chat, cli, piped
 
+from harness9.config import store_location
 from harness9.schema import Message
 from harness9.store.backend import open_store
 from harness9.store.session import SessionSettings
@@ -23,7 +24,7 @@ def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
 
 
 def only_session() -> tuple[str, SessionSettings | None]:
-    with open_store() as m:
+    with open_store(store_location()) as m:
         [info] = m.list_sessions()
         return info.id, m.open_session(info.id).model_settings()
 
@@ -122,7 +123,7 @@ def test_sessions_list_json_gives_each_sessions_workdir(llm_server, tmp_path):
 
 
 def long_session(settings: SessionSettings) -> str:
-    with open_store() as m:
+    with open_store(store_location()) as m:
         s = m.new_session()
         for i in range(20):
             s.add_messages(
@@ -159,5 +160,5 @@ def test_a_failed_summary_shows_the_retries_and_exits_1(llm_server):
     assert "overloaded" in err and "retrying in" in err and "(retry 1)" in err
     assert len(waits) >= 1
     assert "error: the summary failed; the session was truncated instead" in err
-    with open_store() as m:  # the truncation is kept: the session is usable again
+    with open_store(store_location()) as m:  # the truncation is kept: the session is usable again
         assert m.open_session(sid).latest_checkpoint() is not None

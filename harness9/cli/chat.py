@@ -73,6 +73,8 @@ def chat(
     timeout: options.Timeout = None,
     strategy: options.Strategy = None,
     summary_model: options.SummaryModel = None,
+    cache_ttl: options.CacheTtl = None,
+    max_output_tokens: options.MaxOutputTokens = None,
     auto_compact: bool | None = typer.Option(
         None,
         "--auto-compact/--no-auto-compact",
@@ -104,6 +106,8 @@ def chat(
         timeout=float(timeout or 120),
         strategy=strategy,
         summary_model=summary_model,
+        cache_ttl=cache_ttl,
+        max_output_tokens=max_output_tokens,
         auto_compact=auto_compact,
     )
     if resume and continue_:

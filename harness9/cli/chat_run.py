@@ -41,12 +41,20 @@ class ChatFlags:
     timeout: float
     strategy: str | None
     summary_model: str | None
+    cache_ttl: str | None
+    max_output_tokens: int | None
     auto_compact: bool | None
 
 
 def run_chat(env: Environment, flags: ChatFlags) -> int:
     """The chat command after parsing: set up, run the loop, save, return the exit code."""
-    from harness9.config import context_options, load_config_file, tool_options
+    from harness9.config import (
+        context_options,
+        load_config_file,
+        provider_options,
+        store_location,
+        tool_options,
+    )
     from harness9.context.offload import remove_session_offloads
     from harness9.engine.setup import resolve_workdir
     from harness9.provider import LLMProvider
@@ -61,12 +69,15 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         cfg, strategy=flags.strategy, summary_model=flags.summary_model, auto=flags.auto_compact
     )
     tools = tool_options(cfg)
+    popts = provider_options(
+        cfg, cache_ttl=flags.cache_ttl, max_output_tokens=flags.max_output_tokens
+    )
     work = resolve_workdir(flags.workdir)
     # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
     markdown = env.stdout_isatty and not flags.plain and not os.environ.get("NO_COLOR")
     out = env.console(soft_wrap=not (markdown or env.interactive))
     err = out if repl else env.console(err=True, soft_wrap=not env.stderr_isatty)
-    with open_store(cfg, on_session_deleted=remove_session_offloads) as manager:
+    with open_store(store_location(cfg), on_session_deleted=remove_session_offloads) as manager:
         session, resumed = _open_session(manager, flags, work, err)
         stored = session.model_settings() if session is not None else None
         settings = session_settings(flags, stored)
@@ -80,6 +91,7 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
             session = manager.new_session()
             started.add(session.session_id)
         run = ChatRun(env, flags, settings, opts, tools.auto_approve, work, manager, out, err)
+        run.provider_opts = popts
         # The window a session already ran with was announced then: not again (once a session).
         announced = stored is not None and settings.context_window == stored.context_window
         loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
@@ -90,9 +102,11 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
 
 
 def _retention(manager: Any, cfg: dict[str, Any], session: Any) -> str | None:
+    from harness9.config import retention_days
     from harness9.store.retention import startup_retention
 
-    return startup_retention(manager, cfg, keep=[session.session_id] if session else [])
+    days = retention_days(cfg)
+    return startup_retention(manager, days, keep=[session.session_id] if session else [])
 
 
 def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> tuple[Any, bool]:
@@ -163,6 +177,7 @@ class ChatRun:
         self.probe: Any = None
         self.notes: list[Text] = []
         self.loop: Any = None
+        self.provider_opts: Any = None  # the provider's knobs (cache TTL, max output tokens)
 
     def _approver(self) -> Any:
         """Approvals need someone to answer: a terminal on stdin. In one-shot mode the
@@ -217,6 +232,7 @@ class ChatRun:
             assume_yes=self.flags.yes,
             auto_approve=self.auto_approve,
             blobs=self.manager.blob_store(),
+            provider_opts=self.provider_opts,
         )
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:

@@ -54,7 +54,7 @@ def compact(
     The session's own model, API base and window (as chat last ran it) are used
     unless a flag says otherwise. Exit code 1 when the summary asked for failed.
     """
-    from harness9.config import context_options
+    from harness9.config import context_options, store_location
     from harness9.engine.setup import resolve_workdir
     from harness9.store.backend import open_existing_store
 
@@ -64,7 +64,7 @@ def compact(
     work = resolve_workdir(workdir)
     env = environment(ctx)
     explicit = given_on_command_line(ctx, "model", "api_base", "context_window")
-    manager = open_existing_store()  # a preview must not create a database
+    manager = open_existing_store(store_location())  # a preview must not create a database
     if manager is None:
         raise HarnessError("there are no sessions to compact")
     with manager:
@@ -104,6 +104,7 @@ def _engine(
     work: Path,
     timeout: float,
 ) -> Any:
+    from harness9.config import provider_options
     from harness9.engine.setup import build_engine
     from harness9.provider import get_model_limits
 
@@ -117,6 +118,7 @@ def _engine(
         timeout=timeout,
         sleep=env.sleep,
         blobs=manager.blob_store(),
+        provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
     )
 
 

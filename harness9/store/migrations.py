@@ -301,6 +301,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # Prompt-cache writes apart from plain input (Anthropic bills them at 1.25x or 2x
+        # the input price, reads at 0.1x): part of input_tokens, as cached_tokens is.
+        "session_usage_cache_writes",
+        """
+        ALTER TABLE session_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
         # The API base and working directory chat last ran a session with, beside its model
         # and window: --continue/--resume and `compact` reuse them (a session served by a
         # local server must not be sent to the hosted provider), --continue prefers the

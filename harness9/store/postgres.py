@@ -37,8 +37,9 @@ from harness9.store.session import (
     SessionSettings,
     StoredMessage,
     StoreError,
+    check_session_id,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import (
     REMEMBER_CONFLICT_SQL,
     REMEMBER_SQL,
@@ -336,7 +337,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
 
-    def _ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
+    def ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
         """Whether ``ids`` were all handed out by the table's sequence already and are free now.
 
         Such ids can never be handed out again, so writing them explicitly cannot collide
@@ -352,7 +353,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         sql = f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1"
         return conn.execute(sql, (ids,)).fetchone() is None
 
-    def _restore_messages(
+    def restore_messages(
         self, conn: psycopg.Connection, session_id: str, records: list[StoredMessage], keep: bool
     ) -> dict[int, int]:
         if not records:
