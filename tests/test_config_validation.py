@@ -21,7 +21,8 @@ def write_config(text: str) -> None:
         (
             "[compaction]\nthreshhold = 0.7\n",
             "unknown key compaction.threshhold in {path} (known: strategy, auto, threshold, "
-            "target, recall, model, smart_triggers, cooldown_iterations, lookahead_iterations)",
+            "target, recall, model, smart_triggers, cooldown_iterations, lookahead_iterations, "
+            "max_messages)",
         ),
         (
             "[compaction]\nthreshold = 1.5\n",
