@@ -29,7 +29,13 @@ from harness9.context.repair import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
-from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    TRUNCATED_STUB,
+    Message,
+)
 
 __all__ = [
     "BUDGET_PERCENT",
@@ -73,6 +79,8 @@ class CompactionResult:
     summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
     strategy: str  # what actually ran ("budget" when summarize fell back)
     error: str | None = None  # why a fallback happened, if it did
+    # The earlier summary at msgs[1] is kept as it was (a fallback after a failed summary).
+    kept_previous_summary: bool = False
 
 
 @runtime_checkable
@@ -213,13 +221,33 @@ def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
 
 
+def nothing_new(msgs: Sequence[Message], cut: int) -> bool:
+    """True when ``msgs[1:cut]`` holds no message but earlier summaries: folding it
+    would only re-summarise a summary, a model call for nothing."""
+    return all(m.is_summary for m in msgs[1:cut])
+
+
 def run_fallback(
     fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str
 ) -> CompactionResult:
     """What a summarising compactor returns when its summariser failed: ``fallback``'s
-    result, with ``error`` recorded."""
-    res = fallback.compact(msgs, force=force)
-    return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    result, with ``error`` recorded.
+
+    An earlier summary right after the system message is kept: the fallback measures
+    and truncates only what came after it (it sees the two as one fixed head), so a
+    failed summary never loses what the previous compactions kept.
+    """
+    if len(msgs) < 2 or not msgs[1].is_summary:
+        res = fallback.compact(msgs, force=force)
+        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    system, previous = msgs[0], msgs[1]
+    head = Message(system.role, system.content + previous.content)
+    res = fallback.compact([head, *msgs[2:]], force=force)
+    plan = res.plan
+    if plan.would_compact:
+        plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
+    kept = [system, previous, *res.messages[1:]]
+    return CompactionResult(kept, plan, None, res.strategy, error, kept_previous_summary=True)
 
 
 Prepared = TypeVar("Prepared")

@@ -37,6 +37,7 @@ from harness9.context.compaction import (
     extend_cut,
     find_cut,
     first_look,
+    nothing_new,
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups
@@ -204,7 +205,9 @@ class HybridCompactor(FoldingCompactor):
             # Forced (/compact) with everything under the target: fold all but the
             # protected tail, as asked.
             cut = find_cut(stubbed, self.min_tail_messages)
-        if cut <= 1:  # nothing old enough to fold: stubbing is all there is
+        if nothing_new(stubbed, cut):  # nothing old enough to fold: stubbing is all there is
+            cut = 1
+        if cut <= 1:
             return CompactionPlan(
                 after_stub < before, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
             ), stubbed

@@ -335,9 +335,10 @@ class ContextPolicy:
                 plan.tokens_after = plan.tokens_before
             else:
                 plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
-        elif not plan.would_compact or plan.tokens_after >= plan.tokens_before:
-            plan.would_compact = False  # no compaction makes the context larger
+        elif not plan.would_compact:
             plan.tokens_after = plan.tokens_before
+        else:  # a summary's size is estimated; a compaction that would grow is not stored
+            plan.tokens_after = min(plan.tokens_after, plan.tokens_before)
         return view, plan
 
     def compact(

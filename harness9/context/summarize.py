@@ -30,6 +30,7 @@ from harness9.context.compaction import (
     TokenBudgetCompactor,
     find_cut,
     measure,
+    nothing_new,
     run_fallback,
     starts_with_system,
     unchanged_plan,
@@ -393,8 +394,8 @@ class SummarizationCompactor:
             # Measured on the repaired history: that is what would be sent.
             return nothing
         cut = find_cut(msgs, self.min_tail_messages)
-        if cut <= 1:
-            return nothing  # no head to summarise
+        if cut <= 1 or nothing_new(msgs, cut):
+            return nothing  # no head to summarise, or only the summary already made
         head_tokens = estimate_tokens(msgs[1:cut])
         summary_tokens = (
             min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
