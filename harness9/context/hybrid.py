@@ -38,7 +38,9 @@ from harness9.context.compaction import (
     find_cut,
     first_look,
     nothing_new,
+    run_fallback,
     starts_with_system,
+    unchanged_plan,
 )
 from harness9.context.eviction import tool_groups
 from harness9.context.fingerprint import FoldingCompactor, marker_summarizer
@@ -52,7 +54,9 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
 
 __all__ = [
+    "STRATEGY_TAIL",
     "DEFAULT_TARGET",
+    "TailCompactor",
     "RECALL_SHARE",
     "STRATEGY_HYBRID",
     "STRATEGY_STUBS",
@@ -62,6 +66,7 @@ __all__ = [
 
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
+STRATEGY_TAIL = "protected-tail"  # the last resort of a compaction the user asked for
 MIN_GAIN = 0.05  # stubbing that saves less than this share is not worth a cache break
 # What an API adds per message beyond its text (role, call ids, separators): about 8
 # tokens for the call/result pairs of a tool-heavy session.
@@ -236,3 +241,49 @@ class HybridCompactor(FoldingCompactor):
             start -= 1
         cut = extend_cut(msgs, start)
         return cut if cut > 1 else 1
+
+
+class TailCompactor:
+    """The last resort of a compaction the user asked for (``/compact``) when the
+    strategy folded nothing and the request is still over ``max_tokens``: the protected
+    tail is given up. Every tool result is stubbed (recallable by its handle), then the
+    history is truncated to what fits, down to its newest message; an earlier summary
+    is kept. Calls no model."""
+
+    strategy = STRATEGY_TAIL
+
+    def __init__(self, max_tokens: int) -> None:
+        self.budget = TokenBudgetCompactor(max_tokens, min_tail_messages=1)
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.budget.max_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        return self.compact(msgs, force=force).plan
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        """``instructions`` and ``on_progress`` go unused: no summary is made."""
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), unchanged_plan(self.strategy, msgs, 0), None, "")
+        stubbed = stub_old_results(msgs, keep_groups=0)
+        res = run_fallback(self.budget, stubbed, force=False, error="")
+        plan = res.plan
+        plan.strategy = self.strategy
+        plan.tokens_before = estimate_tokens(msgs)
+        plan.tokens_after = estimate_tokens(res.messages)
+        plan.would_compact = plan.tokens_after < plan.tokens_before
+        return CompactionResult(
+            res.messages,
+            plan,
+            None,
+            self.strategy,
+            kept_previous_summary=res.kept_previous_summary,
+        )

@@ -48,7 +48,7 @@ from harness9.context.events import (
     discard,
 )
 from harness9.context.eviction import EvictionCompactor
-from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
+from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor, TailCompactor
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
@@ -372,6 +372,14 @@ class ContextPolicy:
             force=force,
             instructions=instructions,
         )
+        over = estimate_tokens(measured.messages) > self.threshold_tokens
+        if notice is None and force and over:
+            # Asked for, over the threshold, and the strategy folded nothing: the
+            # protected tail goes, as a last resort, rather than the next turn overflowing.
+            tail = TailCompactor(self.threshold_tokens)
+            notice, _ = self._compact(
+                session, system, measured, tail, tools or [], emit, force=True
+            )
         return notice
 
     # -- the engine's calls ------------------------------------------------------------
