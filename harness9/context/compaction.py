@@ -221,6 +221,20 @@ def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
 
 
+def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
+    """``res``, unless it is larger than its input repaired: then that input, folding
+    nothing (a summary longer than what it replaces). No compaction grows the context."""
+    if not res.plan.would_compact:
+        return res
+    original = repair_orphaned_tool_pairs(msgs)
+    size = estimate_tokens(original)
+    if estimate_tokens(res.messages) <= size:
+        return res
+    plan = res.plan
+    plan.would_compact, plan.cut, plan.tokens_after = False, 1, size
+    return CompactionResult(original, plan, None, res.strategy, res.error)
+
+
 def nothing_new(msgs: Sequence[Message], cut: int) -> bool:
     """True when ``msgs[1:cut]`` holds no message but earlier summaries: folding it
     would only re-summarise a summary, a model call for nothing."""
@@ -256,9 +270,13 @@ Prepared = TypeVar("Prepared")
 class PlannedCompactor(ABC, Generic[Prepared]):
     """A compactor whose ``plan`` and ``compact`` share one planning pass, ``_plan``.
 
+    ``strategy`` names it. Its output is always repaired and never larger than its input.
+
     ``plan`` is its dry run; ``compact`` runs it with ``offload=True`` (writes to an
     offload store are allowed) and hands the plan and what it prepared to ``_apply``.
     """
+
+    strategy: str
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         """What would happen, without a model call or a write (a summary's size is estimated)."""
@@ -273,7 +291,11 @@ class PlannedCompactor(ABC, Generic[Prepared]):
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         plan, prepared = self._plan(msgs, force, offload=True)
-        return self._apply(msgs, plan, prepared, force, instructions, on_progress)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        if not plan.would_compact:
+            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
+        return settled(msgs, self._apply(msgs, plan, prepared, force, instructions, on_progress))
 
     @abstractmethod
     def _plan(

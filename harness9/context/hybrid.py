@@ -175,8 +175,6 @@ class HybridCompactor(FoldingCompactor):
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        if not starts_with_system(msgs) or not plan.would_compact:
-            return CompactionResult(list(msgs), plan, None, STRATEGY_HYBRID)
         if plan.cut <= 1:
             out = repair_orphaned_tool_pairs(stubbed)
             return CompactionResult(out, plan, None, STRATEGY_STUBS)

@@ -32,6 +32,7 @@ from harness9.context.compaction import (
     measure,
     nothing_new,
     run_fallback,
+    settled,
     starts_with_system,
     unchanged_plan,
 )
@@ -425,7 +426,7 @@ class SummarizationCompactor:
         if not summary:
             return self._fall_back(msgs, force, "the summariser returned an empty summary")
         kept = summarized_history(msgs, plan.cut, summary)
-        return CompactionResult(kept, plan, summary, self.strategy)
+        return settled(msgs, CompactionResult(kept, plan, summary, self.strategy))
 
     def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
         return run_fallback(self.fallback, msgs, force=force, error=error)
