@@ -384,6 +384,31 @@ class ContextPolicy:
 
     # -- the engine's calls ------------------------------------------------------------
 
+    def after_overflow(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        tools: list[ToolDefinition],
+        reason: str,
+        *,
+        emit: ContextEventSink = discard,
+        may_compact: bool = True,
+    ) -> str | None:
+        """The model rejected the request as too long (``reason``) although the estimate
+        said it fits. Compacts harder, once per model call, and returns None for the
+        caller to retry; or returns the error to report when it may not compact."""
+        if not self.auto:
+            return f"{reason} — automatic compaction is off: run /compact, then send again"
+        if not may_compact or self.compactor is None:
+            return reason
+        emit(
+            Notice(
+                f"the model rejected the context as too long ({reason}); compacting and retrying"
+            )
+        )
+        self.compact(session, system, tools=tools, emit=emit)
+        return None
+
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use."""
         with self._lock:
