@@ -29,6 +29,7 @@ from harness9.context.fingerprint import (
     structured_summary,
     validate_markers,
 )
+from harness9.context.hybrid import HybridCompactor
 from harness9.context.offload import (
     OFFLOAD_MARKER,
     RECALL_MAX_CHARS,
@@ -94,6 +95,7 @@ __all__ = [
     "ContextBreakdown",
     "ContextPolicy",
     "EvictionCompactor",
+    "HybridCompactor",
     "KeyInfoFingerprint",
     "ModelView",
     "OFFLOAD_MARKER",

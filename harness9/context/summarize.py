@@ -37,6 +37,7 @@ from harness9.context.compaction import (
     unchanged_plan,
 )
 from harness9.context.patterns import is_offload_marker
+from harness9.context.prompts import prompt
 from harness9.context.recall import split_summary
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
@@ -60,33 +61,12 @@ __all__ = [
     "render_for_summary",
 ]
 
-SUMMARY_TEMPLATE = """\
-**Goal:** What the user is trying to accomplish.
-**Progress:** Key actions taken and their results.
-**Key Decisions:** Important choices and rationale.
-**Next Steps:** What was planned or pending.
-**Critical Context:** Facts, file paths, variable names, or constraints the agent must remember."""
-
-SUMMARIZER_SYSTEM = (
-    "You compress the history of a conversation between a user and an AI coding agent "
-    "so that the agent can continue the task from the summary alone. Be specific and "
-    "concise; keep exact names, paths, commands, numbers and error messages. "
-    "Answer with the summary only."
-)
-
-_FULL_INSTRUCTION = "Summarize the conversation below using exactly this structure:"
-_PART_INSTRUCTION = (
-    "Below is part {index} of {count} of a long conversation, in chronological order. "
-    "Summarize this part using exactly this structure:"
-)
-_MERGE_INSTRUCTION = (
-    "Below are summaries of consecutive parts of one conversation, oldest first. "
-    "Merge them into one summary using exactly this structure:"
-)
-_UPDATE_INSTRUCTION = (
-    "Update the previous summary with the new conversation that follows it. Keep what "
-    "still matters, add what is new, drop what is obsolete. Use exactly this structure:"
-)
+SUMMARY_TEMPLATE = prompt("summary_template")
+SUMMARIZER_SYSTEM = prompt("summarizer_system")
+_FULL_INSTRUCTION = prompt("instruction_full")
+_PART_INSTRUCTION = prompt("instruction_part")  # .format(index=, count=)
+_MERGE_INSTRUCTION = prompt("instruction_merge")
+_UPDATE_INSTRUCTION = prompt("instruction_update")
 
 # A summary is assumed to take at most this many tokens when planning (the
 # plan never calls the model); a head smaller than that is assumed to be kept
