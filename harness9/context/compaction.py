@@ -1,4 +1,4 @@
-"""The Compactor seam, the truncating compactors (seed §6.2, §6.3) and the rules all share.
+"""The Compactor seam, the truncating compactors (budget, window) and the rules all share.
 
 Shared rules:
 - the input's first message must be the system message, otherwise the input
@@ -122,7 +122,7 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
     ``msgs[0]`` is the system message and is never part of the cut range, so
     the result is at least 1. When ``msgs[cut]`` is a tool result, the cut
     moves back over the contiguous results to the assistant message just
-    before them if that message made calls (the seed's backtrack of §6.3);
+    before them if that message made calls (the backtrack of the window rule);
     results whose call is not adjacent are left for the repair to drop.
     """
     return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
@@ -411,10 +411,10 @@ class TokenBudgetCompactor(TruncatingCompactor):
 
 
 class SlidingWindowCompactor(TruncatingCompactor):
-    """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
+    """Keep the system message and the newest ``max_messages - 1`` messages.
 
     Where the window would begin on tool results, its start moves back over them to
-    the message before (the seed's backtrack, §6.3 step 3): their call when it is
+    the message before (the backtrack): their call when it is
     adjacent, otherwise the message the repair keeps while it drops the orphaned
     results. ``force`` keeps the same window: the window is the promise ("the last
     100 messages"), so a history inside it has nothing to fold. With ``max_tokens``,

@@ -1,6 +1,6 @@
 """The default policy, ``hybrid``: cheap steps first, a summary only when they are not enough.
 
-Offloading (layer 1) happens when a tool runs: a big output goes to disk and the
+Offloading happens when a tool runs: a big output goes to disk and the
 conversation gets a marker. When the context passes the trigger
 (``threshold`` × the window, 80 %), one compaction brings it down to ``target`` × the
 window (40 %), well below the trigger, so compactions are rare and each one buys

@@ -1,4 +1,4 @@
-"""Layer 1 of phase 2: big tool results go to disk, a rule summary stays in context.
+"""Offload: big tool results go to disk, a rule summary stays in context.
 
 A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is
 written to the blob store (``<store>/<session>/<id>.txt`` files by default, the

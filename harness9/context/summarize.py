@@ -1,4 +1,4 @@
-"""Summarising a span of messages (``SpanSummarizer``), and the compactor built on it (seed §6.1).
+"""Summarising a span of messages (``SpanSummarizer``), and the compactor built on it.
 
 ``SpanSummarizer`` renders a span compactly and summarises it with a template
 (the five-section one by default). When the span begins with an earlier
@@ -7,7 +7,7 @@ so repeated compactions do not lose what earlier ones kept. When even the
 compact rendering is too large for the summariser's own window, it is
 summarised in chunks and the partial summaries are merged, hierarchically if
 need be: compaction must still work once the context has already overflowed.
-``SummarizationCompactor``, the phase-2 compactor and topic isolation all
+``SummarizationCompactor``, the evict+summary compactor and topic isolation all
 compose one.
 
 ``SummarizationCompactor`` folds the head (everything before the protected
@@ -160,7 +160,7 @@ class SpanSummarizer:
 
     ``window`` is the summariser's context window in tokens (None: unlimited, one
     call). ``system_prompt``, ``template`` and ``tool_result_chars`` change what
-    the summariser is asked for (phase 2 asks for ``@file:``/``@error:`` markers);
+    the summariser is asked for (the marker prompt asks for ``@file:``/``@error:``);
     chunking and the ``<previous-summary>`` merge stay the same.
     """
 
