@@ -32,6 +32,7 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
@@ -241,12 +242,12 @@ class HybridCompactor(FoldingCompactor):
         return cut if cut > 1 else 1
 
 
-class TailCompactor:
+class TailCompactor(PlannedCompactor[CompactionResult]):
     """The last resort of a compaction the user asked for (``/compact``) when the
     strategy folded nothing and the request is still over ``max_tokens``: the protected
     tail is given up. Every tool result is stubbed (recallable by its handle), then the
     history is truncated to what fits, down to its newest message; an earlier summary
-    is kept. Calls no model."""
+    is kept. Calls no model, so ``instructions`` and ``on_progress`` go unused."""
 
     strategy = STRATEGY_TAIL
 
@@ -257,31 +258,31 @@ class TailCompactor:
     def threshold_tokens(self) -> int:
         return self.budget.max_tokens
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self.compact(msgs, force=force).plan
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        """``instructions`` and ``on_progress`` go unused: no summary is made."""
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, CompactionResult]:
+        """The whole result is the plan's by-product (it is cheap and calls no model)."""
         if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), unchanged_plan(self.strategy, msgs, 0), None, "")
-        stubbed = stub_old_results(msgs, keep_groups=0)
-        res = run_fallback(self.budget, stubbed, force=False, error="")
+            res = CompactionResult(list(msgs), unchanged_plan(self.strategy, msgs, 0), None, "")
+            return res.plan, res
+        res = run_fallback(
+            self.budget, stub_old_results(msgs, keep_groups=0), force=False, error=""
+        )
         plan = res.plan
         plan.strategy = self.strategy
         plan.tokens_before = estimate_tokens(msgs)
         plan.tokens_after = estimate_tokens(res.messages)
         plan.would_compact = plan.tokens_after < plan.tokens_before
-        return CompactionResult(
-            res.messages,
-            plan,
-            None,
-            self.strategy,
-            kept_previous_summary=res.kept_previous_summary,
-        )
+        kept = res.kept_previous_summary
+        return plan, CompactionResult(res.messages, plan, None, self.strategy, None, kept)
+
+    def _apply(
+        self,
+        msgs: Sequence[Message],
+        plan: CompactionPlan,
+        prepared: CompactionResult,
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
+    ) -> CompactionResult:
+        return prepared
