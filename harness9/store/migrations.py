@@ -290,6 +290,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        # When a session was imported into this store (NULL: it was made here). Retention
+        # and `sessions delete --older-than` count an import as an update, so a session
+        # imported today is not deleted for its original updated_at, which stays as it was
+        # (sessions list and export show when its conversation last changed).
+        "session_imported_at",
+        """
+        ALTER TABLE sessions ADD COLUMN imported_at REAL;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

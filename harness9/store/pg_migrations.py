@@ -215,6 +215,16 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's session_imported_at: an import counts as an update for retention.
+        "session_imported_at",
+        """
+        ALTER TABLE harness9.sessions ADD COLUMN imported_at double precision;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
