@@ -49,6 +49,7 @@ from harness9.context.events import (
 )
 from harness9.context.eviction import EvictionCompactor
 from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
+from harness9.context.instructions import instruction_budget
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
@@ -201,6 +202,7 @@ class ContextPolicy:
         offload: OffloadStore | None = None,
         token_counter: TokenCounter | None = None,
         recall_budget: int = 0,
+        instruction_budget: int = 0,
     ) -> None:
         """``compactor`` None: nothing is ever compacted. ``auto`` False: never compact
         behind the user's back (a notice says to run /compact). ``recall_budget``: the
@@ -217,6 +219,8 @@ class ContextPolicy:
         # head-room the threshold was chosen for.
         self.token_counter = token_counter
         self.recall_budget = recall_budget
+        # Tokens of the user's folded messages a checkpoint keeps verbatim (0: none).
+        self.instruction_budget = instruction_budget
         self._calibrated = False
         self._lock = threading.Lock()
         self._states: dict[str, SessionContextState] = {}
@@ -274,6 +278,7 @@ class ContextPolicy:
             offload=offload,
             token_counter=token_counter,
             recall_budget=max(1, int(context_window * RECALL_SHARE)) if opts.recall else 0,
+            instruction_budget=instruction_budget(context_window),
         )
 
     # -- what users see ----------------------------------------------------------
@@ -572,10 +577,13 @@ class ContextPolicy:
             previous=session.latest_checkpoint(),
             recall_budget=self.recall_budget,
             state_note=state_note(session),
+            instruction_budget=self.instruction_budget,
         )
         if cp is None:
             return None, view
-        new_view = build_view(system, session.get_records(after_id=cp.last_message_id), cp)
+        new_view = build_view(
+            system, session.get_records(after_id=cp.last_message_id), cp, session.pins()
+        )
         tool_tokens = estimate_tool_tokens(tools)
         cp.tokens_before = estimate_tokens(view.messages) + tool_tokens
         cp.tokens_after = estimate_tokens(new_view.messages) + tool_tokens

@@ -215,6 +215,36 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's pins_forks_and_checkpoint_instructions: pins, a fork's lineage (the
+        # origin without REFERENCES: its forks outlive it) and a checkpoint's earlier
+        # instructions (JSON list of the user messages it folded, oldest first).
+        "pins_forks_and_checkpoint_instructions",
+        """
+        CREATE TABLE harness9.session_pins (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text   NOT NULL REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            text       text   NOT NULL,
+            created_at double precision NOT NULL
+        );
+        CREATE INDEX session_pins_session ON harness9.session_pins (session_id, id);
+        CREATE TABLE harness9.session_forks (
+            session_id     text   PRIMARY KEY
+                                  REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            origin_id      text   NOT NULL,
+            origin_message bigint NOT NULL
+        );
+        CREATE INDEX session_forks_origin ON harness9.session_forks (origin_id);
+        CREATE TABLE harness9.compaction_instructions (
+            compaction_id bigint PRIMARY KEY
+                                 REFERENCES harness9.compactions(id) ON DELETE CASCADE,
+            messages      text   NOT NULL
+        );
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

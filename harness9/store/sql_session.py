@@ -150,6 +150,46 @@ class SqlSessionBase:
             return None
         return str(row[0]), int(row[1] or 0)
 
+    # -- pins --------------------------------------------------------------------
+
+    def pins(self) -> list[str]:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                f"SELECT text FROM session_pins WHERE session_id = {self.PARAM} ORDER BY id",
+                (self._id,),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_pin(self, text: str) -> int:
+        p = self.PARAM
+        now = time.time()
+        with self._m.transaction() as conn:
+            self._touch(conn, now)
+            conn.execute(
+                f"INSERT INTO session_pins (session_id, text, created_at) VALUES ({p}, {p}, {p})",
+                (self._id, self._m._stored_text(text), now),
+            )
+            row = conn.execute(
+                f"SELECT count(*) FROM session_pins WHERE session_id = {p}", (self._id,)
+            ).fetchone()
+        return int(row[0])
+
+    def remove_pin(self, number: int) -> str | None:
+        p = self.PARAM
+        if number < 1:
+            return None
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            row = conn.execute(
+                f"SELECT id, text FROM session_pins WHERE session_id = {p} "
+                f"ORDER BY id LIMIT 1 OFFSET {p}",
+                (self._id, number - 1),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(f"DELETE FROM session_pins WHERE id = {p}", (row[0],))
+        return str(row[1])
+
     def _touch(
         self, conn: Any, now: float, count_delta: int = 0, *, title: str | None = None
     ) -> None:

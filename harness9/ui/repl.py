@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import UsageTotals
+from harness9.ui import goback
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
 from harness9.ui.recap import recap
 from harness9.ui.search_view import IndexProgress, render_hits
@@ -48,6 +50,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/context": "show what the next request would carry, in tokens, and the session's cost",
     "/model": "show the model, or switch to another one: /model NAME [WINDOW]",
     "/search": 'search past sessions (/search WORDS or "a phrase"); pick a hit to resume it',
+    **goback.HELP,
     "/exit": "leave (Ctrl-D works too)",
 }
 
@@ -350,7 +353,7 @@ class ChatLoop:
         if name not in ("/exit", "/quit", "/help"):  # leaving never waits for the server
             self._settle_window()
         rest = rest.strip()
-        handler = {
+        handlers: dict[str, Callable[[str], None]] = {
             "/help": self.cmd_help,
             "/model": self.cmd_model,
             "/new": self.cmd_new,
@@ -359,7 +362,9 @@ class ChatLoop:
             "/compact": self.cmd_compact,
             "/context": self.cmd_context,
             "/search": self.cmd_search,
-        }.get(name)
+            **{cmd: partial(run, self) for cmd, run in goback.COMMANDS.items()},
+        }
+        handler = handlers.get(name)
         if name in ("/exit", "/quit"):
             return "exit"
         if handler is None:
@@ -565,6 +570,10 @@ class ChatLoop:
         b = self.engine.context_breakdown()
         for line in recap(info, self.engine.session.get_messages(), b.total, b.context_window):
             self.io.err.print(line)
+
+    def switch_to(self, session: Any) -> None:
+        """Continue in ``session`` (a fork, a rewind), leaving the current one as it is."""
+        self._switch(session)
 
     def _switch(self, session: Any) -> None:
         previous = self.engine.session
