@@ -366,11 +366,16 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         # Ids drawn in the ordered subquery's order: the fork's messages keep their order.
         conn.execute(
             "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, "
-            "created_at) SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')), "
+            "created_at) SELECT nextval(%s::regclass), "
             "%s, role, content, tool_calls, tool_call_id, created_at FROM (SELECT * FROM "
             "messages WHERE session_id = %s AND id <= %s ORDER BY id) AS o",
-            (fork, origin, last_id),
+            (self._messages_sequence(conn), fork, origin, last_id),
         )
+
+    def _messages_sequence(self, conn: psycopg.Connection) -> str:
+        """The messages id sequence's name, looked up once (not once per copied row)."""
+        row = conn.execute("SELECT pg_get_serial_sequence('harness9.messages', 'id')").fetchone()
+        return str(row[0]) if row is not None else "harness9.messages_id_seq"
 
     def _copy_blobs(self, conn: psycopg.Connection, origin: str, fork: str) -> None:
         conn.execute(
