@@ -241,6 +241,23 @@ MIGRATIONS.append(
                                  REFERENCES harness9.compactions(id) ON DELETE CASCADE,
             messages      text   NOT NULL
         );
+        -- A fork copies its origin's rows with their search documents: computing them
+        -- again (a plpgsql parse of each row's tool calls) made a fork of 100,000
+        -- messages take a minute. The column keeps its values and becomes a plain one,
+        -- filled by a trigger whenever the writer does not provide it, which only the
+        -- fork does, copying the document of a row with the same content.
+        ALTER TABLE harness9.messages ALTER COLUMN search DROP EXPRESSION;
+        CREATE FUNCTION harness9.messages_search() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF TG_OP = 'UPDATE' OR NEW.search IS NULL THEN
+                NEW.search := harness9.search_document(NEW.content, NEW.tool_calls);
+            END IF;
+            RETURN NEW;
+        END
+        $fn$;
+        CREATE TRIGGER messages_search BEFORE INSERT OR UPDATE OF content, tool_calls
+            ON harness9.messages FOR EACH ROW EXECUTE FUNCTION harness9.messages_search();
         """,
     )
 )

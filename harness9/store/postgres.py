@@ -364,10 +364,11 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         self, conn: psycopg.Connection, origin: str, fork: str, last_id: int
     ) -> None:
         # Ids drawn in the ordered subquery's order: the fork's messages keep their order.
+        # The search documents are copied, not computed again (pins_forks_and_...).
         conn.execute(
             "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, "
-            "created_at) SELECT nextval(%s::regclass), "
-            "%s, role, content, tool_calls, tool_call_id, created_at FROM (SELECT * FROM "
+            "created_at, search) SELECT nextval(%s::regclass), "
+            "%s, role, content, tool_calls, tool_call_id, created_at, search FROM (SELECT * FROM "
             "messages WHERE session_id = %s AND id <= %s ORDER BY id) AS o",
             (self._messages_sequence(conn), fork, origin, last_id),
         )
