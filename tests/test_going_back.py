@@ -312,8 +312,8 @@ def test_fork_at_a_number_the_session_does_not_have_is_one_line_and_writes_nothi
 
     result = cli("sessions", "fork", sid, "--at", "5")
 
-    assert result.exit_code != 0
-    assert "--at 5 names no message: the session has 4 messages" in result.stderr
+    assert result.exit_code == 2
+    assert "there is no message 5 to fork at: the session has 4 messages" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     with Manager(db_path()) as m:
         assert [i.id for i in m.list_sessions()] == [sid]
@@ -347,9 +347,10 @@ def test_rewind_lists_user_messages_then_continues_without_the_later_turns(
 ):
     llm_server.respond_with(lambda body: TextReply("reply"))
 
-    result = chat(llm_server, "alpha\nbeta\ngamma\n/rewind\n/rewind 2\ndelta\n")
+    result = chat(llm_server, "alpha\nbeta\ngamma\n/rewind\n/rewind 9\n/rewind 2\ndelta\n")
 
     assert result.exit_code == 0, result.stderr
+    assert "there is no message 9 to fork at: the session has 6 messages" in result.stderr
     assert "[1] alpha" in result.stderr and "[3] beta" in result.stderr
     assert "[5] gamma" in result.stderr
     last = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]

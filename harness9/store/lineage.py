@@ -16,15 +16,15 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from harness9.errors import HarnessError
+from harness9.errors import UsageError
 from harness9.store.session import Checkpoint
 
 # A recall handle as harness9.context.recall writes it (msg_<message id>).
 _HANDLE_RE = re.compile(r"\bmsg_(\d+)\b")
 
 
-class ForkPointError(HarnessError):
-    """``--at`` names no message of the session."""
+class ForkPointError(UsageError):
+    """The message number to fork at names no message of the session."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -43,7 +43,7 @@ def check_fork_number(at: int | None, total: int) -> int:
         return total
     if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= total:
         raise ForkPointError(
-            f"--at {at} names no message: the session has {total} "
+            f"there is no message {at} to fork at: the session has {total} "
             f"message{'' if total == 1 else 's'} (numbered as `sessions show` numbers them)"
         )
     return at
