@@ -393,6 +393,7 @@ def test_a_rewind_across_compactions_has_the_view_the_session_had_at_that_point(
     assert chat(llm_server, "continue\n", "--resume", fork, *args).exit_code == 0
 
     [now] = [b for b in llm_server.requests[before:] if not is_summary_request(b)]
+
     # The same view; only the recall handles name the fork's own copies of the messages.
     def unhandled(msgs: list[dict[str, Any]]) -> str:
         return re.sub(r"msg_\d+", "msg_N", json.dumps(msgs))
