@@ -96,7 +96,7 @@ def moved_checkpoint(cp: Checkpoint, new_id: Callable[[int], int | None]) -> Che
     return replace(
         cp,
         id=0,
-        last_message_id=new_id(cp.last_message_id) or 0 if cp.last_message_id else 0,
+        last_message_id=(new_id(cp.last_message_id) or 0) if cp.last_message_id else 0,
         summary=move_text(cp.summary),
         recall_index=move_text(cp.recall_index),
         rewrites=rewrites,

@@ -553,6 +553,10 @@ class SqlManagerBase(Generic[S]):
         wanted = sorted({i for cp in kept for i in referenced_ids(cp) if i <= point.last_id})
         moved: dict[int, int] = {}
         for old in wanted:
+            # Only the origin's own messages move (a text may quote another session's).
+            mine = f"SELECT 1 FROM messages WHERE id = {p} AND session_id = {p}"
+            if conn.execute(mine, (old, origin)).fetchone() is None:
+                continue
             (rank,) = conn.execute(
                 f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
                 (origin, old),
