@@ -488,3 +488,36 @@ def test_a_fork_of_a_100000_message_session_takes_well_under_a_second(tmp_path: 
         elapsed = time.perf_counter() - t0
         assert store.session_info(fork).message_count == 99_999
     assert elapsed < 1.0, f"{elapsed:.2f}s"
+
+
+def test_sessions_fork_on_postgresql_through_the_cli(pg_url: str, llm_server: ScriptedLLMServer):
+    from harness9.store.postgres import PostgresManager
+
+    with PostgresManager(pg_url) as m:
+        s = m.new_session()
+        s.add_messages([Message("user", "one"), Message("assistant", "1"), Message("user", "two")])
+        sid = s.session_id
+
+    result = cli("sessions", "--database-url", pg_url, "fork", sid[:8], "--at", "2")
+
+    assert result.exit_code == 0, result.stderr
+    fork = result.stdout.strip()
+    llm_server.reply_text("3")
+    resumed = cli(
+        "--database-url",
+        pg_url,
+        "chat",
+        "--model",
+        "openai/test-model",
+        "--api-base",
+        llm_server.base_url,
+        "--resume",
+        fork,
+        input="three\n",
+    )
+    assert resumed.exit_code == 0, resumed.stderr
+    sent = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]
+    assert sent == ["one", "1", "three"]
+    with PostgresManager(pg_url) as m:
+        assert [x.content for x in m.open_session(sid).get_messages()] == ["one", "1", "two"]
+        assert m.fork_origin(fork).message == 2
