@@ -194,12 +194,13 @@ def encode_instructions(messages: list[str]) -> str:
     return json.dumps(messages, ensure_ascii=False)
 
 
-def decode_instructions(text: str | None) -> list[str]:
-    """The kept user messages; a damaged value reads as none."""
+def decode_instructions(text: str | list[Any] | None) -> list[str]:
+    """The kept user messages (stored JSON text, or the JSON list itself); a damaged
+    value reads as none."""
     if not text:
         return []
     try:
-        raw = json.loads(text)
+        raw = json.loads(text) if isinstance(text, str) else text
     except ValueError:
         return []
     return [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
