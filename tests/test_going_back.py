@@ -304,6 +304,13 @@ def test_fork_moves_stubs_and_recall_handles_to_the_forks_own_messages(
     assert moved.rewrites == {
         new_ids[6]: f'[stubbed]; offload_recall(id="msg_{new_ids[6]}") for it'
     }
+    # A handle copied verbatim (inside a message, say) reaches the fork's own copy.
+    with Manager(db_path()) as m:
+        f = m.open_session(fork)
+        copy = f.get_record(ids[2])
+        assert copy is not None and copy.id == new_ids[2]
+        assert copy.message.content.startswith("result 0 ")
+        assert f.get_record(ids[11] + 1000) is None
 
 
 def test_fork_at_a_number_the_session_does_not_have_is_one_line_and_writes_nothing():

@@ -84,7 +84,45 @@ class SqlSessionBase:
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
-        return recs[0] if recs else None
+        if recs:
+            return recs[0]
+        copy = self._forked_copy(message_id)
+        return self._read_records(after_id=copy - 1, upto_id=copy)[0] if copy else None
+
+    def _forked_copy(self, message_id: int) -> int | None:
+        """In a fork, the id of its copy of origin message ``message_id``, if it has one.
+
+        Texts copied into a fork (a history_search result, say) still name the origin's
+        messages; a handle to one of those reaches the fork's own copy. None otherwise.
+        """
+        p = self.PARAM
+        with self._m.read() as conn:
+            fork = conn.execute(
+                f"SELECT origin_id, origin_message FROM session_forks WHERE session_id = {p}",
+                (self._id,),
+            ).fetchone()
+            if fork is None:
+                return None
+            origin, upto = fork
+            found = conn.execute(
+                f"SELECT content FROM messages WHERE id = {p} AND session_id = {p}",
+                (message_id, origin),
+            ).fetchone()
+            if found is None:
+                return None
+            (rank,) = conn.execute(
+                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
+                (origin, message_id),
+            ).fetchone()
+            copy = conn.execute(
+                f"SELECT id, content FROM messages WHERE session_id = {p} "
+                f"ORDER BY id LIMIT 1 OFFSET {p}",
+                (self._id, int(rank) - 1),
+            ).fetchone()
+        # The copy is still there unless the fork undid it (then the rank names another).
+        if copy is None or int(rank) > int(upto) or copy[1] != found[0]:
+            return None
+        return int(copy[0])
 
     def _read_records(
         self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
