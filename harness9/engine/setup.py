@@ -48,12 +48,19 @@ def build_engine(
     from harness9.provider import LLMProvider, make_token_counter
     from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
-    provider = LLMProvider(settings.model, settings.api_base, timeout=timeout, sleep=sleep)
-    summarizer = provider
-    if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = LLMProvider(
-            opts.summary_model, settings.api_base, timeout=timeout, sleep=sleep
+    def provider_for(model: str) -> LLMProvider:
+        return LLMProvider(
+            model,
+            settings.api_base,
+            timeout=timeout,
+            sleep=sleep,
+            context_window=context_window,  # a local server (Ollama) is told to use it
+            backoff_max=settings.retry_max_wait,
         )
+
+    provider = summarizer = provider_for(settings.model)
+    if opts.summary_model and opts.summary_model != settings.model:
+        summarizer = provider_for(opts.summary_model)
     from harness9.engine import events as ev
     from harness9.engine.metering import MeteredSummarizer
 
