@@ -291,6 +291,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # When a session was imported into this store (NULL: it was made here). Retention
+        # and `sessions delete --older-than` count an import as an update, so a session
+        # imported today is not deleted for its original updated_at, which stays as it was
+        # (sessions list and export show when its conversation last changed).
+        "session_imported_at",
+        """
+        ALTER TABLE sessions ADD COLUMN imported_at REAL;
+        """,
+    ),
+    (
         # Going back (issue 21). Pins: notes the user keeps in every request of the session
         # until unpinned, in the order pinned. Lineage: a fork's origin (no REFERENCES on
         # it: deleting an origin leaves its forks intact, naming an id that is gone) and

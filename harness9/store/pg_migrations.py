@@ -217,6 +217,16 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        # As SQLite's session_imported_at: an import counts as an update for retention.
+        "session_imported_at",
+        """
+        ALTER TABLE harness9.sessions ADD COLUMN imported_at double precision;
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
         # As SQLite's pins_forks_and_checkpoint_instructions: pins, a fork's lineage (the
         # origin without REFERENCES: its forks outlive it) and a checkpoint's earlier
         # instructions (JSON list of the user messages it folded, oldest first).

@@ -37,7 +37,7 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
 from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -278,7 +278,8 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             for sid in ids:
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
                 if conn.execute(
-                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, cutoff)
+                    f"DELETE FROM sessions WHERE id = %s AND {aged_sql('%s')}",
+                    (sid, cutoff, cutoff),
                 ).rowcount:
                     deleted.append(sid)
         self._deleted(deleted)
@@ -295,10 +296,10 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         spared = list(set(keep))
         with self.transaction() as conn:
             rows = conn.execute(
-                "WITH gone AS (DELETE FROM sessions WHERE updated_at < %s "
+                f"WITH gone AS (DELETE FROM sessions WHERE {aged_sql('%s')} "
                 "AND NOT (id = ANY(%s)) RETURNING id, updated_at, created_at, seq) "
                 "SELECT id FROM gone" + self.ORDER_SQL,
-                (cutoff_unix, spared),
+                (cutoff_unix, cutoff_unix, spared),
             ).fetchall()
         ids = [r[0] for r in rows]
         self._deleted(ids)

@@ -66,6 +66,13 @@ _FORK_COPIES = (
 )
 
 
+def aged_sql(param: str) -> str:
+    """The condition "idle since the cutoff" on a sessions row, with the cutoff as two
+    parameters: not updated since, and not imported since (an import counts as an update
+    for retention, while ``updated_at`` keeps the time of the session's last message)."""
+    return f"updated_at < {param} AND (imported_at IS NULL OR imported_at < {param})"
+
+
 class AmbiguousSessionError(HarnessError):
     """A session id prefix matches more than one stored session."""
 
@@ -235,7 +242,8 @@ class SqlManagerBase(Generic[S]):
         """Sessions last updated before ``cutoff_unix``, most recently updated first."""
         with self.read() as conn:
             rows = conn.execute(
-                f"{INFO_SQL} WHERE updated_at < {self.PARAM}{self.ORDER_SQL}", (cutoff_unix,)
+                f"{INFO_SQL} WHERE {aged_sql(self.PARAM)}{self.ORDER_SQL}",
+                (cutoff_unix, cutoff_unix),
             )
             return [session_info(row) for row in rows]
 
@@ -422,14 +430,15 @@ class SqlManagerBase(Generic[S]):
                 )
                 info = snap.info
                 conn.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                    f"VALUES ({p}, {p}, {p}, {p}, {p})",
+                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count, "
+                    f"imported_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p})",
                     (
                         sid,
                         info.created_at,
                         info.updated_at,
                         self._stored_text(info.title),
                         len(snap.records),
+                        time.time(),
                     ),
                 )
                 new_ids = self._restore_messages(conn, sid, snap.records, keep)
