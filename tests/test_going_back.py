@@ -499,7 +499,18 @@ def test_a_fork_runs_the_same_statements_for_ten_messages_as_for_ten_thousand(tm
     assert sum("INSERT INTO messages" in q for q in large) == 1
 
 
-def test_sessions_fork_on_postgresql_through_the_cli(pg_url: str, llm_server: ScriptedLLMServer):
+@pytest.fixture
+def no_flag_left() -> Iterator[None]:
+    """``--database-url`` is per process, and CliRunner shares this one: clear it after."""
+    from harness9.store.backend import use_database_url
+
+    yield
+    use_database_url(None)
+
+
+def test_sessions_fork_on_postgresql_through_the_cli(
+    pg_url: str, llm_server: ScriptedLLMServer, no_flag_left: None
+):
     from harness9.store.postgres import PostgresManager
 
     with PostgresManager(pg_url) as m:
