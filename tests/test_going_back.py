@@ -502,7 +502,7 @@ def test_a_fork_runs_the_same_statements_for_ten_messages_as_for_ten_thousand(tm
 @pytest.fixture
 def no_flag_left() -> Iterator[None]:
     """``--database-url`` is per process, and CliRunner shares this one: clear it after."""
-    from harness9.store.backend import use_database_url
+    from harness9.config import use_database_url
 
     yield
     use_database_url(None)

@@ -49,7 +49,7 @@ def compact(
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
     """
-    from harness9.config import Settings, context_options
+    from harness9.config import Settings, context_options, provider_options, store_location
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
     from harness9.store.backend import open_existing_store
@@ -62,7 +62,7 @@ def compact(
     out = env.console()
     err = env.console(err=True, soft_wrap=False)
 
-    manager = open_existing_store()  # a preview must not create a database
+    manager = open_existing_store(store_location())  # a preview must not create a database
     if manager is None:
         raise HarnessError("there are no sessions to compact")
     with manager:
@@ -90,6 +90,7 @@ def compact(
             timeout=float(timeout or 120),
             sleep=env.sleep,
             blobs=manager.blob_store(),
+            provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
         )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None

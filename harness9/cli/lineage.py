@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from harness9.cli.env import environment
+from harness9.config import store_location
 from harness9.store.backend import open_existing_store
 from harness9.store.session import SessionNotFoundError
 
@@ -34,7 +35,7 @@ def fork_command(
     from harness9.ui.goback import fork_with_outputs
 
     env = environment(ctx)
-    store = open_existing_store()
+    store = open_existing_store(store_location())
     if store is None:
         raise SessionNotFoundError(session_id)
     with store:

@@ -301,6 +301,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # Prompt-cache writes apart from plain input (Anthropic bills them at 1.25x or 2x
+        # the input price, reads at 0.1x): part of input_tokens, as cached_tokens is.
+        "session_usage_cache_writes",
+        """
+        ALTER TABLE session_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
         # Going back (issue 21). Pins: notes the user keeps in every request of the session
         # until unpinned, in the order pinned. Lineage: a fork's origin (no REFERENCES on
         # it: deleting an origin leaves its forks intact, naming an id that is gone) and
