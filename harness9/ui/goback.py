@@ -9,7 +9,7 @@ is also what ``harness9 sessions fork`` runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 
@@ -20,7 +20,17 @@ from harness9.ui.text import inert
 
 if TYPE_CHECKING:
     from harness9.store.backend import SessionStore
-    from harness9.ui.repl import ChatLoop
+
+
+class ChatLoop(Protocol):
+    """What these commands use of the chat loop (harness9.ui.repl.ChatLoop)."""
+
+    engine: Any
+    manager: Any
+    io: Any
+
+    def switch_to(self, session: Any) -> None: ...
+
 
 REWIND_SHOWN = 10  # user messages /rewind lists
 _PREVIEW_CHARS = 70
