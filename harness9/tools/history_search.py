@@ -26,8 +26,6 @@ SCAN_HITS = 200
 
 class HistorySearchTool:
     name = "history_search"
-    # Hits are short snippets; its output must stay inline.
-    offload_exempt = True
 
     def __init__(self, store: OffloadStore | None = None) -> None:
         self.store = store
@@ -90,12 +88,14 @@ class HistorySearchTool:
             for oid, line in self.store.search(ctx.session_id, query, limit=MAX_HITS - len(lines)):
                 lines.append(f"{oid} [offloaded output] {line}")
         if not lines:
-            return ToolResult(f"{HEADER} no match for {query.strip()!r} in this session")
+            return ToolResult(
+                f"{HEADER} no match for {query.strip()!r} in this session", offload=False
+            )
         head = (
             f"{HEADER} {len(lines)} hits for {query.strip()!r} "
             f'(offload_recall(id="<handle>") pages one in full):'
         )
-        return ToolResult("\n".join([head, *lines]))
+        return ToolResult("\n".join([head, *lines]), offload=False)  # hits, already bounded
 
 
 __all__ = ["HEADER", "HistorySearchTool"]
