@@ -71,6 +71,7 @@ def test_list_json_prints_id_title_times_and_count():
                 "unpriced_calls": 0,
                 "summaries": NO_SUMMARIES,
             },
+            "forked_from": None,  # an original
         }
     ]
 
@@ -153,6 +154,9 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "unpriced_calls": 0,
             "summaries": NO_SUMMARIES,
         },
+        "forked_from": None,
+        "forks": [],
+        "pins": [],
         "messages": [
             {
                 "id": 1,
@@ -197,6 +201,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "recall_index": "",
                 "rewrites": {},
                 "state_note": "",
+                "instructions": [],
             }
         ],
         "corrupt_rows": [],

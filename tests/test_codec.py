@@ -64,7 +64,11 @@ def test_a_checkpoint_round_trips_in_field_order_through_values_and_json():
     values = checkpoint_values(CP)
     assert values == (3, 7, "sum", "summarize", 900, 300, 12, 4, 1.5)
     assert checkpoint_from_values(values) == CP
-    assert list(checkpoint_to_json(CP)) == [*CHECKPOINT_FIELDS, *CHECKPOINT_DETAIL_FIELDS]
+    assert list(checkpoint_to_json(CP)) == [
+        *CHECKPOINT_FIELDS,
+        *CHECKPOINT_DETAIL_FIELDS,
+        "instructions",
+    ]
     assert checkpoint_from_values(list(checkpoint_to_json(CP).values())) == CP
 
 
@@ -83,3 +87,16 @@ def test_a_checkpoints_details_round_trip_through_their_table_values():
     )
     assert checkpoint_from_values([*checkpoint_values(cp), *details]) == cp
     assert checkpoint_details(Checkpoint(1, "s", "summarize", 1, 1, 1, 1)) is None
+
+
+def test_a_checkpoints_kept_instructions_round_trip_through_their_row_and_json():
+    from harness9.store.codec import encode_instructions
+
+    cp = Checkpoint(7, "sum", "summarize", 900, 300, 12, 4, created_at=1.5, id=3)
+    cp.instructions = ["use tabs", 'say "oui"']
+    row = [*checkpoint_values(cp), "", "", "", encode_instructions(cp.instructions)]
+    assert checkpoint_from_values(row).instructions == ["use tabs", 'say "oui"']
+    assert checkpoint_from_values(list(checkpoint_to_json(cp).values())) == cp
+    assert (
+        checkpoint_from_values([*checkpoint_values(cp), "", "", "", "{damaged"]).instructions == []
+    )

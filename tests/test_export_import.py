@@ -89,8 +89,10 @@ def test_json_export_is_versioned_and_complete():
             "recall_index": "",
             "rewrites": {},
             "state_note": "",
+            "instructions": [],
         }
     ]
+    assert doc["pins"] == [] and doc["forked_from"] is None
 
 
 def test_export_then_delete_then_import_then_export_is_byte_identical():

@@ -98,6 +98,10 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                 "checkpoint_recall_index_rewrites_and_state": ["DROP TABLE compaction_details"],
                 "session_model_and_context_window": ["DROP TABLE session_settings"],
                 "track_unfinished_imports": ["DROP TABLE session_imports"],
+                "pins_forks_and_checkpoint_instructions": [
+                    f"DROP TABLE {t}"
+                    for t in ("session_pins", "session_forks", "compaction_instructions")
+                ],
                 "session_usage_summary_calls": [
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],

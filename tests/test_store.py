@@ -87,7 +87,25 @@ def test_final_schema(manager: Manager, db: Path):
         "session_settings",
         "compaction_details",
         "session_imports",
+        "session_pins",
+        "session_forks",
+        "compaction_instructions",
     }
+    assert columns(conn, "session_pins") == [
+        ("id", "INTEGER", 0),
+        ("session_id", "TEXT", 1),
+        ("text", "TEXT", 1),
+        ("created_at", "REAL", 1),
+    ]
+    assert columns(conn, "session_forks") == [
+        ("session_id", "TEXT", 1),
+        ("origin_id", "TEXT", 1),
+        ("origin_message", "INTEGER", 1),
+    ]
+    assert columns(conn, "compaction_instructions") == [
+        ("compaction_id", "INTEGER", 0),
+        ("messages", "TEXT", 1),
+    ]
     assert columns(conn, "session_imports") == [
         ("session_id", "TEXT", 1),
         ("token", "TEXT", 1),
@@ -180,7 +198,13 @@ def test_final_schema(manager: Manager, db: Path):
             "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
         )
     }
-    assert indexes == {"idx_messages_session", "idx_sessions_updated", "idx_compactions_session"}
+    assert indexes == {
+        "idx_messages_session",
+        "idx_sessions_updated",
+        "idx_compactions_session",
+        "idx_session_pins",
+        "idx_session_forks_origin",
+    }
     assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone() == (
         "CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61')",
     )

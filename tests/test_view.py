@@ -82,6 +82,15 @@ class RecordLog:
     def list_checkpoints(self) -> list[Checkpoint]:
         return list(self.checkpoints)
 
+    def pins(self) -> list[str]:
+        return []
+
+    def add_pin(self, text: str) -> int:
+        raise NotImplementedError
+
+    def remove_pin(self, number: int) -> str | None:
+        raise NotImplementedError
+
 
 def cp(last_id: int, summary: str = "", strategy: str = "summarize") -> Checkpoint:
     return Checkpoint(last_id, summary, strategy, 100, 10, 20, 5)

@@ -18,9 +18,12 @@ from harness9.config import store_location, use_database_url
 from harness9.errors import HarnessError, UsageError
 from harness9.store.backend import SessionStore, open_existing_store
 from harness9.store.codec import checkpoint_to_json, record_to_json
+from harness9.store.export import fork_origin_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import (
     Checkpoint,
+    ForkOrigin,
+    Lineage,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
@@ -95,7 +98,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _info_json(info: SessionInfo, usage: UsageTotals | None = None) -> dict[str, Any]:
+def _info_json(
+    info: SessionInfo, usage: UsageTotals | None = None, origin: ForkOrigin | None = None
+) -> dict[str, Any]:
     return {
         "id": info.id,
         "title": info.title,
@@ -104,6 +109,7 @@ def _info_json(info: SessionInfo, usage: UsageTotals | None = None) -> dict[str,
         "message_count": info.message_count,
         "workdir": info.workdir or None,  # null: no chat recorded where it ran
         "usage": _usage_json(usage or UsageTotals()),
+        "forked_from": fork_origin_to_json(origin),
     }
 
 
@@ -155,13 +161,15 @@ def list_sessions(
     store = _open_store()
     infos: list[SessionInfo] = []
     usage: dict[str, UsageTotals] = {}
+    origins: dict[str, ForkOrigin] = {}
     if store is not None:
         with store:
             infos = store.list_sessions(limit)
             if as_json:
                 usage = store.usage_by_session()
+                origins = store.fork_origins()
     if as_json:
-        _print_json(env, [_info_json(i, usage.get(i.id)) for i in infos])
+        _print_json(env, [_info_json(i, usage.get(i.id), origins.get(i.id)) for i in infos])
         return
     _print_lines(env, infos)
 
@@ -191,10 +199,13 @@ def show_session(
         todos = session.get_todos() or []
         checkpoints = session.list_checkpoints()
         usage = store.usage_totals(full_id)
+        lineage = Lineage(store.fork_origin(full_id), store.forks_of(full_id), session.pins())
     for row in corrupt:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
-        data = _info_json(info, usage)
+        data = _info_json(info, usage, lineage.origin)
+        data["forks"] = [{"session_id": f, "message": n} for f, n in lineage.forks]
+        data["pins"] = lineage.pins
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
@@ -204,7 +215,9 @@ def show_session(
     from harness9.ui.render import render_session
 
     # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
-    render_session(env.console(), info, records, todos, checkpoints, limited=limit > 0)
+    render_session(
+        env.console(), info, records, todos, checkpoints, limited=limit > 0, lineage=lineage
+    )
 
 
 @sessions_app.command("delete", cls=HarnessCommand)
@@ -370,3 +383,7 @@ from harness9.cli.transfer import export_command, import_command, migrate_comman
 sessions_app.command("export", cls=HarnessCommand)(export_command)
 sessions_app.command("import", cls=HarnessCommand)(import_command)
 sessions_app.command("migrate", cls=HarnessCommand)(migrate_command)
+
+from harness9.cli.lineage import fork_command  # noqa: E402
+
+sessions_app.command("fork", cls=HarnessCommand)(fork_command)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from harness9.context.instructions import with_notes
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.context.view import ModelView, build_view
 from harness9.schema import Message
@@ -90,6 +91,9 @@ class LiveViews:
         if kept is not None and not (isinstance(session, HoldingSession) and session.held):
             with self._lock:
                 self._kept[sid] = kept
+        # The session's pins and the checkpoint's kept instructions follow the prompt.
+        kept_words = checkpoint.instructions if checkpoint is not None else []
+        system = with_notes(system, session.pins(), kept_words)
         nbytes = message_bytes(system) + fresh.nbytes
         return MeasuredView(ModelView([system, *fresh.messages], [None, *fresh.ids]), nbytes)
 

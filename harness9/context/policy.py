@@ -49,6 +49,7 @@ from harness9.context.events import (
 )
 from harness9.context.eviction import EvictionCompactor
 from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor, TailCompactor
+from harness9.context.instructions import instruction_budget, with_notes
 from harness9.context.live_view import LiveViews
 from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
@@ -209,6 +210,7 @@ class ContextPolicy:
         token_counter: TokenCounter | None = None,
         recall_budget: int = 0,
         message_bound: MessageBound | None = None,
+        instruction_budget: int = 0,
     ) -> None:
         """``compactor`` None: nothing is ever compacted. ``auto`` False: never compact
         behind the user's back (a notice says to run /compact). ``recall_budget``: the
@@ -230,6 +232,8 @@ class ContextPolicy:
         self.message_bound = message_bound
         # Each session's view between calls: a request reads only the new rows.
         self.views = LiveViews()
+        # Tokens of the user's folded messages a checkpoint keeps verbatim (0: none).
+        self.instruction_budget = instruction_budget
         self._calibrated = False
         self._lock = threading.Lock()
         self._states: dict[str, SessionContextState] = {}
@@ -292,6 +296,7 @@ class ContextPolicy:
                 if opts.max_messages
                 else None
             ),
+            instruction_budget=instruction_budget(context_window),
         )
 
     # -- what users see ----------------------------------------------------------
@@ -470,7 +475,7 @@ class ContextPolicy:
         # system message is padded by the tools' weight so every decision counts them.
         live = self.views.load(session, measured_system(system, tools))
         measured = live.view
-        outgoing = [system, *measured.messages[1:]]
+        outgoing = [noted_system(session, system), *measured.messages[1:]]
         comp = self.compactor
         st = self.state(session.session_id)
         decision = None
@@ -640,7 +645,7 @@ class ContextPolicy:
         st = self.state(session.session_id)
         st.last_compaction_tokens = after
         if cp is None or not _gained(before, after, force):
-            return None, [system, *view.messages[1:]]
+            return None, [noted_system(session, system), *view.messages[1:]]
         cp = session.add_checkpoint(cp)
         notice = Compaction(
             tokens_before=cp.tokens_before,
@@ -651,7 +656,7 @@ class ContextPolicy:
             fallback_reason=result.error,
         )
         emit(notice)
-        return notice, [system, *new_view.messages[1:]]
+        return notice, [noted_system(session, system), *new_view.messages[1:]]
 
     def checkpoint_of(
         self,
@@ -672,16 +677,25 @@ class ContextPolicy:
             previous=session.latest_checkpoint(),
             recall_budget=self.recall_budget,
             state_note=state_note(session),
+            instruction_budget=self.instruction_budget,
         )
         if cp is None:
             return None, view
         sized = measured_system(system, tools)
-        new_view = build_view(sized, session.get_records(after_id=cp.last_message_id), cp)
+        new_view = build_view(
+            sized, session.get_records(after_id=cp.last_message_id), cp, session.pins()
+        )
         cp.tokens_before = estimate_tokens(view.messages)
         cp.tokens_after = estimate_tokens(new_view.messages)
         cp.messages_before = len(view.messages)
         cp.messages_after = len(new_view.messages)
         return cp, new_view
+
+
+def noted_system(session: CheckpointedSession, system: Message) -> Message:
+    """The system message as sent: the prompt, the pins, the kept instructions."""
+    cp = session.latest_checkpoint()
+    return with_notes(system, session.pins(), cp.instructions if cp is not None else [])
 
 
 def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:

@@ -9,9 +9,11 @@ policy repairs the messages of each request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness9.context.compaction import CompactionResult
+from harness9.context.instructions import carry_instructions, with_notes
 from harness9.context.recall import folded_entries, render_index, with_handle
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message
@@ -27,10 +29,18 @@ class ModelView:
 
 
 def build_view(
-    system: Message, records: list[StoredMessage], checkpoint: Checkpoint | None
+    system: Message,
+    records: list[StoredMessage],
+    checkpoint: Checkpoint | None,
+    pins: Sequence[str] = (),
 ) -> ModelView:
-    """The view from the session's records (all of them, or only those after the checkpoint)."""
-    messages: list[Message] = [system]
+    """The view from the session's records (all of them, or only those after the checkpoint).
+
+    The system message carries the session's ``pins`` and the checkpoint's earlier
+    instructions (harness9.context.instructions): never folded, never lost.
+    """
+    kept = checkpoint.instructions if checkpoint is not None else []
+    messages: list[Message] = [with_notes(system, pins, kept)]
     ids: list[int | None] = [None]
     last = 0
     rewrites: dict[int, str] = {}
@@ -61,7 +71,7 @@ def summary_text(checkpoint: Checkpoint) -> str:
 def load_view(session: CheckpointedSession, system: Message) -> ModelView:
     checkpoint = session.latest_checkpoint()
     after = checkpoint.last_message_id if checkpoint is not None else 0
-    return build_view(system, session.get_records(after_id=after), checkpoint)
+    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
 
 
 def kept_rewrites(view: ModelView, result: CompactionResult) -> dict[int, str]:
@@ -91,6 +101,7 @@ def checkpoint_for(
     *,
     recall_budget: int = 0,
     state_note: str = "",
+    instruction_budget: int = 0,
 ) -> Checkpoint | None:
     """The checkpoint recording ``result`` (computed on ``view.messages``); None if it changed nothing.
 
@@ -101,7 +112,9 @@ def checkpoint_for(
     each with its recall handle, together with the previous checkpoint's stubs
     still in view, so the view is rebuilt the same way on every request and on
     ``--resume``. With ``recall_budget`` (tokens) the folded tool results are
-    added to the recall index carried over from ``previous``.
+    added to the recall index carried over from ``previous``. With
+    ``instruction_budget`` (tokens) the folded user messages are kept verbatim, added
+    to those ``previous`` kept.
     """
     plan = result.plan
     if not plan.would_compact:
@@ -136,4 +149,9 @@ def checkpoint_for(
         recall_index=index,
         rewrites=rewrites,
         state_note=state_note or (previous.state_note if previous is not None else ""),
+        instructions=carry_instructions(
+            previous.instructions if previous is not None else [],
+            [m for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i],
+            instruction_budget,
+        ),
     )

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness9.errors import ConfigError, UsageError
 from harness9.store.blobs import BlobStore
 from harness9.store.search import SearchHit
-from harness9.store.session import CheckpointedSession, CorruptRow, SessionInfo, UsageTotals
+from harness9.store.session import (
+    CheckpointedSession,
+    CorruptRow,
+    ForkOrigin,
+    SessionInfo,
+    UsageTotals,
+)
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -120,6 +126,17 @@ class SessionStore(UsageStore, Protocol):
     def blob_store(self) -> BlobStore | None:
         """Where offloaded tool outputs go; None: the default files in $HARNESS9_HOME."""
         ...
+
+    def fork_session(self, session_id: str, at: int | None = None) -> str:
+        """A new session with messages 1..``at`` (all without it) and the checkpoints
+        the session had then; its id. The origin is not changed."""
+        ...
+
+    def fork_origin(self, session_id: str) -> ForkOrigin | None: ...
+
+    def fork_origins(self) -> dict[str, ForkOrigin]: ...
+
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]: ...
 
 
 def is_database_url(text: str) -> bool:

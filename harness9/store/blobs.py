@@ -216,3 +216,23 @@ class FileBlobStore:
 def bytes_reader(data: bytes) -> BinaryIO:
     """A read stream over bytes held in memory (what a database store hands out)."""
     return io.BytesIO(data)
+
+
+def copy_session_blobs(blobs: BlobStore, origin: str, fork: str) -> int:
+    """Copy every blob of ``origin`` to ``fork`` (a fork's offloaded outputs); how many."""
+    copied = 0
+    for blob_id in blobs.names(origin):
+        stream = blobs.read(origin, blob_id)
+        if stream is None:
+            continue
+        with stream:
+            writer = blobs.open_writer(fork, blob_id)
+            try:
+                while chunk := stream.read(1 << 20):
+                    writer.write(chunk)
+            except BaseException:
+                writer.abort()
+                raise
+            writer.close()
+        copied += 1
+    return copied

@@ -54,8 +54,10 @@ CHECKPOINT_DETAIL_FIELDS = ("recall_index", "rewrites", "state_note")
 # A session's checkpoints with their details (``compaction_details`` has no column named
 # like one of ``compactions``, so the plain names stay unambiguous); append ORDER BY.
 SELECT_CHECKPOINTS = (
-    f"SELECT {CHECKPOINT_COLUMNS}, d.recall_index, d.rewrites, d.state_note FROM compactions "
+    f"SELECT {CHECKPOINT_COLUMNS}, d.recall_index, d.rewrites, d.state_note, i.messages "
+    "FROM compactions "
     "LEFT JOIN compaction_details AS d ON d.compaction_id = compactions.id "
+    "LEFT JOIN compaction_instructions AS i ON i.compaction_id = compactions.id "
     "WHERE session_id = ?"
 )
 INSERT_CHECKPOINT_DETAILS = (
@@ -162,10 +164,11 @@ def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
     base = len(CHECKPOINT_FIELDS)
     cp = Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values[:base], strict=True)))
     if len(values) > base:
-        index, rewrites, state = values[base:]
+        index, rewrites, state, *instructions = values[base:]
         cp.recall_index = index or ""
         cp.rewrites = decode_rewrites(rewrites or "")
         cp.state_note = state or ""
+        cp.instructions = decode_instructions(instructions[0] if instructions else "")
     return cp
 
 
@@ -182,7 +185,25 @@ def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
     out["recall_index"] = cp.recall_index
     out["rewrites"] = {str(k): v for k, v in sorted(cp.rewrites.items())}
     out["state_note"] = cp.state_note
+    out["instructions"] = list(cp.instructions)
     return out
+
+
+def encode_instructions(messages: list[str]) -> str:
+    """The ``compaction_instructions`` value: a JSON list of the kept user messages."""
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def decode_instructions(text: str | list[Any] | None) -> list[str]:
+    """The kept user messages (stored JSON text, or the JSON list itself); a damaged
+    value reads as none."""
+    if not text:
+        return []
+    try:
+        raw = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return []
+    return [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
 
 
 def encode_rewrites(rewrites: dict[int, str]) -> str:

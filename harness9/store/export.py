@@ -14,8 +14,10 @@ Format (version 1)::
                    "tool_call_id" (string or null), "created_at"}],
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
-                      "tokens_after", "messages_before", "messages_after", "created_at"}],
+                      "tokens_after", "messages_before", "messages_after", "created_at",
+                      "instructions": [text]}],
      "offloads": [{"id", "content"}],
+     "pins": [text], "forked_from": {"session_id", "message"} or null,
      "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
                "cost_usd", "unpriced_calls", "summary_calls", ..., "cache_write_tokens"}}
 
@@ -57,6 +59,7 @@ from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
     CorruptRow,
+    ForkOrigin,
     SessionInfo,
     StoredMessage,
     UsageTotals,
@@ -92,6 +95,8 @@ class SessionSnapshot:
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
     offloads: list[OffloadedText] = field(default_factory=list)
     usage: UsageTotals = field(default_factory=UsageTotals)
+    pins: list[str] = field(default_factory=list)
+    forked_from: ForkOrigin | None = None
 
 
 @dataclass(slots=True)
@@ -120,7 +125,28 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
         "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
         "usage": usage_to_json(snap.usage),
+        "pins": list(snap.pins),
+        "forked_from": fork_origin_to_json(snap.forked_from),
     }
+
+
+def fork_origin_to_json(origin: ForkOrigin | None) -> dict[str, Any] | None:
+    """``forked_from`` as export files and ``sessions list/show --json`` write it."""
+    if origin is None:
+        return None
+    return {"session_id": origin.session_id, "message": origin.message}
+
+
+def _fork_origin(doc: dict[str, Any]) -> ForkOrigin | None:
+    raw = doc.get("forked_from")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ImportFormatError("session.forked_from must be an object or null")
+    origin = _get(raw, "session_id", str, "forked_from")
+    if not is_session_id(origin):
+        raise ImportFormatError(f"forked_from.session_id {origin!r} is not a session id")
+    return ForkOrigin(origin, _count(raw, "message", "forked_from"))
 
 
 def export_json(snap: SessionSnapshot) -> str:
@@ -249,6 +275,7 @@ def from_document(doc: object) -> SessionSnapshot:
         cp.recall_index = _get(c, "recall_index", str, where) if "recall_index" in c else ""
         cp.rewrites = _rewrites(c, where)
         cp.state_note = _get(c, "state_note", str, where) if "state_note" in c else ""
+        cp.instructions = _strings(c, "instructions", where)
         if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
@@ -266,7 +293,24 @@ def from_document(doc: object) -> SessionSnapshot:
         if len(set(ids)) != len(ids):
             raise ImportFormatError("offloads holds the same id twice")
     usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
-    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
+    return SessionSnapshot(
+        info,
+        records,
+        todos,
+        checkpoints,
+        offloads=offloads,
+        usage=usage,
+        pins=_strings(doc, "pins", "session"),
+        forked_from=_fork_origin(doc),
+    )
+
+
+def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
+    """An optional list of strings (files written before it existed have none)."""
+    raw = _get(obj, key, list, where) if key in obj else []
+    if not all(isinstance(x, str) for x in raw):
+        raise ImportFormatError(f"{where}.{key} holds something that is not text")
+    return list(raw)
 
 
 def usage_to_json(u: UsageTotals) -> dict[str, Any]:

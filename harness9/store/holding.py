@@ -216,3 +216,12 @@ class HoldingSession:
 
     def model_settings(self) -> SessionSettings | None:
         return self.inner.model_settings()
+
+    def pins(self) -> list[str]:
+        return self.inner.pins()
+
+    def add_pin(self, text: str) -> int:
+        return self.inner.add_pin(text)
+
+    def remove_pin(self, number: int) -> str | None:
+        return self.inner.remove_pin(number)

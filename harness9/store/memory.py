@@ -38,6 +38,7 @@ class MemorySession:
         self._next_checkpoint_id = 1
         self.corrupt_rows: list[CorruptRow] = []  # always empty: nothing here can be corrupt
         self._model: SessionSettings | None = None
+        self._pins: list[str] = []
 
     @property
     def session_id(self) -> str:
@@ -143,3 +144,18 @@ class MemorySession:
     def list_checkpoints(self) -> list[Checkpoint]:
         with self._lock:
             return [replace(c) for c in self._checkpoints]
+
+    def pins(self) -> list[str]:
+        with self._lock:
+            return list(self._pins)
+
+    def add_pin(self, text: str) -> int:
+        with self._lock:
+            self._pins.append(text)
+            return len(self._pins)
+
+    def remove_pin(self, number: int) -> str | None:
+        with self._lock:
+            if not 1 <= number <= len(self._pins):
+                return None
+            return self._pins.pop(number - 1)

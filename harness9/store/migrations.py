@@ -319,6 +319,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE session_settings ADD COLUMN workdir TEXT NOT NULL DEFAULT '';
         """,
     ),
+    (
+        # Going back (issue 21). Pins: notes the user keeps in every request of the session
+        # until unpinned, in the order pinned. Lineage: a fork's origin (no REFERENCES on
+        # it: deleting an origin leaves its forks intact, naming an id that is gone) and
+        # the message number it was forked at. A checkpoint's earlier instructions: the
+        # user's messages it folded, kept verbatim (JSON list of strings, oldest first).
+        # Tables of their own, for the same reason as compaction_details.
+        "pins_forks_and_checkpoint_instructions",
+        """
+        CREATE TABLE session_pins (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            text       TEXT    NOT NULL,
+            created_at REAL    NOT NULL
+        );
+        CREATE INDEX idx_session_pins ON session_pins(session_id, id);
+        CREATE TABLE session_forks (
+            session_id     TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            origin_id      TEXT    NOT NULL,
+            origin_message INTEGER NOT NULL  -- as `sessions show` numbers the origin's messages
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_session_forks_origin ON session_forks(origin_id);
+        CREATE TABLE compaction_instructions (
+            compaction_id INTEGER PRIMARY KEY REFERENCES compactions(id) ON DELETE CASCADE,
+            messages      TEXT    NOT NULL
+        );
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

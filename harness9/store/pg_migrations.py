@@ -270,6 +270,53 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's pins_forks_and_checkpoint_instructions: pins, a fork's lineage (the
+        # origin without REFERENCES: its forks outlive it) and a checkpoint's earlier
+        # instructions (JSON list of the user messages it folded, oldest first).
+        "pins_forks_and_checkpoint_instructions",
+        """
+        CREATE TABLE harness9.session_pins (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text   NOT NULL REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            text       text   NOT NULL,
+            created_at double precision NOT NULL
+        );
+        CREATE INDEX session_pins_session ON harness9.session_pins (session_id, id);
+        CREATE TABLE harness9.session_forks (
+            session_id     text   PRIMARY KEY
+                                  REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            origin_id      text   NOT NULL,
+            origin_message bigint NOT NULL
+        );
+        CREATE INDEX session_forks_origin ON harness9.session_forks (origin_id);
+        CREATE TABLE harness9.compaction_instructions (
+            compaction_id bigint PRIMARY KEY
+                                 REFERENCES harness9.compactions(id) ON DELETE CASCADE,
+            messages      text   NOT NULL
+        );
+        -- A fork copies its origin's rows with their search documents: computing them
+        -- again (a plpgsql parse of each row's tool calls) made a fork of 100,000
+        -- messages take a minute. The column keeps its values and becomes a plain one,
+        -- filled by a trigger whenever the writer does not provide it, which only the
+        -- fork does, copying the document of a row with the same content.
+        ALTER TABLE harness9.messages ALTER COLUMN search DROP EXPRESSION;
+        CREATE FUNCTION harness9.messages_search() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF TG_OP = 'UPDATE' OR NEW.search IS NULL THEN
+                NEW.search := harness9.search_document(NEW.content, NEW.tool_calls);
+            END IF;
+            RETURN NEW;
+        END
+        $fn$;
+        CREATE TRIGGER messages_search BEFORE INSERT OR UPDATE OF content, tool_calls
+            ON harness9.messages FOR EACH ROW EXECUTE FUNCTION harness9.messages_search();
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

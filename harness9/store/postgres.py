@@ -368,6 +368,31 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
                 copy.write_row((rid, session_id, *message_values(m), r.created_at))
         return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
+    def _copy_messages(
+        self, conn: psycopg.Connection, origin: str, fork: str, last_id: int
+    ) -> None:
+        # Ids drawn in the ordered subquery's order: the fork's messages keep their order.
+        # The search documents are copied, not computed again (pins_forks_and_...).
+        conn.execute(
+            "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, "
+            "created_at, search) SELECT nextval(%s::regclass), "
+            "%s, role, content, tool_calls, tool_call_id, created_at, search FROM (SELECT * FROM "
+            "messages WHERE session_id = %s AND id <= %s ORDER BY id) AS o",
+            (self._messages_sequence(conn), fork, origin, last_id),
+        )
+
+    def _messages_sequence(self, conn: psycopg.Connection) -> str:
+        """The messages id sequence's name, looked up once (not once per copied row)."""
+        row = conn.execute("SELECT pg_get_serial_sequence('harness9.messages', 'id')").fetchone()
+        return str(row[0]) if row is not None else "harness9.messages_id_seq"
+
+    def _copy_blobs(self, conn: psycopg.Connection, origin: str, fork: str) -> None:
+        conn.execute(
+            "INSERT INTO blobs (session_id, blob_id, chunk, data, written_at) "
+            "SELECT %s, blob_id, chunk, data, written_at FROM blobs WHERE session_id = %s",
+            (fork, origin),
+        )
+
     def discard_unfinished_imports(self) -> list[str]:
         """Nothing to discard: an import is one transaction, which a failure rolls back."""
         return []
@@ -379,8 +404,9 @@ _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"
 # A session's checkpoints with their details, as the SQLite store reads them.
 _SELECT_CHECKPOINTS = (
     f"SELECT {', '.join('c.' + f for f in CHECKPOINT_FIELDS)}, "
-    "d.recall_index, d.rewrites, d.state_note FROM compactions AS c "
-    "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id WHERE c.session_id = %s"
+    "d.recall_index, d.rewrites, d.state_note, i.messages FROM compactions AS c "
+    "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id "
+    "LEFT JOIN compaction_instructions AS i ON i.compaction_id = c.id WHERE c.session_id = %s"
 )
 
 

@@ -160,6 +160,27 @@ class Checkpoint:
     recall_index: str = ""
     rewrites: dict[int, str] = field(default_factory=dict)
     state_note: str = ""
+    # The user's messages this and earlier compactions folded, verbatim, oldest first
+    # (within a budget, newest kept): the view repeats them as earlier instructions.
+    instructions: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class ForkOrigin:
+    """Where a fork came from: the origin's id and the message number it was forked at
+    (as ``sessions show`` numbers the origin's messages). The origin may since be gone."""
+
+    session_id: str
+    message: int
+
+
+@dataclass(slots=True)
+class Lineage:
+    """A session's place in its tree, and its pins (``sessions show``)."""
+
+    origin: ForkOrigin | None
+    forks: list[tuple[str, int]]  # (fork id, the message number it was forked at)
+    pins: list[str]
 
 
 @runtime_checkable
@@ -218,4 +239,17 @@ class CheckpointedSession(Session, Protocol):
 
     def model_settings(self) -> SessionSettings | None:
         """What ``remember_model`` last recorded; None when never."""
+        ...
+
+    def pins(self) -> list[str]:
+        """The session's pinned notes, in the order pinned."""
+        ...
+
+    def add_pin(self, text: str) -> int:
+        """Pin ``text``; return how many pins there are now (its number)."""
+        ...
+
+    def remove_pin(self, number: int) -> str | None:
+        """Unpin the ``number``-th pin (1-based, as ``pins`` orders them); its text, or
+        None when there is no such pin."""
         ...

@@ -21,7 +21,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from harness9.errors import HarnessError
-from harness9.store.codec import CHECKPOINT_DETAIL_FIELDS, checkpoint_details
+from harness9.store.codec import (
+    CHECKPOINT_DETAIL_FIELDS,
+    checkpoint_details,
+    encode_instructions,
+)
+from harness9.store.lineage import (
+    ForkPoint,
+    check_fork_number,
+    kept_checkpoints,
+    moved_checkpoint,
+    referenced_ids,
+)
 from harness9.store.rows import (
     USAGE_COLUMNS,
     usage_insert_sql,
@@ -31,6 +42,7 @@ from harness9.store.rows import (
 )
 from harness9.store.session import (
     Checkpoint,
+    ForkOrigin,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
@@ -49,6 +61,12 @@ _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 INFO_SQL = (
     "SELECT id, created_at, updated_at, message_count, title, "
     "coalesce((SELECT workdir FROM session_settings WHERE session_id = id), '') FROM sessions"
+)
+# What a fork copies of its origin as it is (table, columns after session_id, order).
+_FORK_COPIES = (
+    ("todos", "position, content, status", ""),
+    ("session_pins", "text, created_at", " ORDER BY id"),  # pins keep their order
+    ("session_settings", "model, context_window, api_base, workdir", ""),
 )
 
 
@@ -340,12 +358,17 @@ class SqlManagerBase(Generic[S]):
         """Insert ``cp`` and its details (if any) in ``conn``'s transaction; its id."""
         new_id = self._insert_checkpoint(conn, session_id, cp)
         details = checkpoint_details(cp)
+        p = self.PARAM
         if details is not None:
-            p = self.PARAM
             conn.execute(
                 f"INSERT INTO compaction_details (compaction_id, "
                 f"{', '.join(CHECKPOINT_DETAIL_FIELDS)}) VALUES ({p}, {p}, {p}, {p})",
                 (new_id, *(self._stored_text(x) for x in details)),
+            )
+        if cp.instructions:
+            conn.execute(
+                f"INSERT INTO compaction_instructions (compaction_id, messages) VALUES ({p}, {p})",
+                (new_id, self._stored_text(encode_instructions(cp.instructions))),
             )
         return new_id
 
@@ -363,8 +386,17 @@ class SqlManagerBase(Generic[S]):
             todos = session.get_todos() or []
             checkpoints = session.list_checkpoints()
             usage = self.usage_totals(session_id)
+            pins = session.pins()
+            origin = self.fork_origin(session_id)
         return SessionSnapshot(
-            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
+            info,
+            records,
+            todos,
+            checkpoints,
+            list(session.corrupt_rows),
+            usage=usage,
+            pins=pins,
+            forked_from=origin,
         )
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
@@ -435,6 +467,141 @@ class SqlManagerBase(Generic[S]):
             self._store_checkpoint(conn, sid, moved)
         if snap.usage != UsageTotals():
             conn.execute(usage_insert_sql(p), usage_row(sid, snap.usage))
+        now = time.time()
+        for text in snap.pins:
+            conn.execute(
+                f"INSERT INTO session_pins (session_id, text, created_at) VALUES ({p}, {p}, {p})",
+                (sid, self._stored_text(text), now),
+            )
+        if snap.forked_from is not None:
+            conn.execute(
+                "INSERT INTO session_forks (session_id, origin_id, origin_message) "
+                f"VALUES ({p}, {p}, {p})",
+                (sid, snap.forked_from.session_id, snap.forked_from.message),
+            )
+
+    # -- forks (harness9.store.lineage) ------------------------------------------------
+
+    def _copy_messages(self, conn: Any, origin: str, fork: str, last_id: int) -> None:
+        """Copy ``origin``'s messages up to ``last_id`` to ``fork`` in one statement, in id
+        order (new ids in the same order)."""
+        p = self.PARAM
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, "
+            f"created_at) SELECT {p}, role, content, tool_calls, tool_call_id, created_at "
+            f"FROM messages WHERE session_id = {p} AND id <= {p} ORDER BY id",
+            (fork, origin, last_id),
+        )
+
+    def _copy_blobs(self, conn: Any, origin: str, fork: str) -> None:
+        """Copy the offloaded outputs a database store keeps (none by default)."""
+
+    def _fork_point(self, conn: Any, session_id: str, at: int | None) -> ForkPoint:
+        p = self.PARAM
+        (total,) = conn.execute(
+            f"SELECT count(*) FROM messages WHERE session_id = {p}", (session_id,)
+        ).fetchone()
+        n = check_fork_number(at, int(total))
+        rows = conn.execute(
+            f"SELECT id, created_at FROM messages WHERE session_id = {p} "
+            f"ORDER BY id LIMIT 2 OFFSET {p}",
+            (session_id, max(n - 1, 0)),
+        ).fetchall()
+        if n == 0:
+            return ForkPoint(0, 0, rows[0][1] if rows else None)
+        return ForkPoint(n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None)
+
+    def fork_session(self, session_id: str, at: int | None = None) -> str:
+        """A new session with messages 1..``at`` of ``session_id`` (all without ``at``) and
+        the checkpoints it had then; its id. One transaction; the origin is only read.
+
+        Its pins, todo list, model settings and offloaded outputs come along too.
+        """
+        import uuid
+
+        check_session_id(session_id)
+        sid, now, p = str(uuid.uuid4()), time.time(), self.PARAM
+        with self.transaction() as conn:
+            row = conn.execute(
+                f"SELECT title FROM sessions WHERE id = {p}", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            point = self._fork_point(conn, session_id, at)
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
+                f"VALUES ({p}, {p}, {p}, {p}, {p})",
+                (sid, now, now, row[0] if point.number else "", point.number),
+            )
+            self._copy_messages(conn, session_id, sid, point.last_id)
+            self._fork_checkpoints(conn, session_id, sid, point)
+            for table, columns, order in _FORK_COPIES:
+                conn.execute(
+                    f"INSERT INTO {table} (session_id, {columns}) SELECT {p}, {columns} "
+                    f"FROM {table} WHERE session_id = {p}{order}",
+                    (sid, session_id),
+                )
+            conn.execute(
+                "INSERT INTO session_forks (session_id, origin_id, origin_message) "
+                f"VALUES ({p}, {p}, {p})",
+                (sid, session_id, point.number),
+            )
+            self._copy_blobs(conn, session_id, sid)
+        return sid
+
+    def _fork_checkpoints(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
+        p = self.PARAM
+        session = self._session(origin)
+        kept = kept_checkpoints(session.list_checkpoints(), point)
+        wanted = sorted({i for cp in kept for i in referenced_ids(cp) if i <= point.last_id})
+        moved: dict[int, int] = {}
+        for old in wanted:
+            # Only the origin's own messages move (a text may quote another session's).
+            mine = f"SELECT 1 FROM messages WHERE id = {p} AND session_id = {p}"
+            if conn.execute(mine, (old, origin)).fetchone() is None:
+                continue
+            (rank,) = conn.execute(
+                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
+                (origin, old),
+            ).fetchone()
+            new = conn.execute(
+                f"SELECT id FROM messages WHERE session_id = {p} ORDER BY id LIMIT 1 OFFSET {p}",
+                (fork, int(rank) - 1),
+            ).fetchone()
+            if new is not None and rank:
+                moved[old] = int(new[0])
+        for cp in kept:
+            self._store_checkpoint(conn, fork, moved_checkpoint(cp, moved.get))
+
+    def fork_origin(self, session_id: str) -> ForkOrigin | None:
+        """Where ``session_id`` was forked from; None for an original."""
+        p = self.PARAM
+        with self.read() as conn:
+            row = conn.execute(
+                f"SELECT origin_id, origin_message FROM session_forks WHERE session_id = {p}",
+                (session_id,),
+            ).fetchone()
+        return ForkOrigin(str(row[0]), int(row[1])) if row is not None else None
+
+    def fork_origins(self) -> dict[str, ForkOrigin]:
+        """Every fork's origin, by fork id (for listings)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, origin_id, origin_message FROM session_forks"
+            ).fetchall()
+        return {str(r[0]): ForkOrigin(str(r[1]), int(r[2])) for r in rows}
+
+    def forks_of(self, session_id: str) -> list[tuple[str, int]]:
+        """The sessions forked from ``session_id``: (fork id, message number), oldest first."""
+        p = self.PARAM
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT f.session_id, f.origin_message FROM session_forks AS f "
+                f"JOIN sessions AS s ON s.id = f.session_id WHERE f.origin_id = {p} "
+                "ORDER BY s.created_at, f.session_id",
+                (session_id,),
+            ).fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows]
 
     def _deleted(self, session_ids: Iterable[str]) -> None:
         """Tell ``on_session_deleted`` about deletions once they are committed."""

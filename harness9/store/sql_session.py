@@ -85,7 +85,45 @@ class SqlSessionBase:
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
-        return recs[0] if recs else None
+        if recs:
+            return recs[0]
+        copy = self._forked_copy(message_id)
+        return self._read_records(after_id=copy - 1, upto_id=copy)[0] if copy else None
+
+    def _forked_copy(self, message_id: int) -> int | None:
+        """In a fork, the id of its copy of origin message ``message_id``, if it has one.
+
+        Texts copied into a fork (a history_search result, say) still name the origin's
+        messages; a handle to one of those reaches the fork's own copy. None otherwise.
+        """
+        p = self.PARAM
+        with self._m.read() as conn:
+            fork = conn.execute(
+                f"SELECT origin_id, origin_message FROM session_forks WHERE session_id = {p}",
+                (self._id,),
+            ).fetchone()
+            if fork is None:
+                return None
+            origin, upto = fork
+            found = conn.execute(
+                f"SELECT content FROM messages WHERE id = {p} AND session_id = {p}",
+                (message_id, origin),
+            ).fetchone()
+            if found is None:
+                return None
+            (rank,) = conn.execute(
+                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
+                (origin, message_id),
+            ).fetchone()
+            copy = conn.execute(
+                f"SELECT id, content FROM messages WHERE session_id = {p} "
+                f"ORDER BY id LIMIT 1 OFFSET {p}",
+                (self._id, int(rank) - 1),
+            ).fetchone()
+        # The copy is still there unless the fork undid it (then the rank names another).
+        if copy is None or int(rank) > int(upto) or copy[1] != found[0]:
+            return None
+        return int(copy[0])
 
     def _read_records(
         self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
@@ -150,6 +188,46 @@ class SqlSessionBase:
         if row is None or not row[0]:
             return None
         return SessionSettings(str(row[0]), int(row[1] or 0), str(row[2] or ""), str(row[3] or ""))
+
+    # -- pins --------------------------------------------------------------------
+
+    def pins(self) -> list[str]:
+        with self._m.read() as conn:
+            rows = conn.execute(
+                f"SELECT text FROM session_pins WHERE session_id = {self.PARAM} ORDER BY id",
+                (self._id,),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_pin(self, text: str) -> int:
+        p = self.PARAM
+        now = time.time()
+        with self._m.transaction() as conn:
+            self._touch(conn, now)
+            conn.execute(
+                f"INSERT INTO session_pins (session_id, text, created_at) VALUES ({p}, {p}, {p})",
+                (self._id, self._m._stored_text(text), now),
+            )
+            row = conn.execute(
+                f"SELECT count(*) FROM session_pins WHERE session_id = {p}", (self._id,)
+            ).fetchone()
+        return int(row[0])
+
+    def remove_pin(self, number: int) -> str | None:
+        p = self.PARAM
+        if number < 1:
+            return None
+        with self._m.transaction() as conn:
+            self._touch(conn, time.time())
+            row = conn.execute(
+                f"SELECT id, text FROM session_pins WHERE session_id = {p} "
+                f"ORDER BY id LIMIT 1 OFFSET {p}",
+                (self._id, number - 1),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(f"DELETE FROM session_pins WHERE id = {p}", (row[0],))
+        return str(row[1])
 
     def _touch(
         self, conn: Any, now: float, count_delta: int = 0, *, title: str | None = None

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness9.schema import TodoItem
-from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
+from harness9.store.session import Checkpoint, Lineage, SessionInfo, StoredMessage
 from harness9.ui.listing import local_time
 from harness9.ui.text import inert
 
@@ -34,10 +34,12 @@ def render_session(
     checkpoints: Sequence[Checkpoint],
     *,
     limited: bool = False,
+    lineage: Lineage | None = None,
 ) -> None:
     """A session's header, its messages (oldest first), todos and compaction checkpoints.
 
-    ``limited``: ``records`` are only the newest messages (``show --limit``).
+    ``limited``: ``records`` are only the newest messages (``show --limit``);
+    ``lineage``: the fork's origin, its forks and its pins, shown under the header.
     """
     head = Text()
     head.append(info.id, style="bold")
@@ -50,6 +52,8 @@ def render_session(
             style="dim",
         )
     )
+    if lineage is not None:
+        render_lineage(console, lineage)
     if limited and len(records) < info.message_count:
         console.print(Text(f"(showing the last {len(records)})", style="dim"))
     # Messages are numbered within the session (#1 is its first message); row ids are
@@ -68,6 +72,19 @@ def render_session(
         console.print(Text("Compaction checkpoints", style="bold underline"))
         for cp in checkpoints:
             render_checkpoint(console, cp, numbers.get(cp.last_message_id))
+
+
+def render_lineage(console: Console, lineage: Lineage) -> None:
+    """Where the session was forked from, the forks made from it, and its pins."""
+    if lineage.origin is not None:
+        o = lineage.origin
+        console.print(Text(f"forked from {o.session_id} at message {o.message}", style="dim"))
+    for fork, number in lineage.forks:
+        console.print(Text(f"fork {fork} at message {number}", style="dim"))
+    if lineage.pins:
+        console.print(Text("Pins", style="bold underline"))
+        for i, pin in enumerate(lineage.pins, 1):
+            console.print(Text(f"  {i}. {inert(pin)}"))
 
 
 def _plural(n: int, word: str) -> str:

@@ -26,6 +26,7 @@ from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import SessionNotFoundError, UsageTotals
+from harness9.ui import goback
 from harness9.ui.hangup import stop_requested
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
 from harness9.ui.picker import PAGE_SIZE, SessionPicker
@@ -609,6 +610,10 @@ class ChatLoop:
         for line in recap(info, self.engine.session.get_messages(), b.total, b.context_window):
             self.io.err.print(line)
 
+    def switch_to(self, session: Any) -> None:
+        """Continue in ``session`` (a fork, a rewind), leaving the current one as it is."""
+        self._switch(session)
+
     def _switch(self, session: Any) -> None:
         previous = self.engine.session
         self.engine.set_session(session)  # saves what the session being left still holds
@@ -688,6 +693,32 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "/last",
         "show the last tool result in full",
         ChatLoop.cmd_last,
+    ),
+    SlashCommand(
+        "/pin",
+        "/pin TEXT",
+        "keep a note in every request of this session, until /unpin",
+        goback.cmd_pin,
+        max_words=None,
+        required=True,
+    ),
+    SlashCommand("/pins", "/pins", "list the pinned notes", goback.cmd_pins),
+    SlashCommand(
+        "/unpin", "/unpin N", "remove pinned note N", goback.cmd_unpin, max_words=1, required=True
+    ),
+    SlashCommand(
+        "/fork",
+        "/fork [N]",
+        "continue in a copy of this session (up to message N with /fork N)",
+        goback.cmd_fork,
+        max_words=1,
+    ),
+    SlashCommand(
+        "/rewind",
+        "/rewind [N]",
+        "list your recent messages; /rewind N continues from message N in a fork",
+        goback.cmd_rewind,
+        max_words=1,
     ),
     SlashCommand(
         "/exit", "/exit", "leave (Ctrl-D works too)", ChatLoop.cmd_exit, settles_window=False

@@ -1,0 +1,43 @@
+"""``harness9 sessions fork ID [--at N]``: a new session from a point of an existing one.
+
+Registered on ``sessions_app`` by harness9.cli.sessions. The origin is only read;
+the fork's id is printed on stdout (for scripts: ``chat --resume "$(… fork …)"``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from harness9.cli.env import environment
+from harness9.config import store_location
+from harness9.store.backend import open_existing_store
+from harness9.store.session import SessionNotFoundError
+
+
+def fork_command(
+    ctx: typer.Context,
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session id, or any unique prefix of one.")
+    ],
+    at: Annotated[
+        int | None,
+        typer.Option(
+            "--at",
+            metavar="N",
+            help="Keep messages 1..N, as `sessions show` numbers them (default: all).",
+        ),
+    ] = None,
+) -> None:
+    """Fork a session: a new one with its messages up to N and the checkpoints it had
+    then. Prints the new id; the original is not changed."""
+    from harness9.ui.goback import fork_with_outputs
+
+    env = environment(ctx)
+    store = open_existing_store(store_location())
+    if store is None:
+        raise SessionNotFoundError(session_id)
+    with store:
+        fork = fork_with_outputs(store, store.resolve_id(session_id), at)
+    env.echo(fork)

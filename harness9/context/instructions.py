@@ -1,0 +1,124 @@
+"""The user's words outlive compaction (ARCHITECTURE decision 8): pure functions.
+
+A summary may be weak; what the user asked of the agent may not be lost. So a
+checkpoint keeps the user messages it folds *verbatim* (``carry_instructions``):
+newest first within a budget scaled to the window (Codex keeps 20K tokens of user
+messages), carried from one checkpoint to the next. The view repeats them after the
+system prompt, marked as earlier instructions, together with the session's pins
+(``with_notes``). Both are rendered from stored values only, so every request between
+two compactions (and ``--resume``) carries the same bytes: the cached prefix changes
+only when a compaction (or a /pin) changes it anyway. They sit in the system message,
+which no compactor folds, so no strategy can drop them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness9.context.tokens import estimate_tokens
+from harness9.schema import ROLE_SYSTEM, ROLE_USER, Message
+
+__all__ = [
+    "INSTRUCTIONS_HEADER",
+    "PINS_HEADER",
+    "carry_instructions",
+    "instruction_budget",
+    "render_instructions",
+    "render_pins",
+    "with_notes",
+]
+
+# Codex's COMPACT_USER_MESSAGE_MAX_TOKENS, and the share of its 272K window that is.
+MAX_INSTRUCTION_TOKENS = 20_000
+INSTRUCTION_SHARE = 0.075
+# One message may take at most this share of the budget; a longer one (a pasted log,
+# most likely) is kept by its head, and history_search finds the rest.
+MESSAGE_SHARE = 0.25
+
+INSTRUCTIONS_HEADER = (
+    "## Earlier instructions\n"
+    "The user's own messages from the part of this conversation that was summarised, "
+    "verbatim, oldest first. What they ask still applies unless a later message changed it."
+)
+PINS_HEADER = (
+    "## Pinned notes\nThe user pinned these notes; they apply to the whole session until unpinned."
+)
+
+
+def instruction_budget(context_window: int) -> int:
+    """Tokens the kept user messages may take in a window of ``context_window``."""
+    return max(0, min(MAX_INSTRUCTION_TOKENS, int(context_window * INSTRUCTION_SHARE)))
+
+
+def _tokens(text: str) -> int:
+    return estimate_tokens([Message(ROLE_USER, text)])
+
+
+def _capped(text: str, cap: int) -> str:
+    """``text``, or its head with a note when it is over ``cap`` tokens."""
+    if _tokens(text) <= cap:
+        return text
+    head = text.encode("utf-8")[: max(0, cap * 4 - 120)].decode("utf-8", "ignore")
+    rest = len(text) - len(head)
+    return f"{head} [… {rest} more characters; history_search finds the whole message]"
+
+
+def carry_instructions(
+    previous: Sequence[str], folded: Sequence[Message], budget: int
+) -> list[str]:
+    """The user messages a new checkpoint keeps, oldest first.
+
+    ``previous``: what the previous checkpoint kept; ``folded``: the messages this
+    compaction folds (only the user's own are kept). The newest are kept whole while
+    they fit ``budget``; the first that does not fit ends the list, so what is kept is
+    always the most recent run of instructions. Since ``previous`` was chosen the same
+    way, carrying it forward equals choosing from every folded message of the session.
+    """
+    if budget <= 0:
+        return []
+    cap = max(1, int(budget * MESSAGE_SHARE))
+    candidates = [*previous]
+    candidates += [
+        _capped(m.content, cap)
+        for m in folded
+        if m.role == ROLE_USER and not m.is_summary and m.content.strip()
+    ]
+    kept: list[str] = []
+    used = 0
+    for text in reversed(candidates):
+        cost = _tokens(text)
+        if used + cost > budget:
+            break
+        kept.append(text)
+        used += cost
+    kept.reverse()
+    return kept
+
+
+def render_instructions(messages: Sequence[str]) -> str:
+    """The earlier-instructions note ("" for none)."""
+    if not messages:
+        return ""
+    body = "\n\n".join(f"[user message {i}]\n{m}" for i, m in enumerate(messages, 1))
+    return f"{INSTRUCTIONS_HEADER}\n\n{body}"
+
+
+def render_pins(pins: Sequence[str]) -> str:
+    """The pinned-notes note ("" for none)."""
+    if not pins:
+        return ""
+    body = "\n".join(f"{i}. {p}" for i, p in enumerate(pins, 1))
+    return f"{PINS_HEADER}\n{body}"
+
+
+def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]) -> Message:
+    """The system message followed by the pins, then the earlier instructions.
+
+    Pins change only when the user pins, instructions only at a compaction: the most
+    stable part comes first, so the cached prefix reaches as far as it can.
+    """
+    notes = [n for n in (render_pins(pins), render_instructions(instructions)) if n]
+    if not notes:
+        return system
+    content = "\n\n".join([system.content, *notes]) if system.content else "\n\n".join(notes)
+    return Message(ROLE_SYSTEM, content, system.tool_calls, system.tool_call_id)
