@@ -103,7 +103,8 @@ def pg_url(pg_database: str) -> str:
         conn.execute(
             "TRUNCATE harness9.sessions, harness9.messages, harness9.todos, "
             "harness9.compactions, harness9.blobs, harness9.session_usage, "
-            "harness9.compaction_details, harness9.session_settings RESTART IDENTITY"
+            "harness9.compaction_details, harness9.session_settings, harness9.subagent_sessions "
+            "RESTART IDENTITY"
         )
     return pg_database
 

@@ -98,6 +98,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                 "checkpoint_recall_index_rewrites_and_state": ["DROP TABLE compaction_details"],
                 "session_model_and_context_window": ["DROP TABLE session_settings"],
                 "track_unfinished_imports": ["DROP TABLE session_imports"],
+                "subagent_sessions": ["DROP TABLE subagent_sessions"],
                 "session_usage_summary_calls": [
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],

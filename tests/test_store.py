@@ -86,7 +86,14 @@ def test_final_schema(manager: Manager, db: Path):
         "session_settings",
         "compaction_details",
         "session_imports",
+        "subagent_sessions",
     }
+    assert columns(conn, "subagent_sessions") == [
+        ("session_id", "TEXT", 1),
+        ("parent_id", "TEXT", 1),
+        ("tool_call_id", "TEXT", 1),
+        ("description", "TEXT", 1),
+    ]
     assert columns(conn, "session_imports") == [
         ("session_id", "TEXT", 1),
         ("token", "TEXT", 1),

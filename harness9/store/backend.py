@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness9.errors import ConfigError, UsageError
 from harness9.store.blobs import BlobStore
 from harness9.store.search import SearchHit
-from harness9.store.session import CheckpointedSession, CorruptRow, SessionInfo, UsageTotals
+from harness9.store.session import (
+    CheckpointedSession,
+    CorruptRow,
+    SessionInfo,
+    SubAgentLink,
+    UsageTotals,
+)
 
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
@@ -71,7 +77,23 @@ class SessionStore(UsageStore, Protocol):
 
     def resolve_id(self, prefix: str) -> str: ...
 
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]: ...
+    def list_sessions(self, limit: int = 0, *, children: bool = False) -> list[SessionInfo]: ...
+
+    def new_child_session(
+        self, parent_id: str, tool_call_id: str, description: str = ""
+    ) -> StoredSession:
+        """A new session for the sub-agent that ``parent_id``'s `task` call runs."""
+        ...
+
+    def link_child(self, link: SubAgentLink) -> None: ...
+
+    def subagent_link(self, session_id: str) -> SubAgentLink | None: ...
+
+    def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]: ...
+
+    def subagent_usage(self, session_id: str) -> UsageTotals:
+        """What the sub-agents below ``session_id`` consumed (its own totals exclude it)."""
+        ...
 
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]: ...
 

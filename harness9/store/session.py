@@ -55,6 +55,17 @@ class SessionInfo:
     updated_at: float
     message_count: int
     title: str  # first user message, one line, at most 60 characters
+    parent_id: str = ""  # a sub-agent's session: the session whose `task` call ran it
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentLink:
+    """A sub-agent's session and the parent session's `task` call that ran it."""
+
+    session_id: str
+    parent_id: str
+    tool_call_id: str
+    description: str = ""
 
 
 @dataclass(slots=True)

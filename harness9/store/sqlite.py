@@ -505,17 +505,21 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 ).fetchone()
                 if row is None:
                     continue  # gone, or written to since it was listed
-                # Messages, todos and compactions go by ON DELETE CASCADE.
-                conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+                # Its sub-agents' sessions go with it, deepest first. Messages, todos and
+                # compactions go by ON DELETE CASCADE.
+                for gone in reversed(self._family(conn, [sid])):
+                    conn.execute("DELETE FROM sessions WHERE id = ?", (gone,))
+                    removed.append(gone)
                 deleted.append(sid)
                 work += max(int(row[0]), 0) + 1
             return work, not pending
 
+        removed: list[str] = []  # with the sub-agents' sessions
         try:
             self.in_steps(step)
         finally:
             # Steps that committed stay committed, even when a later one fails.
-            self._deleted(deleted)
+            self._deleted(removed)
         return deleted
 
     # -- the driver's half of checkpoints and moving sessions ---------------------------

@@ -48,6 +48,8 @@ class ToolContext:
     # Opens a sink for a tool's full output (the offload store's stream writer): a tool
     # with huge output writes it there as it comes instead of holding it. None: no sink.
     open_output: Callable[[str, str], OutputSink] | None = None
+    # The id of the call being run (the `task` tool records it in the sub-agent's session).
+    tool_call_id: str = ""
 
 
 class OutputSink(Protocol):
