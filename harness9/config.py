@@ -364,7 +364,9 @@ def subagent_options(cfg: dict[str, Any] | None = None) -> SubAgentOptions:
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if (kind is not bool and isinstance(value, bool)) or not isinstance(value, kind):
-            raise ConfigError(f"subagents.{key} in {where} must be a {kind.__name__}, got {value!r}")
+            raise ConfigError(
+                f"subagents.{key} in {where} must be a {kind.__name__}, got {value!r}"
+            )
         if check is not None and not check(value):
             raise ConfigError(f"subagents.{key} in {where} has an out-of-range value {value!r}")
         setattr(opts, key, value)

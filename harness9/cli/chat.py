@@ -94,6 +94,7 @@ def chat(
         context_options,
         harness9_home,
         load_config_file,
+        subagent_options,
         tool_options,
     )
     from harness9.engine.setup import build_engine, resolve_workdir
@@ -116,6 +117,7 @@ def chat(
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     tools = tool_options(cfg)
+    subagents = subagent_options(cfg)
     work = resolve_workdir(workdir)
     interactive = env.interactive
     # Markdown only for a person reading a terminal; pipes and NO_COLOR get the exact text.
@@ -191,6 +193,8 @@ def chat(
                 assume_yes=yes,
                 auto_approve=tools.auto_approve,
                 blobs=manager.blob_store(),
+                subagents=subagents,
+                children=manager,
             )
 
         engine = make_engine(settings.model, limits.context_tokens)

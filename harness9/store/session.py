@@ -89,6 +89,10 @@ class UsageTotals:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def plus(self, other: UsageTotals) -> UsageTotals:
+        """Both totals summed, field by field (a session and its sub-agents' sessions)."""
+        return UsageTotals(*(getattr(self, f) + getattr(other, f) for f in USAGE_FIELDS))
+
     @property
     def priced(self) -> bool:
         """True when at least one call had a known price."""
@@ -98,6 +102,9 @@ class UsageTotals:
     def summaries_priced(self) -> bool:
         """True when at least one summary call had a known price."""
         return self.summary_calls > self.summary_unpriced_calls
+
+
+USAGE_FIELDS = tuple(UsageTotals.__dataclass_fields__)
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,9 @@ class ToolContext:
     open_output: Callable[[str, str], OutputSink] | None = None
     # The id of the call being run (the `task` tool records it in the sub-agent's session).
     tool_call_id: str = ""
+    # Set when the user stopped the turn (Ctrl-C) while this call runs in a worker thread:
+    # a long tool (a sub-agent) checks it and returns what it has. None: never stopped.
+    stop: threading.Event | None = None
 
 
 class OutputSink(Protocol):

@@ -22,6 +22,10 @@ class SubAgentRunner(Protocol):
         """Run a sub-agent on ``prompt`` to its final reply (or its bound); the reply."""
         ...
 
+    def stopped_result(self, call_id: str) -> str:
+        """The result of call ``call_id`` when its turn is stopped before it ends."""
+        ...
+
 
 class TaskTool:
     name = TASK_TOOL
@@ -61,6 +65,10 @@ class TaskTool:
         if not prompt:
             raise ToolError("task needs a non-empty prompt: the whole job for the sub-agent")
         return self.runner.run_task(prompt, short_description(args, prompt), ctx)
+
+    def stopped_result(self, call_id: str) -> str:
+        """What call ``call_id`` had when the user stopped the turn (Ctrl-C)."""
+        return self.runner.stopped_result(call_id)
 
 
 def short_description(args: dict[str, Any], prompt: str) -> str:
