@@ -182,7 +182,15 @@ def test_final_schema(manager: Manager, db: Path):
             "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
         )
     }
-    assert indexes == {"idx_messages_session", "idx_sessions_updated", "idx_compactions_session"}
+    assert indexes == {
+        "idx_messages_session",
+        "idx_sessions_updated",
+        "idx_compactions_session",
+        "subagent_sessions_parent",
+    }
+    assert sorted(
+        (r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(subagent_sessions)")
+    ) == [("sessions", "parent_id", "id", "CASCADE"), ("sessions", "session_id", "id", "CASCADE")]
     assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone() == (
         "CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61')",
     )

@@ -432,9 +432,9 @@ class SqlManagerBase(Generic[S]):
             for sid in ids:
                 if not self._exists(conn, sid):
                     raise SessionNotFoundError(sid)
-            # A session's sub-agents' sessions go with it: deepest first, so no
-            # session is ever left pointing at a parent that is gone.
-            for sid in reversed(self._family(conn, ids)):
+            # A session's sub-agents' sessions go with it (first, deepest first).
+            kids = self._family(conn, ids)[len(ids) :]
+            for sid in [*reversed(kids), *ids]:
                 # Messages, todos, compactions (and blobs) go by ON DELETE CASCADE.
                 conn.execute(f"DELETE FROM sessions WHERE id = {self.PARAM}", (sid,))
                 gone.append(sid)
