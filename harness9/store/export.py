@@ -59,6 +59,7 @@ from harness9.store.session import (
     CorruptRow,
     SessionInfo,
     StoredMessage,
+    SubAgentLink,
     UsageTotals,
     valid_timestamp,
 )
@@ -92,6 +93,10 @@ class SessionSnapshot:
     corrupt_rows: list[CorruptRow] = field(default_factory=list)
     offloads: list[OffloadedText] = field(default_factory=list)
     usage: UsageTotals = field(default_factory=UsageTotals)
+    # A sub-agent's session: whose `task` call ran it. The sub-agents' sessions it ran
+    # (filled by ``family_snapshot``, the export's: a plain snapshot is one session).
+    link: SubAgentLink | None = None
+    children: list[SessionSnapshot] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -120,7 +125,23 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "checkpoints": [checkpoint_to_json(cp) for cp in snap.checkpoints],
         "offloads": [{"id": o.id, "content": o.content} for o in snap.offloads],
         "usage": usage_to_json(snap.usage),
+        **_family_to_json(snap),
     }
+
+
+def _family_to_json(snap: SessionSnapshot) -> dict[str, Any]:
+    """``subagent`` (whose `task` call ran it) and ``subagents`` (the sessions it ran, each
+    a whole document), for the sessions that have them."""
+    out: dict[str, Any] = {}
+    if snap.link is not None:
+        out["subagent"] = {
+            "parent_id": snap.link.parent_id,
+            "tool_call_id": snap.link.tool_call_id,
+            "description": snap.link.description,
+        }
+    if snap.children:
+        out["subagents"] = [to_document(child) for child in snap.children]
+    return out
 
 
 def export_json(snap: SessionSnapshot) -> str:
@@ -266,7 +287,33 @@ def from_document(doc: object) -> SessionSnapshot:
         if len(set(ids)) != len(ids):
             raise ImportFormatError("offloads holds the same id twice")
     usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
-    return SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
+    snap = SessionSnapshot(info, records, todos, checkpoints, offloads=offloads, usage=usage)
+    _family_from_json(doc, snap)
+    return snap
+
+
+def _family_from_json(doc: dict[str, Any], snap: SessionSnapshot) -> None:
+    """The optional ``subagent`` link and ``subagents`` documents (files without them are
+    single sessions, as before)."""
+    if "subagent" in doc:
+        link = _get(doc, "subagent", dict, "session")
+        parent = _get(link, "parent_id", str, "subagent")
+        if not is_session_id(parent):
+            raise ImportFormatError(f"subagent.parent_id {parent!r} is not a session id")
+        snap.link = SubAgentLink(
+            snap.info.id,
+            parent,
+            _get(link, "tool_call_id", str, "subagent"),
+            _get(link, "description", str, "subagent") if "description" in link else "",
+        )
+    for i, child in enumerate(_list(doc, "subagents", "session") if "subagents" in doc else []):
+        try:
+            kid = from_document(child)
+        except ImportFormatError as exc:
+            raise ImportFormatError(f"subagents[{i}]: {exc}") from None
+        if kid.link is None or kid.link.parent_id != snap.info.id:
+            raise ImportFormatError(f"subagents[{i}] is not a sub-agent of session {snap.info.id}")
+        snap.children.append(kid)
 
 
 def usage_to_json(u: UsageTotals) -> dict[str, Any]:

@@ -470,8 +470,9 @@ class SqlManagerBase(Generic[S]):
             todos = session.get_todos() or []
             checkpoints = session.list_checkpoints()
             usage = self.usage_totals(session_id)
+            link = self.subagent_link(session_id)
         return SessionSnapshot(
-            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage
+            info, records, todos, checkpoints, list(session.corrupt_rows), usage=usage, link=link
         )
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:
