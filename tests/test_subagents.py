@@ -57,9 +57,9 @@ class Family:
                 task_call(f"call_{w}", f"Read {path} and report its secret ({w}).", f"find {w}")
                 for w, path in self.files.items()
             )
-            return ToolCallsReply(calls)
+            return ToolCallsReply(calls, usage=(300, 5))
         answers = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        return TextReply("Parent summary: " + " | ".join(answers))
+        return TextReply("Parent summary: " + " | ".join(answers), usage=(400, 30))
 
     def sub(self, body: dict):
         with self.lock:
@@ -71,10 +71,10 @@ class Family:
             word = task.rsplit("(", 1)[1].rstrip(").")
             if body["messages"][-1]["role"] == "user":
                 args = json.dumps({"path": self.files[word]})
-                return ToolCallsReply(((f"read_{word}", "read_file", args),))
+                return ToolCallsReply(((f"read_{word}", "read_file", args),), usage=(1000, 10))
             content = last_tool_text(body)
             secret = next(line for line in content.splitlines() if "SECRET" in line)
-            return TextReply(f"{word}: {secret.split('SECRET=')[1].strip()}")
+            return TextReply(f"{word}: {secret.split('SECRET=')[1].strip()}", usage=(1200, 20))
         finally:
             with self.lock:
                 self.active -= 1
@@ -151,3 +151,164 @@ def test_the_store_shows_the_family(llm_server, tmp_path):
     assert [m["role"] for m in child["messages"]] == ["user", "assistant", "tool", "assistant"]
     human = cli("sessions", "show", parent.id).stdout
     assert "find alpha" in human and child_id[:8] in human
+
+
+def test_the_parents_usage_includes_its_sub_agents_and_shows_their_part(llm_server, tmp_path):
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n/context\n", "--yes", workdir=work).exit_code == 0
+    (row,) = json.loads(cli("sessions", "list", "--json").stdout)
+    usage = row["usage"]
+    # The parent's 2 calls (300 + 400 in) and 2 sub-agents x 2 calls (1000 + 1200 in).
+    assert (usage["model_calls"], usage["input_tokens"], usage["output_tokens"]) == (
+        6,
+        700 + 2 * 2200,
+        35 + 2 * 30,
+    )
+    sub = usage["subagents"]
+    assert (sub["model_calls"], sub["input_tokens"], sub["output_tokens"]) == (4, 4400, 60)
+    shown = json.loads(cli("sessions", "show", row["id"], "--json").stdout)
+    assert shown["usage"] == usage
+    kid = shown["children"][0]["id"]
+    own = json.loads(cli("sessions", "show", kid, "--json").stdout)["usage"]
+    assert (own["model_calls"], own["input_tokens"]) == (2, 2200)
+
+
+def test_context_shows_the_sub_agents_part(llm_server, tmp_path):
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    result = chat(llm_server, "find the secrets\n/context\n", "--yes", workdir=work)
+    assert result.exit_code == 0
+    line = next(x for x in result.stderr.splitlines() if "of which sub-agents" in x)
+    assert "4 calls, 4.4K in, 60 out" in line
+
+
+def test_deleting_the_parent_removes_its_sub_agents_sessions(llm_server, tmp_path):
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    assert len(json.loads(cli("sessions", "list", "--all", "--json").stdout)) == 3
+    result = cli("sessions", "delete", parent["id"], "--yes")
+    assert result.exit_code == 0 and "Deleted 1 session." in result.stdout
+    assert json.loads(cli("sessions", "list", "--all", "--json").stdout) == []
+    with Manager(db_path()) as m:
+        assert m.search("SECRET") == []
+
+
+def test_search_finds_what_a_sub_agent_read(llm_server, tmp_path):
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
+    hits = json.loads(cli("sessions", "search", "SECRET=a1b2", "--json").stdout)
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    kids = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)["children"]
+    assert {h["session_id"] for h in hits} & {k["id"] for k in kids}
+
+
+def test_a_child_session_can_be_resumed(llm_server, tmp_path):
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    kid = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)["children"][0]
+    llm_server.respond_with(lambda body: TextReply("it was a1b2", usage=(50, 5)))
+    result = chat(llm_server, "which secret was it?\n", "--resume", kid["id"][:8], workdir=work)
+    assert result.exit_code == 0, result.output
+    assert "it was a1b2" in result.stdout
+    resumed = llm_server.requests[-1]["messages"]
+    assert [m["role"] for m in resumed[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert json.loads(cli("sessions", "list", "--json").stdout)[0]["id"] == parent["id"]
+
+
+def write_config(home, text: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(text)
+
+
+def test_a_sub_agent_at_its_bound_returns_a_clear_partial_result(
+    llm_server, tmp_path, harness9_home
+):
+    write_config(harness9_home, "[subagents]\nmax_model_calls = 2\n")
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("first clue: the key is under the mat\n")
+
+    def agents(body):
+        if is_sub(body):
+            n = sum(m["role"] == "assistant" for m in body["messages"])
+            text = "Found the first clue; looking for more." if n == 1 else ""
+            args = json.dumps({"path": "a.txt"})
+            return ToolCallsReply(((f"r{n}", "read_file", args),), content=text)
+        if body["messages"][-1]["role"] == "user":
+            return ToolCallsReply((task_call("call_1", "Read every file, forever.", "endless"),))
+        return TextReply("parent done")
+
+    llm_server.respond_with(agents)
+    result = chat(llm_server, "go\n", "--yes", "--no-stream", workdir=work)
+    assert result.exit_code == 0, result.output
+    assert len([b for b in llm_server.requests if is_sub(b)]) == 2
+    final = llm_server.requests[-1]["messages"]
+    text = final[-1]["content"]
+    assert final[-1]["tool_call_id"] == "call_1"
+    assert text.startswith("[sub-agent did not finish: stopped at its bound of 2 model calls]")
+    assert "Found the first clue; looking for more." in text
+    assert "It ran 2 tool calls:\n- read_file a.txt\n- read_file a.txt" in text
+    assert "endless: stopped" in result.stderr
+
+
+def test_no_nesting_by_default_and_one_more_level_when_allowed(llm_server, tmp_path, harness9_home):
+    write_config(harness9_home, "[subagents]\nnested = true\n")
+    work = tmp_path / "w"
+    work.mkdir()
+    depths: list[tuple[int, bool]] = []
+
+    def agents(body):
+        marks = sum(SUB_MARK in m["content"] for m in body["messages"][:1])
+        offered = "task" in tool_names(body)
+        last = body["messages"][-1]
+        job = body["messages"][1]["content"]
+        level = 0 if not marks else (2 if "level two" in job else 1)
+        if last["role"] == "user":
+            depths.append((level, offered))
+        if last["role"] == "user" and level < 2 and offered:
+            nxt = "level two job" if level == 1 else "level one job"
+            return ToolCallsReply((task_call(f"call_{level}", nxt, nxt),))
+        return TextReply(f"answer from level {level}")
+
+    llm_server.respond_with(agents)
+    result = chat(llm_server, "go\n", "--yes", "--no-stream", workdir=work)
+    assert result.exit_code == 0, result.output
+    assert depths == [(0, True), (1, True), (2, False)]
+    assert len(json.loads(cli("sessions", "list", "--all", "--json").stdout)) == 3
+
+
+def test_ctrl_c_during_sub_agents_keeps_every_call_paired(llm_server, tmp_path):
+    import os
+    import signal
+
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work), sub_delay=5.0))
+
+    def interrupt_once_both_run() -> None:
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if sum(is_sub(b) for b in llm_server.requests) >= 2:
+                time.sleep(0.2)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=interrupt_once_both_run, daemon=True).start()
+    started = time.monotonic()
+    result = chat(llm_server, "", "-p", "find the secrets", "--yes", workdir=work)
+    assert time.monotonic() - started < 4.5  # it did not wait for the sub-agents' replies
+    assert result.exit_code == 130
+    with Manager(db_path()) as m:
+        (parent,) = m.list_sessions()
+        msgs = m.open_session(parent.id).get_messages()
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "tool"]
+    assert [c.id for c in msgs[1].tool_calls] == [m.tool_call_id for m in msgs[2:]]
+    for m in msgs[2:]:
+        assert m.content.startswith("[sub-agent did not finish: stopped: its parent's turn")
+        assert "Its whole conversation is session " in m.content
