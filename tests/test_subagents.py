@@ -45,6 +45,7 @@ class Family:
         self.lock = threading.Lock()
         self.active = 0
         self.max_active = 0
+        self.spans: list[tuple[float, float]] = []  # each sub-agent call: (start, end)
 
     def __call__(self, body: dict):
         if not body.get("tools"):
@@ -65,6 +66,7 @@ class Family:
         with self.lock:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
+        start = time.monotonic()
         try:
             time.sleep(self.sub_delay)
             task = body["messages"][1]["content"]
@@ -78,6 +80,7 @@ class Family:
         finally:
             with self.lock:
                 self.active -= 1
+                self.spans.append((start, time.monotonic()))
 
 
 def make_files(work, n_lines: int = 200) -> dict[str, str]:
@@ -118,13 +121,12 @@ def test_two_sub_agents_run_at_the_same_time(llm_server, tmp_path):
     work = tmp_path / "w"
     family = Family(make_files(work), sub_delay=0.5)
     llm_server.respond_with(family)
-    started = time.monotonic()
     result = chat(llm_server, "find the secrets\n", "--yes", "--no-stream", workdir=work)
-    took = time.monotonic() - started
     assert result.exit_code == 0, result.output
     assert family.max_active == 2
     # Two sub-agents of two 0.5 s calls each: ~1 s side by side, 2 s one after the other.
-    assert took < 1.9 + 1.0, took
+    took = max(end for _, end in family.spans) - min(start for start, _ in family.spans)
+    assert took < 1.8, took
 
 
 def test_the_store_shows_the_family(llm_server, tmp_path):
@@ -288,21 +290,23 @@ def test_ctrl_c_during_sub_agents_keeps_every_call_paired(llm_server, tmp_path):
     import signal
 
     work = tmp_path / "w"
-    llm_server.respond_with(Family(make_files(work), sub_delay=5.0))
+    llm_server.respond_with(Family(make_files(work), sub_delay=10.0))
 
     def interrupt_once_both_run() -> None:
         end = time.monotonic() + 20
         while time.monotonic() < end:
             if sum(is_sub(b) for b in llm_server.requests) >= 2:
                 time.sleep(0.2)
+                killed.append(time.monotonic())
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             time.sleep(0.02)
 
+    killed: list[float] = []
     threading.Thread(target=interrupt_once_both_run, daemon=True).start()
-    started = time.monotonic()
     result = chat(llm_server, "", "-p", "find the secrets", "--yes", workdir=work)
-    assert time.monotonic() - started < 4.5  # it did not wait for the sub-agents' replies
+    # It did not wait for the sub-agents' replies (each 10 s away when Ctrl-C came).
+    assert time.monotonic() - killed[0] < 6
     assert result.exit_code == 130
     with Manager(db_path()) as m:
         (parent,) = m.list_sessions()
