@@ -8,6 +8,7 @@ whatever order the concurrent requests arrive in.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -316,3 +317,59 @@ def test_ctrl_c_during_sub_agents_keeps_every_call_paired(llm_server, tmp_path):
     for m in msgs[2:]:
         assert m.content.startswith("[sub-agent did not finish: stopped: its parent's turn")
         assert "Its whole conversation is session " in m.content
+
+
+def test_the_parents_compaction_keeps_each_sub_agent_result_reachable(llm_server, tmp_path):
+    work = tmp_path / "w"
+    family = Family(make_files(work))
+
+    def agents(body):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if body.get("tools") and not is_sub(body) and users[-1].startswith("and "):
+            return TextReply("noted")
+        return family(body)
+
+    llm_server.respond_with(agents)
+    turns = "find the secrets\nand one\nand two\nand three\n/compact\n"
+    result = chat(llm_server, turns, "--yes", "--strategy", "summarize", workdir=work)
+    assert result.exit_code == 0, result.output
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    (cp,) = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)["checkpoints"]
+    index = cp["recall_index"]
+    assert re.search(r"- msg_\d+ task `find alpha`", index), index
+    assert re.search(r"- msg_\d+ task `find beta`", index), index
+
+
+def test_each_sub_agent_compacts_its_own_context(llm_server, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    for i in range(4):
+        (work / f"part{i}.txt").write_text(
+            "".join(f"part {i} row {j} value {j * 7919 % 1000}\n" for j in range(120))
+        )
+
+    def agents(body):
+        if not body.get("tools"):
+            return TextReply("**Goal:** read the parts.")
+        if is_sub(body):
+            done = [m for m in body["messages"] if m["role"] == "tool"]
+            if len(done) < 4:
+                n = len(done)
+                args = json.dumps({"path": f"part{n}.txt"})
+                return ToolCallsReply(((f"r{n}_{time.monotonic_ns()}", "read_file", args),))
+            return TextReply("read all four parts")
+        if body["messages"][-1]["role"] == "user":
+            return ToolCallsReply((task_call("call_1", "Read part0..part3.", "read parts"),))
+        return TextReply("parent done")
+
+    llm_server.respond_with(agents)
+    result = chat(
+        llm_server, "go\n", "--yes", "--no-stream", "--context-window", "6000", workdir=work
+    )
+    assert result.exit_code == 0, result.output
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    shown = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)
+    assert shown["checkpoints"] == []
+    child = json.loads(cli("sessions", "show", shown["children"][0]["id"], "--json").stdout)
+    assert len(child["checkpoints"]) >= 1
+    assert shown["messages"][-2]["content"] == "read all four parts"
