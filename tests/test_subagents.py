@@ -373,3 +373,44 @@ def test_each_sub_agent_compacts_its_own_context(llm_server, tmp_path):
     child = json.loads(cli("sessions", "show", shown["children"][0]["id"], "--json").stdout)
     assert len(child["checkpoints"]) >= 1
     assert shown["messages"][-2]["content"] == "read all four parts"
+
+
+def test_history_search_finds_what_the_sub_agents_read(llm_server, tmp_path):
+    work = tmp_path / "w"
+    family = Family(make_files(work))
+
+    def agents(body):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if body.get("tools") and not is_sub(body) and users[-1] == "search":
+            if body["messages"][-1]["role"] == "user":
+                args = json.dumps({"query": "SECRET"})
+                return ToolCallsReply((("hs_1", "history_search", args),))
+            return TextReply("searched")
+        return family(body)
+
+    llm_server.respond_with(agents)
+    result = chat(llm_server, "find the secrets\nsearch\n", "--yes", workdir=work)
+    assert result.exit_code == 0, result.output
+    found = llm_server.requests[-1]["messages"][-1]["content"]
+    assert re.search(r"\[sub-agent 'find alpha', session [0-9a-f-]{36}\] \d+\s+SECRET=a1b2", found)
+    assert re.search(r"\[sub-agent 'find beta', session [0-9a-f-]{36}\] \d+\s+SECRET=c3d4", found)
+
+
+def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_path, monkeypatch):
+    from harness9.context import triggers
+
+    seen: list[triggers.ToolCallPattern] = []
+    real = triggers.SmartTrigger.should_compress_dynamic
+
+    def spy(self, info):
+        seen.append(info.tool_pattern)
+        return real(self, info)
+
+    monkeypatch.setattr(triggers.SmartTrigger, "should_compress_dynamic", spy)
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
+    # The parent's second call follows its two `task` calls; the sub-agents' own calls
+    # follow read_file (read-heavy) or nothing (conversation).
+    assert triggers.ToolCallPattern.SUB_AGENT in seen
+    assert seen.count(triggers.ToolCallPattern.SUB_AGENT) == 1

@@ -59,8 +59,8 @@ def build_engine(
     parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs)
     provider = parts.provider()
     policy = parts.policy(lambda event: engine.on_event(event))
-    registry = parts.registry(policy)
     sub = subagents if subagents is not None and subagents.enabled else None
+    registry = parts.registry(policy, children if sub is not None else None)
     if sub is not None and children is not None:
         registry.register(
             parts.task_tool(
@@ -144,14 +144,24 @@ class _Parts:
             blobs=self.blobs,
         )
 
-    def registry(self, policy: ContextPolicy) -> ToolRegistry:
+    def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
         from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
         registry = default_registry()
         if policy.offload is not None or self.opts.recall:
             registry.register(OffloadRecallTool(policy.offload, handles=self.opts.recall))
         if self.opts.recall:
-            registry.register(HistorySearchTool(policy.offload))
+            subagents = None
+            if children is not None:
+                store = children
+
+                def subagents(sid: str) -> list[tuple[str, CheckpointedSession]]:
+                    return [
+                        (k.description, store.open_session(k.session_id))
+                        for k, _ in store.children(sid)
+                    ]
+
+            registry.register(HistorySearchTool(policy.offload, subagents=subagents))
         return registry
 
     def task_tool(
@@ -180,7 +190,7 @@ class _Parts:
                 child.on_event(event)  # the runner installs its forwarder after this
 
             policy = self.policy(child_report)
-            registry = self.registry(policy)
+            registry = self.registry(policy, children)
             if sub.nested and level < 2:
                 registry.register(
                     self.task_tool(

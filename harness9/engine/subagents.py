@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness9.engine import events as ev
 from harness9.provider.errors import ProviderError
 from harness9.schema import ROLE_ASSISTANT, Message, ToolDefinition, Usage
-from harness9.store.session import CheckpointedSession
+from harness9.store.session import CheckpointedSession, SessionInfo, SubAgentLink
 from harness9.tools.base import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -114,11 +114,15 @@ class BoundedProvider:
 
 
 class ChildSessions(Protocol):
-    """Where sub-agents' sessions are created (the session store's manager)."""
+    """Where sub-agents' sessions are created and found (the session store's manager)."""
 
     def new_child_session(
         self, parent_id: str, tool_call_id: str, description: str = ""
     ) -> CheckpointedSession: ...
+
+    def open_session(self, session_id: str) -> CheckpointedSession: ...
+
+    def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]: ...
 
 
 # Builds a sub-agent's engine: (its session, its bounded model, its depth) -> engine.
