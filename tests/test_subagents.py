@@ -414,3 +414,34 @@ def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_pa
     # follow read_file (read-heavy) or nothing (conversation).
     assert triggers.ToolCallPattern.SUB_AGENT in seen
     assert seen.count(triggers.ToolCallPattern.SUB_AGENT) == 1
+
+
+def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):
+    from harness9.engine.subagents import subagent_prompt
+
+    work = tmp_path / "w"
+    llm_server.respond_with(Family(make_files(work)))
+    assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
+    system = next(b for b in llm_server.requests if is_sub(b))["messages"][0]["content"]
+    assert system.startswith(subagent_prompt())
+    assert "final reply is the whole result the caller will see" in system
+    assert f"Working directory: {work.resolve()}" in system
+    job = next(b for b in llm_server.requests if is_sub(b))["messages"][1]
+    assert job == {"role": "user", "content": "Read alpha.txt and report its secret (alpha)."}
+
+
+def test_task_is_not_offered_when_sub_agents_are_off(llm_server, tmp_path, harness9_home):
+    write_config(harness9_home, "[subagents]\nenabled = false\n")
+    llm_server.respond_with(lambda body: TextReply("hello"))
+    assert chat(llm_server, "hi\n").exit_code == 0
+    assert "task" not in tool_names(llm_server.requests[0])
+    assert "read_file" in tool_names(llm_server.requests[0])
+
+
+def test_a_bad_subagents_setting_is_one_line_on_stderr(llm_server, harness9_home):
+    write_config(harness9_home, "[subagents]\nparallel = 99\n")
+    result = chat(llm_server, "hi\n")
+    assert result.exit_code == 1
+    assert "subagents.parallel in " in result.stderr and "out-of-range value 99" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert llm_server.requests == []
