@@ -111,6 +111,7 @@ def test_the_sub_agents_usage_is_summed_apart(store_url):
         sub = m.subagent_usage(pid)
         assert (sub.model_calls, sub.input_tokens, sub.output_tokens) == (2, 3000, 120)
         assert sub.cost_usd == pytest.approx(0.01) and sub.unpriced_calls == 1
+        assert type(sub.input_tokens) is int and type(sub.cost_usd) is float
         assert m.usage_totals(pid).input_tokens == 100  # its own calls only
         assert m.subagent_usage(c0).model_calls == 0
 

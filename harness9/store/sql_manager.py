@@ -381,7 +381,15 @@ class SqlManagerBase(Generic[S]):
                 f"FROM session_usage WHERE session_id IN ({marks})",
                 tuple(kids),
             ).fetchone()
-        return UsageTotals(*(type(v)(v) for v in row)) if row is not None else UsageTotals()
+        if row is None:
+            return UsageTotals()
+        # Sums come back as the driver's wide types (PostgreSQL: numeric, a Decimal).
+        return UsageTotals(
+            *(
+                float(v) if c.endswith("cost_usd") else int(v)
+                for c, v in zip(USAGE_COLUMNS, row, strict=True)
+            )
+        )
 
     def usage_by_session(self) -> dict[str, UsageTotals]:
         """Every session's summed usage that has any (for listings)."""

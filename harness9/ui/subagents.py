@@ -88,10 +88,10 @@ class SubAgentLines:
                 self._activity(cid, inner)
             case ev.SubAgentFinished(call_id=cid, description=d, outcome=o, elapsed=t):
                 line = self._lines.pop(cid, None)
-                calls = line.model_calls if line is not None else 0
                 if not self._lines:
                     self.pause()
-                self.console.print(finished_line(d, o, t, calls))
+                if line is not None:  # None: the turn was stopped and its lines cleared
+                    self.console.print(finished_line(d, o, t, line.model_calls))
             case ev.SubAgentAsking(asking=True):
                 self.pause()
             case ev.SubAgentAsking(asking=False):
