@@ -152,6 +152,9 @@ def test_the_store_shows_the_family(llm_server, tmp_path):
     child = json.loads(cli("sessions", "show", child_id, "--json").stdout)
     assert child["parent_id"] == parent.id
     assert [m["role"] for m in child["messages"]] == ["user", "assistant", "tool", "assistant"]
+    listed_all = cli("sessions", "list", "--all").stdout
+    assert listed_all.count(f"↳ sub-agent of {parent.id[:8]}: Read ") == 2
+    assert "↳" not in cli("sessions", "list").stdout
     human = cli("sessions", "show", parent.id).stdout
     assert "find alpha" in human and child_id[:8] in human
 

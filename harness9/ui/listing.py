@@ -49,6 +49,8 @@ def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> 
     lines = [head]
     for s in sessions:
         title = _UNSAFE_RE.sub("?", s.title)
+        if s.parent_id:  # a sub-agent's session (`list --all`)
+            title = f"↳ sub-agent of {s.parent_id[:8]}: {title}"
         lines.append(f"{s.id}  {local_time(s.updated_at)}  {s.message_count:>{count_w}}  {title}")
     if width:
         lines = [ln if len(ln) <= width else ln[: max(width - 1, 0)] + "…" for ln in lines]
