@@ -60,9 +60,9 @@ def test_ctrl_c_while_waiting_sets_stop_and_answers_every_call_at_once():
     seen_stop = threading.Event()
 
     def run(call: str, stop: threading.Event) -> str:
-        if call == "slow":  # a sub-agent in a long step: it looks at `stop` after it
-            if stop.wait(5):
-                seen_stop.set()
+        # "slow": a sub-agent in a long step, which looks at `stop` after it.
+        if call == "slow" and stop.wait(5):
+            seen_stop.set()
         return f"{call} done"
 
     # Raised in the waiting thread, as Python delivers a SIGINT there.
