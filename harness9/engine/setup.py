@@ -105,13 +105,13 @@ class _Parts:
         sleep: Callable[[float], None],
         blobs: BlobStore | None,
     ) -> None:
-        self.settings, self.opts, self.workdir = settings, opts, workdir
-        self.context_window, self.timeout, self.sleep, self.blobs = (
-            context_window,
-            timeout,
-            sleep,
-            blobs,
-        )
+        self.settings = settings
+        self.opts = opts
+        self.workdir = workdir
+        self.context_window = context_window
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blobs = blobs
 
     def provider(self, model: str | None = None) -> LLMProvider:
         from harness9.provider import LLMProvider

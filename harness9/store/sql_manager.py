@@ -384,12 +384,11 @@ class SqlManagerBase(Generic[S]):
         if row is None:
             return UsageTotals()
         # Sums come back as the driver's wide types (PostgreSQL: numeric, a Decimal).
-        return UsageTotals(
-            *(
-                float(v) if c.endswith("cost_usd") else int(v)
-                for c, v in zip(USAGE_COLUMNS, row, strict=True)
-            )
-        )
+        values: dict[str, Any] = {
+            c: float(v) if c.endswith("cost_usd") else int(v)
+            for c, v in zip(USAGE_COLUMNS, row, strict=True)
+        }
+        return UsageTotals(**values)
 
     def usage_by_session(self) -> dict[str, UsageTotals]:
         """Every session's summed usage that has any (for listings)."""
