@@ -49,7 +49,7 @@ def compact(
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
     """
-    from harness9.config import Settings, context_options
+    from harness9.config import Settings, context_options, subagent_options
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
     from harness9.store.backend import open_existing_store
@@ -90,6 +90,9 @@ def compact(
             timeout=float(timeout or 120),
             sleep=env.sleep,
             blobs=manager.blob_store(),
+            # Never run here; offered so the tool definitions measured are chat's.
+            subagents=subagent_options(),
+            children=manager,
         )
         view, plan = engine.plan_compaction(force=force)
         assert plan is not None
