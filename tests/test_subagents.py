@@ -448,3 +448,29 @@ def test_a_bad_subagents_setting_is_one_line_on_stderr(llm_server, harness9_home
     assert "subagents.parallel in " in result.stderr and "out-of-range value 99" in result.stderr
     assert result.stderr.count("\n") == 1
     assert llm_server.requests == []
+
+
+def test_a_long_sub_agent_answer_is_offloaded_like_any_big_result(llm_server, tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    report = "".join(
+        f"finding {i}: module m{i} calls m{i + 1} at line {i * 13}\n" for i in range(600)
+    )
+
+    def agents(body):
+        if is_sub(body):
+            return TextReply(report)
+        if body["messages"][-1]["role"] == "user":
+            return ToolCallsReply((task_call("call_1", "Map every call.", "map calls"),))
+        return TextReply("parent done")
+
+    llm_server.respond_with(agents)
+    assert chat(llm_server, "go\n", "--yes", "--no-stream", workdir=work).exit_code == 0
+    result = llm_server.requests[-1]["messages"][-1]
+    assert result["tool_call_id"] == "call_1"
+    assert result["content"].startswith("📂 [offload:ofl_")
+    assert len(result["content"]) < len(report) // 4
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    kid = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)["children"][0]
+    child = json.loads(cli("sessions", "show", kid["id"], "--json").stdout)
+    assert child["messages"][-1]["content"] == report  # the whole answer, in its session
