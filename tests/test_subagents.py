@@ -157,6 +157,8 @@ def test_the_store_shows_the_family(llm_server, tmp_path):
     assert "↳" not in cli("sessions", "list").stdout
     human = cli("sessions", "show", parent.id).stdout
     assert "find alpha" in human and child_id[:8] in human
+    of_child = cli("sessions", "show", child_id).stdout
+    assert f"Sub-agent of session {parent.id} (its call call_" in of_child
 
 
 def test_the_parents_usage_includes_its_sub_agents_and_shows_their_part(llm_server, tmp_path):
