@@ -431,8 +431,9 @@ def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):
     assert system.startswith(subagent_prompt())
     assert "final reply is the whole result the caller will see" in system
     assert f"Working directory: {work.resolve()}" in system
-    job = next(b for b in llm_server.requests if is_sub(b))["messages"][1]
-    assert job == {"role": "user", "content": "Read alpha.txt and report its secret (alpha)."}
+    jobs = [b["messages"][1] for b in llm_server.requests if is_sub(b)]
+    assert {"role": "user", "content": "Read alpha.txt and report its secret (alpha)."} in jobs
+    assert {"role": "user", "content": "Read beta.txt and report its secret (beta)."} in jobs
 
 
 def test_task_is_not_offered_when_sub_agents_are_off(llm_server, tmp_path, harness9_home):
