@@ -12,6 +12,8 @@ DEFAULT_MODEL = "openai/gpt-4o-mini"
 # The smallest window a user may set: the system prompt and tool definitions alone take
 # over 1K tokens, so anything less cannot hold a single turn.
 MIN_CONTEXT_WINDOW = 1024
+ENV_RETRY_MAX_WAIT = "HARNESS9_RETRY_MAX_WAIT"
+DEFAULT_RETRY_MAX_WAIT = 60.0
 
 
 def harness9_home() -> Path:
@@ -34,6 +36,9 @@ class Settings:
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     context_window: int | None = None  # overrides the model map when set
+    # The longest wait before a retry, in seconds; a wait the provider asks for (Retry-After,
+    # Google's retryDelay, often 30-60 s on a quota) is cut to it.
+    retry_max_wait: float = DEFAULT_RETRY_MAX_WAIT
 
     @classmethod
     def from_env(
@@ -60,7 +65,23 @@ class Settings:
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
             context_window=cw,
+            retry_max_wait=_retry_max_wait(),
         )
+
+
+def _retry_max_wait() -> float:
+    text = os.environ.get(ENV_RETRY_MAX_WAIT, "").strip()
+    if not text:
+        return DEFAULT_RETRY_MAX_WAIT
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        from harness9.errors import UsageError
+
+        raise UsageError(f"{ENV_RETRY_MAX_WAIT} must be seconds between 0 and 3600, got {text!r}")
+    return value
 
 
 def parse_positive_int(text: str, name: str) -> int:

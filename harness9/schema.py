@@ -103,6 +103,10 @@ class Usage:
     input_tokens: int = 0  # all prompt tokens, the cached ones included
     output_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache
+    # The server left its prompt count out and input_tokens is an estimate in its place
+    # (Ollama omits prompt_eval_count for a prompt it did not evaluate): shown with "~",
+    # never taken for the server's count.
+    input_estimated: bool = False
 
 
 @dataclass(slots=True)

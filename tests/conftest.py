@@ -47,6 +47,28 @@ def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
         yield server
 
 
+@pytest.fixture
+def ollama_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A started scripted Ollama server (tests/ollama_server.py)."""
+    from ollama_server import ScriptedOllamaServer
+
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    with ScriptedOllamaServer() as server:
+        yield server
+
+
+@pytest.fixture
+def gemini_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A started scripted Gemini server (tests/gemini_server.py); GEMINI_API_KEY is set."""
+    from gemini_server import ScriptedGeminiServer
+
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-test-key")
+    with ScriptedGeminiServer() as server:
+        yield server
+
+
 # -- PostgreSQL: one throwaway cluster per test run --------------------------------------
 
 _PG_REQUIRED = bool(os.environ.get("CI") or os.environ.get("HARNESS9_REQUIRE_POSTGRES"))

@@ -97,6 +97,10 @@ _DEFAULT_ERROR_TYPES = {
 
 
 class ScriptedLLMServer:
+    # The request handler: another protocol's server (tests/ollama_server.py,
+    # tests/gemini_server.py) subclasses this one and names its own.
+    handler_class: type[BaseHTTPRequestHandler] | None = None
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._host, self._port = host, port
         self._lock = threading.Lock()
@@ -115,7 +119,7 @@ class ScriptedLLMServer:
     def start(self) -> ScriptedLLMServer:
         if self._httpd is not None:
             return self
-        httpd = _QuietServer((self._host, self._port), _Handler)
+        httpd = _QuietServer((self._host, self._port), self.handler_class or _Handler)
         httpd.daemon_threads = True
         httpd.owner = self  # type: ignore[attr-defined]
         self._httpd = httpd

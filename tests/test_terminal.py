@@ -430,7 +430,7 @@ def test_an_ollama_model_no_table_knows_gets_the_window_its_server_reports(llm_s
     assert "model ollama/tiny-local:8b · window 8.2K · compaction at 6.6K" in result.stderr
     assert "is 8.2K, as its server reports" in result.stderr  # said once, at start-up
     assert "not known" not in result.stderr
-    assert llm_server.show_requests == [{"name": "tiny-local:8b"}]  # asked once, not per command
+    assert llm_server.show_requests == [{"model": "tiny-local:8b"}]  # asked once, not per command
 
 
 def test_a_lemonade_model_gets_the_context_size_its_server_runs_it_with(llm_server):
@@ -443,20 +443,18 @@ def test_a_lemonade_model_gets_the_context_size_its_server_runs_it_with(llm_serv
     assert llm_server.show_requests == [{"name": "tiny-lemon"}]
 
 
-def test_a_window_given_or_known_is_not_asked_of_the_server(llm_server):
+def test_a_window_given_is_not_asked_of_the_server(llm_server):
     llm_server.show_model("tiny-local:8b", 8192)
     given = cli_chat(llm_server, "--context-window", "4000", model="ollama/tiny-local:8b")
-    known = cli_chat(llm_server, model="ollama/llama3", stdin="/model\n")
 
-    assert given.exit_code == known.exit_code == 0
-    assert "model ollama/llama3 · window 8.2K" in known.stderr  # litellm's map knows it
+    assert given.exit_code == 0
     assert llm_server.show_requests == []
 
 
 def test_a_server_that_does_not_know_the_model_leaves_the_guess_and_its_warning(llm_server):
     result = cli_chat(llm_server, model="ollama/unheard-of", stdin="/model\n")
 
-    assert llm_server.show_requests == [{"name": "unheard-of"}]  # answered 404
+    assert llm_server.show_requests == [{"model": "unheard-of"}]  # answered 404
     assert "the context window of ollama/unheard-of is not known" in result.stderr
     assert "window 256K" in result.stderr
 
@@ -467,7 +465,7 @@ def test_a_server_that_keeps_the_window_question_waiting_is_given_up_on(llm_serv
     limits = server_limits("ollama/slow-model", llm_server.base_url, timeout=0.5)
     assert limits is None
     assert time.monotonic() - started < 10  # not the server's 30 s
-    assert llm_server.show_requests == [{"name": "slow-model"}]
+    assert llm_server.show_requests == [{"model": "slow-model"}]
 
 
 def test_litellm_is_asked_only_for_providers_whose_server_it_can_query():
@@ -706,4 +704,4 @@ def test_at_a_terminal_the_prompt_does_not_wait_for_the_servers_window(llm_serve
     assert first_prompt < reported
     assert re.search(r"window\s+8\.2K", screen[reported:])  # /context, on the new window
     assert "not known" not in screen
-    assert llm_server.show_requests == [{"name": "tiny-local:8b"}]
+    assert llm_server.show_requests == [{"model": "tiny-local:8b"}]

@@ -283,18 +283,28 @@ def window_notes(
     A model only the name-based family table knows counts as a guess when it is
     served from an --api-base (a local server runs it with whatever window it was
     started with). ``source`` is ``chat_limits``'s (None: the tables' alone). A
-    window an Ollama server reported is said once, since the server may run the
-    model with less (its num_ctx); litellm offers no public way to ask an
-    OpenAI-compatible server, so for those the user is told how to set it instead.
+    window a server reported is said once (an Ollama server is then told to use it,
+    as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
+    so for those the user is told how to set it instead.
     """
     from rich.text import Text
 
     from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
+    from harness9.provider.ollama import is_ollama
 
     if override is not None or source == "override":
         return []
     window = format_token_count(limits.context_tokens)
+    if source == "server" and is_ollama(model):
+        return [
+            Text(
+                f"the context window of {model} is {window}, as its server reports; it is "
+                "sent as num_ctx with every request (set --context-window N for less, e.g. "
+                "to save the server's memory).",
+                style="dim",
+            )
+        ]
     if source == "server":
         return [
             Text(

@@ -363,7 +363,9 @@ class AgentEngine:
 
     def _record_usage(self, request: Request, usage: Usage, result: TurnResult) -> None:
         self.last_usage = result.usage = usage
-        if usage.input_tokens > 0:
+        # An estimate in the server's place neither calibrates the counter nor replaces
+        # the "~" figure already shown.
+        if usage.input_tokens > 0 and not usage.input_estimated:
             self.policy.observe_usage(request, usage.input_tokens)
             self.on_event(
                 ev.TokenUpdate(usage.input_tokens, self.policy.context_window, actual=True)

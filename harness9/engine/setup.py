@@ -116,8 +116,14 @@ class _Parts:
     def provider(self, model: str | None = None) -> LLMProvider:
         from harness9.provider import LLMProvider
 
-        name = model or self.settings.model
-        return LLMProvider(name, self.settings.api_base, timeout=self.timeout, sleep=self.sleep)
+        return LLMProvider(
+            model or self.settings.model,
+            self.settings.api_base,
+            timeout=self.timeout,
+            sleep=self.sleep,
+            context_window=self.context_window,  # a local server (Ollama) is told to use it
+            backoff_max=self.settings.retry_max_wait,
+        )
 
     def retry_reporter(self, report: EventSink) -> Callable[[int, float, str], None]:
         from harness9.engine import events as ev

@@ -6,6 +6,11 @@
 
 from __future__ import annotations
 
+import ast
+import json
+import re
+from typing import Any
+
 from harness9.errors import HarnessError
 from harness9.schema import Message
 
@@ -55,3 +60,98 @@ class StreamInterruptedError(ProviderError):
     def __init__(self, message: str, partial: Message) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+# -- reading a provider's error ------------------------------------------------------------
+# litellm's messages wrap the server's answer in its own class names and, for some providers
+# (Gemini, Vertex), in the repr of the bytes it read: "litellm.RateLimitError: Vertex_ai_beta
+# Exception - b'{"error": {"code": 429, "message": "..."}}'". The functions below recover
+# what the server said, so a person reads the provider's own words on one line.
+
+_CLASS_PREFIX = re.compile(
+    r"^\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception|Timeout)(?:\s+[A-Za-z_]*Error)?\s*[:-]\s*"
+)
+# The repr runs to the last quote of its kind: it ends the message litellm builds.
+_BYTES_LITERAL = re.compile(r"""\bb(['"])(.*)\1""", re.DOTALL)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+MAX_DETAIL = 300
+
+
+def error_body(text: str) -> dict[str, Any] | None:
+    """The JSON object a provider answered with, when ``text`` (an error's message) holds one."""
+    text = _unbytes(text)
+    start = text.find("{")  # the body comes whole, after litellm's words
+    if start < 0:
+        return None
+    try:
+        body, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def provider_message(text: str) -> str:
+    """The provider's own message in an error's text, decoded, on one line, class names off."""
+    text = text.strip().split(" Original exception:", 1)[0]
+    body = error_body(text)
+    said = _said(body) if body is not None else None
+    if said is None:
+        said = _unbytes(text)
+        previous = None
+        while previous != said:
+            previous, said = said, _CLASS_PREFIX.sub("", said, count=1)
+    said = " ".join(said.split())
+    return said if len(said) <= MAX_DETAIL else said[: MAX_DETAIL - 3] + "..."
+
+
+def body_status(body: dict[str, Any] | None) -> int | None:
+    """The HTTP status a body names (Google's ``error.code``): litellm reports some as 500."""
+    error = (body or {}).get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and 400 <= code < 600 else None
+
+
+def is_overloaded(status: int | None, body: dict[str, Any] | None) -> bool:
+    """Anthropic's 529 ``overloaded_error`` (and the same said by any provider)."""
+    error = (body or {}).get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    return status == 529 or kind == "overloaded_error"
+
+
+def retry_delay(body: dict[str, Any] | None) -> float | None:
+    """Seconds Google asks a client to wait: ``google.rpc.RetryInfo.retryDelay`` ("37s") in
+    the error's ``details``; None when the body names no wait."""
+    error = (body or {}).get("error")
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        if not isinstance(detail, dict) or not str(detail.get("@type", "")).endswith(
+            "google.rpc.RetryInfo"
+        ):
+            continue
+        found = _DURATION.match(str(detail.get("retryDelay", "")))
+        if found:
+            return float(found.group(1))
+    return None
+
+
+def _said(body: dict[str, Any]) -> str | None:
+    error = body.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error  # Ollama's {"error": "..."}
+    message = body.get("message")
+    return message if isinstance(message, str) else None
+
+
+def _unbytes(text: str) -> str:
+    """``b'...'`` reprs in ``text`` replaced by the text they stand for."""
+
+    def decode(found: re.Match[str]) -> str:
+        try:
+            value = ast.literal_eval(found.group(0))
+        except (ValueError, SyntaxError):
+            return found.group(0)
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else found.group(0)
+
+    return _BYTES_LITERAL.sub(decode, text)

@@ -9,7 +9,8 @@ The model map is read straight from the JSON file litellm ships rather than
 through ``litellm.get_model_info``: importing litellm costs seconds, and
 ``compact --dry-run`` or the token line must not pay that just to learn a
 window size. Nothing here prints, and only ``server_limits`` touches the
-network: once, when a chat starts or switches to a local model no table knows.
+network: once, when a chat starts or switches to a local model (an Ollama one, or one no
+table knows).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from harness9.config import parse_positive_int
 from harness9.errors import UsageError
+from harness9.provider.ollama import is_ollama, server_window
 
 ENV_CONTEXT_WINDOW = "HARNESS9_CONTEXT_WINDOW"
 MODEL_MAP_FILE = "model_prices_and_context_window_backup.json"
@@ -79,14 +81,14 @@ def chat_limits(
     flag or the environment), ``"server"`` (the model's local server reported it), or
     ``window_source``'s ``"map"``, ``"family"`` or ``"default"``.
 
-    The server is asked only when no override is given and litellm's map does not know
-    the model (the family table is a guess from the name, a local server knows better).
+    The server is asked when no override is given and it may know better than the tables
+    (see ``server_would_answer``).
     """
     limits = get_model_limits(name, override=override)
     if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
         return limits, "override"
     source = window_source(name)
-    if source != "map":
+    if server_would_answer(name):
         reported = server_limits(name, api_base)
         if reported is not None:
             return reported, "server"
@@ -94,10 +96,12 @@ def chat_limits(
 
 
 def server_would_answer(name: str, *, override: int | None = None) -> bool:
-    """Whether ``chat_limits`` would ask ``name``'s server (and so import litellm)."""
+    """Whether ``chat_limits`` would ask ``name``'s server: an Ollama model always (litellm's
+    map has the model's window, the server the one it runs), another local server's only
+    for a model the map does not know."""
     if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
         return False
-    return asks_server(name) and window_source(name) != "map"
+    return asks_server(name) and (is_ollama(name) or window_source(name) != "map")
 
 
 class WindowProbe:
@@ -111,7 +115,10 @@ class WindowProbe:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        from harness9.provider.llm import preload_in_background
+
         if self._thread is None:
+            preload_in_background()  # the chat needs litellm next; Ollama's answer does not
             self._thread = threading.Thread(
                 target=lambda: self._answer.append(server_limits(self.name, self.api_base)),
                 name="harness9-window-probe-start",
@@ -142,11 +149,10 @@ def window_source(name: str) -> str:
     return _lookup_with_source(name.strip())[1]
 
 
-# Providers whose server litellm asks for a model's window: ``litellm.get_model_info(name,
-# api_base=...)`` reaches OllamaModelInfo.get_model_info, which POSTs {api_base}/api/show
-# and reads the "<architecture>.context_length" of its model_info, and Lemonade's, which
-# GETs {api_base}/models/{name} and reads its ctx_size. For other providers,
-# OpenAI-compatible servers (llama.cpp, vLLM) among them, litellm has no call that asks.
+# Providers whose server can be asked for a model's window: Ollama's POST {api_base}/api/show
+# (asked directly, provider/ollama.py) and Lemonade's GET {api_base}/models/{name}, whose
+# ctx_size ``litellm.get_model_info(name, api_base=...)`` reads. For other providers,
+# OpenAI-compatible servers (llama.cpp, vLLM) among them, there is no call that asks.
 SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat", "lemonade"})
 # A local server answers in milliseconds; one that does not must not hold up start-up.
 SERVER_TIMEOUT_S = 3.0
@@ -161,11 +167,18 @@ def asks_server(name: str) -> bool:
 def server_limits(
     name: str, api_base: str | None, *, timeout: float = SERVER_TIMEOUT_S
 ) -> ModelLimits | None:
-    """The window ``name``'s server reports, through litellm; None when litellm cannot ask
-    (see ``SERVER_WINDOW_PROVIDERS``), or the server does not answer within ``timeout``
-    seconds, or it reports no window. Imports litellm: call it once, at start-up."""
+    """The window ``name``'s server reports; None when nobody can ask it (see
+    ``SERVER_WINDOW_PROVIDERS``), or the server does not answer within ``timeout`` seconds,
+    or it reports no window. Ollama's is asked directly (see provider/ollama.py); the
+    others through litellm, which this imports: call it once, at start-up."""
     if not asks_server(name):
         return None
+    if is_ollama(name):
+        window = server_window(name, api_base, timeout=timeout)
+        if window is None:
+            return None
+        output = _lookup(name.strip()).output_tokens
+        return ModelLimits(window, min(output, window))
     from harness9.provider.llm import load_litellm
 
     litellm = load_litellm()  # before the clock starts: the import is not the server's time

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
+from harness9.provider import ollama
 from harness9.provider.errors import (
     AuthenticationError,
     BadRequestError,
@@ -31,7 +32,13 @@ from harness9.provider.errors import (
     ServiceUnavailableError,
     StreamInterruptedError,
     TransientError,
+    body_status,
+    error_body,
+    is_overloaded,
+    provider_message,
+    retry_delay,
 )
+from harness9.provider.wire import api_base_hint
 from harness9.schema import ROLE_ASSISTANT, Message, ToolCall, ToolDefinition, Usage
 
 # Sent when talking to a local server without a key: the OpenAI client refuses to
@@ -134,11 +141,14 @@ class LLMProvider:
         timeout: float = 120.0,
         max_retries: int = 3,
         backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
+        backoff_max: float = 60.0,
         on_retry: Callable[[int, float, str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
+        # The window harness9 works with: a local server (Ollama) is told to run with it.
+        self.context_window = context_window
         self.api_base = api_base or None
         self._api_key = api_key or None  # never printed: see __repr__ and _redact
         self.timeout = timeout
@@ -208,8 +218,10 @@ class LLMProvider:
             try:
                 response = litellm.completion(**request)
                 if stream:
-                    return self._read_stream(response, on_delta, shown)
-                return _read_response(response)
+                    reply, usage = self._read_stream(response, on_delta, shown)
+                else:
+                    reply, usage = _read_response(response)
+                return reply, _mark_estimate(litellm, self.model, request["messages"], usage)
             except Exception as exc:
                 error = self._translate(exc)
                 if error is None:
@@ -245,6 +257,7 @@ class LLMProvider:
             request["stream_options"] = {"include_usage": True}
         if self.api_base:
             request["api_base"] = self.api_base
+        request.update(ollama.request_options(self.model, self.context_window))
         key = self._effective_key()
         if key:
             request["api_key"] = key
@@ -280,7 +293,6 @@ class LLMProvider:
 
         if not isinstance(exc, openai.OpenAIError | httpx.HTTPError):
             return None
-        status = getattr(exc, "status_code", None)
         detail = self._redact(_clean_message(exc))
         model = self.model
         chain = _cause_chain(exc)
@@ -306,24 +318,42 @@ class LLMProvider:
         ):
             reason = self._redact(_clean_message(chain[-1]))
             return ServiceUnavailableError(f"lost the connection to {where}: {reason}")
+        return self._from_status(litellm, exc, detail)
+
+    def _from_status(self, litellm: ModuleType, exc: Exception, detail: str) -> ProviderError:
+        """The error for an HTTP answer: the status as the server sent it (litellm reports
+        some as 500; Google's body names the real one), the provider's message, and for a
+        404 from --api-base the address form this provider expects."""
+        import httpx
+        import openai
+
+        model = self.model
+        body = error_body(str(exc))
+        status = body_status(body) or getattr(exc, "status_code", None)
         if isinstance(exc, litellm.ContextWindowExceededError):
             return ContextWindowExceededError(f"context window exceeded for {model}: {detail}")
-        if isinstance(
-            exc, litellm.AuthenticationError | openai.PermissionDeniedError
-        ) or status in (
-            401,
-            403,
+        if isinstance(exc, litellm.AuthenticationError | openai.PermissionDeniedError) or (
+            status in (401, 403)
         ):
             return AuthenticationError(self._auth_message(status))
         if isinstance(exc, litellm.RateLimitError) or status == 429:
             return RateLimitError(f"rate limited by {model} (HTTP 429): {detail}")
         if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException) or status == 408:
             return ModelTimeoutError(f"{model} did not answer within {self.timeout:g}s")
+        if is_overloaded(status, body):
+            # Anthropic's overloaded_error is its 529, which litellm may report as a 500.
+            shown = 529 if status in (None, 500) else status
+            return ServiceUnavailableError(f"{model} is overloaded (HTTP {shown}): {detail}")
         if isinstance(exc, openai.APIConnectionError | httpx.TransportError) or (
             isinstance(status, int) and status >= 500
         ):
             code = f" (HTTP {status})" if isinstance(status, int) else ""
             return ServiceUnavailableError(f"{model} is unavailable{code}: {detail}")
+        if status == 404 and self.api_base:
+            hint = api_base_hint(model, self.api_base)
+            return BadRequestError(
+                f"{model} was not found at {self.api_base} (HTTP 404): {detail}{hint}"
+            )
         if isinstance(status, int) and 400 <= status < 500:
             return BadRequestError(f"{model} rejected the request (HTTP {status}): {detail}")
         return ProviderError(f"{model} failed: {detail}")
@@ -345,8 +375,11 @@ class LLMProvider:
         return text
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float:
-        """Retry-After when the server sent one, else exponential backoff with jitter."""
+        """The wait the server asked for (Retry-After, or Google's retryDelay), capped at
+        ``backoff_max``; else exponential backoff with jitter."""
         hinted = _retry_after(exc)
+        if hinted is None:  # Google names the wait in the body (google.rpc.RetryInfo)
+            hinted = retry_delay(error_body(str(exc)))
         if hinted is not None:
             return min(hinted, self.backoff_max)
         delay = self.backoff_base * 2**attempt
@@ -428,6 +461,16 @@ def _usage(raw: Any) -> Usage | None:
     )
 
 
+def _mark_estimate(
+    litellm: ModuleType, model: str, messages: list[dict[str, Any]], usage: Usage | None
+) -> Usage | None:
+    if usage is not None and ollama.prompt_count_estimated(
+        litellm, model, messages, usage.input_tokens
+    ):
+        usage.input_estimated = True
+    return usage
+
+
 def _cached_tokens(raw: Any) -> int:
     """Prompt tokens served from the provider's cache (OpenAI's or Anthropic's field)."""
     details = getattr(raw, "prompt_tokens_details", None)
@@ -437,20 +480,9 @@ def _cached_tokens(raw: Any) -> int:
     return cached if isinstance(cached, int) and cached > 0 else 0
 
 
-# litellm prefixes messages with its class names: "litellm.RateLimitError: RateLimitError:
-# OpenAIException - slow down". Keep only what the server said.
-_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout)\s*[:-]\s*")
-
-
 def _clean_message(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    text = text.split(" Original exception:", 1)[0]
-    text = " ".join(text.split())  # one line
-    previous = None
-    while previous != text:
-        previous, text = text, _PREFIX.sub("", text, count=1)
-    text = text or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    """What the server (or the failing library) said, decoded, on one line."""
+    return provider_message(str(exc)) or type(exc).__name__
 
 
 def _retry_after(exc: BaseException) -> float | None:
