@@ -174,3 +174,12 @@ def test_an_export_whose_child_is_not_its_own_is_refused(tmp_path):
     assert "subagents[0] is not a sub-agent of session" in result.stderr
     with open_url(str(db_path())) as m:
         assert m.list_sessions(children=True) == []
+
+
+def test_retention_spares_the_family_of_a_kept_sub_agent_session(store_url):
+    with open_url(store_url) as m:
+        with freeze_time(_utc(NOW - 40 * DAY)):
+            pid, (c0, _c1) = family(m)
+        # `chat --resume CHILD` keeps the child it opens, and so its whole family.
+        assert apply_retention(m, 30, now=NOW, keep=[c0]) == []
+        assert len(m.list_sessions(children=True)) == 3

@@ -300,7 +300,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         One statement: choosing and deleting cannot be torn apart by another writer.
         Returns the deleted ids, most recently updated first.
         """
-        spared = list(set(keep))
+        spared = list(set(self.with_parents(keep)))  # a kept sub-agent's keeps its family
         # A family (a session and its sub-agents' sessions) goes as one: only top-level
         # sessions are chosen, by the family's latest update; their children follow.
         family_old = (

@@ -296,6 +296,21 @@ class SqlManagerBase(Generic[S]):
             ).fetchall()
         return [(SubAgentLink(*r[:4]), session_info(r[4:])) for r in rows]
 
+    def with_parents(self, session_ids: Iterable[str]) -> list[str]:
+        """``session_ids`` and the sessions above them (whose sub-agents they are)."""
+        out = list(session_ids)
+        level = list(out)
+        with self.read() as conn:
+            while level:
+                marks = ", ".join([self.PARAM] * len(level))
+                rows = conn.execute(
+                    f"SELECT parent_id FROM subagent_sessions WHERE session_id IN ({marks})",
+                    tuple(level),
+                ).fetchall()
+                level = [r[0] for r in rows if r[0] not in out]
+                out += level
+        return out
+
     def _family(self, conn: Any, session_ids: Sequence[str]) -> list[str]:
         """``session_ids`` and every sub-agent session below them, parents first."""
         family, level = list(session_ids), list(session_ids)

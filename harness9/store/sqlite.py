@@ -480,7 +480,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
         another process writes to meanwhile is either updated first (and kept) or
         deleted first. Returns the deleted ids, most recently updated first.
         """
-        spared = set(keep)
+        spared = set(self.with_parents(keep))  # a kept sub-agent's session keeps its family
         candidates = [s.id for s in self.sessions_older_than(cutoff_unix) if s.id not in spared]
         return self._delete_aged(candidates, cutoff_unix)
 
