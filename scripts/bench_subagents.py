@@ -228,7 +228,6 @@ class Run:
     parent_requests: int
     sub_requests: int
     facts: dict[str, str]
-    seconds: float
 
 
 def exploration(tmp: Path, delegate: bool) -> tuple[Run, dict[str, str]]:
@@ -236,11 +235,9 @@ def exploration(tmp: Path, delegate: bool) -> tuple[Run, dict[str, str]]:
     home, work = tmp / name / "h9", tmp / name / "work"
     planted = make_files(work)
     model = Model(delegate)
-    started = time.perf_counter()
     with ScriptedLLMServer() as server:
         server.respond_with(model)
         out = chat(server, home, work, "Who owns each module of src/? Three questions.")
-    seconds = time.perf_counter() - started
     own, subs = billed(home)
     facts = dict(re.findall(r"(mod_\d\d) owner=(\w+)", out))
     run = Run(
@@ -250,7 +247,6 @@ def exploration(tmp: Path, delegate: bool) -> tuple[Run, dict[str, str]]:
         len(model.parent_tokens),
         len(model.sub_tokens),
         facts,
-        seconds,
     )
     return run, planted
 
@@ -302,13 +298,13 @@ def main() -> int:
     print("exploration: 40 files, 3 questions (tokens: the scripted server's counts)")
     print(
         f"{'run':<10} {'parent reqs':>11} {'peak ctx':>9} {'billed in':>10} "
-        f"{'sub reqs':>8} {'sub billed':>10} {'facts':>6} {'seconds':>8}"
+        f"{'sub reqs':>8} {'sub billed':>10} {'facts':>6}"
     )
     for name, r in (("inline", inline), ("delegated", delegated)):
         right = sum(r.facts.get(k) == v for k, v in planted.items())
         print(
             f"{name:<10} {r.parent_requests:>11} {r.peak:>9} {r.billed:>10} "
-            f"{r.sub_requests:>8} {r.sub_billed:>10} {right:>3}/40 {r.seconds:>8.1f}"
+            f"{r.sub_requests:>8} {r.sub_billed:>10} {right:>3}/40"
         )
     peak_ratio = delegated.peak / inline.peak
     billed_ratio = delegated.billed / inline.billed
