@@ -26,6 +26,24 @@ def db_path() -> Path:
     return harness9_home() / "sessions.db"
 
 
+def tighten_home() -> None:
+    """Make an existing home private (0700), as the database in it is (0600).
+
+    It holds the conversations, the prompt history and offloaded outputs: a home
+    made 0755 by hand or by an older harness9 is tightened, if it is ours; one that
+    is missing or someone else's is left alone (the store creates it 0700).
+    """
+    import stat
+
+    home = harness9_home()
+    try:
+        st = home.stat()
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(home, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        pass  # absent or unreachable: whoever opens it reports that in their own words
+
+
 def tool_results_dir() -> Path:
     """Offloaded tool results, one directory per session."""
     return harness9_home() / "offload_store"

@@ -19,6 +19,9 @@ ROLES = (ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL)
 SUMMARY_PREFIX = "[Conversation Summary]\n"
 # Content of the stub result inserted for a tool call whose real result was cut.
 TRUNCATED_STUB = "[context truncated]"
+# ... and for a call of the stored log that never got a result at all: harness9 was killed
+# (or its terminal closed) while the tool ran. Not "truncated": nothing was there to cut.
+UNFINISHED_STUB = "[interrupted: harness9 stopped before this tool finished; no result came]"
 
 TODO_STATUSES = ("pending", "in_progress", "completed")
 

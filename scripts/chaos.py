@@ -72,7 +72,7 @@ from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT  # noqa: 
 from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
 from harness9.context.summarize import SUMMARIZER_SYSTEM  # noqa: E402
 from harness9.context.view import load_view  # noqa: E402
-from harness9.schema import TRUNCATED_STUB, Message  # noqa: E402
+from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
 from harness9.store.backend import SessionStore  # noqa: E402
 
@@ -172,7 +172,7 @@ def saved_part(msgs: list[Message]) -> list[Message]:
         for m in msgs
         if m.role != "system"
         and not m.is_summary
-        and not (m.role == "tool" and m.content == TRUNCATED_STUB)
+        and not (m.role == "tool" and m.content in (TRUNCATED_STUB, UNFINISHED_STUB))
     ]
 
 

@@ -124,7 +124,9 @@ def test_a_file_in_place_of_the_home_directory_says_what_to_do(tmp_path: Path, m
 
     result = runner.invoke(app, ["sessions", "delete", "--older-than", "1d", "--yes"])
 
-    assert result.exit_code == 0  # nothing to delete is not an error
+    # Not "nothing to delete": a cron job must learn that its store is unreachable.
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "a file stands where the directory should be" in result.stderr
     result = runner.invoke(
         app, ["chat", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1"], input="hi\n"
     )

@@ -102,6 +102,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                 "session_usage_summary_calls": [
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],
+                "session_imported_at": ["ALTER TABLE sessions DROP COLUMN imported_at"],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

@@ -124,6 +124,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("updated_at", "REAL", 1),
         ("title", "TEXT", 1),
         ("message_count", "INTEGER", 1),
+        ("imported_at", "REAL", 0),
     ]
     assert columns(conn, "session_settings") == [
         ("session_id", "TEXT", 1),

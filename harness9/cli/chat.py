@@ -110,6 +110,7 @@ def chat(
     from harness9.store.backend import open_store
     from harness9.store.retention import startup_retention
     from harness9.store.session import StoreError
+    from harness9.ui import hangup
     from harness9.ui.approval import TerminalApprover, discard_type_ahead
     from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
@@ -157,7 +158,8 @@ def chat(
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
-            recent = manager.list_sessions(limit=1)
+            # An empty session (a chat killed at its first prompt) is nothing to continue.
+            recent = [i for i in manager.list_sessions() if i.message_count > 0][:1]
             if not recent:
                 raise UsageError("no session to continue; start one with `harness9 chat`")
             session = manager.open_session(recent[0].id)
@@ -241,6 +243,7 @@ def chat(
             recap_on_start=bool(resume or continue_),
             started=started,
         )
+        hangup.install()  # a closed terminal or a kill ends the chat as Ctrl-D does
         code = loop.run() if one_shot is None else loop.run_once(one_shot)
         # A reply held back by a locked database gets one more patient try before exit.
         reason = f"the session database {manager.location} stayed locked by another process"

@@ -129,6 +129,12 @@ def _console_class() -> type[Console]:
             # not an error: point stdout at /dev/null so nothing more fails, and let the
             # CLI's BrokenPipeError handler exit 0.
             devnull = os.open(os.devnull, os.O_WRONLY)
+            if self.file is sys.stderr:
+                # Only the diagnostics' reader went away: the command's work and its
+                # output on stdout go on (a one-shot still answers and saves its turn).
+                os.dup2(devnull, sys.stderr.fileno())
+                os.close(devnull)
+                return
             os.dup2(devnull, sys.stdout.fileno())
             raise BrokenPipeError
 

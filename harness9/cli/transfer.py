@@ -166,10 +166,18 @@ def export_command(
 
         text = session_markdown(snap)
     if output is None:
-        env.write(text)
+        # A person reading a terminal must not have it driven by stored text (a reply holding
+        # ESC[2J would clear the screen); a pipe or a file gets the exact text.
+        env.write(_for_terminal(text) if env.stdout_isatty else text)
         return
     write_file_atomically(output, text, force=force)
     env.echo(f"Exported session {snap.info.id} to {output}.", err=True)
+
+
+def _for_terminal(text: str) -> str:
+    from harness9.ui.text import inert
+
+    return inert(text)
 
 
 def import_command(
@@ -235,7 +243,8 @@ def migrate_command(
         typer.Option(
             "--to",
             metavar="URL",
-            help="Where to copy every session: a postgresql:// URL (or an SQLite file path).",
+            help="Where to copy every session: a postgresql:// URL, or an SQLite file "
+            "(a path, or sqlite:///ABSOLUTE/PATH).",
             show_default=False,
         ),
     ],
@@ -247,11 +256,18 @@ def migrate_command(
     interrupted migration can simply be run again. The source is never changed.
     """
     env = environment(ctx)
-    from harness9.store.backend import open_existing_store, open_url
+    from harness9.store.backend import (
+        is_database_url,
+        open_existing_store,
+        open_url,
+        sqlite_file_of,
+    )
     from harness9.store.migrate import migrate_sessions
 
     if not to.strip():
-        raise UsageError("--to needs a postgresql:// URL or an SQLite file path")
+        raise UsageError("--to needs a postgresql:// URL or an SQLite file (path or sqlite:///)")
+    if not is_database_url(to):
+        sqlite_file_of(to)  # a bad URL is refused before anything is opened
     source = open_existing_store()
     if source is None:
         env.echo("No sessions to migrate.")

@@ -58,7 +58,7 @@ from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
-from harness9.schema import Message, ToolDefinition
+from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
 from harness9.store.session import Checkpoint, CheckpointedSession
 
@@ -286,7 +286,7 @@ class ContextPolicy:
     def breakdown(
         self, session: CheckpointedSession, system: Message, tools: list[ToolDefinition]
     ) -> ContextBreakdown:
-        msgs = repair_orphaned_tool_pairs(load_view(session, system).messages)
+        msgs = repair_orphaned_tool_pairs(load_view(session, system).messages, stub=UNFINISHED_STUB)
         system_tokens = estimate_tokens(msgs[:1])
         summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
         rest = estimate_tokens(msgs) - system_tokens - summary
@@ -412,7 +412,7 @@ class ContextPolicy:
             )
             if notice is not None and self.trigger is not None:
                 st.trigger.compacted()
-        messages = repair_orphaned_tool_pairs(outgoing)
+        messages = repair_orphaned_tool_pairs(outgoing, stub=UNFINISHED_STUB)
         counted = self._count(messages)
         # Until the first calibration the tool definitions are added explicitly;
         # afterwards the calibration ratio accounts for them.

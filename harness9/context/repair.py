@@ -83,16 +83,20 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     return result
 
 
-def stub_for(call_id: str) -> Message:
-    return Message(ROLE_TOOL, TRUNCATED_STUB, tool_call_id=call_id)
+def stub_for(call_id: str, text: str = TRUNCATED_STUB) -> Message:
+    return Message(ROLE_TOOL, text, tool_call_id=call_id)
 
 
-def repair_orphaned_tool_pairs(msgs: Sequence[Message]) -> list[Message]:
+def repair_orphaned_tool_pairs(
+    msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
+) -> list[Message]:
     """A new list in which every call is answered in its block and no result stands alone.
 
     - a result whose call is absent, or already answered, is dropped;
     - a result that appears later than its block is moved up into it;
-    - a call still without a result gets a stub (role tool, ``TRUNCATED_STUB``).
+    - a call still without a result gets a stub (role tool, ``stub``: ``TRUNCATED_STUB``,
+      or ``UNFINISHED_STUB`` where ``msgs`` is the stored log, whose calls lack a result
+      only when none ever came).
     Results in a block follow the order of the calls. Messages that stood
     between a call and its late result stay where they were, after the block.
     Linear time, idempotent; the input list and its messages are not modified
@@ -110,7 +114,7 @@ def repair_orphaned_tool_pairs(msgs: Sequence[Message]) -> list[Message]:
         if role == ROLE_ASSISTANT and msg.tool_calls:
             for tc in msg.tool_calls:
                 r = result[s]
-                append(msgs[r] if r >= 0 else stub_for(tc.id))
+                append(msgs[r] if r >= 0 else stub_for(tc.id, stub))
                 s += 1
     return out
 

@@ -454,5 +454,7 @@ class AgentEngine:
             content = self.policy.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )
-        self.on_event(ev.ToolFinished(call, content, outcome.is_error))
+        code = outcome.metadata.get("exit_code")
+        exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code))
         return content

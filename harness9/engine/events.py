@@ -74,6 +74,9 @@ class ToolFinished:
     call: ToolCall
     content: str
     is_error: bool
+    # The exit status of the command the tool ran (bash), None for other tools: a command
+    # that failed is shown as failed even though its output is a normal result.
+    exit_code: int | None = None
 
 
 @dataclass(slots=True)

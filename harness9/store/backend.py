@@ -222,7 +222,35 @@ def open_url(url: str, *, on_session_deleted: OnDeleted = None) -> SessionStore:
         return PostgresManager(url, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import Manager
 
-    return Manager(os.path.expanduser(url), on_session_deleted=on_session_deleted)
+    return Manager(sqlite_file_of(url), on_session_deleted=on_session_deleted)
+
+
+def sqlite_file_of(target: str) -> str:
+    """The SQLite file that ``target`` names: a path, or an ``sqlite:///`` URL.
+
+    ``sqlite:///abs/path`` names ``/abs/path``, as a ``file:`` URL would, and so does
+    SQLAlchemy's four-slash ``sqlite:////abs/path``. Any other ``scheme://`` is refused
+    (UsageError), never taken for a relative path such as ``./sqlite:/abs/path``.
+    """
+    text = target.strip()
+    scheme, sep, rest = text.partition("://")
+    if text.lower().startswith("sqlite:") and not sep:
+        scheme, sep, rest = "sqlite", ":", ""  # sqlite:x.db: a URL without its slashes
+    elif not sep or "/" in scheme or not scheme.replace("+", "").isalnum():
+        return os.path.expanduser(text)  # a plain path (``./a://b`` stays a path)
+    if scheme.lower() != "sqlite":
+        raise UsageError(
+            f"{_redacted(text)!r} is neither a postgresql:// URL, an sqlite:///PATH URL "
+            "nor a file path"
+        )
+    from urllib.parse import unquote
+
+    if not rest.startswith("/") or "?" in rest or "#" in rest:
+        raise UsageError(
+            f"{text!r} is not an sqlite:///PATH URL (an absolute path after sqlite://, "
+            "no host and no ?options): e.g. sqlite:///home/me/sessions.db"
+        )
+    return "/" + unquote(rest).lstrip("/")
 
 
 def open_store(

@@ -291,6 +291,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # When a session was imported into this store (NULL: it was made here). Retention
+        # and `sessions delete --older-than` count an import as an update, so a session
+        # imported today is not deleted for its original updated_at, which stays as it was
+        # (sessions list and export show when its conversation last changed).
+        "session_imported_at",
+        """
+        ALTER TABLE sessions ADD COLUMN imported_at REAL;
+        """,
+    ),
+    (
         # A sub-agent's conversation (the `task` tool) is a session of its own; this row says
         # whose tool call started it. A table of its own for the reason compaction_details
         # has one. Deleting the parent deletes its children in the same transaction

@@ -217,6 +217,16 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        # As SQLite's session_imported_at: an import counts as an update for retention.
+        "session_imported_at",
+        """
+        ALTER TABLE harness9.sessions ADD COLUMN imported_at double precision;
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
         # As SQLite's subagent_sessions: which session's `task` call a sub-agent's session
         # belongs to (children are deleted with their parent by the manager).
         "subagent_sessions",

@@ -37,7 +37,7 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
 from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -280,7 +280,8 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
                 kids = self._family(conn, [sid])[1:]
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
                 if conn.execute(
-                    "DELETE FROM sessions WHERE id = %s AND updated_at < %s", (sid, cutoff)
+                    f"DELETE FROM sessions WHERE id = %s AND {aged_sql('%s')}",
+                    (sid, cutoff, cutoff),
                 ).rowcount:
                     deleted.append(sid)
                     removed += [sid, *self._delete_all(conn, kids)]
@@ -311,11 +312,11 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         with self.transaction() as conn:
             links = conn.execute("SELECT session_id, parent_id FROM subagent_sessions").fetchall()
             rows = conn.execute(
-                "WITH gone AS (DELETE FROM sessions WHERE updated_at < %s "
+                f"WITH gone AS (DELETE FROM sessions WHERE {aged_sql('%s')} "
                 f"AND NOT (id = ANY(%s)) AND {family_old} "
                 "RETURNING id, updated_at, created_at, seq) "
                 "SELECT id FROM gone" + self.ORDER_SQL,
-                (cutoff_unix, spared, cutoff_unix),
+                (cutoff_unix, cutoff_unix, spared, cutoff_unix),
             ).fetchall()
             ids = [r[0] for r in rows]
             removed = list(ids)

@@ -54,6 +54,13 @@ INFO_SQL = (
 TOP_LEVEL_SQL = "parent_id IS NULL"
 
 
+def aged_sql(param: str) -> str:
+    """The condition "idle since the cutoff" on a sessions row, with the cutoff as two
+    parameters: not updated since, and not imported since (an import counts as an update
+    for retention, while ``updated_at`` keeps the time of the session's last message)."""
+    return f"updated_at < {param} AND (imported_at IS NULL OR imported_at < {param})"
+
+
 class AmbiguousSessionError(HarnessError):
     """A session id prefix matches more than one stored session."""
 
@@ -228,10 +235,10 @@ class SqlManagerBase(Generic[S]):
         p = self.PARAM
         with self.read() as conn:
             rows = conn.execute(
-                f"{INFO_SQL} WHERE updated_at < {p} AND {TOP_LEVEL_SQL} AND NOT EXISTS ("
+                f"{INFO_SQL} WHERE {aged_sql(p)} AND {TOP_LEVEL_SQL} AND NOT EXISTS ("
                 "SELECT 1 FROM subagent_sessions AS k JOIN sessions AS c ON c.id = k.session_id "
                 f"WHERE k.parent_id = sessions.id AND c.updated_at >= {p}){self.ORDER_SQL}",
-                (cutoff_unix, cutoff_unix),
+                (cutoff_unix, cutoff_unix, cutoff_unix),
             )
             return [session_info(row) for row in rows]
 
@@ -522,14 +529,15 @@ class SqlManagerBase(Generic[S]):
                 )
                 info = snap.info
                 conn.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-                    f"VALUES ({p}, {p}, {p}, {p}, {p})",
+                    "INSERT INTO sessions (id, created_at, updated_at, title, message_count, "
+                    f"imported_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p})",
                     (
                         sid,
                         info.created_at,
                         info.updated_at,
                         self._stored_text(info.title),
                         len(snap.records),
+                        time.time(),
                     ),
                 )
                 new_ids = self._restore_messages(conn, sid, snap.records, keep)

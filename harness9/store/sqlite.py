@@ -57,7 +57,7 @@ from harness9.store.session import (
     StoredMessage,
     StoreError,
 )
-from harness9.store.sql_manager import SqlManagerBase, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -500,8 +500,8 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             while pending and work < size:
                 sid = pending.popleft()
                 row = conn.execute(
-                    "SELECT message_count FROM sessions WHERE id = ? AND updated_at < ?",
-                    (sid, cutoff),
+                    f"SELECT message_count FROM sessions WHERE id = ? AND {aged_sql('?')}",
+                    (sid, cutoff, cutoff),
                 ).fetchone()
                 if row is None:
                     continue  # gone, or written to since it was listed
@@ -671,9 +671,10 @@ def open_existing_manager(
 
     path = config.db_path()
     try:
-        if not path.exists():
-            return None
-    except OSError as exc:  # an unreadable home: stat itself fails
+        os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # an unreadable home, or a file where the home should be
         raise open_error(path, exc.strerror or str(exc)) from exc
     try:
         return Manager(path, on_session_deleted=on_session_deleted)
@@ -688,6 +689,7 @@ def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> 
     """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
     from harness9 import config
 
+    config.tighten_home()
     return Manager(config.db_path(), on_session_deleted=on_session_deleted)
 
 

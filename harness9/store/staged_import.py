@@ -234,9 +234,9 @@ def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
     with manager.transaction() as conn:
         _check_claim(conn, claim)
         conn.execute(
-            "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
+            "INSERT INTO sessions (id, created_at, updated_at, title, message_count, "
+            "imported_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (sid, info.created_at, info.updated_at, info.title, len(snap.records), time.time()),
         )
         manager._restore_rest(conn, sid, snap, claim.new_ids, claim.keep_ids)
         conn.execute("DELETE FROM session_imports WHERE session_id = ?", (sid,))

@@ -152,9 +152,25 @@ def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in allowed or not is_secret_name(k)}
 
 
-def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
-    proc = subprocess.Popen(
-        ["bash", "-c", command],
+# The command runs under this guard, in the same process group: a watcher waits on a pipe
+# only harness9 writes to and kills the whole group when the pipe ends, i.e. when
+# harness9 is gone, however it went (kill -9 included), so no command outlives it. The
+# watcher holds neither the output nor the pipe's number for the command ($2: closed);
+# once the command ends normally the guard stops the watcher and exits with its status.
+_GUARD = """
+{ read -r -u "$2" _; kill -KILL 0; } </dev/null >/dev/null 2>&1 &
+watcher=$!
+eval "exec $2<&-"
+bash -c "$1"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status"
+"""
+
+
+def _start(command: str, ctx: ToolContext, lifeline: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["bash", "-c", _GUARD, "harness9-bash", command, str(lifeline)],
         cwd=ctx.workdir,
         env=child_env(),
         stdin=subprocess.DEVNULL,
@@ -162,7 +178,28 @@ def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
         stderr=subprocess.STDOUT,
         # Its own process group, so a timeout or Ctrl-C kills every child too.
         start_new_session=True,
+        pass_fds=(lifeline,),
     )
+
+
+def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolResult:
+    lifeline, held = os.pipe()  # the guard reads ``lifeline``; only we hold ``held``
+    try:
+        proc = _start(command, ctx, lifeline)
+    except BaseException:
+        os.close(held)
+        raise
+    finally:
+        os.close(lifeline)
+    try:
+        return _supervise(proc, command, ctx, timeout)
+    finally:
+        os.close(held)
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes], command: str, ctx: ToolContext, timeout: float
+) -> ToolResult:
     assert proc.stdout is not None
     out = HeadTail()
     # The whole output streams to the offload store when there is one, so a command

@@ -23,7 +23,11 @@ _WHAT = {"bash": "command", "write_file": "path"}
 
 
 def discard_type_ahead(stream: TextIO | None = None) -> None:
-    """Throw away keys already typed on a terminal (default stdin; nothing for a pipe)."""
+    """Throw away keys already typed on a terminal (default stdin; nothing for a pipe),
+    those the line editor read ahead included (a "y" typed right after Enter)."""
+    from harness9.ui.line_editor import discard_type_ahead as discard_read_ahead
+
+    discard_read_ahead()
     stream = stream if stream is not None else sys.stdin
     try:
         if not stream.isatty():

@@ -13,11 +13,54 @@ prompt_toolkit is imported only here, when a terminal session starts (about
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 CONTINUE_HINT = "Alt-Enter or a trailing \\ for a new line"
+
+# The inputs of this process's line editors. prompt_toolkit reads keys in chunks, so keys
+# typed right after Enter may already be read when the prompt returns; it keeps them for
+# the next prompt ("type-ahead"), where no tcflush can reach them.
+_inputs: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def discard_type_ahead() -> None:
+    """Forget the keys a line editor read past the Enter that ended its last prompt."""
+    if not _inputs:
+        return
+    from prompt_toolkit.input.typeahead import clear_typeahead
+
+    for pt_input in list(_inputs):
+        clear_typeahead(pt_input)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` 0600 if missing, tighten it to 0600 if not: typed text (pasted
+    secrets too) is nobody else's to read, as the session database is not."""
+    import os
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _history(history_file: Path | None) -> Any:
+    """The file-backed history (created 0600), or an in-memory one without a file."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    if history_file is not None:
+        try:
+            private_file(history_file)
+            return FileHistory(str(history_file))
+        except OSError:
+            pass  # an unwritable home still gets an in-session history
+    return InMemoryHistory()
 
 
 def prompt_reader(
@@ -35,7 +78,6 @@ def prompt_reader(
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings
 
     names = sorted(set(commands))
@@ -69,16 +111,8 @@ def prompt_reader(
             return
         buffer.validate_and_handle()
 
-    history: History = InMemoryHistory()
-    if history_file is not None:
-        try:
-            history_file.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(history_file))
-        except OSError:
-            pass  # an unwritable home still gets an in-session history
-
     session: PromptSession[str] = PromptSession(
-        history=history,
+        history=_history(history_file),
         completer=SlashCompleter(),
         complete_while_typing=False,
         key_bindings=bindings,
@@ -90,6 +124,7 @@ def prompt_reader(
         enable_suspend=True,
     )
 
+    _inputs.add(session.input)
     if on_shown is not None:
         pending = [on_shown]
 

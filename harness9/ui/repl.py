@@ -27,6 +27,7 @@ from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import UsageTotals
+from harness9.ui.hangup import stop_requested
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
 from harness9.ui.recap import recap
 from harness9.ui.search_view import IndexProgress, render_hits
@@ -139,8 +140,8 @@ class EventRenderer:
                 self._stop_spin()
                 self._end_line()
                 self.io.err.print(tool_call_line(call.name, call.arguments))
-            case ev.ToolFinished(content=content, is_error=is_error):
-                self.io.err.print(tool_result_line(content, is_error))
+            case ev.ToolFinished(content=content, is_error=is_error, exit_code=code):
+                self.io.err.print(tool_result_line(content, is_error, exit_code=code))
             case ev.CompactionStarted(strategy=strategy):
                 self._spin(f"compacting the context ({strategy})…")
             case ev.CompactionProgress(chunk=i, total=n):
@@ -277,7 +278,7 @@ class ChatLoop:
         if self.on_ready is not None:
             self.on_ready()
         prompt = "› " if self.io.interactive else ""
-        while True:
+        while not stop_requested():  # the terminal closed: leave as at end of input
             try:
                 line = self.io.read_line(prompt)
             except EOFError:
@@ -285,6 +286,8 @@ class ChatLoop:
                     self.io.out.print()
                 break
             except KeyboardInterrupt:
+                if stop_requested():
+                    break
                 # Ctrl-C at the prompt clears the line, as in a shell.
                 self.io.out.print("^C", style="dim")
                 continue

@@ -111,12 +111,18 @@ def tool_call_line(name: str, arguments: str, width: int = 100) -> Text:
     return line
 
 
-def tool_result_line(content: str, is_error: bool, width: int = 100) -> Text:
+def tool_result_line(
+    content: str, is_error: bool, width: int = 100, *, exit_code: int | None = None
+) -> Text:
+    """``  ✓ first line (+3 lines)``; a command that exited non-zero is a failure:
+    ``  ✗ exit code 128 · fatal: not a git repository (+1 line)``."""
     lines = content.splitlines() or [""]
     first = inert(lines[0]).strip()
     if len(first) > width:
         first = first[: width - 1] + "…"
     extra = len(lines) - 1
     more = f" (+{extra} line{'' if extra == 1 else 's'})" if extra else ""
-    mark, style = ("✗", "red") if is_error else ("✓", "green")
-    return Text(f"  {mark} {first}{more}", style=style)
+    failed = exit_code is not None and exit_code != 0
+    mark, style = ("✗", "red") if is_error or failed else ("✓", "green")
+    code = f"exit code {exit_code} · " if failed else ""
+    return Text(f"  {mark} {code}{first}{more}", style=style)
