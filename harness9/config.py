@@ -156,7 +156,7 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
 # What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
 # otherwise be ignored without a word, the setting silently left at its default.
 TOP_LEVEL_KEYS = ("retention_days", "database_url")
-TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "subagents")
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider", "subagents")
 
 
 def check_top_level(cfg: dict[str, Any], where: Path) -> None:
@@ -190,6 +190,69 @@ def retention_days(cfg: Mapping[str, Any], source: Path | None = None) -> int:
     return value
 
 
+# -- which session store: --database-url, HARNESS9_DATABASE_URL, config.toml -----------------
+
+DATABASE_URL_ENV = "HARNESS9_DATABASE_URL"
+DATABASE_URL_KEY = "database_url"
+# Set by the CLI's --database-url for this process (None: not given).
+_flag_database_url: str | None = None
+
+
+def use_database_url(url: str | None) -> None:
+    """Record ``--database-url`` for this process (the CLI calls this once per command)."""
+    global _flag_database_url
+    _flag_database_url = url or None
+
+
+def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
+    """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
+    from harness9.errors import ConfigError, UsageError
+    from harness9.store.backend import is_database_url
+    from harness9.store.backend import redacted_url as _redacted
+
+    flag = _flag_database_url
+    if flag is not None:
+        if not is_database_url(flag):
+            raise UsageError(f"--database-url must be a postgresql:// URL, got {_redacted(flag)!r}")
+        return flag.strip()
+    env = os.environ.get(DATABASE_URL_ENV, "").strip()
+    if env:
+        if not is_database_url(env):
+            raise ConfigError(
+                f"{DATABASE_URL_ENV} must be a postgresql:// URL, got {_redacted(env)!r}"
+            )
+        return env
+    if cfg is None:
+        # No file (or no home directory at all): nothing to read, and nothing to complain
+        # about here; the SQLite store reports a broken home itself, in its own words.
+        try:
+            present = config_path().is_file()
+        except OSError:  # a home you cannot search (EACCES): the SQLite store names it
+            present = False
+        if not present:
+            return None
+        cfg = load_config_file()
+    value = cfg.get(DATABASE_URL_KEY)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not is_database_url(value):
+        shown = _redacted(value) if isinstance(value, str) else value
+        raise ConfigError(
+            f"{DATABASE_URL_KEY} in {config_path()} must be a postgresql:// URL, got {shown!r}"
+        )
+    return value.strip()
+
+
+def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
+    """Where this command's sessions are: the PostgreSQL URL, else the SQLite file (its
+    home made private first when it exists, as the database in it is)."""
+    url = database_url(cfg)
+    if url is not None:
+        return url
+    tighten_home()
+    return db_path()
+
+
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
 STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict", "phase2")
@@ -216,6 +279,9 @@ class ContextOptions:
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
+    # Messages a request carries at most: past it, old tool groups fold into the recall
+    # index without a model call (context/message_bound.py); 0: no bound but the tokens.
+    max_messages: int = 400
     offload: bool = True
     offload_max_result_tokens: int = 2000
     offload_max_result_bytes: int = 10240
@@ -223,6 +289,15 @@ class ContextOptions:
     enable_topic_isolation: bool = False  # experimental
     topic_min_segment_size: int = 3
     topic_similarity_threshold: float = 0.3
+    # Tokens the model's reply may take (the max_tokens sent; see ProviderOptions): the
+    # compaction threshold never leaves less than this free in the window.
+    output_reserve: int = 0
+
+    def threshold_tokens(self, context_window: int) -> int:
+        """The context size at which compaction starts: ``threshold`` of the window, lowered
+        when needed so that a reply of ``output_reserve`` tokens still fits."""
+        share = int(context_window * self.threshold)
+        return max(1, min(share, context_window - self.output_reserve))
 
 
 # (section, key in the file) -> (field, type, check)
@@ -236,6 +311,7 @@ _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
     ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
     ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
     ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, lambda v: 0 <= v <= 100),
+    ("compaction", "max_messages"): ("max_messages", int, lambda v: v == 0 or v >= 20),
     ("offload", "enabled"): ("offload", bool, None),
     ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, lambda v: v >= 100),
     ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, lambda v: v >= 400),
@@ -254,6 +330,7 @@ _ENV_KNOBS = {
     "HARNESS9_AUTO_COMPACT": ("compaction", "auto"),
     "HARNESS9_COMPACTION_THRESHOLD": ("compaction", "threshold"),
     "HARNESS9_COMPACTION_TARGET": ("compaction", "target"),
+    "HARNESS9_MAX_MESSAGES": ("compaction", "max_messages"),
     "HARNESS9_RECALL": ("compaction", "recall"),
     "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
     "HARNESS9_OFFLOAD": ("offload", "enabled"),
@@ -358,6 +435,72 @@ def tool_options(cfg: dict[str, Any] | None = None) -> ToolOptions:
             f'tools.auto_approve in {where} must be a list of commands, e.g. ["ls", "git status"]'
         )
     return ToolOptions(auto_approve=tuple(" ".join(v.split()) for v in value))
+
+
+# -- [provider] in config.toml: what each request asks of the model ---------------------------
+
+CACHE_TTLS = ("5m", "1h")
+# Output tokens asked for when the model allows more: a longer reply is rare in agent work
+# and the window it reserves is taken from the conversation.
+DEFAULT_MAX_OUTPUT_TOKENS = 32_000
+
+
+@dataclass(slots=True)
+class ProviderOptions:
+    # Lifetime of the prompt-cache entries harness9 asks for (Anthropic's "5m" or "1h";
+    # 1-hour writes cost 2x the input price instead of 1.25x).
+    cache_ttl: str = "5m"
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS  # a cap: never above the model's limit
+
+
+_PROVIDER_ENV = {
+    "cache_ttl": "HARNESS9_CACHE_TTL",
+    "max_output_tokens": "HARNESS9_MAX_OUTPUT_TOKENS",
+}
+
+
+def provider_options(
+    cfg: dict[str, Any] | None = None,
+    *,
+    cache_ttl: str | None = None,
+    max_output_tokens: int | None = None,
+) -> ProviderOptions:
+    """``[provider]`` from the config file < environment < flags; bad values are one line."""
+    from harness9.errors import ConfigError, UsageError
+
+    cfg = load_config_file() if cfg is None else cfg
+    where = config_path()
+    table = cfg.get("provider", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[provider] in {where} must be a table")
+    unknown = sorted(set(table) - set(_PROVIDER_ENV))
+    if unknown:
+        known = ", ".join(_PROVIDER_ENV)
+        raise ConfigError(f"unknown key provider.{unknown[0]} in {where} (known: {known})")
+    values: dict[str, tuple[Any, str, type[Exception]]] = {
+        k: (v, f"provider.{k} in {where}", ConfigError) for k, v in table.items()
+    }
+    for key, env in _PROVIDER_ENV.items():
+        raw = os.environ.get(env, "").strip()
+        if raw:
+            parsed: Any = raw if key == "cache_ttl" else _parse_env(raw, int, env)
+            values[key] = (parsed, env, ConfigError)
+    for key, flag, value in (
+        ("cache_ttl", "--cache-ttl", cache_ttl),
+        ("max_output_tokens", "--max-output-tokens", max_output_tokens),
+    ):
+        if value is not None:
+            values[key] = (value, flag, UsageError)
+    opts = ProviderOptions()
+    for key, (value, source, error) in values.items():
+        if key == "cache_ttl" and value not in CACHE_TTLS:
+            raise error(f"{source} must be one of {', '.join(CACHE_TTLS)}, got {value!r}")
+        if key == "max_output_tokens" and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise error(f"{source} must be a positive whole number of tokens, got {value!r}")
+        setattr(opts, key, value)
+    return opts
 
 
 # -- [subagents] in config.toml: the `task` tool ---------------------------------------------

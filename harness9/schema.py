@@ -106,6 +106,10 @@ class Usage:
     input_tokens: int = 0  # all prompt tokens, the cached ones included
     output_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache
+    cache_write_tokens: int = 0  # prompt tokens written to the cache (priced above input)
+    # Of cache_write_tokens, those written with a 1-hour lifetime (priced higher again).
+    # Only the call's price uses it; stores keep the writes' total.
+    cache_write_1h_tokens: int = 0
     # The server left its prompt count out and input_tokens is an estimate in its place
     # (Ollama omits prompt_eval_count for a prompt it did not evaluate): shown with "~",
     # never taken for the server's count.

@@ -22,12 +22,27 @@ the context (a stub, the recall index, an offload marker), paging on through a l
 result. A fact counts as reachable when its value is in the context or comes back in
 one of those tool results (read from the session's log).
 
+``--provider`` says whose wire and billing rule the run uses (every policy, harness9's and
+the peers', is billed by the same rule, with the breakpoints its requests carry):
+- ``anthropic``: the scripted Anthropic Messages server (``tests/anthropic_server.py``),
+  model ``anthropic/claude-sonnet-4-5``. It caches only prefixes ending at a breakpoint
+  the request carries, and its own usage report is billed: reads 0.1x, writes 1.25x
+  (1-hour writes 2x), the rest 1x. harness9's adapter places the breakpoints for every
+  policy (system, the previous prompt's end, the last message), which is where Claude
+  Code places its own (system and tools, the last messages).
+- ``openai`` (the default): the OpenAI-compatible server; OpenAI caches by itself any
+  prefix of 1,024+ tokens repeated from the previous request, in 128-token steps, billed
+  at its model family's discount (``--openai-family``: gpt-4o 0.5x, gpt-4.1 0.25x,
+  gpt-5 0.1x), with no write premium. Codex on OpenAI relies on exactly this.
+- ``gemini``: the same requests, billed by Gemini 2.5's implicit caching: a repeated
+  prefix of 1,024+ tokens at 0.25x, no write premium.
+
 Measures per policy (the main session only; the final turn is the probe):
 - requests: chat requests (+ summary calls, shown separately);
-- sent: tokens sent, bytes/4 of each request's JSON messages and tools;
-- billed: input billed with prompt caching as Anthropic prices it: the longest common
-  prefix with the previous chat request at 0.1x, the rest written at 1.25x; summary
-  calls (their own prompt, no reuse) at 1x; shown with the ratio to uncached (1x all);
+- sent: tokens sent (the Anthropic server's count; else bytes/4 of each request's JSON
+  messages and tools);
+- billed: input billed by the provider's rule above, summary calls included; shown with
+  the ratio to uncached (every token at 1x);
 - append: share of chat-request transitions that only appended messages;
 - compactions (checkpoints stored) and summary calls; peak: largest request / window;
 - facts: planted facts reachable at the end.
@@ -55,6 +70,13 @@ with offload and recall off, as the peers ship them. Their published parameters:
 
     python scripts/bench_session.py                   # lengths 60,200,600; window 24K
     python scripts/bench_session.py --lengths 60 --policies hybrid,claude-code
+    python scripts/bench_session.py --provider anthropic --summarisers adversarial
+
+With ``--provider anthropic`` the targets are checked at the end (ok/NO): hybrid with the
+adversarial summariser bills at most 0.25x of uncached at every length and no more than
+any peer; each session's stored cost is litellm's exact price of the usage the server
+reported (within 1 %); no request was rejected by the validating server; no request
+of a harness9 policy exceeded 90 % of the window by the server's count.
 
 Not part of the test suite: it takes minutes.
 """
@@ -81,6 +103,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from anthropic_server import (  # noqa: E402
+    CallUsage,
+    ScriptedAnthropicServer,
+    openai_view,
+    prompt_tokens,
+)
 from llm_server import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -105,6 +133,17 @@ REFERENCE_WINDOW = 200_000  # the window the peers' absolute numbers were chosen
 CALLS_PER_TURN = 10
 ROUND_CALLS = 6  # tool calls per probe round (their results must fit a small window)
 PROBE_TURNS = 6  # user turns the probe may take (each allows 50 model calls)
+
+PROVIDERS = ("openai", "anthropic", "gemini")
+ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
+# Share of the input price a cached prompt token costs, and the shortest cached prefix.
+OPENAI_DISCOUNTS = {"gpt-4o": 0.5, "gpt-4.1": 0.25, "gpt-5": 0.1}
+OPENAI_MIN_PREFIX, OPENAI_STEP = 1024, 128
+GEMINI_DISCOUNT, GEMINI_MIN_PREFIX = 0.25, 1024
+# Anthropic: reads, 5-minute writes, 1-hour writes.
+ANTHROPIC_READ, ANTHROPIC_WRITE, ANTHROPIC_WRITE_1H = 0.1, 1.25, 2.0
+# litellm's dummy tool, added to an Anthropic request whose history holds tool blocks.
+_DUMMY_TOOLS = {"dummy_tool", "dummy-tool"}
 
 
 # -- the peers' policies ---------------------------------------------------------------------
@@ -416,7 +455,8 @@ _TRUNC_RE = re.compile(r"call offload_recall with offset=(\d+)")
 class Model:
     """Plays the session's script, then probes for every fact as an ideal agent would."""
 
-    def __init__(self, script: Script, window: int, summariser: str) -> None:
+    def __init__(self, script: Script, window: int, summariser: str, provider: str) -> None:
+        self.provider = provider
         self.script = script
         self.window = window
         self.summariser = summariser
@@ -431,22 +471,25 @@ class Model:
         self.in_context: set[str] = set()
         self.asked: dict[str, int] = {}  # fact key -> actions tried
         self.pending: dict[str, tuple[str, dict]] = {}  # call id -> (fact key, args)
+        # "chat", "summary" or "probe" for each request answered (not refused), in order:
+        # the Anthropic server's usage_log holds one entry for each.
+        self.answered: list[str] = []
         self.lock = threading.Lock()
 
-    def __call__(self, body: dict) -> Any:
+    def __call__(self, wire: dict) -> Any:
+        anthropic = self.provider == "anthropic"
+        body = openai_view(wire) if anthropic else wire
+        size = prompt_tokens(wire) if anthropic else request_tokens(body)
         with self.lock:
-            if not body.get("tools"):
+            names = {t["function"]["name"] for t in body.get("tools") or []}
+            if not names - _DUMMY_TOOLS:
                 self.summary_requests.append(body)
+                self.answered.append("summary")
                 return TextReply(self.summary(body))
-            if request_tokens(body) > self.window:
+            if size > self.window:
                 self.rejected += 1
-                return ErrorReply(
-                    400,
-                    f"This model's maximum context length is {self.window} tokens. However, "
-                    f"your messages resulted in {request_tokens(body)} tokens.",
-                    type="invalid_request_error",
-                    code="context_length_exceeded",
-                )
+                return self.too_long(size)
+            self.answered.append("probe" if self.probing else "chat")
             if self.probing:
                 self.probe_requests.append(body)
                 return self.probe(body)
@@ -460,6 +503,18 @@ class Model:
             self.calls += 1
             name, args = action
             return ToolCallsReply(((f"call_{self.calls}", name, json.dumps(args)),))
+
+    def too_long(self, size: int) -> ErrorReply:
+        if self.provider == "anthropic":
+            message = f"prompt is too long: {size} tokens > {self.window} maximum"
+            return ErrorReply(400, message, type="invalid_request_error")
+        return ErrorReply(
+            400,
+            f"This model's maximum context length is {self.window} tokens. However, "
+            f"your messages resulted in {size} tokens.",
+            type="invalid_request_error",
+            code="context_length_exceeded",
+        )
 
     def summary(self, body: dict) -> str:
         if self.summariser == "adversarial":
@@ -559,6 +614,10 @@ class Row:
     rejected: int = 0
     seconds: float = 0.0
     breaks_not_compaction: int = 0
+    summary_peak: float = 0.0  # the largest summary request / window (Anthropic's count)
+    validation_rejects: int = 0  # requests the validating (Anthropic) server refused
+    stored_cost: float | None = None  # the session store's cost_usd (all sessions)
+    exact_cost: float | None = None  # litellm's price of the usage the server reported
     notes: list[str] = field(default_factory=list)
 
 
@@ -575,7 +634,78 @@ def _prefix_tokens(prev: dict, cur: dict) -> tuple[int, bool]:
     return n, i == len(pm)
 
 
-def measure(model: Model, db: Path, session_id: str, row: Row) -> None:
+def bill_anthropic(model: Model, row: Row, usage: Sequence[CallUsage]) -> None:
+    """What the Anthropic server reported, at its prices: it cached only at breakpoints.
+    The probe's requests are left out, as on the other providers."""
+    for kind, u in zip(model.answered, usage, strict=True):
+        if kind == "probe":
+            continue
+        share = u.prompt_tokens / model.window
+        if kind == "chat":
+            row.peak = max(row.peak, share)
+        else:
+            row.summary_peak = max(row.summary_peak, share)
+        row.sent += u.prompt_tokens
+        row.uncached += u.prompt_tokens
+        row.billed += (
+            u.input_tokens
+            + ANTHROPIC_READ * u.cache_read
+            + ANTHROPIC_WRITE * (u.cache_write - u.cache_write_1h)
+            + ANTHROPIC_WRITE_1H * u.cache_write_1h
+        )
+
+
+def bill_automatic(model: Model, row: Row, family: str) -> None:
+    """OpenAI's or Gemini's own prefix caching: a prefix repeated from the previous chat
+    request is read at the discount if long enough; summary calls (no reuse) at 1x."""
+    gemini = model.provider == "gemini"
+    discount = GEMINI_DISCOUNT if gemini else OPENAI_DISCOUNTS[family]
+    minimum = GEMINI_MIN_PREFIX if gemini else OPENAI_MIN_PREFIX
+    prev = None
+    for body in model.chat_requests:
+        total = request_tokens(body)
+        cached = 0
+        if prev is not None:
+            prefix = _prefix_tokens(prev, body)[0]
+            if prefix >= minimum:
+                cached = prefix if gemini else prefix // OPENAI_STEP * OPENAI_STEP
+        row.sent += total
+        row.uncached += total
+        row.peak = max(row.peak, total / model.window)
+        row.billed += total - cached + discount * cached
+        prev = body
+    for body in model.summary_requests:
+        total = request_tokens(body)
+        row.sent += total
+        row.uncached += total
+        row.billed += total
+
+
+def exact_cost(usage: Sequence[CallUsage]) -> float:
+    """litellm's price map applied by hand to the usage the server reported."""
+    from harness9.provider import load_litellm
+
+    price = load_litellm().model_cost[ANTHROPIC_MODEL.split("/", 1)[1]]
+    return sum(
+        u.input_tokens * price["input_cost_per_token"]
+        + u.cache_read * price["cache_read_input_token_cost"]
+        + (u.cache_write - u.cache_write_1h) * price["cache_creation_input_token_cost"]
+        + u.cache_write_1h * price["cache_creation_input_token_cost_above_1hr"]
+        + u.output_tokens * price["output_cost_per_token"]
+        for u in usage
+    )
+
+
+def measure(
+    model: Model,
+    db: Path,
+    session_id: str,
+    row: Row,
+    usage: Sequence[CallUsage] = (),
+    family: str = "gpt-4o",
+) -> None:
+    """The row's figures; ``usage``: the Anthropic server's report of the session's calls
+    before the probe."""
     reqs = model.chat_requests
     row.requests = len(reqs)
     row.summary_calls = len(model.summary_requests)
@@ -583,22 +713,13 @@ def measure(model: Model, db: Path, session_id: str, row: Row) -> None:
     prev = None
     appended = 0
     for body in reqs:
-        total = request_tokens(body)
-        row.sent += total
-        row.uncached += total
-        row.peak = max(row.peak, total / model.window)
-        if prev is None:
-            row.billed += 1.25 * total
-        else:
-            prefix, only_appended = _prefix_tokens(prev, body)
-            appended += only_appended
-            row.billed += 0.1 * prefix + 1.25 * (total - prefix)
+        if prev is not None:
+            appended += _prefix_tokens(prev, body)[1]
         prev = body
-    for body in model.summary_requests:
-        total = request_tokens(body)
-        row.sent += total
-        row.uncached += total
-        row.billed += total
+    if model.provider == "anthropic":
+        bill_anthropic(model, row, usage)
+    else:
+        bill_automatic(model, row, family)
     row.append_share = appended / max(1, len(reqs) - 1)
     con = sqlite3.connect(db)
     row.compactions = con.execute(
@@ -621,29 +742,40 @@ def measure(model: Model, db: Path, session_id: str, row: Row) -> None:
     )
 
 
-def run_one(policy: str, summariser: str, n_calls: int, window: int, tmp: Path) -> Row:
+def run_one(
+    policy: str,
+    summariser: str,
+    n_calls: int,
+    window: int,
+    tmp: Path,
+    provider: str = "openai",
+    family: str = "gpt-4o",
+) -> Row:
     script = make_script(n_calls)
     home = tmp / f"{policy}-{summariser}-{n_calls}"
     work = home / "work"
     (work / "logs").mkdir(parents=True)
     for path, text in script.files.items():
         (work / path).write_text(text)
-    model = Model(script, window, summariser)
+    model = Model(script, window, summariser, provider)
+    anthropic = provider == "anthropic"
     env = {
         "HARNESS9_HOME": str(home / "h9"),
         "OPENAI_API_KEY": "sk-bench",
+        "ANTHROPIC_API_KEY": "sk-ant-bench",
         "HARNESS9_OFFLOAD": "false" if policy in BASELINES else "true",
         "HARNESS9_RECALL": "false" if policy in BASELINES else "true",
     }
     row = Row(policy, summariser, n_calls)
     runner = CliRunner()
     started = time.perf_counter()
-    with ScriptedLLMServer() as server:
+    server = ScriptedAnthropicServer() if anthropic else ScriptedLLMServer()
+    with server:
         server.respond_with(model)
         base = [
             "chat",
             "--model",
-            "openai/bench",
+            ANTHROPIC_MODEL if anthropic else "openai/bench",
             "--api-base",
             server.base_url,
             "--context-window",
@@ -673,7 +805,15 @@ def run_one(policy: str, summariser: str, n_calls: int, window: int, tmp: Path) 
         if res.exit_code != 0:
             row.notes.append(f"probe exited {res.exit_code}: {res.output[-300:]}")
     row.seconds = time.perf_counter() - started
-    measure(model, db, session_id, row)
+    if isinstance(server, ScriptedAnthropicServer):
+        measure(model, db, session_id, row, server.usage_log)
+        row.validation_rejects = len(server.rejected)
+        row.exact_cost = exact_cost(server.usage_log)
+        con = sqlite3.connect(db)
+        row.stored_cost = con.execute("SELECT sum(cost_usd) FROM session_usage").fetchone()[0]
+        con.close()
+    else:
+        measure(model, db, session_id, row, family=family)
     return row
 
 
@@ -739,6 +879,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=24_000)
     ap.add_argument("--policies", default=",".join(HARNESS9_POLICIES + BASELINES))
     ap.add_argument("--summarisers", default="adversarial,faithful")
+    ap.add_argument("--provider", choices=PROVIDERS, default="openai")
+    ap.add_argument("--openai-family", choices=sorted(OPENAI_DISCOUNTS), default="gpt-4o")
     args = ap.parse_args(argv)
     register_baselines()
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -751,7 +893,15 @@ def main(argv: list[str] | None = None) -> int:
                 for summariser in summarisers:
                     if policy in NO_SUMMARY and summariser != summarisers[0]:
                         continue  # the summariser is never called: one run stands for both
-                    row = run_one(policy, summariser, n, args.window, Path(tmp))
+                    row = run_one(
+                        policy,
+                        summariser,
+                        n,
+                        args.window,
+                        Path(tmp),
+                        args.provider,
+                        args.openai_family,
+                    )
                     if policy in NO_SUMMARY:
                         row.summariser = "(none)"
                     rows.append(row)
@@ -760,12 +910,86 @@ def main(argv: list[str] | None = None) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-    print(
-        f"window {args.window} tokens; billed = cache read 0.1x + cache write 1.25x on the "
-        "common prefix with the previous request, summary calls 1x"
-    )
+    print(f"window {args.window} tokens; provider {args.provider}; {_rule(args)}")
     print_table(rows)
+    if args.provider == "anthropic":
+        print_targets(rows)
     return 0
+
+
+def _rule(args: argparse.Namespace) -> str:
+    if args.provider == "anthropic":
+        return (
+            "billed = the server's report: cache reads 0.1x, writes 1.25x (1h: 2x), rest 1x; "
+            "cached only at the breakpoints each request carries"
+        )
+    if args.provider == "gemini":
+        return "billed = implicit caching: a repeated prefix of 1,024+ tokens at 0.25x"
+    discount = OPENAI_DISCOUNTS[args.openai_family]
+    return (
+        f"billed = automatic caching ({args.openai_family}): a repeated prefix of 1,024+ "
+        f"tokens, in 128-token steps, at {discount}x; summary calls 1x"
+    )
+
+
+def print_targets(rows: list[Row]) -> None:
+    """The issue's targets for the Anthropic run, each ok or NO."""
+
+    def ratio(r: Row) -> float:
+        return r.billed / max(1, r.uncached)
+
+    def mark(good: bool) -> str:
+        return "ok" if good else "NO"
+
+    for n in sorted({r.calls for r in rows}):
+        ours = [r for r in rows if r.calls == n and r.policy == "hybrid"]
+        ours = [r for r in ours if r.summariser == "adversarial"] or ours
+        if not ours:
+            continue
+        main_row = ours[0]
+        peers = [r for r in rows if r.calls == n and r.policy in BASELINES]
+        same = [p for p in peers if p.summariser in (main_row.summariser, "(none)")]
+        # What the user pays: billed tokens, not the ratio (a policy that sends less may
+        # be cached worse and still cost less).
+        cheapest = min(same, key=lambda p: p.billed, default=None)
+        beaten = cheapest is None or main_row.billed <= cheapest.billed
+        print(
+            f"target {n} calls: billed {ratio(main_row):.2f}x of uncached <= 0.25x: "
+            f"{mark(ratio(main_row) <= 0.25)}; billed {_fmt(main_row.billed)} <= every peer"
+            + (
+                f" (cheapest {cheapest.policy} {_fmt(cheapest.billed)}, {ratio(cheapest):.2f}x)"
+                if cheapest is not None
+                else " (no peer in this run)"
+            )
+            + f": {mark(beaten)}"
+        )
+    off = [
+        r
+        for r in rows
+        if r.exact_cost is None
+        or r.stored_cost is None
+        or abs(r.stored_cost - r.exact_cost) > 0.01 * r.exact_cost
+    ]
+    gaps = [
+        abs(r.stored_cost - r.exact_cost) / r.exact_cost
+        for r in rows
+        if r.stored_cost is not None and r.exact_cost
+    ]
+    print(
+        f"target stored cost == litellm exact price within 1 % in every run: {mark(not off)}"
+        f" (largest gap {100 * max(gaps, default=0.0):.4f} %)"
+    )
+    for r in off:
+        print(f"  {r.policy}/{r.summariser}/{r.calls}: stored {r.stored_cost} exact {r.exact_cost}")
+    refused = sum(r.validation_rejects for r in rows)
+    print(f"target no request rejected by the validating server: {mark(refused == 0)} ({refused})")
+    ours = [r for r in rows if r.policy in HARNESS9_POLICIES]
+    peak = max((r.peak for r in ours), default=0.0)
+    summary_peak = max((r.summary_peak for r in ours), default=0.0)
+    print(
+        f"target no harness9 chat request over 90 % of the window (server's count): "
+        f"{mark(peak <= 0.9)} (peak {100 * peak:.0f} %; summary requests {100 * summary_peak:.0f} %)"
+    )
 
 
 if __name__ == "__main__":

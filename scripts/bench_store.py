@@ -736,7 +736,15 @@ def main() -> None:
 
         with tempfile.TemporaryDirectory() as d:
             report(
-                args.database_url, msgs, singles, args.repeats, QUERY, args.seconds, pairs, Path(d)
+                args.database_url,
+                msgs,
+                singles,
+                args.repeats,
+                QUERY,
+                args.seconds,
+                pairs,
+                Path(d),
+                export=scale_export(),
             )
 
 

@@ -111,6 +111,9 @@ class ScriptedLLMServer:
         # Ollama's POST /api/show: model name -> (context length, seconds to wait first).
         self._shown: dict[str, tuple[int, float]] = {}
         self.show_requests: list[dict[str, Any]] = []
+        # (arrived, answered) perf_counter() seconds of each chat request, parallel to
+        # ``requests``: when its body was read and when its reply was fully sent.
+        self._timings: list[tuple[float, float]] = []
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -168,6 +171,12 @@ class ScriptedLLMServer:
         """Headers of every request (lower-cased names), parallel to ``requests``."""
         with self._lock:
             return list(self._headers)
+
+    @property
+    def timings(self) -> list[tuple[float, float]]:
+        """(arrived, answered) ``time.perf_counter()`` of each chat request (a copy)."""
+        with self._lock:
+            return list(self._timings)
 
     @property
     def pending(self) -> int:
@@ -341,6 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _handle_post(self) -> None:
+        arrived = time.perf_counter()  # the headers are in; the body is read below
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/api/show"):
@@ -355,6 +365,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(f"invalid JSON body: {exc}", None, None))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            self._answer(body, headers)
+        finally:
+            with self.owner._lock:
+                self.owner._timings.append((arrived, time.perf_counter()))
+
+    def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         spec = self.owner._take(body, headers)
         if spec is None:
             self._send_json(500, _error_body(NO_REPLY_MESSAGE, "server_error", None))

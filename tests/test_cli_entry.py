@@ -11,6 +11,7 @@ from support import run_cli
 from typer.testing import CliRunner
 
 from harness9.cli import app, main
+from harness9.config import db_path
 
 runner = CliRunner()
 
@@ -85,7 +86,7 @@ def test_the_environment_variable_is_the_default_and_the_flag_wins():
     from harness9.schema import Message
     from harness9.store import open_manager
 
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         m.new_session().add_messages([Message("user", "x" * 4000)])
     env = {"HARNESS9_CONTEXT_WINDOW": "5000"}
     from_env = runner.invoke(app, ["compact", "--dry-run", "--json"], env=env)

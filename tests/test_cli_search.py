@@ -9,6 +9,7 @@ from freezegun import freeze_time
 from rich.console import Console
 from support import cli, run_cli
 
+from harness9.config import db_path
 from harness9.schema import Message
 from harness9.store import open_manager
 from harness9.store.search import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SearchHit
@@ -16,7 +17,7 @@ from harness9.ui.search_view import render_hits
 
 
 def make_session(*texts: str) -> str:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages(
             [Message("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)]
@@ -165,7 +166,7 @@ def test_search_in_a_real_process():
 
 def test_a_first_search_over_many_unindexed_messages_says_so_once_on_stderr():
     sid = make_session("the nightly build broke")
-    with open_manager() as m, m.transaction() as conn:
+    with open_manager(db_path()) as m, m.transaction() as conn:
         conn.execute(
             "WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < 25000) "
             "INSERT INTO messages (session_id, role, content, created_at) "

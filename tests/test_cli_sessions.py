@@ -12,24 +12,25 @@ from freezegun import freeze_time
 from support import NO_SUBAGENTS, NO_SUMMARIES, cli, run_cli, runner, terminal
 
 from harness9.cli import app
+from harness9.config import db_path
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
 
 
 def make_session(*msgs: Message) -> str:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages(list(msgs))
         return s.session_id
 
 
 def stored_ids() -> set[str]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         return {i.id for i in m.list_sessions()}
 
 
 def insert_session(home: Path, sid: str) -> None:
-    with open_manager():
+    with open_manager(db_path()):
         pass
     conn = sqlite3.connect(home / "sessions.db", isolation_level=None)
     conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES (?, 1, 1)", (sid,))
@@ -63,6 +64,7 @@ def test_list_json_prints_id_title_times_and_count():
                 "model_calls": 0,
                 "input_tokens": 0,
                 "cached_tokens": 0,
+                "cache_write_tokens": 0,
                 "output_tokens": 0,
                 "total_tokens": 0,
                 "cost_usd": None,
@@ -106,7 +108,7 @@ def test_negative_limit_is_a_usage_error():
 
 
 def full_session() -> str:
-    with freeze_time("2026-05-17 14:30:00"), open_manager() as m:
+    with freeze_time("2026-05-17 14:30:00"), open_manager(db_path()) as m:
         s = m.new_session()
         ids = s.add_messages(
             [
@@ -118,7 +120,12 @@ def full_session() -> str:
         s.save_todos([TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")])
         s.add_checkpoint(Checkpoint(ids[1], "Goal: list files", "summarization", 900, 120, 3, 2))
         m.add_usage(
-            s.session_id, input_tokens=900, output_tokens=20, cached_tokens=512, cost_usd=0.0003
+            s.session_id,
+            input_tokens=900,
+            output_tokens=20,
+            cached_tokens=512,
+            cost_usd=0.0003,
+            cache_write_tokens=256,
         )
         return s.session_id
 
@@ -140,6 +147,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "model_calls": 1,
             "input_tokens": 900,
             "cached_tokens": 512,
+            "cache_write_tokens": 256,
             "output_tokens": 20,
             "total_tokens": 920,
             "cost_usd": 0.0003,

@@ -11,6 +11,7 @@ from support import cli_env
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.config import db_path
 from harness9.schema import Message
 from harness9.store import open_manager
 from harness9.ui.status import tool_result_line
@@ -23,7 +24,7 @@ def cli(*args: str, input: str | None = None):
 
 
 def make_session(*msgs: Message) -> str:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages(list(msgs))
         return s.session_id

@@ -25,7 +25,7 @@ def cli(*args: str, input: str | None = None):
 
 
 def session_with_four_messages() -> tuple[str, list[int]]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         ids = s.add_messages(
             [

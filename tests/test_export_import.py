@@ -11,6 +11,7 @@ import pytest
 from freezegun import freeze_time
 from support import cli, run_cli
 
+from harness9.config import store_location
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint
 from harness9.store.backend import open_store as open_manager
@@ -24,7 +25,7 @@ def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch
 
 
 def full_session() -> str:
-    with freeze_time("2026-05-17 14:30:00") as clock, open_manager() as m:
+    with freeze_time("2026-05-17 14:30:00") as clock, open_manager(store_location()) as m:
         s = m.new_session()
         ids = s.add_messages(
             [
@@ -47,7 +48,7 @@ def export_json(sid: str) -> str:
 
 
 def stored_ids() -> set[str]:
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         return {i.id for i in m.list_sessions()}
 
 
@@ -104,7 +105,7 @@ def test_export_then_delete_then_import_then_export_is_byte_identical():
 
 def test_tokens_and_cost_survive_export_delete_and_import():
     sid = full_session()
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         m.add_usage(sid, input_tokens=1200, output_tokens=80, cached_tokens=200, cost_usd=0.5)
         m.add_usage(sid, input_tokens=300, output_tokens=20, summary=True)  # unpriced
     listed = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
@@ -115,6 +116,26 @@ def test_tokens_and_cost_survive_export_delete_and_import():
     assert json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"] == listed
     assert listed["total_tokens"] == 1600 and listed["cost_usd"] == 0.5
     assert export_json(sid) == text
+
+
+def test_cache_writes_survive_export_and_an_older_file_without_them_reads_as_zero():
+    sid = full_session()
+    with open_manager(store_location()) as m:
+        m.add_usage(
+            sid, input_tokens=5000, output_tokens=50, cached_tokens=3000, cache_write_tokens=1800
+        )
+    text = export_json(sid)
+    assert json.loads(text)["usage"]["cache_write_tokens"] == 1800
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=text).exit_code == 0
+    usage = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    assert (usage["cached_tokens"], usage["cache_write_tokens"]) == (3000, 1800)
+    doc = json.loads(text)
+    del doc["usage"]["cache_write_tokens"]  # written by a harness9 before the column
+    cli("sessions", "delete", sid, "--yes")
+    assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
+    usage = json.loads(cli("sessions", "list", "--json").stdout)[0]["usage"]
+    assert (usage["cached_tokens"], usage["cache_write_tokens"]) == (3000, 0)
 
 
 def test_an_export_from_before_usage_was_carried_imports_with_none():
@@ -132,7 +153,7 @@ def test_an_imported_session_is_searchable_and_resumable():
     text = export_json(sid)
     cli("sessions", "delete", sid, "--yes")
     cli("sessions", "import", "-", input=text)
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         assert [h.session_id for h in m.search("fence")] == [sid]
         s = m.open_session(sid)
         (new,) = s.add_messages([Message("user", "go on")])
@@ -156,7 +177,7 @@ def test_import_with_new_id_stores_a_copy_whose_checkpoints_follow_the_new_messa
     assert result.exit_code == 0
     (copy,) = stored_ids() - {sid}
     assert result.stdout == f"Imported session {copy} (4 messages, a copy of {sid}).\n"
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         s = m.open_session(copy)
         records = s.get_records()
         (cp,) = s.list_checkpoints()
@@ -185,7 +206,7 @@ def test_an_export_whose_message_ids_are_taken_is_imported_with_fresh_ids(tmp_pa
     doc["messages"][3]["id"] = 22
     doc["checkpoints"][0]["last_message_id"] = 20
     assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         s = m.open_session(sid)
         assert [r.id for r in s.get_records()] == [9, 10, 11, 12]
         assert s.list_checkpoints()[0].last_message_id == 10
@@ -304,7 +325,7 @@ def test_a_missing_file_is_a_one_line_error(tmp_path: Path):
 @pytest.mark.sqlite_only  # sabotaged with an SQLite trigger
 def test_a_failure_half_way_through_the_import_leaves_nothing(harness9_home: Path):
     doc = valid_doc()
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         m.conn.execute(
             "CREATE TRIGGER t BEFORE INSERT ON compactions "
             "BEGIN SELECT RAISE(ABORT, 'injected'); END"
@@ -312,7 +333,7 @@ def test_a_failure_half_way_through_the_import_leaves_nothing(harness9_home: Pat
     result = cli("sessions", "import", "-", input=json.dumps(doc))
     assert result.exit_code == 1
     assert "injected" in result.stderr
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         assert m.list_sessions() == []
         assert m.conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
         assert m.search("files") == []
@@ -401,7 +422,7 @@ def test_markdown_export_reads_as_a_transcript():
 
 
 def test_markdown_escapes_html_in_tool_names():
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         s = m.new_session()
         s.add_messages([Message("assistant", "", [ToolCall("c<1>", "<script>", "not json")])])
         sid = s.session_id
@@ -431,7 +452,7 @@ def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path,
 def test_recall_index_and_stubs_survive_export_and_import():
     from harness9.store.session import Checkpoint
 
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         s = m.new_session()
         ids = s.add_messages(
             [Message("user", "go"), Message("tool", "big output", tool_call_id="c1")]
@@ -455,7 +476,7 @@ def test_recall_index_and_stubs_survive_export_and_import():
     cli("sessions", "delete", sid, "--yes")
     assert cli("sessions", "import", "-", input=text).exit_code == 0
 
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         [cp] = m.open_session(sid).list_checkpoints()
     assert cp.rewrites == {ids[1]: "[stubbed] 3 tokens"} and cp.last_message_id == 0
     assert cp.recall_index.endswith("(3 tokens)") and cp.state_note == "## State"
@@ -480,7 +501,7 @@ def chat_with_offloaded_output(server) -> tuple[str, str]:
     assert result.exit_code == 0, result.output
     marker = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
     assert marker.startswith("📂 [offload:")
-    with open_manager() as m:
+    with open_manager(store_location()) as m:
         [info] = m.list_sessions()
     return info.id, marker.split("[offload:", 1)[1].split("]", 1)[0]
 

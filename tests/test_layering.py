@@ -71,3 +71,71 @@ def test_a_private_import_would_be_caught(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("from typer._coercion import RuntimeParam\n", encoding="utf-8")
     assert "typer._coercion" in imported_modules(probe)
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Each module of the package at ``root`` -> the package's modules it imports, at any
+    level of the file (function-level and TYPE_CHECKING imports included)."""
+    package = root.name
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == package and (found := owner(target)) is not None:
+                    deps.add(found)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a loop."""
+    reach: dict[str, set[str]] = {}
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            mod = todo.pop()
+            if mod not in seen:
+                seen.add(mod)
+                todo.extend(graph.get(mod, ()))
+        reach[start] = seen
+    groups = {frozenset(m for m in graph if m in reach[a] and a in reach[m]) for a in graph}
+    return sorted(sorted(g) for g in groups if len(g) > 1)
+
+
+def test_no_import_cycle_anywhere_in_the_package_function_level_imports_included():
+    assert import_cycles(module_graph(PACKAGE)) == []
+
+
+def test_an_import_cycle_inside_a_function_would_be_caught(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import thing\n")
+    (pkg / "b.py").write_text("def thing():\n    from pkg.a import other\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    assert import_cycles(module_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_store_reads_no_configuration():
+    # The CLI resolves where the sessions are and how long they are kept
+    # (harness9.config.store_location, retention_days) and hands the store the result.
+    assert offenders("store", ("harness9.config",)) == set()

@@ -10,7 +10,7 @@ from history import ScriptedSummarizer
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.config import STRATEGIES, ContextOptions, Settings, context_options
+from harness9.config import STRATEGIES, ContextOptions, Settings, context_options, db_path
 from harness9.context import (
     Compactor,
     SelectiveCompressor,
@@ -56,7 +56,7 @@ def pad_to(session, system: Message, tokens: int) -> None:
 def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.Event]:
     """Events of the first model call of ``chat``'s engine on a view of ``tokens``."""
     llm_server.reply_text("**Goal:** g\n**Progress:** p")  # a summary, if one is asked for
-    with open_manager() as manager:
+    with open_manager(db_path()) as manager:
         session = manager.new_session()
         fill(session)
         settings = Settings.from_env(
@@ -76,7 +76,7 @@ def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.
 def test_context_the_trigger_and_dry_run_report_the_same_threshold(strategy, llm_server, tmp_path):
     common = ["--strategy", strategy, "--context-window", str(WINDOW)]
     common += ["--model", "openai/test-model", "--api-base", llm_server.base_url]
-    with open_manager() as manager:
+    with open_manager(db_path()) as manager:
         session = manager.new_session()
         fill(session)
         sid = session.session_id

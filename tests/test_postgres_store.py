@@ -20,10 +20,11 @@ from support import cli_env, run_cli
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.config import use_database_url
 from harness9.context.offload import OffloadConfig, OffloadNotFoundError, OffloadStore
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
-from harness9.store.backend import open_url, use_database_url
+from harness9.store.backend import open_url
 from harness9.store.export import SessionSnapshot
 from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from harness9.store.postgres import PostgresManager
@@ -720,3 +721,36 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
         assert other.restore(snap) == sid
         assert other.session_info(sid).message_count == 5_000
         assert len(other.search("quagga", limit=0)) == 5_000
+
+
+def test_the_search_document_is_the_same_as_before_for_ascii_and_accented_text(pg_url):
+    # The ASCII shortcut (issue 23) must index exactly what the full folding did.
+    from harness9.store.pg_migrations import ACCENTED, SEARCH_MAX_CHARS, UNACCENTED
+
+    before = (
+        "SELECT to_tsvector('pg_catalog.simple', translate(regexp_replace("
+        f"left(harness9.search_body(%s, %s), {SEARCH_MAX_CHARS}), "
+        "'[!-/:-@\\[-`{-~]+', ' ', 'g'), "
+        f"'{ACCENTED}', '{UNACCENTED}'))::text"
+    )
+    texts = [
+        ("plain ascii foo.py and bar-baz", None),
+        ("Café naïve Ångström façade", None),
+        ("日本語のテキスト and ascii", None),
+        (
+            "",
+            '[{"id": "c1", "name": "bash", "arguments": "{\\"command\\": \\"cat résumé.txt\\"}"}]',
+        ),
+    ]
+    PostgresManager(pg_url).close()  # the schema, migrated
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for content, calls in texts:
+            (now,) = conn.execute(
+                "SELECT harness9.search_document(%s, %s)::text", (content, calls)
+            ).fetchone()
+            (then,) = conn.execute(before, (content, calls)).fetchone()
+            assert now == then, content
+        folded = conn.execute(
+            "SELECT harness9.search_document('Café naïve', NULL)::text"
+        ).fetchone()[0]
+        assert folded == "'cafe':1 'naive':2"

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.config import db_path
 from harness9.schema import Message
 from harness9.store import open_manager
 
@@ -29,12 +30,12 @@ def cli(*args: str, input: str | None = None):
 
 @pytest.fixture
 def read_only_home(harness9_home: Path) -> Iterator[tuple[Path, str]]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages([Message("user", "hello from a read-only home"), Message("assistant", "ok")])
         sid = s.session_id
     cli("sessions", "search", "hello")  # index what is there
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         m.open_session(sid).add_messages([Message("user", "written after the last search")])
     if os.geteuid() == 0:
         if shutil.which("chattr") is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.config import config_path, load_config_file, retention_days
+from harness9.config import config_path, db_path, load_config_file, retention_days
 from harness9.errors import ConfigError
 from harness9.schema import Message
 from harness9.store import Manager, open_manager
@@ -157,29 +157,29 @@ def test_the_notice_is_one_line_and_absent_when_nothing_went():
 
 
 def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         session_updated_at(m, NOW - 10 * DAY)
         kept = session_updated_at(m, NOW)
     write_config(harness9_home, "retention_days = 7\n")
-    with _at(NOW), open_manager() as m:
-        assert startup_retention(m, load_config_file()) == (
+    with _at(NOW), open_manager(db_path()) as m:
+        assert startup_retention(m, retention_days(load_config_file())) == (
             "Removed 1 session not updated in 7 days (retention_days in config.toml)."
         )
         assert [i.id for i in m.list_sessions()] == [kept]
 
 
 def test_startup_retention_without_a_config_file_deletes_nothing(harness9_home: Path):
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         session_updated_at(m, NOW - 10_000 * DAY)
-        assert startup_retention(m, load_config_file()) is None
+        assert startup_retention(m, retention_days(load_config_file())) is None
         assert len(m.list_sessions()) == 1
 
 
 def test_startup_retention_with_a_bad_value_deletes_nothing(harness9_home: Path):
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         session_updated_at(m, NOW - 100 * DAY)
     write_config(harness9_home, "retention_days = -3\n")
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         with pytest.raises(ConfigError, match="retention_days in .*config.toml must be from 0"):
-            startup_retention(m, load_config_file())
+            startup_retention(m, retention_days(load_config_file()))
         assert len(m.list_sessions()) == 1

@@ -23,7 +23,7 @@ def search(*words: str) -> list[dict]:
 
 
 def store(*msgs: Message) -> list[int]:
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         return m.new_session().add_messages(list(msgs))
 
 
@@ -74,7 +74,7 @@ def test_latin_search_still_uses_words_and_bm25():
 
 
 def test_deleted_and_undone_cjk_messages_are_never_found():
-    with open_manager() as m:
+    with open_manager(db_path()) as m:
         s = m.new_session()
         s.add_messages([Message("user", "删除这个中文消息")])
         assert search("中文")
@@ -103,6 +103,9 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],
                 "session_imported_at": ["ALTER TABLE sessions DROP COLUMN imported_at"],
+                "session_usage_cache_writes": [
+                    "ALTER TABLE session_usage DROP COLUMN cache_write_tokens"
+                ],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
+from harness9.config import db_path
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import (
     AmbiguousSessionError,
@@ -117,6 +118,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("summary_output_tokens", "INTEGER", 1),
         ("summary_cost_usd", "REAL", 1),
         ("summary_unpriced_calls", "INTEGER", 1),
+        ("cache_write_tokens", "INTEGER", 1),
     ]
     assert columns(conn, "sessions") == [
         ("id", "TEXT", 0),
@@ -316,7 +318,7 @@ def mode(p: Path) -> int:
 def test_home_directory_is_0700_and_database_files_0600(harness9_home: Path):
     old = os.umask(0o022)
     try:
-        with open_manager() as m:
+        with open_manager(db_path()) as m:
             m.new_session().add_messages([Message("user", "secret")])
             db = harness9_home / "sessions.db"
             assert mode(harness9_home) == 0o700

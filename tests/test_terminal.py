@@ -493,6 +493,7 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "model_calls": 1,
         "input_tokens": 10_000,
         "cached_tokens": 8_000,
+        "cache_write_tokens": 0,
         "output_tokens": 1_000,
         "total_tokens": 11_000,
         "cost_usd": pytest.approx(expected),
@@ -532,7 +533,7 @@ def test_a_compaction_summary_call_is_counted_in_the_sessions_tokens_and_cost(ll
     assert result.exit_code == 0, result.output
     assert llm_server.pending == 0  # the fifth reply went to the summary call
     assert "Summarize the conversation" in llm_server.requests[4]["messages"][-1]["content"]
-    assert re.search(r"session usage \(5 calls\)\s+24K in \(0 cached\), 900 out", result.stderr)
+    assert re.search(r"session usage \(5 calls\)\s+in 24K, out 900", result.stderr)
     assert re.search(r"session cost\s+\$0\.0041", result.stderr)
     assert re.search(r"of which summaries\s+1 call, 20K in, 500 out, \$0\.0033", result.stderr)
     [info] = json.loads(runner.invoke(app, ["sessions", "list", "--json"]).stdout)

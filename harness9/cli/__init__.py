@@ -119,7 +119,7 @@ def _root(
     ),
 ) -> None:
     """harness9: chat with an LLM agent whose sessions survive restarts and never overflow."""
-    from harness9.store.backend import use_database_url
+    from harness9.config import use_database_url
 
     if not isinstance(ctx.obj, Environment):
         ctx.obj = Environment.from_process()

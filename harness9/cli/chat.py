@@ -62,6 +62,8 @@ def chat(
     timeout: options.Timeout = None,
     strategy: options.Strategy = None,
     summary_model: options.SummaryModel = None,
+    cache_ttl: options.CacheTtl = None,
+    max_output_tokens: options.MaxOutputTokens = None,
     auto_compact: bool | None = typer.Option(
         None,
         "--auto-compact/--no-auto-compact",
@@ -94,6 +96,9 @@ def chat(
         context_options,
         harness9_home,
         load_config_file,
+        provider_options,
+        retention_days,
+        store_location,
         subagent_options,
         tool_options,
     )
@@ -118,6 +123,7 @@ def chat(
     cfg = load_config_file()
     opts = context_options(cfg, strategy=strategy, summary_model=summary_model, auto=auto_compact)
     tools = tool_options(cfg)
+    popts = provider_options(cfg, cache_ttl=cache_ttl, max_output_tokens=max_output_tokens)
     subagents = subagent_options(cfg)
     work = resolve_workdir(workdir)
     interactive = env.interactive
@@ -154,7 +160,7 @@ def chat(
         )
     from harness9.context.offload import remove_session_offloads
 
-    with open_store(cfg, on_session_deleted=remove_session_offloads) as manager:
+    with open_store(store_location(cfg), on_session_deleted=remove_session_offloads) as manager:
         if resume:
             session = manager.open_session(manager.resolve_id(resume))
         elif continue_:
@@ -173,7 +179,8 @@ def chat(
                     style="yellow",
                     markup=False,
                 )
-        note = startup_retention(manager, cfg, keep=[session.session_id] if session else [])
+        days = retention_days(cfg)
+        note = startup_retention(manager, days, keep=[session.session_id] if session else [])
         if note:
             err.print(note, style="yellow", markup=False)
         started: set[str] = set()
@@ -195,6 +202,7 @@ def chat(
                 assume_yes=yes,
                 auto_approve=tools.auto_approve,
                 blobs=manager.blob_store(),
+                provider_opts=popts,
                 subagents=subagents,
                 children=manager,
             )

@@ -49,7 +49,13 @@ def compact(
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
     """
-    from harness9.config import Settings, context_options, subagent_options
+    from harness9.config import (
+        Settings,
+        context_options,
+        provider_options,
+        store_location,
+        subagent_options,
+    )
     from harness9.engine.setup import build_engine, resolve_workdir
     from harness9.provider import get_model_limits
     from harness9.store.backend import open_existing_store
@@ -62,7 +68,7 @@ def compact(
     out = env.console()
     err = env.console(err=True, soft_wrap=False)
 
-    manager = open_existing_store()  # a preview must not create a database
+    manager = open_existing_store(store_location())  # a preview must not create a database
     if manager is None:
         raise HarnessError("there are no sessions to compact")
     with manager:
@@ -90,6 +96,7 @@ def compact(
             timeout=float(timeout or 120),
             sleep=env.sleep,
             blobs=manager.blob_store(),
+            provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
             # Never run here; offered so the tool definitions measured are chat's.
             subagents=subagent_options(),
             children=manager,

@@ -76,6 +76,28 @@ SummaryModel = Annotated[
         "compaction.model in config.toml, else the chat model).",
     ),
 ]
+CacheTtl = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-ttl",
+        metavar="5m|1h",
+        show_default=False,
+        help="Lifetime of the prompt-cache entries harness9 asks Claude for: 5m (the default) "
+        "or 1h (writes cost 2x input instead of 1.25x). Default: HARNESS9_CACHE_TTL, else "
+        "provider.cache_ttl in config.toml.",
+    ),
+]
+MaxOutputTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-output-tokens",
+        min=1,
+        metavar="TOKENS",
+        show_default=False,
+        help="Longest reply to ask for (max_tokens), never above the model's limit; "
+        "default 32000 (HARNESS9_MAX_OUTPUT_TOKENS, provider.max_output_tokens).",
+    ),
+]
 Workdir = Annotated[
     Path | None,
     typer.Option(

@@ -14,8 +14,9 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
+from harness9.config import store_location, use_database_url
 from harness9.errors import HarnessError, UsageError
-from harness9.store.backend import SessionStore, open_existing_store, use_database_url
+from harness9.store.backend import SessionStore, open_existing_store
 from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import (
@@ -69,7 +70,7 @@ def parse_age(text: str) -> float:
 
 def _open_store() -> SessionStore | None:
     """The user's store, or None if there is none yet (reading must not create one)."""
-    return open_existing_store(on_session_deleted=_remove_offloads)
+    return open_existing_store(store_location(), on_session_deleted=_remove_offloads)
 
 
 def _remove_offloads(session_id: str) -> None:
@@ -144,7 +145,8 @@ def _usage_json(usage: UsageTotals) -> dict[str, Any]:
     return {
         "model_calls": usage.model_calls,
         "input_tokens": usage.input_tokens,
-        "cached_tokens": usage.cached_tokens,
+        "cached_tokens": usage.cached_tokens,  # read from a prompt cache
+        "cache_write_tokens": usage.cache_write_tokens,  # written to it
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cost_usd": round(usage.cost_usd, 6) if usage.priced else None,

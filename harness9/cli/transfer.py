@@ -137,6 +137,7 @@ def export_command(
 ) -> None:
     """Export a session as Markdown (to read) or JSON (to import elsewhere)."""
     env = environment(ctx)
+    from harness9.config import store_location
     from harness9.store.backend import open_existing_store
     from harness9.store.export import export_json
 
@@ -144,7 +145,7 @@ def export_command(
     if fmt is None:
         json_suffix = output is not None and output.suffix.lower() == ".json"
         fmt = ExportFormat.json if json_suffix else ExportFormat.markdown
-    store = open_existing_store()  # read-only when an SQLite store cannot be written
+    store = open_existing_store(store_location())  # read-only when it cannot be written
     if store is None:
         raise SessionNotFoundError(session_id)
     from harness9.store.family import family_members, family_snapshot
@@ -191,6 +192,7 @@ def import_command(
     ] = False,
 ) -> None:
     """Import a session from a JSON export (all of it or nothing)."""
+    from harness9.config import store_location
     from harness9.store.backend import open_store
     from harness9.store.export import ImportFormatError, parse_export
 
@@ -213,7 +215,7 @@ def import_command(
             f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
         )
     # The hook removes a half-restored offload directory if the import is undone below.
-    with open_store(on_session_deleted=remove_session_offloads) as store:
+    with open_store(store_location(), on_session_deleted=remove_session_offloads) as store:
         ids = restore_family(store, snap, new_id=new_id)
         sid = ids[0]
         try:
@@ -256,6 +258,7 @@ def migrate_command(
     interrupted migration can simply be run again. The source is never changed.
     """
     env = environment(ctx)
+    from harness9.config import store_location
     from harness9.store.backend import (
         is_database_url,
         open_existing_store,
@@ -268,7 +271,7 @@ def migrate_command(
         raise UsageError("--to needs a postgresql:// URL or an SQLite file (path or sqlite:///)")
     if not is_database_url(to):
         sqlite_file_of(to)  # a bad URL is refused before anything is opened
-    source = open_existing_store()
+    source = open_existing_store(store_location())
     if source is None:
         env.echo("No sessions to migrate.")
         return

@@ -49,6 +49,8 @@ from harness9.context.events import (
 )
 from harness9.context.eviction import EvictionCompactor
 from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
+from harness9.context.live_view import LiveViews
+from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
@@ -201,10 +203,13 @@ class ContextPolicy:
         offload: OffloadStore | None = None,
         token_counter: TokenCounter | None = None,
         recall_budget: int = 0,
+        message_bound: MessageBound | None = None,
     ) -> None:
         """``compactor`` None: nothing is ever compacted. ``auto`` False: never compact
         behind the user's back (a notice says to run /compact). ``recall_budget``: the
-        tokens a checkpoint's recall index of folded tool results may take (0: none)."""
+        tokens a checkpoint's recall index of folded tool results may take (0: none).
+        ``message_bound``: folds old messages when the view has too many, whatever
+        their tokens (``message_bound.py``); None: the view is bounded in tokens only."""
         self.compactor = compactor
         self.context_window = context_window
         self.auto = auto
@@ -217,6 +222,9 @@ class ContextPolicy:
         # head-room the threshold was chosen for.
         self.token_counter = token_counter
         self.recall_budget = recall_budget
+        self.message_bound = message_bound
+        # Each session's view between calls: a request reads only the new rows.
+        self.views = LiveViews()
         self._calibrated = False
         self._lock = threading.Lock()
         self._states: dict[str, SessionContextState] = {}
@@ -236,7 +244,7 @@ class ContextPolicy:
         ``blobs`` is where offloaded outputs go: the session store's own (a database
         store keeps them with the sessions), or None for files in $HARNESS9_HOME.
         """
-        threshold = int(context_window * opts.threshold)
+        threshold = opts.threshold_tokens(context_window)
         offload = None
         if opts.offload:
             offload = OffloadStore(
@@ -274,6 +282,11 @@ class ContextPolicy:
             offload=offload,
             token_counter=token_counter,
             recall_budget=max(1, int(context_window * RECALL_SHARE)) if opts.recall else 0,
+            message_bound=(
+                MessageBound(opts.max_messages, opts.max_messages // 2)
+                if opts.max_messages
+                else None
+            ),
         )
 
     # -- what users see ----------------------------------------------------------
@@ -373,6 +386,7 @@ class ContextPolicy:
         """/new and /resume start the session with fresh state."""
         with self._lock:
             self._states.pop(session_id, None)
+        self.views.forget(session_id)
 
     def begin_turn(
         self, session: CheckpointedSession, system: Message, emit: ContextEventSink = discard
@@ -401,23 +415,41 @@ class ContextPolicy:
         ``may_compact`` False: this model call already had its compaction (the model
         rejected the context and it was compacted): never two for one call.
         """
-        view = load_view(session, system)
+        measured = self.views.load(session, system)
+        view = measured.view
         outgoing = view.messages
         comp = self.compactor
         st = self.state(session.session_id)
-        decision = self._decide(comp, st, view, recent_tools, emit) if may_compact else None
+        decision = None
+        if may_compact:
+            decision = self._decide(comp, st, view, recent_tools, emit, measured.tokens)
         if comp is not None and decision is not None:
             notice, view, outgoing = self._compact(
                 session, system, view, comp, tools, emit, force=decision == "early"
             )
             if notice is not None and self.trigger is not None:
                 st.trigger.compacted()
+        elif may_compact and self._over_message_bound(view):
+            assert self.message_bound is not None  # checked by _over_message_bound
+            _, view, outgoing = self._compact(
+                session, system, view, self.message_bound, tools, emit, force=True
+            )
         messages = repair_orphaned_tool_pairs(outgoing, stub=UNFINISHED_STUB)
         counted = self._count(messages)
         # Until the first calibration the tool definitions are added explicitly;
         # afterwards the calibration ratio accounts for them.
         shown = counted if self._calibrated else counted + estimate_tool_tokens(tools)
         return Request(messages, counted, shown)
+
+    def _over_message_bound(self, view: ModelView) -> bool:
+        """More messages than the bound allows, and compaction may run by itself."""
+        bound = self.message_bound
+        return (
+            bound is not None
+            and self.auto
+            and self.compactor is not None
+            and len(view.messages) > bound.max_messages
+        )
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
         """Calibrates the displayed count with the API's real input tokens."""
@@ -463,6 +495,7 @@ class ContextPolicy:
         view: ModelView,
         recent_tools: Sequence[str],
         emit: ContextEventSink,
+        tokens: int | None = None,
     ) -> str | None:
         """None, "threshold" (over the compactor's threshold) or "early" (the smart trigger).
 
@@ -475,7 +508,8 @@ class ContextPolicy:
         if comp is None:
             return None
         plan = comp.plan(view.messages)
-        tokens = estimate_tokens(view.messages)
+        if tokens is None:
+            tokens = estimate_tokens(view.messages)
         if not self.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True

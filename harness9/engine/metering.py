@@ -60,6 +60,7 @@ def record_usage(
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cached_tokens=usage.cached_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
         cost_usd=pricing(used.model, usage) if pricing is not None else None,
         summary=used.summary,
     )

@@ -8,6 +8,11 @@ every change. The todo list reaches the model through the ``write_todos`` result
 in the conversation and, after a compaction, through the checkpoint's state note
 (harness9.context.recall.state_note); the date is the one the session was first
 seen on in this process.
+
+The date comes last, after ``STATE_MARK``: where the provider caches only at the
+client's breakpoints (Claude), the breakpoint goes before it (harness9.provider.caching),
+so the tools and the rest of the prompt stay one cached prefix across days and
+sessions; nothing that varies sits before that breakpoint.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness9.provider.caching import STATE_MARK
 from harness9.schema import ROLE_SYSTEM, Message
 from harness9.store.session import Session
 
@@ -44,11 +50,11 @@ class PromptBuilder:
 
     def build(self, session: Session | None) -> Message:
         parts = [self.base_prompt, "", f"Working directory: {self.workdir}"]
-        parts.append(f"Today's date: {self.session_date(session)}")
         agents = self._agents_md()
         if agents:
             parts += ["", f"Project instructions from {AGENTS_FILE}:", agents]
-        return Message(ROLE_SYSTEM, "\n".join(parts))
+        state = f"Today's date: {self.session_date(session)}"
+        return Message(ROLE_SYSTEM, "\n".join(parts) + STATE_MARK + state)
 
     def session_date(self, session: Session | None) -> str:
         """The date the prompt shows: fixed for a session once it has been built."""

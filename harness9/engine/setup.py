@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness9.errors import UsageError
 
 if TYPE_CHECKING:
-    from harness9.config import ContextOptions, Settings, SubAgentOptions
+    from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
     from harness9.context.policy import ContextPolicy
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
     from harness9.engine.subagents import ChildSessions
     from harness9.provider import LLMProvider
+    from harness9.schema import Usage
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
     from harness9.tools.base import Approval
@@ -48,16 +50,21 @@ def build_engine(
     blobs: BlobStore | None = None,
     subagents: SubAgentOptions | None = None,
     children: ChildSessions | None = None,
+    provider_opts: ProviderOptions | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options.
+
+    The reply's budget (``max_tokens``) comes from the model's output limit capped by
+    ``provider_opts``; the compaction threshold keeps that much of the window free.
 
     With ``subagents`` (enabled) and ``children`` (where their sessions go), the agent
     also has the `task` tool; its sub-agents are built here the same way."""
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
 
-    parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs)
+    parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs, provider_opts)
     provider = parts.provider()
+    parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
     policy = parts.policy(lambda event: engine.on_event(event))
     sub = subagents if subagents is not None and subagents.enabled else None
     registry = parts.registry(policy, children if sub is not None else None)
@@ -88,7 +95,7 @@ def build_engine(
             parallel_tasks=sub.parallel if sub is not None else 4,
         ),
     )
-    provider.on_retry = parts.retry_reporter(lambda event: engine.on_event(event))
+    _report_to(provider, lambda event: engine.on_event(event), summary=False)
     return engine
 
 
@@ -104,6 +111,7 @@ class _Parts:
         timeout: float,
         sleep: Callable[[float], None],
         blobs: BlobStore | None,
+        provider_opts: ProviderOptions | None,
     ) -> None:
         self.settings = settings
         self.opts = opts
@@ -112,26 +120,17 @@ class _Parts:
         self.timeout = timeout
         self.sleep = sleep
         self.blobs = blobs
+        self.provider_opts = provider_opts
 
     def provider(self, model: str | None = None) -> LLMProvider:
-        from harness9.provider import LLMProvider
-
-        return LLMProvider(
+        return _provider(
             model or self.settings.model,
-            self.settings.api_base,
-            timeout=self.timeout,
-            sleep=self.sleep,
-            context_window=self.context_window,  # a local server (Ollama) is told to use it
-            backoff_max=self.settings.retry_max_wait,
+            self.settings,
+            self.context_window,
+            self.provider_opts,
+            self.timeout,
+            self.sleep,
         )
-
-    def retry_reporter(self, report: EventSink) -> Callable[[int, float, str], None]:
-        from harness9.engine import events as ev
-
-        def on_retry(attempt: int, delay: float, reason: str) -> None:
-            report(ev.Retrying(attempt, delay, reason))
-
-        return on_retry
 
     def policy(self, report: EventSink) -> ContextPolicy:
         """A context policy of its own; its summaries' usage goes to ``report``."""
@@ -141,7 +140,7 @@ class _Parts:
 
         opts = self.opts
         summarizer = self.provider(opts.summary_model)
-        summarizer.on_retry = self.retry_reporter(report)
+        _report_to(summarizer, report, summary=True)
         return ContextPolicy.from_options(
             opts,
             MeteredSummarizer(summarizer, report),
@@ -230,7 +229,7 @@ class _Parts:
 
         def make_provider() -> LLMProvider:
             model = self.provider()
-            model.on_retry = self.retry_reporter(report)
+            _report_to(model, report, summary=False)
             return model
 
         runner = SubAgentRunner(
@@ -260,3 +259,44 @@ def _serialized(
                 report(ev.SubAgentAsking(False))
 
     return ask
+
+
+def _provider(
+    model: str,
+    settings: Settings,
+    context_window: int,
+    popts: ProviderOptions | None,
+    timeout: float,
+    sleep: Callable[[float], None],
+) -> LLMProvider:
+    """The adapter for ``model``, its reply budget from the model's limit and the options."""
+    from harness9.config import ProviderOptions
+    from harness9.provider import LLMProvider
+    from harness9.provider.limits import get_model_limits, output_budget
+
+    popts = popts or ProviderOptions()
+    limits = get_model_limits(model, override=context_window)
+    return LLMProvider(
+        model,
+        settings.api_base,
+        timeout=timeout,
+        sleep=sleep,
+        context_window=context_window,  # a local server (Ollama) is told to use it
+        backoff_max=settings.retry_max_wait,
+        max_tokens=output_budget(limits, popts.max_output_tokens),
+        cache_ttl=popts.cache_ttl,
+    )
+
+
+def _report_to(provider: LLMProvider, report: Callable[[Event], None], *, summary: bool) -> None:
+    """Send ``provider``'s retries and the usage of its cut-off calls to ``report``."""
+    from harness9.engine import events as ev
+
+    def on_retry(attempt: int, delay: float, reason: str) -> None:
+        report(ev.Retrying(attempt, delay, reason))
+
+    def on_cut_off(usage: Usage) -> None:
+        report(ev.ModelUsage(provider.model, usage, summary=summary))
+
+    provider.on_retry = on_retry
+    provider.on_cut_off_usage = on_cut_off

@@ -47,7 +47,10 @@ DEFAULT_LIMITS = ModelLimits(context_tokens=256_000, output_tokens=8_192)
 FAMILY_LIMITS: tuple[tuple[re.Pattern[str], ModelLimits], ...] = tuple(
     (re.compile(pattern), ModelLimits(ctx, out))
     for pattern, ctx, out in (
-        (r"^claude-(?:(?:opus|sonnet|haiku)-)?4", 200_000, 32_000),
+        # Anthropic's model overview: Opus 4/4.1 write at most 32K, Sonnet 4 and the
+        # 4.5 family 64K (litellm's map lacks claude-sonnet-4-20250514, the README's model).
+        (r"^claude-opus-4(?:-[01])?(?:-\d{8})?$", 200_000, 32_000),
+        (r"^claude-(?:(?:opus|sonnet|haiku)-)?4", 200_000, 64_000),
         (r"^claude", 200_000, 8_192),
         (r"^gpt-4\.5", 128_000, 16_384),
         (r"^gpt-4o", 128_000, 16_384),
@@ -72,6 +75,14 @@ def get_model_limits(name: str, *, override: int | None = None) -> ModelLimits:
         # A local server's window is what the user says; output cannot exceed it.
         limits = ModelLimits(override, min(limits.output_tokens, override))
     return limits
+
+
+def output_budget(limits: ModelLimits, cap: int) -> int:
+    """The ``max_tokens`` a request asks for: the model's output limit, at most ``cap``
+    (the user's setting) and at most a fifth of the window, so that the compaction
+    threshold's default 80 % still leaves the reply its room (ContextOptions.threshold_tokens)
+    and a local server never sees a prompt plus reply larger than its context."""
+    return max(1, min(limits.output_tokens, cap, limits.context_tokens // 5))
 
 
 def chat_limits(
@@ -302,6 +313,7 @@ __all__ = [
     "asks_server",
     "chat_limits",
     "get_model_limits",
+    "output_budget",
     "server_limits",
     "server_would_answer",
     "window_source",

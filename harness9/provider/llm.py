@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from harness9.provider import ollama
+from harness9.provider.caching import needs_breakpoints, place_breakpoints
 from harness9.provider.errors import (
     AuthenticationError,
     BadRequestError,
@@ -144,6 +145,8 @@ class LLMProvider:
         backoff_max: float = 60.0,
         on_retry: Callable[[int, float, str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_tokens: int | None = None,
+        cache_ttl: str = "5m",
         context_window: int | None = None,
     ) -> None:
         self.model = model
@@ -156,6 +159,13 @@ class LLMProvider:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.on_retry = on_retry
+        # Request shape (harness9.provider.caching, limits.output_budget): the reply's
+        # token budget, and the cache lifetime of the breakpoints placed for Claude.
+        self.max_tokens = max_tokens
+        self.cache_ttl = cache_ttl
+        # Usage the server reported for a call whose stream then broke off: billed, so
+        # counted, though generate() raises (or retries) instead of returning it.
+        self.on_cut_off_usage: Callable[[Usage], None] | None = None
         self._provider_checked = False
         # Waits out the backoff; tests inject one that only records the delay.
         self.sleep = sleep
@@ -215,6 +225,7 @@ class LLMProvider:
         attempt = 0
         while True:
             shown: list[str] = []  # text already handed to on_delta in this attempt
+            response: Any = None
             try:
                 response = litellm.completion(**request)
                 if stream:
@@ -226,6 +237,8 @@ class LLMProvider:
                 error = self._translate(exc)
                 if error is None:
                     raise
+                if stream:
+                    self._count_cut_off(response)
                 if shown and on_delta is not None:
                     partial = Message(ROLE_ASSISTANT, "".join(shown))
                     raise StreamInterruptedError(
@@ -244,15 +257,20 @@ class LLMProvider:
     def _request(
         self, messages: list[Message], tools: list[ToolDefinition], stream: bool
     ) -> dict[str, Any]:
+        wire = [m.to_dict() for m in messages]
+        if needs_breakpoints(self.model):
+            wire = place_breakpoints(wire, self.cache_ttl)
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [m.to_dict() for m in messages],
+            "messages": wire,
             "stream": stream,
             "timeout": self.timeout,
             "num_retries": 0,  # retries are ours (see module docstring)
         }
         if tools:
             request["tools"] = [t.to_dict() for t in tools]
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
         if stream:
             request["stream_options"] = {"include_usage": True}
         if self.api_base:
@@ -283,6 +301,21 @@ class LLMProvider:
                     _merge_tool_call_delta(calls, piece)
         tool_calls = [_finish_call(calls[i]) for i in sorted(calls)]
         return Message(ROLE_ASSISTANT, "".join(shown), tool_calls=tool_calls), usage
+
+    def _count_cut_off(self, response: Any) -> None:
+        """Report the usage a broken stream had carried (Anthropic's message_start).
+
+        litellm hands usage to the caller only on the stream's last chunk, but keeps the
+        chunks it parsed in the stream object's ``chunks`` list, where message_start's
+        usage is.
+        """
+        if self.on_cut_off_usage is None or response is None:
+            return
+        for chunk in reversed(list(getattr(response, "chunks", None) or [])):
+            usage = _usage(getattr(chunk, "usage", None))
+            if usage is not None:
+                self.on_cut_off_usage(usage)
+                return
 
     # -- errors and retries ----------------------------------------------------------------
     def _translate(self, exc: Exception) -> ProviderError | None:
@@ -454,11 +487,26 @@ def _usage(raw: Any) -> Usage | None:
     completion = getattr(raw, "completion_tokens", None)
     if prompt is None and completion is None:
         return None
+    details = getattr(raw, "prompt_tokens_details", None)
     return Usage(
         input_tokens=int(prompt or 0),
         output_tokens=int(completion or 0),
-        cached_tokens=_cached_tokens(raw),
+        cached_tokens=_count(details, "cached_tokens") or _count(raw, "cache_read_input_tokens"),
+        cache_write_tokens=(
+            _count(raw, "cache_creation_input_tokens") or _count(details, "cache_creation_tokens")
+        ),
+        cache_write_1h_tokens=_count(
+            getattr(details, "cache_creation_token_details", None), "ephemeral_1h_input_tokens"
+        ),
     )
+
+
+def _count(obj: Any, name: str) -> int:
+    """A token count litellm reports (OpenAI's prompt_tokens_details.cached_tokens;
+    Anthropic's cache_read/cache_creation_input_tokens, the 1-hour part of the writes in
+    cache_creation_token_details); 0 when absent."""
+    value = getattr(obj, name, None)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _mark_estimate(
@@ -469,15 +517,6 @@ def _mark_estimate(
     ):
         usage.input_estimated = True
     return usage
-
-
-def _cached_tokens(raw: Any) -> int:
-    """Prompt tokens served from the provider's cache (OpenAI's or Anthropic's field)."""
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None)
-    if not isinstance(cached, int):
-        cached = getattr(raw, "cache_read_input_tokens", None)
-    return cached if isinstance(cached, int) and cached > 0 else 0
 
 
 def _clean_message(exc: BaseException) -> str:

@@ -18,8 +18,9 @@ from harness9.store.session import (
     StoreBusyError,
     StoredMessage,
     StoreError,
+    is_session_id,
 )
-from harness9.store.sql_manager import AmbiguousSessionError, is_session_id
+from harness9.store.sql_manager import AmbiguousSessionError
 from harness9.store.sqlite import Manager, SQLiteSession, open_manager
 
 __all__ = [

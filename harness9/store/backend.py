@@ -1,9 +1,9 @@
 """Which session store a command uses: the SQLite file, or a PostgreSQL server.
 
-A PostgreSQL URL selects the shared store; it comes from ``--database-url``,
-else ``HARNESS9_DATABASE_URL``, else ``database_url`` in ``config.toml``.
-Nothing set means ``$HARNESS9_HOME/sessions.db``, exactly as before. psycopg is
-imported only once a URL is given: ``sessions list`` on SQLite pays nothing.
+A PostgreSQL URL selects the shared store, a path the SQLite file; which one a
+command uses is resolved by the CLI (``harness9.config.store_location``: the flag,
+the environment, ``config.toml``), never here. psycopg is imported only once a URL
+is given: ``sessions list`` on SQLite pays nothing.
 
 ``SessionStore`` is the manager protocol every command talks to; both
 ``harness9.store.sqlite.Manager`` and ``harness9.store.postgres.PostgresManager``
@@ -13,7 +13,8 @@ fill it in completely.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness9.errors import ConfigError, UsageError
@@ -30,12 +31,7 @@ from harness9.store.session import (
 if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
 
-ENV_VAR = "HARNESS9_DATABASE_URL"
-CONFIG_KEY = "database_url"
 SCHEMES = ("postgresql://", "postgres://")
-
-# Set by the CLI's --database-url for this process (None: not given).
-_flag_url: str | None = None
 
 
 class StoredSession(CheckpointedSession, Protocol):
@@ -56,6 +52,7 @@ class UsageStore(Protocol):
         cached_tokens: int = 0,
         cost_usd: float | None = None,
         summary: bool = False,
+        cache_write_tokens: int = 0,
     ) -> None: ...
 
 
@@ -147,53 +144,12 @@ class SessionStore(UsageStore, Protocol):
         ...
 
 
-def use_database_url(url: str | None) -> None:
-    """Record ``--database-url`` for this process (the CLI calls this once per command)."""
-    global _flag_url
-    _flag_url = url or None
-
-
 def is_database_url(text: str) -> bool:
     return text.strip().lower().startswith(SCHEMES)
 
 
-def database_url(cfg: Mapping[str, Any] | None = None) -> str | None:
-    """The PostgreSQL URL to use, or None for the SQLite file. Bad values: one-line errors."""
-    if _flag_url is not None:
-        if not is_database_url(_flag_url):
-            raise UsageError(
-                f"--database-url must be a postgresql:// URL, got {_redacted(_flag_url)!r}"
-            )
-        return _flag_url.strip()
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        if not is_database_url(env):
-            raise ConfigError(f"{ENV_VAR} must be a postgresql:// URL, got {_redacted(env)!r}")
-        return env
-    from harness9 import config
-
-    if cfg is None:
-        # No file (or no home directory at all): nothing to read, and nothing to complain
-        # about here; the SQLite store reports a broken home itself, in its own words.
-        try:
-            present = config.config_path().is_file()
-        except OSError:  # a home you cannot search (EACCES): the SQLite store names it
-            present = False
-        if not present:
-            return None
-        cfg = config.load_config_file()
-    value = cfg.get(CONFIG_KEY)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or not is_database_url(value):
-        shown = _redacted(value) if isinstance(value, str) else value
-        raise ConfigError(
-            f"{CONFIG_KEY} in {config.config_path()} must be a postgresql:// URL, got {shown!r}"
-        )
-    return value.strip()
-
-
-def _redacted(url: str) -> str:
+def redacted_url(url: str) -> str:
+    """``url`` without its password, for messages."""
     if "@" not in url:
         return url
     head, _, tail = url.rpartition("@")
@@ -240,7 +196,7 @@ def sqlite_file_of(target: str) -> str:
         return os.path.expanduser(text)  # a plain path (``./a://b`` stays a path)
     if scheme.lower() != "sqlite":
         raise UsageError(
-            f"{_redacted(text)!r} is neither a postgresql:// URL, an sqlite:///PATH URL "
+            f"{redacted_url(text)!r} is neither a postgresql:// URL, an sqlite:///PATH URL "
             "nor a file path"
         )
     from urllib.parse import unquote
@@ -253,28 +209,29 @@ def sqlite_file_of(target: str) -> str:
     return "/" + unquote(rest).lstrip("/")
 
 
-def open_store(
-    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
-) -> SessionStore:
-    """The user's store, created if missing (the SQLite file, or the schema on the server)."""
-    url = database_url(cfg)
-    if url is not None:
-        return open_url(url, on_session_deleted=on_session_deleted)
+def open_store(location: str | Path, *, on_session_deleted: OnDeleted = None) -> SessionStore:
+    """The store at ``location`` (a PostgreSQL URL or the SQLite file), created if missing.
+
+    The CLI resolves the location (``harness9.config.store_location``): the store reads
+    no configuration.
+    """
+    if isinstance(location, str) and is_database_url(location):
+        return open_url(location, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import open_manager
 
-    return open_manager(on_session_deleted=on_session_deleted)
+    return open_manager(Path(location), on_session_deleted=on_session_deleted)
 
 
 def open_existing_store(
-    cfg: Mapping[str, Any] | None = None, *, on_session_deleted: OnDeleted = None
+    location: str | Path, *, on_session_deleted: OnDeleted = None
 ) -> SessionStore | None:
-    """The user's store, or None when there is no SQLite file yet (reading must not create one).
+    """The store at ``location``, or None when it is an SQLite file that does not exist
+    yet (reading must not create one).
 
     A PostgreSQL store always opens: the server exists, and an empty schema reads as empty.
     """
-    url = database_url(cfg)
-    if url is not None:
-        return open_url(url, on_session_deleted=on_session_deleted)
+    if isinstance(location, str) and is_database_url(location):
+        return open_url(location, on_session_deleted=on_session_deleted)
     from harness9.store.sqlite import open_existing_manager
 
-    return open_existing_manager(on_session_deleted=on_session_deleted)
+    return open_existing_manager(Path(location), on_session_deleted=on_session_deleted)

@@ -17,7 +17,7 @@ Format (version 1)::
                       "tokens_after", "messages_before", "messages_after", "created_at"}],
      "offloads": [{"id", "content"}],
      "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
-               "cost_usd", "unpriced_calls", "summary_calls", ...}}
+               "cost_usd", "unpriced_calls", "summary_calls", ..., "cache_write_tokens"}}
 
 ``offloads`` holds the full text of the tool results the conversation replaced by
 an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
@@ -61,9 +61,9 @@ from harness9.store.session import (
     StoredMessage,
     SubAgentLink,
     UsageTotals,
+    is_session_id,
     valid_timestamp,
 )
-from harness9.store.sql_manager import is_session_id
 
 FORMAT = "harness9-session"
 VERSION = 1

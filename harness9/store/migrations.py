@@ -301,6 +301,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # Prompt-cache writes apart from plain input (Anthropic bills them at 1.25x or 2x
+        # the input price, reads at 0.1x): part of input_tokens, as cached_tokens is.
+        "session_usage_cache_writes",
+        """
+        ALTER TABLE session_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
         # A sub-agent's conversation (the `task` tool) is a session of its own; this row says
         # whose tool call started it. A table of its own for the reason compaction_details
         # has one. Deleting the parent deletes its children in the same transaction

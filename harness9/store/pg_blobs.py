@@ -9,14 +9,24 @@ manager's connection; rows go with their session (ON DELETE CASCADE).
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from harness9.store.blobs import BlobError, bytes_reader, check_ids, valid_blob_session_id
 from harness9.store.session import StoreError
 
 if TYPE_CHECKING:
-    from harness9.store.postgres import PostgresManager
+    import psycopg
+
+
+class Connections(Protocol):
+    """What the blob store needs of its manager: its connection for a read or a write."""
+
+    def read(self) -> AbstractContextManager[psycopg.Connection]: ...
+
+    def transaction(self) -> AbstractContextManager[psycopg.Connection]: ...
+
 
 BLOB_CHUNK_BYTES = 1 << 20  # a blob writer sends its buffer once it holds this much
 
@@ -58,7 +68,7 @@ class _PgBlobWriter:
 class PostgresBlobStore:
     """The BlobStore seam on the store's own connection: table ``harness9.blobs``."""
 
-    def __init__(self, manager: PostgresManager) -> None:
+    def __init__(self, manager: Connections) -> None:
         self._m = manager
 
     def _create(self, session_id: str, blob_id: str) -> None:

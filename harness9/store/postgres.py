@@ -36,8 +36,9 @@ from harness9.store.session import (
     SessionNotFoundError,
     StoredMessage,
     StoreError,
+    check_session_id,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -352,7 +353,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
 
-    def _ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
+    def ids_reusable(self, conn: psycopg.Connection, table: str, ids: list[int]) -> bool:
         """Whether ``ids`` were all handed out by the table's sequence already and are free now.
 
         Such ids can never be handed out again, so writing them explicitly cannot collide
@@ -368,7 +369,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         sql = f"SELECT 1 FROM {table} WHERE id = ANY(%s) LIMIT 1"
         return conn.execute(sql, (ids,)).fetchone() is None
 
-    def _restore_messages(
+    def restore_messages(
         self, conn: psycopg.Connection, session_id: str, records: list[StoredMessage], keep: bool
     ) -> dict[int, int]:
         if not records:

@@ -8,8 +8,8 @@ want clean-up without a crontab.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness9.store.backend import SessionStore
@@ -45,15 +45,7 @@ def retention_notice(deleted: Sequence[str], days: int) -> str | None:
     return f"Removed {what} not updated in {days} {unit} (retention_days in config.toml)."
 
 
-def startup_retention(
-    manager: SessionStore, cfg: Mapping[str, Any], *, keep: Iterable[str] = ()
-) -> str | None:
-    """Apply ``retention_days`` of the loaded config file, return the notice (or None).
-
-    ``cfg`` is the config chat resolved at start-up (read once per process). Raises
-    ConfigError (one line naming the file and key) for a bad value.
-    """
-    from harness9 import config
-
-    days = config.retention_days(cfg)
+def startup_retention(manager: SessionStore, days: int, *, keep: Iterable[str] = ()) -> str | None:
+    """Apply ``days`` of retention (``retention_days``, resolved by the CLI), return the
+    notice (or None)."""
     return retention_notice(apply_retention(manager, days, keep=keep), days)

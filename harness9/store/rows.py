@@ -49,6 +49,7 @@ USAGE_COLUMNS = (
     "summary_output_tokens",
     "summary_cost_usd",
     "summary_unpriced_calls",
+    "cache_write_tokens",
 )
 
 
@@ -75,6 +76,7 @@ def usage_values(
     cached_tokens: int,
     cost_usd: float | None,
     summary: bool,
+    cache_write_tokens: int = 0,
 ) -> tuple[str | int | float, ...]:
     """One call's row for ``usage_upsert_sql``: counted in the totals, and apart when a summary."""
     unpriced = 1 if cost_usd is None else 0
@@ -83,7 +85,7 @@ def usage_values(
         part = (1, input_tokens, output_tokens, cost_usd or 0.0, unpriced)
     else:
         part = (0, 0, 0, 0.0, 0)
-    return (session_id, *totals, *part)
+    return (session_id, *totals, *part, cache_write_tokens)
 
 
 def usage_insert_sql(param: str) -> str:

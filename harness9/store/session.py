@@ -7,8 +7,9 @@ message id), and the view sent to the model is rebuilt from the latest one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from harness9.errors import HarnessError
 from harness9.schema import Message, TodoItem
@@ -22,6 +23,22 @@ class SessionNotFoundError(HarnessError):
         self.session_id = session_id
         msg = f"no session with id {session_id!r}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+# The one session-id rule: a canonical lower-case UUID, the only strings ever used in a path.
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_session_id(value: object) -> TypeGuard[str]:
+    """True for a canonical lower-case UUID: the only strings ever used in a path."""
+    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
+
+
+def check_session_id(value: object) -> str:
+    """``value`` if it is a session id; else SessionNotFoundError (nothing is looked up)."""
+    if not is_session_id(value):
+        raise SessionNotFoundError(str(value), "not a session id")
+    return value
 
 
 class StoreError(HarnessError):
@@ -84,6 +101,8 @@ class UsageTotals:
     summary_output_tokens: int = 0
     summary_cost_usd: float = 0.0
     summary_unpriced_calls: int = 0
+    # Input tokens written to a prompt cache (part of input_tokens, like cached_tokens).
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

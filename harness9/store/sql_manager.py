@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from harness9.errors import HarnessError
 from harness9.store.codec import CHECKPOINT_DETAIL_FIELDS, checkpoint_details
@@ -36,6 +36,7 @@ from harness9.store.session import (
     StoredMessage,
     SubAgentLink,
     UsageTotals,
+    check_session_id,
 )
 from harness9.store.sql_session import SqlSessionBase
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from harness9.store.export import SessionSnapshot
     from harness9.store.search import SearchHit
 
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
 # A sub-agent's session has a subagent_sessions row naming its parent (NULL: top level).
@@ -70,18 +70,6 @@ class AmbiguousSessionError(HarnessError):
         shown = ", ".join(m[:13] + "…" for m in self.matches[:3])
         more = ", ..." if len(self.matches) > 3 else ""
         super().__init__(f"session id prefix {prefix!r} is ambiguous (matches {shown}{more})")
-
-
-def is_session_id(value: object) -> TypeGuard[str]:
-    """True for a canonical lower-case UUID: the only strings ever used in a path."""
-    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
-
-
-def check_session_id(value: object) -> str:
-    """``value`` if it is a session id; else SessionNotFoundError (nothing is looked up)."""
-    if not is_session_id(value):
-        raise SessionNotFoundError(str(value), "not a session id")
-    return value
 
 
 def session_info(row: Sequence[Any]) -> SessionInfo:
@@ -146,11 +134,11 @@ class SqlManagerBase(Generic[S]):
         """One read transaction that sees a single state of the database throughout."""
         raise NotImplementedError
 
-    def _ids_reusable(self, conn: Any, table: str, ids: list[int]) -> bool:
+    def ids_reusable(self, conn: Any, table: str, ids: list[int]) -> bool:
         """Whether a restore may write ``ids`` into ``table`` as they are."""
         raise NotImplementedError
 
-    def _restore_messages(
+    def restore_messages(
         self, conn: Any, session_id: str, records: list[StoredMessage], keep: bool
     ) -> dict[int, int]:
         """Insert ``records`` (with their ids if ``keep``); map each old id to its new one."""
@@ -366,6 +354,7 @@ class SqlManagerBase(Generic[S]):
         cached_tokens: int = 0,
         cost_usd: float | None = None,
         summary: bool = False,
+        cache_write_tokens: int = 0,
     ) -> None:
         """Add one model call's usage to the session's totals (``cost_usd`` None: unpriced;
         ``summary``: a compaction summary's call, also counted apart)."""
@@ -376,6 +365,7 @@ class SqlManagerBase(Generic[S]):
             cached_tokens=cached_tokens,
             cost_usd=cost_usd,
             summary=summary,
+            cache_write_tokens=cache_write_tokens,
         )
         # Qualified by the alias: PostgreSQL finds a bare column name ambiguous there.
         with self.statement() as conn:
@@ -508,7 +498,7 @@ class SqlManagerBase(Generic[S]):
         """Store ``snap`` in one transaction; return the session id it was stored under.
 
         Message and checkpoint ids are kept when the store may reuse them all
-        (``_ids_reusable``: a re-import is then exact); otherwise, and always with
+        (``ids_reusable``: a re-import is then exact); otherwise, and always with
         ``new_id``, fresh ids are assigned and each checkpoint moves to its message's
         new id.
         """
@@ -524,8 +514,8 @@ class SqlManagerBase(Generic[S]):
                     raise SessionExistsError(sid)
                 keep = (
                     not new_id
-                    and self._ids_reusable(conn, "messages", [r.id for r in snap.records])
-                    and self._ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
+                    and self.ids_reusable(conn, "messages", [r.id for r in snap.records])
+                    and self.ids_reusable(conn, "compactions", [c.id for c in snap.checkpoints])
                 )
                 info = snap.info
                 conn.execute(
@@ -540,13 +530,13 @@ class SqlManagerBase(Generic[S]):
                         time.time(),
                     ),
                 )
-                new_ids = self._restore_messages(conn, sid, snap.records, keep)
-                self._restore_rest(conn, sid, snap, new_ids, keep)
+                new_ids = self.restore_messages(conn, sid, snap.records, keep)
+                self.restore_rest(conn, sid, snap, new_ids, keep)
         except UnicodeEncodeError:
             raise ImportFormatError("the file holds text that is not valid Unicode") from None
         return sid
 
-    def _restore_rest(
+    def restore_rest(
         self, conn: Any, sid: str, snap: SessionSnapshot, new_ids: dict[int, int], keep: bool
     ) -> None:
         """Everything of ``snap`` but its session row and messages: todos, checkpoints

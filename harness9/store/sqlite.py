@@ -56,8 +56,9 @@ from harness9.store.session import (
     StoreBusyError,
     StoredMessage,
     StoreError,
+    check_session_id,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql, check_session_id
+from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
 from harness9.store.titles import first_title
 
@@ -537,7 +538,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             finally:
                 conn.execute("COMMIT")
 
-    def _ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
+    def ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool:
         """Whether none of ``ids`` is taken (an id SQLite would hand out next is fine)."""
         for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
             chunk = ids[start : start + 500]
@@ -547,7 +548,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 return False
         return True
 
-    def _restore_messages(
+    def restore_messages(
         self, conn: sqlite3.Connection, session_id: str, records: list[StoredMessage], keep: bool
     ) -> dict[int, int]:
         new_ids: dict[int, int] = {}
@@ -664,12 +665,9 @@ class SQLiteSession(SqlSessionBase):
 
 
 def open_existing_manager(
-    *, on_session_deleted: Callable[[str], None] | None = None
+    path: Path, *, on_session_deleted: Callable[[str], None] | None = None
 ) -> Manager | None:
-    """The user's store, or None when there is none yet: reading must not create one."""
-    from harness9 import config
-
-    path = config.db_path()
+    """The store in ``path``, or None when there is none yet: reading must not create one."""
     try:
         os.stat(path)
     except FileNotFoundError:
@@ -685,12 +683,10 @@ def open_existing_manager(
     return Manager(path, on_session_deleted=on_session_deleted, read_only=True)
 
 
-def open_manager(*, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
-    """The user's store: ``$HARNESS9_HOME/sessions.db`` (home created 0700 if missing)."""
-    from harness9 import config
-
-    config.tighten_home()
-    return Manager(config.db_path(), on_session_deleted=on_session_deleted)
+def open_manager(path: Path, *, on_session_deleted: Callable[[str], None] | None = None) -> Manager:
+    """The store in ``path`` (its directory created 0700 if missing). The CLI makes an
+    existing home private first (``harness9.config.store_location``)."""
+    return Manager(path, on_session_deleted=on_session_deleted)
 
 
 def _hits(rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str]) -> list[SearchHit]:

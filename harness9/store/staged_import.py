@@ -25,7 +25,7 @@ A cleaner first takes the claim over, in one transaction, so an owner that was o
 slow stops at its next step instead of publishing a session with rows missing.
 
 The rows themselves are written by the SQLite Manager's half of a restore
-(``_ids_reusable``, ``_restore_messages``, ``_restore_rest``: the hooks that
+(``ids_reusable``, ``restore_messages``, ``restore_rest``: the hooks that
 ``SqlManagerBase.restore`` calls in its one transaction), here spread over the steps.
 """
 
@@ -36,14 +36,44 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from harness9.errors import HarnessError
 from harness9.store.export import ImportFormatError, SessionExistsError, SessionSnapshot
-from harness9.store.session import StoreError
-from harness9.store.sqlite import Manager
+from harness9.store.session import StoredMessage, StoreError
+
+
+class StagingManager(Protocol):
+    """What a staged import needs of the SQLite Manager (``harness9.store.sqlite``): its
+    connection, bounded write steps, and its half of a restore."""
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def read(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def in_steps(self, step: Callable[[sqlite3.Connection, int], tuple[int, bool]]) -> int: ...
+
+    def ids_reusable(self, conn: sqlite3.Connection, table: str, ids: list[int]) -> bool: ...
+
+    def restore_messages(
+        self, conn: sqlite3.Connection, session_id: str, records: list[StoredMessage], keep: bool
+    ) -> dict[int, int]: ...
+
+    def restore_rest(
+        self,
+        conn: sqlite3.Connection,
+        sid: str,
+        snap: SessionSnapshot,
+        new_ids: dict[int, int],
+        keep: bool,
+    ) -> None: ...
+
 
 # A claim whose owner has not finished a step for this long is taken for abandoned. A
 # step holds the lock for ~0.1 s and waits at most the 5 s lock timeout for it.
@@ -72,7 +102,7 @@ class _Claim:
     new_ids: dict[int, int] = field(default_factory=dict)  # file's message id -> stored id
 
 
-def import_in_steps(manager: Manager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
+def import_in_steps(manager: StagingManager, snap: SessionSnapshot, *, new_id: bool = False) -> str:
     """Store ``snap`` (see the module docstring); return the session id it was stored under.
 
     Message and checkpoint ids are kept when they are all free (so a re-import is
@@ -97,7 +127,7 @@ def import_in_steps(manager: Manager, snap: SessionSnapshot, *, new_id: bool = F
     return sid
 
 
-def discard_unfinished(manager: Manager, *, now: float | None = None) -> list[str]:
+def discard_unfinished(manager: StagingManager, *, now: float | None = None) -> list[str]:
     """Remove what imports that died half-way left behind; return their session ids."""
     if manager.read_only:
         return []
@@ -138,7 +168,7 @@ def _abandoned(pid: int, host: str, touched: float, now: float) -> bool:
 
 
 @contextmanager
-def _foreign_keys_off(manager: Manager) -> Iterator[None]:
+def _foreign_keys_off(manager: StagingManager) -> Iterator[None]:
     """Foreign keys off on the Manager's connection (it cannot be changed in a transaction).
 
     ``read`` holds the Manager's lock throughout, so no other thread writes through this
@@ -160,7 +190,7 @@ def _reserve(conn: sqlite3.Connection, table: str, top: int) -> None:
         conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, top))
 
 
-def _claim(manager: Manager, snap: SessionSnapshot, sid: str, new_id: bool) -> _Claim:
+def _claim(manager: StagingManager, snap: SessionSnapshot, sid: str, new_id: bool) -> _Claim:
     ids = [r.id for r in snap.records]
     checkpoint_ids = [c.id for c in snap.checkpoints]
     token = uuid.uuid4().hex
@@ -175,8 +205,8 @@ def _claim(manager: Manager, snap: SessionSnapshot, sid: str, new_id: bool) -> _
             raise ImportInProgressError(sid, int(other[0]), str(other[1]))
         keep = (
             not new_id
-            and manager._ids_reusable(conn, "messages", ids)
-            and manager._ids_reusable(conn, "compactions", checkpoint_ids)
+            and manager.ids_reusable(conn, "messages", ids)
+            and manager.ids_reusable(conn, "compactions", checkpoint_ids)
             # Another import still writing may have reserved some of these ids.
             and (
                 not ids
@@ -213,7 +243,7 @@ def _check_claim(conn: sqlite3.Connection, claim: _Claim) -> None:
         )
 
 
-def _write_messages(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
+def _write_messages(manager: StagingManager, snap: SessionSnapshot, claim: _Claim) -> None:
     records = snap.records
     sid = claim.session_id
     done = [0]
@@ -221,7 +251,7 @@ def _write_messages(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> N
     def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:
         _check_claim(conn, claim)
         batch = records[done[0] : done[0] + size]
-        claim.new_ids.update(manager._restore_messages(conn, sid, batch, claim.keep_ids))
+        claim.new_ids.update(manager.restore_messages(conn, sid, batch, claim.keep_ids))
         done[0] += len(batch)
         return len(batch), done[0] >= len(records)
 
@@ -229,7 +259,7 @@ def _write_messages(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> N
         manager.in_steps(step)
 
 
-def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
+def _publish(manager: StagingManager, snap: SessionSnapshot, claim: _Claim) -> None:
     sid, info = claim.session_id, snap.info
     with manager.transaction() as conn:
         _check_claim(conn, claim)
@@ -238,11 +268,11 @@ def _publish(manager: Manager, snap: SessionSnapshot, claim: _Claim) -> None:
             "imported_at) VALUES (?, ?, ?, ?, ?, ?)",
             (sid, info.created_at, info.updated_at, info.title, len(snap.records), time.time()),
         )
-        manager._restore_rest(conn, sid, snap, claim.new_ids, claim.keep_ids)
+        manager.restore_rest(conn, sid, snap, claim.new_ids, claim.keep_ids)
         conn.execute("DELETE FROM session_imports WHERE session_id = ?", (sid,))
 
 
-def _discard(manager: Manager, sid: str, token: str) -> None:
+def _discard(manager: StagingManager, sid: str, token: str) -> None:
     """Remove the rows of the unpublished import ``sid`` owned by ``token``, step by step."""
 
     def step(conn: sqlite3.Connection, size: int) -> tuple[int, bool]:

@@ -34,6 +34,7 @@ from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
     compaction_notice,
     format_cost,
+    input_breakdown,
     subagents_line,
     summaries_line,
     token_line,
@@ -94,6 +95,7 @@ class EventRenderer:
         self._status: Status | None = None
         self._estimate: tuple[int, int] | None = None
         self._actual: tuple[int, int] | None = None
+        self._last_usage: Usage | None = None  # the last reply's, for the token line
         self._streamed = False  # did the current reply arrive as TextDeltas?
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
 
@@ -125,6 +127,8 @@ class EventRenderer:
             case ev.TokenUpdate(tokens=t, context_window=w, actual=True):
                 self._actual = (t, w)
             case ev.ModelUsage() as used:
+                if not used.summary:
+                    self._last_usage = used.usage
                 if self.on_usage is not None:
                     self.on_usage(used)
             case ev.TextDelta(text=text):
@@ -182,6 +186,7 @@ class EventRenderer:
     def reset(self) -> None:
         """Forget the last turn's sizes (another session or model is now current)."""
         self._estimate = self._actual = None
+        self._last_usage = None
 
     def print_token_line(self) -> None:
         if self._actual is not None:
@@ -198,6 +203,7 @@ class EventRenderer:
                 window,
                 estimated=estimated,
                 cost=self.session_cost(),
+                usage=None if estimated else self._last_usage,
             )
         )
 
@@ -521,9 +527,8 @@ class ChatLoop:
         if u.model_calls:
             table.add_row(
                 f"session usage ({u.model_calls} calls)",
-                f"{format_token_count(u.input_tokens)} in "
-                f"({format_token_count(u.cached_tokens)} cached), "
-                f"{format_token_count(u.output_tokens)} out",
+                f"{input_breakdown(u.input_tokens, u.cached_tokens, u.cache_write_tokens)}, "
+                f"out {format_token_count(u.output_tokens)}",
             )
             cost = self.session_cost()
             unpriced = f" ({u.unpriced_calls} calls unpriced)" if u.unpriced_calls else ""

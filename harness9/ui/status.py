@@ -6,6 +6,7 @@ from rich.text import Text
 
 from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
+from harness9.schema import Usage
 from harness9.store.session import UsageTotals
 from harness9.ui.text import inert
 
@@ -59,6 +60,15 @@ def subagents_line(u: UsageTotals) -> str:
     return line
 
 
+def input_breakdown(input_tokens: int, cached: int, written: int) -> str:
+    """``in 45.2K: 38.1K cached, 2.1K written``: prompt tokens and the prompt cache's part."""
+    parts = [f"{format_token_count(cached)} cached"] if cached else []
+    if written:
+        parts.append(f"{format_token_count(written)} written")
+    line = f"in {format_token_count(input_tokens)}"
+    return f"{line}: {', '.join(parts)}" if parts else line
+
+
 def token_line(
     model: str,
     session_id: str,
@@ -67,10 +77,12 @@ def token_line(
     *,
     estimated: bool = False,
     cost: float | None = None,
+    usage: Usage | None = None,
 ) -> Text:
-    """``<model> │ session <id8> │ ctx 45.2K/128K (35%) │ $0.0123``.
+    """``<model> │ session <id8> │ ctx 45.2K/128K (35%) │ in 45.2K: 38.1K cached │ $0.0123``.
 
-    ``cost`` is the session's cost so far; None (no known price) leaves it out.
+    ``usage`` is the last call's, shown when the prompt cache took part in it; ``cost``
+    is the session's cost so far; None (no known price) leaves it out.
     """
     pct = round(100 * tokens / window) if window > 0 else 0
     approx = "~" if estimated else ""
@@ -79,6 +91,11 @@ def token_line(
         f"ctx {approx}{format_token_count(tokens)}/{format_token_count(window)} ({pct}%)",
         style=usage_style(tokens, window),
     )
+    if usage is not None and (usage.cached_tokens or usage.cache_write_tokens):
+        breakdown = input_breakdown(
+            usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens
+        )
+        line.append(f" │ {breakdown}", style="dim")
     if cost is not None:
         line.append(f" │ {format_cost(cost)}", style="dim")
     return line
