@@ -17,10 +17,10 @@ to fit the history into a ``--window``-token context. Strategies:
 * ``evict``: EvictionCompactor(window);
 * ``offload+evict``: every tool result over the offload limits goes through a real
   OffloadStore (in a temp dir) as it is produced, then EvictionCompactor(window);
-* ``phase2``: Phase2Compactor.for_context_window(window) with a deterministic summariser that keeps
+* ``phase2``: EvictionSummaryCompactor.for_context_window(window) with a deterministic summariser that keeps
   only the first line of each folded message, so what survives beyond first lines
   is the fingerprint repair's doing;
-* ``offload+phase2``: the full phase-2 stack (offload, then Phase2Compactor).
+* ``offload+phase2``: the full phase-2 stack (offload, then EvictionSummaryCompactor).
 
 A fact is *reachable* when its text is in the compacted context, or in an
 offloaded file whose ``📂 [offload:<id>`` marker is still in the context (what
@@ -50,9 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness9.context import (
     EvictionCompactor,
+    EvictionSummaryCompactor,
     OffloadConfig,
     OffloadStore,
-    Phase2Compactor,
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     estimate_tokens,
@@ -362,10 +362,15 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
             with_offload,
             store,
         ),
-        ("phase2", Phase2Compactor.for_context_window(FirstLineSummarizer(), window), msgs, None),
+        (
+            "phase2",
+            EvictionSummaryCompactor.for_context_window(FirstLineSummarizer(), window),
+            msgs,
+            None,
+        ),
         (
             "offload+phase2",
-            Phase2Compactor(
+            EvictionSummaryCompactor(
                 FirstLineSummarizer(),
                 window * 80 // 100,
                 context_window=window,

@@ -34,6 +34,8 @@ from harness9.context import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.compaction import KeptSizer
+from harness9.context.hybrid import TailCompactor
+from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
 from harness9.context.tokens import message_bytes
 from harness9.schema import SUMMARY_PREFIX, Message
@@ -181,3 +183,44 @@ def test_kept_sizer_is_exact_for_every_cut_from_its_start(msgs, data):
     for cut in range(start, len(msgs) + 1):
         kept = repair_orphaned_tool_pairs([msgs[0], *msgs[cut:]])
         assert sizer.kept_bytes(cut) == sum(message_bytes(m) for m in kept)
+
+
+CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict"]
+
+
+@given(
+    histories,
+    st.sampled_from(CONFIGURATIONS),
+    st.integers(200, 20_000),
+    st.floats(0.3, 0.95),
+    st.booleans(),
+    st.booleans(),
+    texts,
+)
+def test_every_configuration_returns_a_valid_sequence_no_larger_than_its_input(
+    msgs, strategy, window, share, force, fails, summary
+):
+    """The default compactor and every strategy a user can select: whatever they
+    fold, the output is a valid tool sequence, the input is untouched, and the
+    result is never larger than the input (repaired, as it would be sent)."""
+    snapshot = copy.deepcopy(msgs)
+    fake = ScriptedSummarizer("**Goal:** " + summary, error=RuntimeError("down") if fails else None)
+    compactor = build_compactor(strategy, fake, window, threshold_tokens=int(window * share))
+
+    res = compactor.compact(msgs, force=force)
+
+    assert msgs == snapshot
+    assert res.messages[0] is msgs[0]
+    assert is_valid_tool_sequence(res.messages)
+    assert estimate_tokens(res.messages) <= estimate_tokens(repair_orphaned_tool_pairs(msgs))
+
+
+@given(histories, st.integers(1, 3000))
+def test_the_last_resort_keeps_a_valid_sequence_and_never_grows(msgs, max_tokens):
+    snapshot = copy.deepcopy(msgs)
+
+    res = TailCompactor(max_tokens).compact(msgs)
+
+    assert msgs == snapshot
+    assert is_valid_tool_sequence(res.messages)
+    assert estimate_tokens(res.messages) <= estimate_tokens(repair_orphaned_tool_pairs(msgs))

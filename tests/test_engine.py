@@ -24,8 +24,8 @@ SUMMARY_REPLY = "**Goal:** build the parser\n**Critical Context:** parser.py lin
 
 
 def is_summary_request(body: dict[str, Any]) -> bool:
-    first = body["messages"][0]
-    return first["role"] == "system" and first["content"].startswith("You compress the history")
+    """A summariser's call: chat requests always carry the tool definitions."""
+    return not body.get("tools")
 
 
 @pytest.fixture
@@ -47,12 +47,13 @@ def make_engine(
     workdir: Path,
     *,
     context_window: int = 128_000,
-    strategy: str = "summarize",
+    strategy: str | None = None,
     **kw,
 ) -> tuple[AgentEngine, list[ev.Event]]:
+    """An engine on the default context policy (``strategy`` None), or on one strategy."""
     provider = LLMProvider("openai/test-model", api_base=server.base_url, backoff_base=0.01)
     seen: list[ev.Event] = []
-    opts = ContextOptions(strategy=strategy, smart_triggers=False, offload=False)
+    opts = ContextOptions() if strategy is None else ContextOptions(strategy=strategy)
     engine = AgentEngine(
         provider,
         kw.pop("registry", None) or default_registry(),
@@ -189,7 +190,9 @@ def test_over_threshold_the_turn_compacts_once_and_stores_a_checkpoint(
     llm_server.respond_with(lambda body: SUMMARY_REPLY if is_summary_request(body) else None)
     llm_server.reply_text("first answer")
     llm_server.reply_text("second answer")
-    engine, seen = make_engine(llm_server, session, workdir, context_window=4000)
+    engine, seen = make_engine(
+        llm_server, session, workdir, context_window=4000, strategy="summarize"
+    )
 
     engine.run_turn("next question")
     summary_calls_after_first_turn = sum(map(is_summary_request, llm_server.requests))
@@ -215,13 +218,15 @@ def test_resume_rebuilds_the_compacted_view_without_summarising_again(llm_server
     _fill(session, 20)
     llm_server.respond_with(lambda body: SUMMARY_REPLY if is_summary_request(body) else None)
     llm_server.reply_text("first answer")
-    engine, _ = make_engine(llm_server, session, workdir, context_window=4000)
+    engine, _ = make_engine(llm_server, session, workdir, context_window=4000, strategy="summarize")
     engine.run_turn("next question")
     before = len(llm_server.requests)
 
     resumed = manager.open_session(session.session_id)
     llm_server.reply_text("after resume")
-    engine2, seen2 = make_engine(llm_server, resumed, workdir, context_window=4000)
+    engine2, seen2 = make_engine(
+        llm_server, resumed, workdir, context_window=4000, strategy="summarize"
+    )
     engine2.run_turn("continuing")
 
     new_requests = llm_server.requests[before:]
@@ -267,7 +272,9 @@ def test_a_failing_summariser_falls_back_to_truncation_and_says_why(llm_server, 
 
     llm_server.respond_with(responder)
     llm_server.reply_text("answer")
-    engine, seen = make_engine(llm_server, session, workdir, context_window=4000)
+    engine, seen = make_engine(
+        llm_server, session, workdir, context_window=4000, strategy="summarize"
+    )
 
     engine.run_turn("next")
 

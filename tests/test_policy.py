@@ -19,7 +19,12 @@ from harness9.context import (
     format_token_count,
 )
 from harness9.context.policy import ContextPolicy, build_compactor
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
+from harness9.context.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    estimate_tool_tokens,
+    message_bytes,
+)
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
 from harness9.schema import Message, ToolCall
@@ -44,13 +49,14 @@ def fill(session, groups: int = 8) -> None:
         )
 
 
-def pad_to(session, system: Message, tokens: int) -> None:
-    """Adds one user message so that the view's estimate is exactly ``tokens``."""
+def pad_to(session, system: Message, tokens: int, tool_tokens: int) -> None:
+    """Adds one user message so that the request's estimate (the view plus the tool
+    definitions, the one count every decision uses) is exactly ``tokens``."""
     msgs = [system, *session.get_messages()]
-    missing = tokens * BYTES_PER_TOKEN - sum(message_bytes(m) for m in msgs)
+    missing = (tokens - tool_tokens) * BYTES_PER_TOKEN - sum(message_bytes(m) for m in msgs)
     assert missing > 100, "the session is already too big for this window"
     session.add_messages([Message("user", "p" * missing)])
-    assert estimate_tokens([system, *session.get_messages()]) == tokens
+    assert estimate_tokens([system, *session.get_messages()]) + tool_tokens == tokens
 
 
 def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.Event]:
@@ -66,9 +72,10 @@ def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.
             settings, context_options(strategy=strategy), session, tmp_path, WINDOW
         )
         system = engine.system_message()
-        pad_to(session, system, tokens)
+        tools = engine.registry.definitions()
+        pad_to(session, system, tokens, estimate_tool_tokens(tools))
         seen: list[ev.Event] = []
-        engine.policy.prepare(session, system, engine.registry.definitions(), [], emit=seen.append)
+        engine.policy.prepare(session, system, tools, [], emit=seen.append)
     return [e for e in seen if isinstance(e, ev.CompactionStarted)]
 
 

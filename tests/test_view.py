@@ -5,6 +5,8 @@ from __future__ import annotations
 from history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 
 from harness9.context import (
+    CompactionPlan,
+    CompactionResult,
     ModelView,
     SummarizationCompactor,
     TokenBudgetCompactor,
@@ -189,7 +191,17 @@ def test_nothing_folded_means_no_checkpoint():
 def test_folding_only_the_old_summary_reuses_the_previous_checkpoint_id():
     previous = cp(7, "x" * 4000)
     view = build_view(SYSTEM, records(*users(6), first_id=8), previous)
-    res = SummarizationCompactor(ScriptedSummarizer("**Goal:** short."), 900).compact(view.messages)
-    assert res.plan.cut == 2  # only the old summary is in the head
+    summarizer = ScriptedSummarizer("**Goal:** short.")
+    # Nothing new to fold: the compactor calls no model for the old summary alone.
+    plan = SummarizationCompactor(summarizer, 900).plan(view.messages)
+    assert plan.would_compact is False and summarizer.calls == []
+    # A result that folded only the old summary (re-summarised) keeps its checkpoint's id.
+    folded = CompactionPlan(True, "summarize", 2, 2000, 100, 900)
+    res = CompactionResult(
+        [SYSTEM, Message("user", SUMMARY_PREFIX + "short"), *view.messages[2:]],
+        folded,
+        "short",
+        "summarize",
+    )
     assert checkpoint_for(view, res, previous).last_message_id == 7
     assert checkpoint_for(view, res) is None

@@ -14,6 +14,9 @@ from harness9.context.compaction import (
     TokenBudgetCompactor,
     find_cut,
 )
+from harness9.context.evict_summary import (
+    EvictionSummaryCompactor,
+)
 from harness9.context.eviction import (
     EvictionCompactor,
     density_score,
@@ -29,6 +32,7 @@ from harness9.context.fingerprint import (
     structured_summary,
     validate_markers,
 )
+from harness9.context.hybrid import HybridCompactor
 from harness9.context.offload import (
     OFFLOAD_MARKER,
     RECALL_MAX_CHARS,
@@ -39,9 +43,6 @@ from harness9.context.offload import (
     OffloadStore,
     OffloadWriter,
     is_offload_marker,
-)
-from harness9.context.phase2 import (
-    Phase2Compactor,
 )
 from harness9.context.policy import (
     ContextBreakdown,
@@ -94,6 +95,7 @@ __all__ = [
     "ContextBreakdown",
     "ContextPolicy",
     "EvictionCompactor",
+    "HybridCompactor",
     "KeyInfoFingerprint",
     "ModelView",
     "OFFLOAD_MARKER",
@@ -103,7 +105,7 @@ __all__ = [
     "OffloadStore",
     "OffloadWriter",
     "OffloadedResult",
-    "Phase2Compactor",
+    "EvictionSummaryCompactor",
     "ProgressCallback",
     "RECALL_MAX_CHARS",
     "STRUCTURED_COMPRESSION_PROMPT",

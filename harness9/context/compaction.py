@@ -1,4 +1,4 @@
-"""The Compactor seam, the truncating compactors (seed §6.2, §6.3) and the rules all share.
+"""The Compactor seam, the truncating compactors (budget, window) and the rules all share.
 
 Shared rules:
 - the input's first message must be the system message, otherwise the input
@@ -29,7 +29,13 @@ from harness9.context.repair import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
-from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    TRUNCATED_STUB,
+    Message,
+)
 
 __all__ = [
     "BUDGET_PERCENT",
@@ -73,6 +79,8 @@ class CompactionResult:
     summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
     strategy: str  # what actually ran ("budget" when summarize fell back)
     error: str | None = None  # why a fallback happened, if it did
+    # The earlier summary at msgs[1] is kept as it was (a fallback after a failed summary).
+    kept_previous_summary: bool = False
 
 
 @runtime_checkable
@@ -114,7 +122,7 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
     ``msgs[0]`` is the system message and is never part of the cut range, so
     the result is at least 1. When ``msgs[cut]`` is a tool result, the cut
     moves back over the contiguous results to the assistant message just
-    before them if that message made calls (the seed's backtrack of §6.3);
+    before them if that message made calls (the backtrack of the window rule);
     results whose call is not adjacent are left for the repair to drop.
     """
     return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
@@ -213,13 +221,47 @@ def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
     return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
 
 
+def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
+    """``res``, unless it is larger than its input repaired: then that input, folding
+    nothing (a summary longer than what it replaces). No compaction grows the context."""
+    if not res.plan.would_compact:
+        return res
+    original = repair_orphaned_tool_pairs(msgs)
+    size = estimate_tokens(original)
+    if estimate_tokens(res.messages) <= size:
+        return res
+    plan = res.plan
+    plan.would_compact, plan.cut, plan.tokens_after = False, 1, size
+    return CompactionResult(original, plan, None, res.strategy, res.error)
+
+
+def nothing_new(msgs: Sequence[Message], cut: int) -> bool:
+    """True when ``msgs[1:cut]`` holds no message but earlier summaries: folding it
+    would only re-summarise a summary, a model call for nothing."""
+    return all(m.is_summary for m in msgs[1:cut])
+
+
 def run_fallback(
     fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str
 ) -> CompactionResult:
     """What a summarising compactor returns when its summariser failed: ``fallback``'s
-    result, with ``error`` recorded."""
-    res = fallback.compact(msgs, force=force)
-    return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    result, with ``error`` recorded.
+
+    An earlier summary right after the system message is kept: the fallback measures
+    and truncates only what came after it (it sees the two as one fixed head), so a
+    failed summary never loses what the previous compactions kept.
+    """
+    if len(msgs) < 2 or not msgs[1].is_summary:
+        res = fallback.compact(msgs, force=force)
+        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    system, previous = msgs[0], msgs[1]
+    head = Message(system.role, system.content + previous.content)
+    res = fallback.compact([head, *msgs[2:]], force=force)
+    plan = res.plan
+    if plan.would_compact:
+        plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
+    kept = [system, previous, *res.messages[1:]]
+    return CompactionResult(kept, plan, None, res.strategy, error, kept_previous_summary=True)
 
 
 Prepared = TypeVar("Prepared")
@@ -228,9 +270,13 @@ Prepared = TypeVar("Prepared")
 class PlannedCompactor(ABC, Generic[Prepared]):
     """A compactor whose ``plan`` and ``compact`` share one planning pass, ``_plan``.
 
+    ``strategy`` names it. Its output is always repaired and never larger than its input.
+
     ``plan`` is its dry run; ``compact`` runs it with ``offload=True`` (writes to an
     offload store are allowed) and hands the plan and what it prepared to ``_apply``.
     """
+
+    strategy: str
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         """What would happen, without a model call or a write (a summary's size is estimated)."""
@@ -245,7 +291,11 @@ class PlannedCompactor(ABC, Generic[Prepared]):
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         plan, prepared = self._plan(msgs, force, offload=True)
-        return self._apply(msgs, plan, prepared, force, instructions, on_progress)
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        if not plan.would_compact:
+            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
+        return settled(msgs, self._apply(msgs, plan, prepared, force, instructions, on_progress))
 
     @abstractmethod
     def _plan(
@@ -361,10 +411,10 @@ class TokenBudgetCompactor(TruncatingCompactor):
 
 
 class SlidingWindowCompactor(TruncatingCompactor):
-    """Keep the system message and the newest ``max_messages - 1`` messages (seed §6.3).
+    """Keep the system message and the newest ``max_messages - 1`` messages.
 
     Where the window would begin on tool results, its start moves back over them to
-    the message before (the seed's backtrack, §6.3 step 3): their call when it is
+    the message before (the backtrack): their call when it is
     adjacent, otherwise the message the repair keeps while it drops the orphaned
     results. ``force`` keeps the same window: the window is the promise ("the last
     100 messages"), so a history inside it has nothing to fold. With ``max_tokens``,

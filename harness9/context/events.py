@@ -24,7 +24,7 @@ class CompactionProgress:
 
 @dataclass(slots=True)
 class Compaction:
-    """A compaction that cut the context by more than 5 % (seed §9.3)."""
+    """A compaction that cut the context by more than 5 %."""
 
     tokens_before: int
     tokens_after: int

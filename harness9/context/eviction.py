@@ -1,4 +1,4 @@
-"""Layer 2 of phase 2: evict the least informative old tool results first.
+"""Eviction: the least informative old tool results are replaced first.
 
 Each old tool result gets a density score (seed rules):
 

@@ -5,7 +5,7 @@ An LLM summary may drop a file path or an error. Before folding, the facts that
 must survive (paths, declared names, error lines, decisions, and the rules the
 user stated) are extracted by rules; after the model answers, ``validate_markers`` lists what it left out and
 ``repair_summary`` appends those under "Preserved facts". Every distinct fact is
-kept up to a token budget (Phase2Compactor: 15 % of the context window); past it the
+kept up to a token budget (EvictionSummaryCompactor: 15 % of the window); past it the
 best-ranked facts are written and the rest counted ("… and N more paths not
 shown") or handed to a ``spill`` that stores them. So no fingerprinted item is
 ever silently lost, however the model summarises.
@@ -33,53 +33,25 @@ from harness9.context.patterns import (
     find_declarations,
     find_paths,
 )
+from harness9.context.prompts import prompt
 from harness9.context.summarize import (
     SpanSummarizer,
     Summarizer,
     failure_text,
     summarized_result,
 )
+from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
-STRUCTURED_COMPRESSION_PROMPT = """\
-You are a context compression expert. You will receive part of a conversation between \
-a user and a coding agent (tool calls and abbreviated tool results included). Compress it \
-into a dense summary the agent can continue from without the original messages.
-
-## OUTPUT FORMAT
-Use these markers, one item per line:
-@file:{path} — File references (every file read, written or mentioned)
-@func:{name} — Function signatures (name and, when known, parameters)
-@type:{name} — Type definitions (classes, structs, interfaces)
-@error:{description} — Errors encountered, and whether they were fixed
-@decision:{description} — Decisions made, with the reason
-@constraint:{rule} — Rules the user stated (never/always/only/must …), word for word
-@todo:{description} — Pending tasks
-@config:{key=value} — Config changes
-
-Then add a short free-text section "Progress:" with the user's goal and what was done.
-
-## RULES
-- Keep exact paths, names, error messages and values; never paraphrase them.
-- Keep every user constraint, verbatim: the agent must still obey it after compression.
-- If a <previous-summary> is present, merge it: keep every marker it has unless the new \
-conversation shows it is obsolete.
-- Tool results marked with 📂 [offload:<id>] are stored on disk: keep their ids so \
-offload_recall can fetch them.
-- Output only the summary.
-"""
+STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
 # What the per-call instruction asks for; the system prompt above explains the markers.
-MARKER_TEMPLATE = (
-    "One marker per line (@file:, @func:, @type:, @error:, @decision:, @constraint:, @todo:, "
-    "@config:), "
-    'then a short "Progress:" section.'
-)
+MARKER_TEMPLATE = prompt("marker_template")
 
 PRESERVED_HEADING = "## Preserved facts"
 TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it (seed: 200 runes)
 # The "Preserved facts" section may take up to this share of the compaction target.
-# Phase 2 fires at 80 % of the window; a summary that ate more than ~15 % would leave
+# Compaction fires at 80 % of the window; a summary that ate more than ~15 % would leave
 # too little of the remaining room for the verbatim tail and the next turns before
 # the trigger fires again. 15 % of a 32K window is 4,800 tokens: a few hundred facts.
 PRESERVED_SHARE = 0.15
@@ -369,8 +341,8 @@ def _marker_for(item: str) -> str:
 
 
 def _line_tokens(line: str) -> int:
-    # Same estimate as tokens.estimate_tokens (4 bytes a token), plus the newline.
-    return (len(line.encode("utf-8", "surrogatepass")) + 1 + 3) // 4
+    # Same estimate as tokens.estimate_tokens, plus the newline, rounded up.
+    return -(-(len(line.encode("utf-8", "surrogatepass")) + 1) // BYTES_PER_TOKEN)
 
 
 # Room kept for the heading and up to one "… and N more" line per kind (each at its

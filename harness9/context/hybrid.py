@@ -1,6 +1,6 @@
 """The default policy, ``hybrid``: cheap steps first, a summary only when they are not enough.
 
-Offloading (layer 1) happens when a tool runs: a big output goes to disk and the
+Offloading happens when a tool runs: a big output goes to disk and the
 conversation gets a marker. When the context passes the trigger
 (``threshold`` × the window, 80 %), one compaction brings it down to ``target`` × the
 window (40 %), well below the trigger, so compactions are rare and each one buys
@@ -32,12 +32,16 @@ from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     Compactor,
+    PlannedCompactor,
     ProgressCallback,
     TokenBudgetCompactor,
     extend_cut,
     find_cut,
     first_look,
+    nothing_new,
+    run_fallback,
     starts_with_system,
+    unchanged_plan,
 )
 from harness9.context.eviction import tool_groups
 from harness9.context.fingerprint import FoldingCompactor, marker_summarizer
@@ -51,7 +55,9 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
 
 __all__ = [
+    "STRATEGY_TAIL",
     "DEFAULT_TARGET",
+    "TailCompactor",
     "RECALL_SHARE",
     "STRATEGY_HYBRID",
     "STRATEGY_STUBS",
@@ -61,6 +67,7 @@ __all__ = [
 
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
+STRATEGY_TAIL = "protected-tail"  # the last resort of a compaction the user asked for
 MIN_GAIN = 0.05  # stubbing that saves less than this share is not worth a cache break
 # What an API adds per message beyond its text (role, call ids, separators): about 8
 # tokens for the call/result pairs of a tool-heavy session.
@@ -169,8 +176,6 @@ class HybridCompactor(FoldingCompactor):
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        if not starts_with_system(msgs) or not plan.would_compact:
-            return CompactionResult(list(msgs), plan, None, STRATEGY_HYBRID)
         if plan.cut <= 1:
             out = repair_orphaned_tool_pairs(stubbed)
             return CompactionResult(out, plan, None, STRATEGY_STUBS)
@@ -204,7 +209,9 @@ class HybridCompactor(FoldingCompactor):
             # Forced (/compact) with everything under the target: fold all but the
             # protected tail, as asked.
             cut = find_cut(stubbed, self.min_tail_messages)
-        if cut <= 1:  # nothing old enough to fold: stubbing is all there is
+        if nothing_new(stubbed, cut):  # nothing old enough to fold: stubbing is all there is
+            cut = 1
+        if cut <= 1:
             return CompactionPlan(
                 after_stub < before, STRATEGY_STUBS, 1, before, after_stub, self.threshold_tokens
             ), stubbed
@@ -233,3 +240,49 @@ class HybridCompactor(FoldingCompactor):
             start -= 1
         cut = extend_cut(msgs, start)
         return cut if cut > 1 else 1
+
+
+class TailCompactor(PlannedCompactor[CompactionResult]):
+    """The last resort of a compaction the user asked for (``/compact``) when the
+    strategy folded nothing and the request is still over ``max_tokens``: the protected
+    tail is given up. Every tool result is stubbed (recallable by its handle), then the
+    history is truncated to what fits, down to its newest message; an earlier summary
+    is kept. Calls no model, so ``instructions`` and ``on_progress`` go unused."""
+
+    strategy = STRATEGY_TAIL
+
+    def __init__(self, max_tokens: int) -> None:
+        self.budget = TokenBudgetCompactor(max_tokens, min_tail_messages=1)
+
+    @property
+    def threshold_tokens(self) -> int:
+        return self.budget.max_tokens
+
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
+    ) -> tuple[CompactionPlan, CompactionResult]:
+        """The whole result is the plan's by-product (it is cheap and calls no model)."""
+        if not starts_with_system(msgs):
+            res = CompactionResult(list(msgs), unchanged_plan(self.strategy, msgs, 0), None, "")
+            return res.plan, res
+        res = run_fallback(
+            self.budget, stub_old_results(msgs, keep_groups=0), force=False, error=""
+        )
+        plan = res.plan
+        plan.strategy = self.strategy
+        plan.tokens_before = estimate_tokens(msgs)
+        plan.tokens_after = estimate_tokens(res.messages)
+        plan.would_compact = plan.tokens_after < plan.tokens_before
+        kept = res.kept_previous_summary
+        return plan, CompactionResult(res.messages, plan, None, self.strategy, None, kept)
+
+    def _apply(
+        self,
+        msgs: Sequence[Message],
+        plan: CompactionPlan,
+        prepared: CompactionResult,
+        force: bool,
+        instructions: str | None,
+        on_progress: ProgressCallback | None,
+    ) -> CompactionResult:
+        return prepared

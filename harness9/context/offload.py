@@ -1,4 +1,4 @@
-"""Layer 1 of phase 2: big tool results go to disk, a rule summary stays in context.
+"""Offload: big tool results go to disk, a rule summary stays in context.
 
 A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is
 written to the blob store (``<store>/<session>/<id>.txt`` files by default, the
@@ -26,6 +26,7 @@ from typing import BinaryIO
 from harness9.config import tool_results_dir
 from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
+from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.errors import HarnessError
 from harness9.store.blobs import BlobError, BlobStore, BlobWriter, FileBlobStore
 
@@ -135,7 +136,7 @@ class OffloadWriter:
     def over_limits(self) -> bool:
         cfg = self._store.config
         n = self.bytes_written
-        return n > cfg.max_result_bytes or n // 4 > cfg.max_result_tokens
+        return n > cfg.max_result_bytes or n // BYTES_PER_TOKEN > cfg.max_result_tokens
 
     def write(self, chunk: bytes | str) -> None:
         if self._result is not None or self._closed:
@@ -201,7 +202,8 @@ class OffloadStore:
 
     def exceeds_limits(self, content: str) -> bool:
         n = len(content.encode("utf-8", "surrogatepass"))
-        return n > self.config.max_result_bytes or n // 4 > self.config.max_result_tokens
+        cfg = self.config
+        return n > cfg.max_result_bytes or n // BYTES_PER_TOKEN > cfg.max_result_tokens
 
     def maybe_offload(
         self,

@@ -87,13 +87,6 @@ def find_declarations(text: str) -> list[str]:
     return list(seen)
 
 
-def is_grep_like(text: str) -> bool:
-    """Most non-empty lines look like ``path:line:text``."""
-    nonempty = sum(1 for line in text.splitlines() if line.strip())
-    matches = len(GREP_LINE_RE.findall(text))
-    return matches > 0 and matches * 2 > nonempty
-
-
 def has_error(text: str) -> bool:
     return ERROR_RE.search(text) is not None
 

@@ -48,14 +48,19 @@ from harness9.context.events import (
     discard,
 )
 from harness9.context.eviction import EvictionCompactor
-from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor
+from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor, TailCompactor
 from harness9.context.live_view import LiveViews
 from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SummarizationCompactor, Summarizer
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
+from harness9.context.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    estimate_tool_tokens,
+    format_token_count,
+)
 from harness9.context.topics import SelectiveCompressor, TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
@@ -321,26 +326,32 @@ class ContextPolicy:
         force: bool = False,
         tools: list[ToolDefinition] | None = None,
     ) -> tuple[ModelView, CompactionPlan | None]:
-        """What a compaction would do right now, without calling any model (--dry-run).
+        """What ``compact`` would do right now, without calling any model (--dry-run).
 
         The figures are chat's: the messages sent plus the tool definitions. When the
         compaction needs no model (truncation, eviction, stubs), it is run without
-        storing anything, so ``tokens_after`` is exactly what the checkpoint will say;
-        a summary's size is only known once the model answers, so it stays an estimate.
+        storing anything, under the rule ``compact`` applies, so ``would_compact`` and
+        ``tokens_after`` are exactly what ``compact`` then does; a summary's size is only
+        known once the model answers, so it stays an estimate, never above the size now.
         """
         view = load_view(session, system)
         comp = self.compactor
         if comp is None:
             return view, None
-        plan = comp.plan(view.messages, force=force)
-        tool_tokens = estimate_tool_tokens(tools or [])
-        plan.tokens_before += tool_tokens
-        plan.tokens_after += tool_tokens
+        measured = self._measured(session, system, tools or [])
+        plan = comp.plan(measured.messages, force=force)
         if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
-            result = comp.compact(view.messages, force=force)
-            cp, _ = self.checkpoint_of(session, system, view, result, tools or [])
-            if cp is not None:
+            result = comp.compact(measured.messages, force=force)
+            cp, _ = self.checkpoint_of(session, system, measured, result, tools or [])
+            if cp is None or not _gained(cp.tokens_before, cp.tokens_after, force):
+                plan.would_compact = False
+                plan.tokens_after = plan.tokens_before
+            else:
                 plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        elif not plan.would_compact:
+            plan.tokens_after = plan.tokens_before
+        else:  # a summary's size is estimated; a compaction that would grow is not stored
+            plan.tokens_after = min(plan.tokens_after, plan.tokens_before)
         return view, plan
 
     def compact(
@@ -361,15 +372,55 @@ class ContextPolicy:
         comp = self.compactor
         if comp is None:
             return None
-        view = load_view(session, system)
-        if not force and not comp.plan(view.messages).would_compact:
+        measured = self._measured(session, system, tools or [])
+        if not force and not comp.plan(measured.messages).would_compact:
             return None
-        notice, _, _ = self._compact(
-            session, system, view, comp, tools or [], emit, force=force, instructions=instructions
+        notice, _ = self._compact(
+            session,
+            system,
+            measured,
+            comp,
+            tools or [],
+            emit,
+            force=force,
+            instructions=instructions,
         )
+        over = estimate_tokens(measured.messages) > self.threshold_tokens
+        if notice is None and force and over:
+            # Asked for, over the threshold, and the strategy folded nothing: the
+            # protected tail goes, as a last resort, rather than the next turn overflowing.
+            tail = TailCompactor(self.threshold_tokens)
+            notice, _ = self._compact(
+                session, system, measured, tail, tools or [], emit, force=True
+            )
         return notice
 
     # -- the engine's calls ------------------------------------------------------------
+
+    def after_overflow(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        tools: list[ToolDefinition],
+        reason: str,
+        *,
+        emit: ContextEventSink = discard,
+        may_compact: bool = True,
+    ) -> str | None:
+        """The model rejected the request as too long (``reason``) although the estimate
+        said it fits. Compacts harder, once per model call, and returns None for the
+        caller to retry; or returns the error to report when it may not compact."""
+        if not self.auto:
+            return f"{reason} — automatic compaction is off: run /compact, then send again"
+        if not may_compact or self.compactor is None:
+            return reason
+        emit(
+            Notice(
+                f"the model rejected the context as too long ({reason}); compacting and retrying"
+            )
+        )
+        self.compact(session, system, tools=tools, emit=emit)
+        return None
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use."""
@@ -396,9 +447,9 @@ class ContextPolicy:
         topics = self.topics
         if topics is None or not self.auto:
             return
-        view = load_view(session, system)
-        if topics.plan(view.messages).would_compact:
-            self._compact(session, system, view, topics, [], emit, force=False)
+        measured = self._measured(session, system, [])
+        if topics.plan(measured.messages).would_compact:
+            self._compact(session, system, measured, topics, [], emit, force=False)
 
     def prepare(
         self,
@@ -415,25 +466,31 @@ class ContextPolicy:
         ``may_compact`` False: this model call already had its compaction (the model
         rejected the context and it was compacted): never two for one call.
         """
-        measured = self.views.load(session, system)
-        view = measured.view
-        outgoing = view.messages
+        # The live view reads only the rows stored since the last call (issue 23); its
+        # system message is padded by the tools' weight so every decision counts them.
+        live = self.views.load(session, measured_system(system, tools))
+        measured = live.view
+        outgoing = [system, *measured.messages[1:]]
         comp = self.compactor
         st = self.state(session.session_id)
         decision = None
         if may_compact:
-            decision = self._decide(comp, st, view, recent_tools, emit, measured.tokens)
+            decision = self._decide(comp, st, measured, recent_tools, emit, live.tokens)
         if comp is not None and decision is not None:
-            notice, view, outgoing = self._compact(
-                session, system, view, comp, tools, emit, force=decision == "early"
+            notice, sent = self._compact(
+                session, system, measured, comp, tools, emit, force=decision == "early"
             )
-            if notice is not None and self.trigger is not None:
-                st.trigger.compacted()
-        elif may_compact and self._over_message_bound(view):
+            if notice is not None:
+                outgoing = sent
+                if self.trigger is not None:
+                    st.trigger.compacted()
+        elif may_compact and self._over_message_bound(measured):
             assert self.message_bound is not None  # checked by _over_message_bound
-            _, view, outgoing = self._compact(
-                session, system, view, self.message_bound, tools, emit, force=True
+            notice, sent = self._compact(
+                session, system, measured, self.message_bound, tools, emit, force=True
             )
+            if notice is not None:
+                outgoing = sent
         messages = repair_orphaned_tool_pairs(outgoing, stub=UNFINISHED_STUB)
         counted = self._count(messages)
         # Until the first calibration the tool definitions are added explicitly;
@@ -483,6 +540,12 @@ class ContextPolicy:
 
     # -- internals -----------------------------------------------------------------
 
+    def _measured(
+        self, session: CheckpointedSession, system: Message, tools: Sequence[ToolDefinition]
+    ) -> ModelView:
+        """The view as every decision measures it: messages plus tool definitions."""
+        return load_view(session, measured_system(system, tools))
+
     def _count(self, msgs: list[Message]) -> int:
         if self.token_counter is None:
             return estimate_tokens(msgs)
@@ -499,11 +562,13 @@ class ContextPolicy:
     ) -> str | None:
         """None, "threshold" (over the compactor's threshold) or "early" (the smart trigger).
 
-        The fixed threshold always compacts. The smart trigger may compact early,
-        when growth predicts the threshold will be crossed within a few model calls,
-        and its cooldown limits only those early compactions. A compaction that could
-        not get under the threshold (the protected tail alone is too big) is not
-        repeated until the context has grown by another 5 %.
+        ``view`` is measured (its system message carries the tool definitions' weight),
+        so the threshold is compared with what the request costs. The fixed threshold
+        always compacts. The smart trigger may compact early, when growth predicts the
+        threshold will be crossed within a few model calls, and its cooldown limits only
+        those early compactions. A compaction that could not get under the threshold
+        (the protected tail alone is too big) is not repeated until the context has
+        grown by another 5 %.
         """
         if comp is None:
             return None
@@ -552,8 +617,9 @@ class ContextPolicy:
         *,
         force: bool,
         instructions: str | None = None,
-    ) -> tuple[Compaction | None, ModelView, list[Message]]:
-        """Run the compactor; returns (notice or None, the view, the messages to send).
+    ) -> tuple[Compaction | None, list[Message]]:
+        """Run the compactor on the measured ``view``; returns (notice or None, the
+        messages to send, with the real ``system`` message).
 
         Every result that changes the view is stored as a checkpoint, eviction stubs
         included (ARCHITECTURE decision 7): the view is then a pure function of the log
@@ -561,7 +627,8 @@ class ContextPolicy:
         compaction and on ``--resume``. The notice, the checkpoint, ``--dry-run`` and
         ``/context`` count the same way: the messages sent plus the tool definitions.
         """
-        emit(CompactionStarted(comp.strategy, estimate_tokens(view.messages)))
+        before = estimate_tokens(view.messages)
+        emit(CompactionStarted(comp.strategy, before))
         result = comp.compact(
             view.messages,
             force=force,
@@ -569,13 +636,11 @@ class ContextPolicy:
             on_progress=lambda i, n: emit(CompactionProgress(i, n)),
         )
         cp, new_view = self.checkpoint_of(session, system, view, result, tools)
-        before = estimate_tokens(view.messages)
-        after = estimate_tokens(new_view.messages) if cp is not None else before
+        after = cp.tokens_after if cp is not None else before
         st = self.state(session.session_id)
         st.last_compaction_tokens = after
-        gained = after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
-        if cp is None or not gained:
-            return None, view, view.messages
+        if cp is None or not _gained(before, after, force):
+            return None, [system, *view.messages[1:]]
         cp = session.add_checkpoint(cp)
         notice = Compaction(
             tokens_before=cp.tokens_before,
@@ -586,7 +651,7 @@ class ContextPolicy:
             fallback_reason=result.error,
         )
         emit(notice)
-        return notice, new_view, new_view.messages
+        return notice, [system, *new_view.messages[1:]]
 
     def checkpoint_of(
         self,
@@ -596,7 +661,8 @@ class ContextPolicy:
         result: CompactionResult,
         tools: list[ToolDefinition],
     ) -> tuple[Checkpoint | None, ModelView]:
-        """The checkpoint ``result`` would store and the view it gives (nothing is stored).
+        """The checkpoint ``result`` would store and the (measured) view it gives; nothing
+        is stored. ``view`` is measured: its system message carries the tools' weight.
 
         Its figures are the ones the notice, ``sessions show`` and ``--dry-run`` print.
         """
@@ -609,26 +675,31 @@ class ContextPolicy:
         )
         if cp is None:
             return None, view
-        new_view = build_view(system, session.get_records(after_id=cp.last_message_id), cp)
-        tool_tokens = estimate_tool_tokens(tools)
-        cp.tokens_before = estimate_tokens(view.messages) + tool_tokens
-        cp.tokens_after = estimate_tokens(new_view.messages) + tool_tokens
+        sized = measured_system(system, tools)
+        new_view = build_view(sized, session.get_records(after_id=cp.last_message_id), cp)
+        cp.tokens_before = estimate_tokens(view.messages)
+        cp.tokens_after = estimate_tokens(new_view.messages)
         cp.messages_before = len(view.messages)
         cp.messages_after = len(new_view.messages)
         return cp, new_view
 
 
-def _notice(
-    before: list[Message], after: list[Message], tool_tokens: int, result: CompactionResult
-) -> Compaction:
-    return Compaction(
-        tokens_before=estimate_tokens(before) + tool_tokens,
-        tokens_after=estimate_tokens(after) + tool_tokens,
-        msgs_before=len(before),
-        msgs_after=len(after),
-        strategy=result.strategy,
-        fallback_reason=result.error,
-    )
+def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:
+    """``system`` padded with the tool definitions' weight, as the compactors measure it.
+
+    Every request carries the tool definitions; a compactor sees only messages, and
+    keeps the system message whatever it does. Padding it by exactly the tools'
+    estimate makes every threshold, budget and figure count messages plus tools, the
+    one count the notice, ``/context`` and ``--dry-run`` show. Never sent.
+    """
+    pad = estimate_tool_tokens(tools) * BYTES_PER_TOKEN
+    return system if pad == 0 else Message(system.role, system.content + " " * pad)
+
+
+def _gained(before: int, after: int, force: bool) -> bool:
+    """Whether a compaction is worth storing: it cuts more than ``MIN_COMPACTION_GAIN``
+    (any cut when forced); never one that leaves the context as large or larger."""
+    return after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
 
 
 def _threshold_text(comp: Compactor, plan: CompactionPlan) -> str:

@@ -20,8 +20,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_message_tokens, format_token_count
+from harness9.context.patterns import OFFLOAD_MARKER
+from harness9.context.tokens import BYTES_PER_TOKEN, format_token_count
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
 from harness9.store.session import Session
 
@@ -205,14 +205,6 @@ def with_handle(content: str, message_id: int) -> str:
 
 def is_stub(content: str) -> bool:
     return content.startswith(STUB_PREFIX)
-
-
-def stub_tokens(msg: Message) -> int:
-    return estimate_message_tokens(msg) + HANDLE_ALLOWANCE_BYTES // BYTES_PER_TOKEN
-
-
-def is_recallable_marker(content: str) -> bool:
-    return is_offload_marker(content) or is_stub(content)
 
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}

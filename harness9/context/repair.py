@@ -6,7 +6,7 @@ result per call, or in which a tool message stands anywhere else. Truncation,
 an interrupted tool run or a crash between two writes can all produce such a
 history, so the repair runs after every compaction and before every request.
 
-The seed's version (§6.4) only drops results without a call and stubs calls
+The reference design's version only drops results without a call and stubs calls
 without a result, with a nested scan (quadratic). This one is linear, also
 moves a late result (one written after an interrupt, say) up into its block,
 and drops second answers to the same call.

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness9.context.patterns import DECLARATION_RE, GREP_LINE_RE
+from harness9.context.tokens import BYTES_PER_TOKEN
 
 HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 8 * 1024
@@ -46,7 +47,7 @@ class OutputStats:
 
     @property
     def tokens(self) -> int:
-        return self.total_bytes // 4
+        return self.total_bytes // BYTES_PER_TOKEN
 
     @property
     def complete(self) -> bool:

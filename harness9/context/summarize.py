@@ -1,4 +1,4 @@
-"""Summarising a span of messages (``SpanSummarizer``), and the compactor built on it (seed §6.1).
+"""Summarising a span of messages (``SpanSummarizer``), and the compactor built on it.
 
 ``SpanSummarizer`` renders a span compactly and summarises it with a template
 (the five-section one by default). When the span begins with an earlier
@@ -7,7 +7,7 @@ so repeated compactions do not lose what earlier ones kept. When even the
 compact rendering is too large for the summariser's own window, it is
 summarised in chunks and the partial summaries are merged, hierarchically if
 need be: compaction must still work once the context has already overflowed.
-``SummarizationCompactor``, the phase-2 compactor and topic isolation all
+``SummarizationCompactor``, the evict+summary compactor and topic isolation all
 compose one.
 
 ``SummarizationCompactor`` folds the head (everything before the protected
@@ -30,11 +30,14 @@ from harness9.context.compaction import (
     TokenBudgetCompactor,
     find_cut,
     measure,
+    nothing_new,
     run_fallback,
+    settled,
     starts_with_system,
     unchanged_plan,
 )
 from harness9.context.patterns import is_offload_marker
+from harness9.context.prompts import prompt
 from harness9.context.recall import split_summary
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
@@ -58,33 +61,12 @@ __all__ = [
     "render_for_summary",
 ]
 
-SUMMARY_TEMPLATE = """\
-**Goal:** What the user is trying to accomplish.
-**Progress:** Key actions taken and their results.
-**Key Decisions:** Important choices and rationale.
-**Next Steps:** What was planned or pending.
-**Critical Context:** Facts, file paths, variable names, or constraints the agent must remember."""
-
-SUMMARIZER_SYSTEM = (
-    "You compress the history of a conversation between a user and an AI coding agent "
-    "so that the agent can continue the task from the summary alone. Be specific and "
-    "concise; keep exact names, paths, commands, numbers and error messages. "
-    "Answer with the summary only."
-)
-
-_FULL_INSTRUCTION = "Summarize the conversation below using exactly this structure:"
-_PART_INSTRUCTION = (
-    "Below is part {index} of {count} of a long conversation, in chronological order. "
-    "Summarize this part using exactly this structure:"
-)
-_MERGE_INSTRUCTION = (
-    "Below are summaries of consecutive parts of one conversation, oldest first. "
-    "Merge them into one summary using exactly this structure:"
-)
-_UPDATE_INSTRUCTION = (
-    "Update the previous summary with the new conversation that follows it. Keep what "
-    "still matters, add what is new, drop what is obsolete. Use exactly this structure:"
-)
+SUMMARY_TEMPLATE = prompt("summary_template")
+SUMMARIZER_SYSTEM = prompt("summarizer_system")
+_FULL_INSTRUCTION = prompt("instruction_full")
+_PART_INSTRUCTION = prompt("instruction_part")  # .format(index=, count=)
+_MERGE_INSTRUCTION = prompt("instruction_merge")
+_UPDATE_INSTRUCTION = prompt("instruction_update")
 
 # A summary is assumed to take at most this many tokens when planning (the
 # plan never calls the model); a head smaller than that is assumed to be kept
@@ -178,7 +160,7 @@ class SpanSummarizer:
 
     ``window`` is the summariser's context window in tokens (None: unlimited, one
     call). ``system_prompt``, ``template`` and ``tool_result_chars`` change what
-    the summariser is asked for (phase 2 asks for ``@file:``/``@error:`` markers);
+    the summariser is asked for (the marker prompt asks for ``@file:``/``@error:``);
     chunking and the ``<previous-summary>`` merge stay the same.
     """
 
@@ -393,8 +375,8 @@ class SummarizationCompactor:
             # Measured on the repaired history: that is what would be sent.
             return nothing
         cut = find_cut(msgs, self.min_tail_messages)
-        if cut <= 1:
-            return nothing  # no head to summarise
+        if cut <= 1 or nothing_new(msgs, cut):
+            return nothing  # no head to summarise, or only the summary already made
         head_tokens = estimate_tokens(msgs[1:cut])
         summary_tokens = (
             min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
@@ -424,7 +406,7 @@ class SummarizationCompactor:
         if not summary:
             return self._fall_back(msgs, force, "the summariser returned an empty summary")
         kept = summarized_history(msgs, plan.cut, summary)
-        return CompactionResult(kept, plan, summary, self.strategy)
+        return settled(msgs, CompactionResult(kept, plan, summary, self.strategy))
 
     def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
         return run_fallback(self.fallback, msgs, force=force, error=error)

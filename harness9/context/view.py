@@ -118,8 +118,8 @@ def checkpoint_for(
         return None
     if cut <= 1 and previous is not None and rewrites == previous.rewrites:
         return None
-    # Nothing folded: the previous summary stands.
-    kept_summary = cut <= 1 and previous is not None
+    # Nothing folded, or a fallback kept it: the previous summary stands.
+    kept_summary = (cut <= 1 or result.kept_previous_summary) and previous is not None
     summary = previous.summary if kept_summary and previous else result.summary or ""
     index = previous.recall_index if previous is not None else ""
     if recall_budget > 0:

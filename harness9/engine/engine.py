@@ -311,20 +311,12 @@ class AgentEngine:
                 on_delta=self._on_delta,
             )
         except ContextWindowExceededError as exc:
-            # Our estimate said it fits, the API says no: compact harder, once.
-            if not policy.auto:
-                raise ContextWindowExceededError(
-                    f"{exc} — automatic compaction is off: run /compact, then send again"
-                ) from exc
-            if not may_compact or policy.compactor is None:
-                raise
-            emit(
-                ev.Notice(
-                    f"the model rejected the context as too long ({exc}); compacting and retrying"
-                )
+            why = policy.after_overflow(
+                sess, system, tools, str(exc), emit=emit, may_compact=may_compact
             )
-            policy.compact(sess, system, tools=tools, emit=emit)
-            return None
+            if why is None:
+                return None  # compacted: the caller retries, once
+            raise ContextWindowExceededError(why) from exc
         except StreamInterruptedError:
             self._keep_partial(sess)
             raise
@@ -448,9 +440,7 @@ class AgentEngine:
     def _finish_tool(self, sess: CheckpointedSession, call: ToolCall, outcome: ToolResult) -> str:
         """The result as stored: offloaded when big (unless the tool is exempt)."""
         content = outcome.content
-        exempt = getattr(self.registry.get(call.name), "offload_exempt", False)
-        exempt = exempt or "offloaded" in outcome.metadata  # the tool streamed it there already
-        if not outcome.is_error and not exempt:
+        if outcome.may_offload:
             content = self.policy.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )

@@ -19,6 +19,15 @@ class ToolResult:
     # Facts about the run for later consumers (the offload summariser), e.g.
     # {"exit_code": 0} for bash or {"path": ..., "total_lines": N} for read_file.
     metadata: dict[str, Any] = field(default_factory=dict)
+    # False: the result reaches the model as it is, never offloaded (it is already a
+    # bounded page of a stored result, as offload_recall's and history_search's are).
+    offload: bool = True
+
+    @property
+    def may_offload(self) -> bool:
+        """Whether the context policy may offload it: allowed, not an error, and not
+        already offloaded by the tool itself (a streamed bash output)."""
+        return self.offload and not self.is_error and "offloaded" not in self.metadata
 
     @classmethod
     def error(cls, message: str, **metadata: Any) -> ToolResult:

@@ -28,8 +28,6 @@ SCAN_HITS = 200
 
 class HistorySearchTool:
     name = "history_search"
-    # Hits are short snippets; its output must stay inline.
-    offload_exempt = True
 
     def __init__(
         self,
@@ -102,12 +100,14 @@ class HistorySearchTool:
         if self.subagents is not None:  # room of their own: this log would fill it first
             lines += self._in_subagents(ctx.session_id, query, words, SUBAGENT_HITS)
         if not lines:
-            return ToolResult(f"{HEADER} no match for {query.strip()!r} in this session")
+            return ToolResult(
+                f"{HEADER} no match for {query.strip()!r} in this session", offload=False
+            )
         head = (
             f"{HEADER} {len(lines)} hits for {query.strip()!r} "
             f'(offload_recall(id="<handle>") pages one in full):'
         )
-        return ToolResult("\n".join([head, *lines]))
+        return ToolResult("\n".join([head, *lines]), offload=False)  # hits, already bounded
 
     def _in_subagents(self, session_id: str, query: str, words: set[str], room: int) -> list[str]:
         """Hits in the sub-agents' sessions (their text only: offload_recall pages this

@@ -22,9 +22,6 @@ class OffloadRecallTool:
     """Returns up to 8,000 characters of a stored result; ``offset`` pages on."""
 
     name = "offload_recall"
-    # Its output is already a bounded page of a stored result: offloading it again
-    # would hand the model a marker for the content it just asked for.
-    offload_exempt = True
 
     def __init__(self, store: OffloadStore | None, *, handles: bool = True) -> None:
         """``store``: offloaded outputs (None: offload is off); ``handles``: accept msg_<n>."""
@@ -92,7 +89,9 @@ class OffloadRecallTool:
                 text = self.store.recall(ctx.session_id, oid, offset=offset, limit=limit)
         except OffloadError as exc:
             return ToolResult.error(f"offload_recall: {exc}", offload_id=oid)
-        return ToolResult(text, metadata={"offload_id": oid, "offset": offset})
+        # A bounded page of a stored result: offloading it again would hand the model a
+        # marker for the content it just asked for.
+        return ToolResult(text, metadata={"offload_id": oid, "offset": offset}, offload=False)
 
     @staticmethod
     def _page_message(ctx: ToolContext, message_id: int, offset: int, limit: int) -> str:

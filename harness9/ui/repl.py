@@ -20,6 +20,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from harness9.context.policy import ContextBreakdown
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
@@ -505,9 +506,7 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if notice is None:
-            self.io.err.print(
-                "nothing to compact: the context is already as small as compaction can make it"
-            )
+            self.io.err.print(nothing_left_to_fold(self.engine.context_breakdown()))
 
     def cmd_context(self, _rest: str) -> None:
         b = self.engine.context_breakdown()
@@ -668,3 +667,16 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def nothing_left_to_fold(b: ContextBreakdown) -> str:
+    """Why /compact folded nothing and, when the context is still over the threshold,
+    what would help."""
+    if b.total <= b.threshold:
+        return "nothing to compact: the context is already as small as compaction can make it"
+    return (
+        f"nothing to compact: the context ({format_token_count(b.total)} tokens) is over the "
+        f"{format_token_count(b.threshold)}-token threshold and nothing but its newest message "
+        "is left; /new starts a fresh session, or a larger --context-window (a model with a "
+        "bigger window) would help"
+    )

@@ -1,4 +1,4 @@
-"""The phase-2 compactor: evict first, summarise only if eviction was not enough.
+"""The evict+summary compactor: evict first, summarise only if eviction was not enough.
 
 With ``max_tokens`` the compaction threshold, as for every compactor (80 % of
 the window from ``for_context_window``), and ``context_window`` the model's window:
@@ -54,13 +54,13 @@ from harness9.context.summarize import Summarizer
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
 
-__all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "Phase2Compactor"]
+__all__ = ["STRATEGY_EVICT", "STRATEGY_SUMMARY", "EvictionSummaryCompactor"]
 
 STRATEGY_EVICT = "evict"
 STRATEGY_SUMMARY = "evict+summary"
 
 
-class Phase2Compactor(FoldingCompactor):
+class EvictionSummaryCompactor(FoldingCompactor):
     strategy = STRATEGY_SUMMARY
 
     def __init__(
@@ -103,7 +103,9 @@ class Phase2Compactor(FoldingCompactor):
         self.span = marker_summarizer(summarizer, window=summarizer_window or self.context_window)
 
     @classmethod
-    def for_context_window(cls, summarizer: Summarizer, context_window: int) -> Phase2Compactor:
+    def for_context_window(
+        cls, summarizer: Summarizer, context_window: int
+    ) -> EvictionSummaryCompactor:
         return cls(
             summarizer,
             context_window * BUDGET_PERCENT // 100,
@@ -144,7 +146,7 @@ class Phase2Compactor(FoldingCompactor):
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        """``instructions`` is not used: the fingerprint is the focus of a phase-2 summary."""
+        """``instructions`` is not used: the fingerprint is the focus of its summary."""
         if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, plan.strategy)
         if plan.strategy == STRATEGY_EVICT:

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness9.context.compaction import CompactionPlan, CompactionResult, TokenBudgetCompactor
+from harness9.context.evict_summary import EvictionSummaryCompactor
 from harness9.context.offload import OffloadConfig, OffloadStore
-from harness9.context.phase2 import Phase2Compactor
 from harness9.context.repair import is_valid_tool_sequence
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall
@@ -17,7 +17,9 @@ SYS = Message("system", "You are harness9.")
 
 def phase2(summarizer, window, **options):
     """The phase-2 compactor for a ``window``-token context: its threshold is 80 % of it."""
-    return Phase2Compactor(summarizer, max(1, window * 80 // 100), context_window=window, **options)
+    return EvictionSummaryCompactor(
+        summarizer, max(1, window * 80 // 100), context_window=window, **options
+    )
 
 
 class KeepLastTwo:
