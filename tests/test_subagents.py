@@ -353,15 +353,17 @@ def test_each_sub_agent_compacts_its_own_context(llm_server, tmp_path):
             "".join(f"part {i} row {j} value {j * 7919 % 1000}\n" for j in range(120))
         )
 
+    reads = [0]
+
     def agents(body):
         if not body.get("tools"):
             return TextReply("**Goal:** read the parts.")
-        if is_sub(body):
-            done = [m for m in body["messages"] if m["role"] == "tool"]
-            if len(done) < 4:
-                n = len(done)
+        if is_sub(body):  # four reads, whatever its compactions leave in the request
+            if reads[0] < 4:
+                n = reads[0]
+                reads[0] += 1
                 args = json.dumps({"path": f"part{n}.txt"})
-                return ToolCallsReply(((f"r{n}_{time.monotonic_ns()}", "read_file", args),))
+                return ToolCallsReply(((f"r{n}", "read_file", args),))
             return TextReply("read all four parts")
         if body["messages"][-1]["role"] == "user":
             return ToolCallsReply((task_call("call_1", "Read part0..part3.", "read parts"),))
