@@ -190,7 +190,7 @@ def validate_config(cfg: dict[str, Any], where: Path) -> None:
 # What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
 # otherwise be ignored without a word, the setting silently left at its default.
 TOP_LEVEL_KEYS = ("retention_days", "database_url")
-TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider")
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider", "subagents")
 
 
 def check_top_level(cfg: dict[str, Any], where: Path) -> None:
@@ -584,5 +584,57 @@ def provider_options(
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise error(f"{source} must be a positive whole number of tokens, got {value!r}")
+        setattr(opts, key, value)
+    return opts
+
+
+# -- [subagents] in config.toml: the `task` tool ---------------------------------------------
+
+
+@dataclass(slots=True)
+class SubAgentOptions:
+    """How the `task` tool runs sub-agents (harness9.engine.subagents). Defaults documented."""
+
+    enabled: bool = True  # offer the `task` tool at all
+    max_model_calls: int = 30  # per sub-agent run
+    max_tokens: int = 1_000_000  # input + output tokens billed, per sub-agent run
+    max_seconds: float = 600.0  # wall time per sub-agent run
+    parallel: int = 4  # sub-agents of one reply running at the same time
+    nested: bool = False  # true: a sub-agent may run sub-agents too (one more level only)
+
+
+_SUBAGENT_KNOBS: dict[str, tuple[type, Any]] = {
+    "enabled": (bool, None),
+    "max_model_calls": (int, lambda v: 1 <= v <= 1000),
+    "max_tokens": (int, lambda v: v >= 1000),
+    "max_seconds": (float, lambda v: v >= 1),
+    "parallel": (int, lambda v: 1 <= v <= 16),
+    "nested": (bool, None),
+}
+
+
+def subagent_options(cfg: dict[str, Any] | None = None) -> SubAgentOptions:
+    """``[subagents]`` from the config file; bad values are one-line ConfigErrors."""
+    from harness9.errors import ConfigError
+
+    cfg = load_config_file() if cfg is None else cfg
+    where = config_path()
+    table = cfg.get("subagents", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[subagents] in {where} must be a table")
+    opts = SubAgentOptions()
+    for key, value in table.items():
+        if key not in _SUBAGENT_KNOBS:
+            known = ", ".join(_SUBAGENT_KNOBS)
+            raise ConfigError(f"unknown key subagents.{key} in {where} (known: {known})")
+        kind, check = _SUBAGENT_KNOBS[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if (kind is not bool and isinstance(value, bool)) or not isinstance(value, kind):
+            raise ConfigError(
+                f"subagents.{key} in {where} must be a {kind.__name__}, got {value!r}"
+            )
+        if check is not None and not check(value):
+            raise ConfigError(f"subagents.{key} in {where} has an out-of-range value {value!r}")
         setattr(opts, key, value)
     return opts

@@ -126,7 +126,8 @@ def pg_url(pg_database: str) -> str:
             "TRUNCATE harness9.sessions, harness9.messages, harness9.todos, "
             "harness9.compactions, harness9.blobs, harness9.session_usage, "
             "harness9.compaction_details, harness9.session_settings, harness9.session_pins, "
-            "harness9.session_forks, harness9.compaction_instructions RESTART IDENTITY"
+            "harness9.session_forks, harness9.compaction_instructions, "
+            "harness9.subagent_sessions RESTART IDENTITY"
         )
     return pg_database
 

@@ -25,6 +25,15 @@ NO_SUMMARIES = {
     "cost_usd": None,
     "unpriced_calls": 0,
 }
+# The `usage.subagents` of `sessions list/show --json` for a session that ran no sub-agent.
+NO_SUBAGENTS = {
+    "model_calls": 0,
+    "input_tokens": 0,
+    "cached_tokens": 0,
+    "output_tokens": 0,
+    "cost_usd": None,
+    "unpriced_calls": 0,
+}
 
 
 def piped(stdin: str = "", **fields: Any) -> Environment:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 from freezegun import freeze_time
-from support import NO_SUMMARIES, cli, run_cli, runner, terminal
+from support import NO_SUBAGENTS, NO_SUMMARIES, cli, run_cli, runner, terminal
 
 from harness9.cli import app
 from harness9.config import db_path
@@ -55,6 +55,7 @@ def test_list_json_prints_id_title_times_and_count():
     assert json.loads(result.stdout) == [
         {
             "id": sid,
+            "parent_id": None,
             "title": "Refactor the parser",
             "created_at": "2026-05-17T14:30:00Z",
             "updated_at": "2026-05-17T14:30:00Z",
@@ -70,6 +71,7 @@ def test_list_json_prints_id_title_times_and_count():
                 "cost_usd": None,
                 "unpriced_calls": 0,
                 "summaries": NO_SUMMARIES,
+                "subagents": NO_SUBAGENTS,
             },
             "forked_from": None,  # an original
         }
@@ -138,6 +140,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
     t = "2026-05-17T14:30:00Z"
     assert data == {
         "id": sid,
+        "parent_id": None,
         "title": "list files",
         "created_at": t,
         "updated_at": t,
@@ -153,6 +156,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             "cost_usd": 0.0003,
             "unpriced_calls": 0,
             "summaries": NO_SUMMARIES,
+            "subagents": NO_SUBAGENTS,
         },
         "forked_from": None,
         "forks": [],
@@ -205,6 +209,8 @@ def test_show_json_prints_messages_todos_and_checkpoints():
             }
         ],
         "corrupt_rows": [],
+        "tool_call_id": None,  # not a sub-agent's session
+        "children": [],
     }
 
 

@@ -90,6 +90,7 @@ def test_final_schema(manager: Manager, db: Path):
         "session_pins",
         "session_forks",
         "compaction_instructions",
+        "subagent_sessions",
     }
     assert columns(conn, "session_pins") == [
         ("id", "INTEGER", 0),
@@ -105,6 +106,12 @@ def test_final_schema(manager: Manager, db: Path):
     assert columns(conn, "compaction_instructions") == [
         ("compaction_id", "INTEGER", 0),
         ("messages", "TEXT", 1),
+    ]
+    assert columns(conn, "subagent_sessions") == [
+        ("session_id", "TEXT", 1),
+        ("parent_id", "TEXT", 1),
+        ("tool_call_id", "TEXT", 1),
+        ("description", "TEXT", 1),
     ]
     assert columns(conn, "session_imports") == [
         ("session_id", "TEXT", 1),
@@ -204,7 +211,11 @@ def test_final_schema(manager: Manager, db: Path):
         "idx_compactions_session",
         "idx_session_pins",
         "idx_session_forks_origin",
+        "subagent_sessions_parent",
     }
+    assert sorted(
+        (r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(subagent_sessions)")
+    ) == [("sessions", "parent_id", "id", "CASCADE"), ("sessions", "session_id", "id", "CASCADE")]
     assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone() == (
         "CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61')",
     )

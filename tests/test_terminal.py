@@ -17,7 +17,7 @@ import pytest
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from support import NO_SUMMARIES
+from support import NO_SUBAGENTS, NO_SUMMARIES
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -535,6 +535,7 @@ def test_cost_comes_from_the_servers_usage_with_the_cache_discount(llm_server):
         "cost_usd": pytest.approx(expected),
         "unpriced_calls": 0,
         "summaries": NO_SUMMARIES,
+        "subagents": NO_SUBAGENTS,
     }
     shown = json.loads(runner.invoke(app, ["sessions", "show", listed[0]["id"], "--json"]).stdout)
     assert shown["usage"] == usage

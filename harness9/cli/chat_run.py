@@ -53,6 +53,7 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         load_config_file,
         provider_options,
         store_location,
+        subagent_options,
         tool_options,
     )
     from harness9.context.offload import remove_session_offloads
@@ -92,6 +93,7 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
             started.add(session.session_id)
         run = ChatRun(env, flags, settings, opts, tools.auto_approve, work, manager, out, err)
         run.provider_opts = popts
+        run.subagents = subagent_options(cfg)
         # The window a session already ran with was announced then: not again (once a session).
         announced = stored is not None and settings.context_window == stored.context_window
         loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
@@ -178,6 +180,7 @@ class ChatRun:
         self.notes: list[Text] = []
         self.loop: Any = None
         self.provider_opts: Any = None  # the provider's knobs (cache TTL, max output tokens)
+        self.subagents: Any = None  # the `task` tool's settings (None: the defaults)
 
     def _approver(self) -> Any:
         """Approvals need someone to answer: a terminal on stdin. In one-shot mode the
@@ -233,6 +236,8 @@ class ChatRun:
             auto_approve=self.auto_approve,
             blobs=self.manager.blob_store(),
             provider_opts=self.provider_opts,
+            subagents=self.subagents,
+            children=self.manager,
         )
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:

@@ -104,7 +104,7 @@ def _engine(
     work: Path,
     timeout: float,
 ) -> Any:
-    from harness9.config import provider_options
+    from harness9.config import provider_options, subagent_options
     from harness9.engine.setup import build_engine
     from harness9.provider import get_model_limits
 
@@ -119,6 +119,9 @@ def _engine(
         sleep=env.sleep,
         blobs=manager.blob_store(),
         provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
+        # Never run here; offered so the tool definitions measured are chat's.
+        subagents=subagent_options(),
+        children=manager,
     )
 
 

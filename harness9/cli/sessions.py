@@ -99,18 +99,53 @@ def _plural(n: int, word: str) -> str:
 
 
 def _info_json(
-    info: SessionInfo, usage: UsageTotals | None = None, origin: ForkOrigin | None = None
+    info: SessionInfo,
+    usage: UsageTotals | None = None,
+    origin: ForkOrigin | None = None,
+    subagents: UsageTotals | None = None,
 ) -> dict[str, Any]:
+    """A session's row; ``usage`` counts its sub-agents' calls too (``subagents``: their part)."""
+    sub = subagents or UsageTotals()
     return {
         "id": info.id,
+        "parent_id": info.parent_id or None,
         "title": info.title,
         "created_at": iso_utc(info.created_at),
         "updated_at": iso_utc(info.updated_at),
         "message_count": info.message_count,
         "workdir": info.workdir or None,  # null: no chat recorded where it ran
-        "usage": _usage_json(usage or UsageTotals()),
+        "usage": {**_usage_json((usage or UsageTotals()).plus(sub)), "subagents": _part(sub)},
         "forked_from": fork_origin_to_json(origin),
     }
+
+
+def _part(u: UsageTotals) -> dict[str, Any]:
+    return {
+        "model_calls": u.model_calls,
+        "input_tokens": u.input_tokens,
+        "cached_tokens": u.cached_tokens,
+        "output_tokens": u.output_tokens,
+        "cost_usd": round(u.cost_usd, 6) if u.priced else None,
+        "unpriced_calls": u.unpriced_calls,
+    }
+
+
+def _subagent_totals(
+    infos: list[SessionInfo], usage: dict[str, UsageTotals]
+) -> dict[str, UsageTotals]:
+    """Each session's sub-agents' usage, summed over all its descendants."""
+    kids: dict[str, list[str]] = {}
+    for i in infos:
+        if i.parent_id:
+            kids.setdefault(i.parent_id, []).append(i.id)
+
+    def below(sid: str, depth: int = 0) -> UsageTotals:
+        total = UsageTotals()
+        for kid in kids.get(sid, []) if depth < 8 else []:
+            total = total.plus(usage.get(kid, UsageTotals())).plus(below(kid, depth + 1))
+        return total
+
+    return {sid: below(sid) for sid in kids}
 
 
 def _usage_json(usage: UsageTotals) -> dict[str, Any]:
@@ -155,21 +190,27 @@ def list_sessions(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, help="Show at most N sessions (0: all).")
     ] = 0,
+    all_: Annotated[
+        bool, typer.Option("--all", "-a", help="Include the sessions of sub-agents (`task`).")
+    ] = False,
 ) -> None:
-    """List sessions, most recently updated first."""
+    """List sessions, most recently updated first (sub-agents' sessions with --all)."""
     env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
     usage: dict[str, UsageTotals] = {}
     origins: dict[str, ForkOrigin] = {}
+    below: dict[str, UsageTotals] = {}
     if store is not None:
         with store:
-            infos = store.list_sessions(limit)
+            infos = store.list_sessions(limit, children=all_)
             if as_json:
                 usage = store.usage_by_session()
                 origins = store.fork_origins()
+                below = _subagent_totals(store.list_sessions(children=True), usage)
     if as_json:
-        _print_json(env, [_info_json(i, usage.get(i.id), origins.get(i.id)) for i in infos])
+        rows = [_info_json(i, usage.get(i.id), origins.get(i.id), below.get(i.id)) for i in infos]
+        _print_json(env, rows)
         return
     _print_lines(env, infos)
 
@@ -200,24 +241,34 @@ def show_session(
         checkpoints = session.list_checkpoints()
         usage = store.usage_totals(full_id)
         lineage = Lineage(store.fork_origin(full_id), store.forks_of(full_id), session.pins())
+        link = store.subagent_link(full_id)
+        children = store.children(full_id)
+        subagents = store.subagent_usage(full_id)
     for row in corrupt:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if as_json:
-        data = _info_json(info, usage, lineage.origin)
+        data = _info_json(info, usage, lineage.origin, subagents)
         data["forks"] = [{"session_id": f, "message": n} for f, n in lineage.forks]
         data["pins"] = lineage.pins
+        data["tool_call_id"] = link.tool_call_id if link is not None else None
         data["messages"] = [_message_json(r) for r in records]
         data["todos"] = [t.to_dict() for t in todos]
         data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
         data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in corrupt]
+        data["children"] = [
+            {**_info_json(i), "tool_call_id": k.tool_call_id, "description": k.description}
+            for k, i in children
+        ]
+        for child in data["children"]:
+            del child["usage"]  # `sessions show CHILD` has it
         _print_json(env, data)
         return
-    from harness9.ui.render import render_session
+    from harness9.ui.render import render_family, render_session
 
     # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
-    render_session(
-        env.console(), info, records, todos, checkpoints, limited=limit > 0, lineage=lineage
-    )
+    console = env.console()
+    render_session(console, info, records, todos, checkpoints, limited=limit > 0, lineage=lineage)
+    render_family(console, link, children)
 
 
 @sessions_app.command("delete", cls=HarnessCommand)

@@ -148,10 +148,16 @@ def export_command(
     store = open_existing_store(store_location())  # read-only when it cannot be written
     if store is None:
         raise SessionNotFoundError(session_id)
+    from harness9.store.family import family_members, family_snapshot
+
     with store:
-        snap = store.snapshot(store.resolve_id(session_id))
-        if fmt is ExportFormat.json:
-            snap.offloads = _offloads_of(store, snap.info.id)
+        full_id = store.resolve_id(session_id)
+        if fmt is ExportFormat.json:  # complete: the sub-agents' sessions come along
+            snap = family_snapshot(store, full_id)
+            for member in family_members(snap):
+                member.offloads = _offloads_of(store, member.info.id)
+        else:
+            snap = store.snapshot(full_id)
     for row in snap.corrupt_rows:
         env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
     if fmt is ExportFormat.json:
@@ -199,28 +205,35 @@ def import_command(
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
     from harness9.context.offload import OffloadStore, remove_session_offloads
+    from harness9.store.family import family_members, restore_family
 
-    bad = next((o.id for o in snap.offloads if not OffloadStore.valid_id(o.id)), None)
+    members = family_members(snap)  # the session and its sub-agents' sessions
+    offloads = [o for m in members for o in m.offloads]
+    bad = next((o.id for o in offloads if not OffloadStore.valid_id(o.id)), None)
     if bad is not None:
         raise ImportFormatError(
             f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
         )
     # The hook removes a half-restored offload directory if the import is undone below.
     with open_store(store_location(), on_session_deleted=remove_session_offloads) as store:
-        sid = store.restore(snap, new_id=new_id)
+        ids = restore_family(store, snap, new_id=new_id)
+        sid = ids[0]
         try:
-            OffloadStore(blobs=store.blob_store()).restore_session(
-                sid, [(o.id, o.content) for o in snap.offloads]
-            )
+            for member_id, member in zip(ids, members, strict=True):
+                OffloadStore(blobs=store.blob_store()).restore_session(
+                    member_id, [(o.id, o.content) for o in member.offloads]
+                )
         except (OSError, HarnessError) as exc:
             # All or nothing: a session whose offloaded results are missing is not imported.
-            store.delete_session(sid)
+            store.delete_session(sid)  # its sub-agents' sessions go with it
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise HarnessError(
                 f"cannot import {source}: writing its offloaded results failed "
                 f"({reason}); nothing was imported"
             ) from exc
     what = _plural(len(snap.records), "message")
+    if len(members) > 1:
+        what += f", {_plural(len(members) - 1, 'sub-agent session')}"
     note = f", a copy of {snap.info.id}" if new_id else ""
     env.echo(f"Imported session {sid} ({what}{note}).")
 

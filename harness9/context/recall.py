@@ -55,7 +55,7 @@ _HANDLE_RE = re.compile(r"^msg_([1-9][0-9]{0,17})$")
 _OFFLOAD_ID_RE = re.compile(re.escape(OFFLOAD_MARKER) + r"(ofl_[0-9a-f]{12})\]")
 _STUB_OFFLOAD_RE = re.compile(r'offload_recall\(id="(ofl_[0-9a-f]{12})"\)')
 _TOKENS_RE = re.compile(r"(\d+) tokens (?:offloaded|evicted|stubbed)")
-_KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id")
+_KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id", "description")
 _KEY_CHARS = 80
 
 

@@ -21,6 +21,7 @@ from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
 from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.view import ModelView
 from harness9.engine import events as ev
+from harness9.engine.parallel import run_side_by_side
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider.errors import (
     ContextWindowExceededError,
@@ -40,6 +41,7 @@ from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import CheckpointedSession, SessionSettings
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
+from harness9.tools.task import TASK_TOOL, TaskTool
 
 __all__ = [
     "EMPTY_REPLY",
@@ -91,6 +93,8 @@ class EngineOptions:
     # How long a save retries a database another process keeps locked before the
     # messages are held in memory (harness9.store.holding).
     save_retry_s: float = SAVE_RETRY_S
+    # `task` calls of one reply that run at the same time (config: subagents.parallel).
+    parallel_tasks: int = 4
 
 
 @dataclass(slots=True)
@@ -290,14 +294,11 @@ class AgentEngine:
     def _run_calls(
         self, sess: CheckpointedSession, pending: list[ToolCall], tools_used: list[str]
     ) -> None:
-        """Run a reply's calls in order, saving each result as it comes. ``pending`` is
-        emptied as they are saved: what an interrupt leaves in it gets a stub result."""
+        """Run a reply's calls in order (a run of `task` calls side by side), saving each
+        result as it comes. ``pending`` is emptied as they are saved: what an interrupt
+        leaves in it gets a stub result."""
         while pending:
-            call = pending[0]
-            content = self._run_tool(sess, call)
-            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
-            pending.pop(0)
-            tools_used.append(call.name)
+            self._run_next(sess, pending, tools_used)
 
     def _remember_model(self, sess: CheckpointedSession) -> None:
         """Store the model and window the session uses (``harness9 compact`` reads them)."""
@@ -390,8 +391,66 @@ class AgentEngine:
                 ev.TokenUpdate(usage.input_tokens, self.policy.context_window, actual=True)
             )
 
+    def _run_next(
+        self, sess: CheckpointedSession, pending: list[ToolCall], tools_used: list[str]
+    ) -> None:
+        """Run the next pending call (or the next run of `task` calls, side by side), save
+        the results in call order and take them off ``pending``.
+
+        Ctrl-C during `task` calls still saves one result for each of them (what each
+        sub-agent had), then stops the turn."""
+        batch = self._task_run(pending)
+        if not batch:
+            call = pending[0]
+            content = self._run_tool(sess, call)
+            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
+            pending.pop(0)
+            tools_used.append(call.name)
+            return
+        contents, interrupted = run_side_by_side(
+            batch,
+            lambda call, stop: self._execute(sess, call, stop),
+            limit=self.options.parallel_tasks,
+            on_start=lambda call: self.on_event(ev.ToolStarted(call)),
+            stopped=self._stopped_task,
+        )
+        results = [
+            self._finish_tool(sess, call, outcome)
+            for call, outcome in zip(batch, contents, strict=True)
+        ]
+        sess.add_messages(
+            [
+                Message(ROLE_TOOL, c, tool_call_id=call.id)
+                for call, c in zip(batch, results, strict=True)
+            ]
+        )
+        del pending[: len(batch)]
+        tools_used.extend(call.name for call in batch)
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _task_run(self, pending: list[ToolCall]) -> list[ToolCall]:
+        """The `task` calls at the head of ``pending`` (they run side by side)."""
+        if not isinstance(self.registry.get(TASK_TOOL), TaskTool):
+            return []
+        n = 0
+        while n < len(pending) and pending[n].name == TASK_TOOL:
+            n += 1
+        return pending[:n]
+
+    def _stopped_task(self, call: ToolCall) -> ToolResult:
+        tool = self.registry.get(TASK_TOOL)
+        text = tool.stopped_result(call.id) if isinstance(tool, TaskTool) else INTERRUPTED_STUB
+        return ToolResult(text)
+
     def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
         self.on_event(ev.ToolStarted(call))
+        return self._finish_tool(sess, call, self._execute(sess, call, None))
+
+    def _execute(
+        self, sess: CheckpointedSession, call: ToolCall, stop: threading.Event | None
+    ) -> ToolResult:
+        """Run one call (safe in a worker thread: it emits nothing of its own)."""
         opts = self.options
         ctx = ToolContext(
             workdir=self.workdir,
@@ -402,8 +461,13 @@ class AgentEngine:
             session_id=sess.session_id,
             open_output=self.policy.output_opener(sess.session_id),
             on_output=self._output_watcher(call),
+            tool_call_id=call.id,
+            stop=stop,
         )
-        outcome: ToolResult = self.registry.execute(call, ctx)
+        return self.registry.execute(call, ctx)
+
+    def _finish_tool(self, sess: CheckpointedSession, call: ToolCall, outcome: ToolResult) -> str:
+        """The result as stored: offloaded when big (unless the tool is exempt)."""
         content = outcome.content
         if outcome.may_offload:
             content = self.policy.offload_result(

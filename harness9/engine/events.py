@@ -19,6 +19,10 @@ __all__ = [
     "ModelUsage",
     "Notice",
     "Retrying",
+    "SubAgentActivity",
+    "SubAgentAsking",
+    "SubAgentFinished",
+    "SubAgentStarted",
     "TextDelta",
     "TokenUpdate",
     "ToolFinished",
@@ -86,6 +90,42 @@ class ToolFinished:
 
 
 @dataclass(slots=True)
+class SubAgentStarted:
+    """A `task` call's sub-agent started, in session ``session_id``."""
+
+    call_id: str
+    session_id: str
+    description: str
+
+
+@dataclass(slots=True)
+class SubAgentActivity:
+    """An event of a running sub-agent's own engine (sent from its worker thread)."""
+
+    call_id: str
+    session_id: str
+    event: Event
+
+
+@dataclass(slots=True)
+class SubAgentFinished:
+    """A sub-agent's run ended: ``outcome`` is "done", "stopped" or "failed"."""
+
+    call_id: str
+    session_id: str
+    description: str
+    outcome: str
+    elapsed: float
+
+
+@dataclass(slots=True)
+class SubAgentAsking:
+    """A sub-agent's tool asks the user (``asking``) or has its answer: live lines pause."""
+
+    asking: bool
+
+
+@dataclass(slots=True)
 class Retrying:
     attempt: int
     delay: float
@@ -111,6 +151,10 @@ Event = (
     | Retrying
     | Notice
     | Error
+    | SubAgentStarted
+    | SubAgentActivity
+    | SubAgentFinished
+    | SubAgentAsking
 )
 EventSink = Callable[[Event], None]
 

@@ -11,14 +11,18 @@ from typing import TYPE_CHECKING
 from harness9.errors import UsageError
 
 if TYPE_CHECKING:
-    from harness9.config import ContextOptions, ProviderOptions, Settings
-    from harness9.engine.engine import AgentEngine
-    from harness9.engine.events import Event
+    from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
+    from harness9.context.policy import ContextPolicy
+    from harness9.engine.engine import AgentEngine, ModelProvider
+    from harness9.engine.events import Event, EventSink
+    from harness9.engine.subagents import ChildSessions
     from harness9.provider import LLMProvider
     from harness9.schema import Usage
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
     from harness9.tools.base import Approval, ApprovalAnswer
+    from harness9.tools.registry import ToolRegistry
+    from harness9.tools.task import TaskTool
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -44,46 +48,38 @@ def build_engine(
     sleep: Callable[[float], None] = time.sleep,
     auto_approve: tuple[str, ...] = (),
     blobs: BlobStore | None = None,
+    subagents: SubAgentOptions | None = None,
+    children: ChildSessions | None = None,
     provider_opts: ProviderOptions | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options.
 
     The reply's budget (``max_tokens``) comes from the model's output limit capped by
     ``provider_opts``; the compaction threshold keeps that much of the window free.
-    """
-    from harness9.context.policy import ContextPolicy
+
+    With ``subagents`` (enabled) and ``children`` (where their sessions go), the agent
+    also has the `task` tool; its sub-agents are built here the same way."""
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
-    from harness9.provider import make_token_counter
-    from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
-    def provider_for(model: str) -> LLMProvider:
-        return _provider(model, settings, context_window, provider_opts, timeout, sleep)
-
-    provider = provider_for(settings.model)
-    opts = replace(opts, output_reserve=provider.max_tokens or 0)
-    summarizer = provider
-    if opts.summary_model and opts.summary_model != settings.model:
-        summarizer = provider_for(opts.summary_model)
-    from harness9.engine import events as ev
-    from harness9.engine.metering import MeteredSummarizer
-
-    def report(event: ev.Event) -> None:
-        # Looked up at call time: the chat loop installs its renderer after this.
-        engine.on_event(event)
-
-    policy = ContextPolicy.from_options(
-        opts,
-        MeteredSummarizer(summarizer, report),
-        context_window,
-        token_counter=make_token_counter(settings.model),
-        blobs=blobs,
-    )
-    registry = default_registry()
-    if policy.offload is not None or opts.recall:
-        registry.register(OffloadRecallTool(policy.offload, handles=opts.recall))
-    if opts.recall:
-        registry.register(HistorySearchTool(policy.offload))
+    parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs, provider_opts)
+    provider = parts.provider()
+    parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
+    policy = parts.policy(lambda event: engine.on_event(event))
+    sub = subagents if subagents is not None and subagents.enabled else None
+    registry = parts.registry(policy, children if sub is not None else None)
+    if sub is not None and children is not None:
+        registry.register(
+            parts.task_tool(
+                sub,
+                children,
+                lambda event: engine.on_event(event),
+                depth=1,
+                confirm=confirm,
+                assume_yes=assume_yes,
+                auto_approve=auto_approve,
+            )
+        )
     engine = AgentEngine(
         provider,
         registry,
@@ -97,13 +93,174 @@ def build_engine(
             confirm=confirm,
             auto_approve=auto_approve,
             api_base=settings.api_base or "",
+            parallel_tasks=sub.parallel if sub is not None else 4,
         ),
     )
-
-    _report_to(provider, report, summary=False)
-    if summarizer is not provider:
-        _report_to(summarizer, report, summary=True)
+    _report_to(provider, lambda event: engine.on_event(event), summary=False)
     return engine
+
+
+class _Parts:
+    """The pieces of an engine, made the same way for the agent and its sub-agents."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        opts: ContextOptions,
+        workdir: Path,
+        context_window: int,
+        timeout: float,
+        sleep: Callable[[float], None],
+        blobs: BlobStore | None,
+        provider_opts: ProviderOptions | None,
+    ) -> None:
+        self.settings = settings
+        self.opts = opts
+        self.workdir = workdir
+        self.context_window = context_window
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blobs = blobs
+        self.provider_opts = provider_opts
+
+    def provider(self, model: str | None = None) -> LLMProvider:
+        return _provider(
+            model or self.settings.model,
+            self.settings,
+            self.context_window,
+            self.provider_opts,
+            self.timeout,
+            self.sleep,
+        )
+
+    def policy(self, report: EventSink) -> ContextPolicy:
+        """A context policy of its own; its summaries' usage goes to ``report``."""
+        from harness9.context.policy import ContextPolicy
+        from harness9.engine.metering import MeteredSummarizer
+        from harness9.provider import make_token_counter
+
+        opts = self.opts
+        summarizer = self.provider(opts.summary_model)
+        _report_to(summarizer, report, summary=True)
+        return ContextPolicy.from_options(
+            opts,
+            MeteredSummarizer(summarizer, report),
+            self.context_window,
+            token_counter=make_token_counter(self.settings.model),
+            blobs=self.blobs,
+        )
+
+    def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
+        from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
+
+        registry = default_registry()
+        if policy.offload is not None or self.opts.recall:
+            registry.register(OffloadRecallTool(policy.offload, handles=self.opts.recall))
+        if self.opts.recall:
+            subagents = None
+            if children is not None:
+                store = children
+
+                def subagents(sid: str) -> list[tuple[str, CheckpointedSession]]:
+                    return [
+                        (k.description, store.open_session(k.session_id))
+                        for k, _ in store.children(sid)
+                    ]
+
+            registry.register(HistorySearchTool(policy.offload, subagents=subagents))
+        return registry
+
+    def task_tool(
+        self,
+        sub: SubAgentOptions,
+        children: ChildSessions,
+        report: EventSink,
+        *,
+        depth: int,
+        confirm: Callable[[Approval], ApprovalAnswer] | None,
+        assume_yes: bool,
+        auto_approve: tuple[str, ...],
+    ) -> TaskTool:
+        """The `task` tool of an agent at ``depth`` (1: the user's agent); its sub-agents
+        have the same tools minus `task`, unless ``sub.nested`` allows one more level."""
+        from harness9.engine.engine import AgentEngine, EngineOptions
+        from harness9.engine.prompt import PromptBuilder
+        from harness9.engine.subagents import Bounds, SubAgentRunner, subagent_prompt
+        from harness9.tools.task import TaskTool
+
+        bounds = Bounds(sub.max_model_calls, sub.max_tokens, sub.max_seconds)
+        asking = _serialized(confirm, report)
+
+        def spawn(session: CheckpointedSession, model: ModelProvider, level: int) -> AgentEngine:
+            def child_report(event: Event) -> None:
+                child.on_event(event)  # the runner installs its forwarder after this
+
+            policy = self.policy(child_report)
+            registry = self.registry(policy, children)
+            if sub.nested and level < 2:
+                registry.register(
+                    self.task_tool(
+                        sub,
+                        children,
+                        child_report,
+                        depth=level + 1,
+                        confirm=confirm,
+                        assume_yes=assume_yes,
+                        auto_approve=auto_approve,
+                    )
+                )
+            child = AgentEngine(
+                model,
+                registry,
+                self.workdir,
+                session=session,
+                policy=policy,
+                prompt_builder=PromptBuilder(self.workdir, base_prompt=subagent_prompt()),
+                options=EngineOptions(
+                    # The bound on model calls is the runner's (it says so); this is a backstop.
+                    max_iterations=bounds.max_model_calls + 1,
+                    stream=False,
+                    assume_yes=assume_yes,
+                    confirm=asking,
+                    auto_approve=auto_approve,
+                    parallel_tasks=sub.parallel,
+                    api_base=self.settings.api_base or "",
+                ),
+            )
+            return child
+
+        def make_provider() -> LLMProvider:
+            model = self.provider()
+            _report_to(model, report, summary=False)
+            return model
+
+        runner = SubAgentRunner(
+            spawn, children, make_provider, bounds, depth=depth, on_event=report
+        )
+        return TaskTool(runner)
+
+
+def _serialized(
+    confirm: Callable[[Approval], ApprovalAnswer] | None, report: EventSink
+) -> Callable[[Approval], ApprovalAnswer] | None:
+    """Sub-agents running side by side ask the user one at a time, live lines paused."""
+    if confirm is None:
+        return None
+    import threading
+
+    from harness9.engine import events as ev
+
+    lock = threading.Lock()
+
+    def ask(approval: Approval) -> ApprovalAnswer:
+        with lock:
+            report(ev.SubAgentAsking(True))
+            try:
+                return confirm(approval)
+            finally:
+                report(ev.SubAgentAsking(False))
+
+    return ask
 
 
 def _provider(

@@ -25,6 +25,7 @@ from harness9.store.session import (
     CorruptRow,
     ForkOrigin,
     SessionInfo,
+    SubAgentLink,
     UsageTotals,
 )
 
@@ -74,7 +75,23 @@ class SessionStore(UsageStore, Protocol):
 
     def resolve_id(self, prefix: str) -> str: ...
 
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]: ...
+    def list_sessions(self, limit: int = 0, *, children: bool = False) -> list[SessionInfo]: ...
+
+    def new_child_session(
+        self, parent_id: str, tool_call_id: str, description: str = ""
+    ) -> StoredSession:
+        """A new session for the sub-agent that ``parent_id``'s `task` call runs."""
+        ...
+
+    def link_child(self, link: SubAgentLink) -> None: ...
+
+    def subagent_link(self, session_id: str) -> SubAgentLink | None: ...
+
+    def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]: ...
+
+    def subagent_usage(self, session_id: str) -> UsageTotals:
+        """What the sub-agents below ``session_id`` consumed (its own totals exclude it)."""
+        ...
 
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]: ...
 

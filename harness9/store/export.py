@@ -62,6 +62,7 @@ from harness9.store.session import (
     ForkOrigin,
     SessionInfo,
     StoredMessage,
+    SubAgentLink,
     UsageTotals,
     is_session_id,
     valid_timestamp,
@@ -97,6 +98,10 @@ class SessionSnapshot:
     usage: UsageTotals = field(default_factory=UsageTotals)
     pins: list[str] = field(default_factory=list)
     forked_from: ForkOrigin | None = None
+    # A sub-agent's session: whose `task` call ran it. The sub-agents' sessions it ran
+    # (filled by ``family_snapshot``, the export's: a plain snapshot is one session).
+    link: SubAgentLink | None = None
+    children: list[SessionSnapshot] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -127,6 +132,7 @@ def to_document(snap: SessionSnapshot) -> dict[str, Any]:
         "usage": usage_to_json(snap.usage),
         "pins": list(snap.pins),
         "forked_from": fork_origin_to_json(snap.forked_from),
+        **_family_to_json(snap),
     }
 
 
@@ -147,6 +153,21 @@ def _fork_origin(doc: dict[str, Any]) -> ForkOrigin | None:
     if not is_session_id(origin):
         raise ImportFormatError(f"forked_from.session_id {origin!r} is not a session id")
     return ForkOrigin(origin, _count(raw, "message", "forked_from"))
+
+
+def _family_to_json(snap: SessionSnapshot) -> dict[str, Any]:
+    """``subagent`` (whose `task` call ran it) and ``subagents`` (the sessions it ran, each
+    a whole document), for the sessions that have them."""
+    out: dict[str, Any] = {}
+    if snap.link is not None:
+        out["subagent"] = {
+            "parent_id": snap.link.parent_id,
+            "tool_call_id": snap.link.tool_call_id,
+            "description": snap.link.description,
+        }
+    if snap.children:
+        out["subagents"] = [to_document(child) for child in snap.children]
+    return out
 
 
 def export_json(snap: SessionSnapshot) -> str:
@@ -293,7 +314,7 @@ def from_document(doc: object) -> SessionSnapshot:
         if len(set(ids)) != len(ids):
             raise ImportFormatError("offloads holds the same id twice")
     usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
-    return SessionSnapshot(
+    snap = SessionSnapshot(
         info,
         records,
         todos,
@@ -303,6 +324,8 @@ def from_document(doc: object) -> SessionSnapshot:
         pins=_strings(doc, "pins", "session"),
         forked_from=_fork_origin(doc),
     )
+    _family_from_json(doc, snap)
+    return snap
 
 
 def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
@@ -311,6 +334,30 @@ def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
     if not all(isinstance(x, str) for x in raw):
         raise ImportFormatError(f"{where}.{key} holds something that is not text")
     return list(raw)
+
+
+def _family_from_json(doc: dict[str, Any], snap: SessionSnapshot) -> None:
+    """The optional ``subagent`` link and ``subagents`` documents (files without them are
+    single sessions, as before)."""
+    if "subagent" in doc:
+        link = _get(doc, "subagent", dict, "session")
+        parent = _get(link, "parent_id", str, "subagent")
+        if not is_session_id(parent):
+            raise ImportFormatError(f"subagent.parent_id {parent!r} is not a session id")
+        snap.link = SubAgentLink(
+            snap.info.id,
+            parent,
+            _get(link, "tool_call_id", str, "subagent"),
+            _get(link, "description", str, "subagent") if "description" in link else "",
+        )
+    for i, child in enumerate(_list(doc, "subagents", "session") if "subagents" in doc else []):
+        try:
+            kid = from_document(child)
+        except ImportFormatError as exc:
+            raise ImportFormatError(f"subagents[{i}]: {exc}") from None
+        if kid.link is None or kid.link.parent_id != snap.info.id:
+            raise ImportFormatError(f"subagents[{i}] is not a sub-agent of session {snap.info.id}")
+        snap.children.append(kid)
 
 
 def usage_to_json(u: UsageTotals) -> dict[str, Any]:

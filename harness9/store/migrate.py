@@ -36,13 +36,20 @@ def migrate_sessions(
     dest_blobs: BlobStore | None = dest_own if dest_own is not None or source.blob_store() else None
     if dest_blobs is None and source.blob_store() is not None:
         dest_blobs = FileBlobStore(offload_dir)
-    for info in reversed(source.list_sessions()):
+    # Sub-agents' sessions too, after every top-level one, in the order they were created:
+    # a parent is always there before its children are linked to it.
+    listed = source.list_sessions(children=True)
+    top = [i for i in reversed(listed) if not i.parent_id]
+    kids = sorted((i for i in listed if i.parent_id), key=lambda i: i.created_at)
+    for info in [*top, *kids]:
         snap = source.snapshot(info.id)
         try:
             dest.restore(snap)
         except SessionExistsError:
             report.skipped += 1
         else:
+            if snap.link is not None:
+                dest.link_child(snap.link)
             report.copied += 1
             report.messages += len(snap.records)
         if dest_blobs is not None:

@@ -347,6 +347,22 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # A sub-agent's conversation (the `task` tool) is a session of its own; this row says
+        # whose tool call started it. A table of its own for the reason compaction_details
+        # has one. Deleting the parent deletes its children in the same transaction
+        # (harness9.store.sql_manager: the cascade below only removes the link).
+        "subagent_sessions",
+        """
+        CREATE TABLE subagent_sessions (
+            session_id   TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            parent_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            tool_call_id TEXT NOT NULL,             -- the parent's `task` call
+            description  TEXT NOT NULL DEFAULT ''   -- the call's short description
+        ) WITHOUT ROWID;
+        CREATE INDEX subagent_sessions_parent ON subagent_sessions (parent_id);
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -317,6 +317,23 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's subagent_sessions: which session's `task` call a sub-agent's session
+        # belongs to (children are deleted with their parent by the manager).
+        "subagent_sessions",
+        """
+        CREATE TABLE harness9.subagent_sessions (
+            session_id   text PRIMARY KEY REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            parent_id    text NOT NULL REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            tool_call_id text NOT NULL,
+            description  text NOT NULL DEFAULT ''
+        );
+        CREATE INDEX subagent_sessions_parent ON harness9.subagent_sessions (parent_id);
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -281,16 +281,24 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         is re-evaluated on the row a concurrent writer committed, inside this transaction.
         """
         deleted: list[str] = []
+        removed: list[str] = []  # with the sub-agents' sessions
         with self.transaction() as conn:
             for sid in ids:
+                kids = self._family(conn, [sid])[1:]
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
                 if conn.execute(
                     f"DELETE FROM sessions WHERE id = %s AND {aged_sql('%s')}",
                     (sid, cutoff, cutoff),
                 ).rowcount:
                     deleted.append(sid)
-        self._deleted(deleted)
+                    removed += [sid, *self._delete_all(conn, kids)]
+        self._deleted(removed)
         return deleted
+
+    def _delete_all(self, conn: psycopg.Connection, ids: list[str]) -> list[str]:
+        if ids:
+            conn.execute("DELETE FROM sessions WHERE id = ANY(%s)", (ids,))
+        return ids
 
     def delete_sessions_older_than(
         self, cutoff_unix: float, *, keep: Iterable[str] = ()
@@ -300,16 +308,30 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         One statement: choosing and deleting cannot be torn apart by another writer.
         Returns the deleted ids, most recently updated first.
         """
-        spared = list(set(keep))
+        spared = list(set(self.with_parents(keep)))  # a kept sub-agent's keeps its family
+        # A family (a session and its sub-agents' sessions) goes as one: only top-level
+        # sessions are chosen, by the family's latest update; their children follow.
+        family_old = (
+            "NOT EXISTS (SELECT 1 FROM subagent_sessions AS l WHERE l.session_id = sessions.id) "
+            "AND NOT EXISTS (SELECT 1 FROM subagent_sessions AS k JOIN sessions AS c "
+            "ON c.id = k.session_id WHERE k.parent_id = sessions.id AND c.updated_at >= %s)"
+        )
         with self.transaction() as conn:
+            links = conn.execute("SELECT session_id, parent_id FROM subagent_sessions").fetchall()
             rows = conn.execute(
                 f"WITH gone AS (DELETE FROM sessions WHERE {aged_sql('%s')} "
-                "AND NOT (id = ANY(%s)) RETURNING id, updated_at, created_at, seq) "
+                f"AND NOT (id = ANY(%s)) AND {family_old} "
+                "RETURNING id, updated_at, created_at, seq) "
                 "SELECT id FROM gone" + self.ORDER_SQL,
-                (cutoff_unix, cutoff_unix, spared),
+                (cutoff_unix, cutoff_unix, spared, cutoff_unix),
             ).fetchall()
-        ids = [r[0] for r in rows]
-        self._deleted(ids)
+            ids = [r[0] for r in rows]
+            removed = list(ids)
+            level = set(ids)
+            while level:  # their sub-agents' sessions, level by level
+                level = {kid for kid, parent in links if parent in level}
+                removed += self._delete_all(conn, sorted(level))
+        self._deleted(removed)
         return ids
 
     # -- the driver's half of checkpoints and moving sessions ---------------------------

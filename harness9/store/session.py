@@ -73,6 +73,7 @@ class SessionInfo:
     message_count: int
     title: str  # first user message, one line, at most 60 characters
     workdir: str = ""  # the directory chat last ran the session in; "" if never recorded
+    parent_id: str = ""  # a sub-agent's session: the session whose `task` call ran it
 
 
 @dataclass(slots=True, frozen=True)
@@ -83,6 +84,16 @@ class SessionSettings:
     context_window: int  # 0: not recorded
     api_base: str = ""  # "" : the provider's own endpoint
     workdir: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class SubAgentLink:
+    """A sub-agent's session and the parent session's `task` call that ran it."""
+
+    session_id: str
+    parent_id: str
+    tool_call_id: str
+    description: str = ""
 
 
 @dataclass(slots=True)
@@ -108,6 +119,10 @@ class UsageTotals:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def plus(self, other: UsageTotals) -> UsageTotals:
+        """Both totals summed, field by field (a session and its sub-agents' sessions)."""
+        return UsageTotals(*(getattr(self, f) + getattr(other, f) for f in USAGE_FIELDS))
+
     @property
     def priced(self) -> bool:
         """True when at least one call had a known price."""
@@ -117,6 +132,9 @@ class UsageTotals:
     def summaries_priced(self) -> bool:
         """True when at least one summary call had a known price."""
         return self.summary_calls > self.summary_unpriced_calls
+
+
+USAGE_FIELDS = tuple(UsageTotals.__dataclass_fields__)
 
 
 @dataclass(slots=True)

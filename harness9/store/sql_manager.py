@@ -46,6 +46,7 @@ from harness9.store.session import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    SubAgentLink,
     UsageTotals,
     check_session_id,
 )
@@ -57,11 +58,15 @@ if TYPE_CHECKING:
 
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
-# The workdir comes from the session's settings (a subquery: no join to disambiguate).
+# The workdir comes from the session's settings (a subquery), the parent from a sub-agent's
+# subagent_sessions row (NULL: a top-level session).
 INFO_SQL = (
     "SELECT id, created_at, updated_at, message_count, title, "
-    "coalesce((SELECT workdir FROM session_settings WHERE session_id = id), '') FROM sessions"
+    "coalesce((SELECT st.workdir FROM session_settings st WHERE st.session_id = sessions.id), ''), "
+    "parent_id FROM sessions "
+    "LEFT JOIN subagent_sessions ON subagent_sessions.session_id = sessions.id"
 )
+TOP_LEVEL_SQL = "parent_id IS NULL"
 # What a fork copies of its origin as it is (table, columns after session_id, order).
 _FORK_COPIES = (
     ("todos", "position, content, status", ""),
@@ -94,14 +99,14 @@ def session_info(row: Sequence[Any]) -> SessionInfo:
     Times are passed on as stored (renderers show an impossible one as unknown), so
     what is shown never differs from what an export writes.
     """
-    sid, created, updated, count, title, workdir = row
+    sid, created, updated, count, title, workdir, parent = row
     if isinstance(title, bytes):
         title = title.decode("utf-8", "replace")
     elif not isinstance(title, str):
         title = "" if title is None else str(title)
     if isinstance(count, bool) or not isinstance(count, int):
         count = 0
-    return SessionInfo(sid, created, updated, count, title, str(workdir or ""))
+    return SessionInfo(sid, created, updated, count, title, str(workdir or ""), parent or "")
 
 
 S = TypeVar("S", bound=SqlSessionBase)
@@ -221,9 +226,11 @@ class SqlManagerBase(Generic[S]):
             raise AmbiguousSessionError(prefix, ids)
         return ids[0]
 
-    def list_sessions(self, limit: int = 0) -> list[SessionInfo]:
-        """Most recently updated first; ties go to the most recently created."""
-        sql = INFO_SQL + self.ORDER_SQL
+    def list_sessions(self, limit: int = 0, *, children: bool = False) -> list[SessionInfo]:
+        """Most recently updated first; ties go to the most recently created.
+
+        Top-level sessions only, unless ``children``: sub-agents' sessions too."""
+        sql = INFO_SQL + ("" if children else f" WHERE {TOP_LEVEL_SQL}") + self.ORDER_SQL
         args: tuple[int, ...] = ()
         if limit > 0:
             sql, args = sql + f" LIMIT {self.PARAM}", (limit,)
@@ -231,13 +238,109 @@ class SqlManagerBase(Generic[S]):
             return [session_info(row) for row in conn.execute(sql, args)]
 
     def sessions_older_than(self, cutoff_unix: float) -> list[SessionInfo]:
-        """Sessions last updated before ``cutoff_unix``, most recently updated first."""
+        """Top-level sessions whose family (they and their sub-agents' sessions) was last
+        updated before ``cutoff_unix``, most recently updated first. A family is kept or
+        deleted as one: a sub-agent's session is never a candidate of its own."""
+        p = self.PARAM
         with self.read() as conn:
             rows = conn.execute(
-                f"{INFO_SQL} WHERE {aged_sql(self.PARAM)}{self.ORDER_SQL}",
-                (cutoff_unix, cutoff_unix),
+                f"{INFO_SQL} WHERE {aged_sql(p)} AND {TOP_LEVEL_SQL} AND NOT EXISTS ("
+                "SELECT 1 FROM subagent_sessions AS k JOIN sessions AS c ON c.id = k.session_id "
+                f"WHERE k.parent_id = sessions.id AND c.updated_at >= {p}){self.ORDER_SQL}",
+                (cutoff_unix, cutoff_unix, cutoff_unix),
             )
             return [session_info(row) for row in rows]
+
+    # -- sub-agents' sessions --------------------------------------------------------
+
+    def new_child_session(self, parent_id: str, tool_call_id: str, description: str = "") -> S:
+        """A new session for a sub-agent that ``parent_id``'s ``tool_call_id`` runs."""
+        import uuid
+
+        check_session_id(parent_id)
+        sid = str(uuid.uuid4())
+        now = time.time()
+        p = self.PARAM
+        with self.transaction() as conn:
+            if not self._exists(conn, parent_id):
+                raise SessionNotFoundError(parent_id)
+            conn.execute(
+                f"INSERT INTO sessions (id, created_at, updated_at) VALUES ({p}, {p}, {p})",
+                (sid, now, now),
+            )
+            self._link(conn, SubAgentLink(sid, parent_id, tool_call_id, description))
+        return self._session(sid)
+
+    def _link(self, conn: Any, link: SubAgentLink) -> None:
+        p = self.PARAM
+        conn.execute(
+            "INSERT INTO subagent_sessions (session_id, parent_id, tool_call_id, description) "
+            f"VALUES ({p}, {p}, {p}, {p})",
+            (
+                link.session_id,
+                link.parent_id,
+                self._stored_text(link.tool_call_id),
+                self._stored_text(link.description),
+            ),
+        )
+
+    def link_child(self, link: SubAgentLink) -> None:
+        """Record that ``link.session_id`` is a sub-agent's session of ``link.parent_id``
+        (an import restores a family this way)."""
+        with self.transaction() as conn:
+            self._link(conn, link)
+
+    def subagent_link(self, session_id: str) -> SubAgentLink | None:
+        """Whose `task` call ran this session; None for a top-level session."""
+        with self.read() as conn:
+            row = conn.execute(
+                "SELECT session_id, parent_id, tool_call_id, description FROM subagent_sessions "
+                f"WHERE session_id = {self.PARAM}",
+                (session_id,),
+            ).fetchone()
+        return SubAgentLink(*row) if row is not None else None
+
+    def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]:
+        """The sessions of the sub-agents ``session_id`` ran, oldest first."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT l.session_id, l.parent_id, l.tool_call_id, l.description, "
+                "s.id, s.created_at, s.updated_at, s.message_count, s.title, l.parent_id "
+                "FROM subagent_sessions AS l JOIN sessions AS s ON s.id = l.session_id "
+                f"WHERE l.parent_id = {self.PARAM} ORDER BY s.created_at, s.id",
+                (session_id,),
+            ).fetchall()
+        return [(SubAgentLink(*r[:4]), session_info(r[4:])) for r in rows]
+
+    def with_parents(self, session_ids: Iterable[str]) -> list[str]:
+        """``session_ids`` and the sessions above them (whose sub-agents they are)."""
+        out = list(session_ids)
+        level = list(out)
+        with self.read() as conn:
+            while level:
+                marks = ", ".join([self.PARAM] * len(level))
+                rows = conn.execute(
+                    f"SELECT parent_id FROM subagent_sessions WHERE session_id IN ({marks})",
+                    tuple(level),
+                ).fetchall()
+                level = [r[0] for r in rows if r[0] not in out]
+                out += level
+        return out
+
+    def _family(self, conn: Any, session_ids: Sequence[str]) -> list[str]:
+        """``session_ids`` and every sub-agent session below them, parents first."""
+        family, level = list(session_ids), list(session_ids)
+        seen = set(family)
+        while level:
+            marks = ", ".join([self.PARAM] * len(level))
+            rows = conn.execute(
+                f"SELECT session_id FROM subagent_sessions WHERE parent_id IN ({marks})",
+                tuple(level),
+            ).fetchall()
+            level = [r[0] for r in rows if r[0] not in seen]
+            seen.update(level)
+            family += level
+        return family
 
     def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
         """The hits with ``number`` set: how many messages of its session come up to it
@@ -299,6 +402,27 @@ class SqlManagerBase(Generic[S]):
             ).fetchone()
         return UsageTotals(*row) if row is not None else UsageTotals()
 
+    def subagent_usage(self, session_id: str) -> UsageTotals:
+        """What the sub-agents below ``session_id`` consumed, summed (all zero: none ran)."""
+        with self.read() as conn:
+            kids = self._family(conn, [session_id])[1:]
+            if not kids:
+                return UsageTotals()
+            marks = ", ".join([self.PARAM] * len(kids))
+            row = conn.execute(
+                f"SELECT {', '.join(f'coalesce(sum({c}), 0)' for c in USAGE_COLUMNS)} "
+                f"FROM session_usage WHERE session_id IN ({marks})",
+                tuple(kids),
+            ).fetchone()
+        if row is None:
+            return UsageTotals()
+        # Sums come back as the driver's wide types (PostgreSQL: numeric, a Decimal).
+        values: dict[str, Any] = {
+            c: float(v) if c.endswith("cost_usd") else int(v)
+            for c, v in zip(USAGE_COLUMNS, row, strict=True)
+        }
+        return UsageTotals(**values)
+
     def usage_by_session(self) -> dict[str, UsageTotals]:
         """Every session's summed usage that has any (for listings)."""
         with self.read() as conn:
@@ -343,13 +467,18 @@ class SqlManagerBase(Generic[S]):
         ids = [check_session_id(sid) for sid in dict.fromkeys(session_ids)]
         if updated_before is not None:
             return self._delete_aged(ids, updated_before)
+        gone: list[str] = []
         with self.transaction() as conn:
             for sid in ids:
-                # Messages, todos, compactions (and blobs) go by ON DELETE CASCADE.
-                sql = f"DELETE FROM sessions WHERE id = {self.PARAM}"
-                if conn.execute(sql, (sid,)).rowcount == 0:
+                if not self._exists(conn, sid):
                     raise SessionNotFoundError(sid)
-        self._deleted(ids)
+            # A session's sub-agents' sessions go with it (first, deepest first).
+            kids = self._family(conn, ids)[len(ids) :]
+            for sid in [*reversed(kids), *ids]:
+                # Messages, todos, compactions (and blobs) go by ON DELETE CASCADE.
+                conn.execute(f"DELETE FROM sessions WHERE id = {self.PARAM}", (sid,))
+                gone.append(sid)
+        self._deleted(gone)
         return ids
 
     # -- checkpoints and moving sessions -------------------------------------------
@@ -388,6 +517,7 @@ class SqlManagerBase(Generic[S]):
             usage = self.usage_totals(session_id)
             pins = session.pins()
             origin = self.fork_origin(session_id)
+            link = self.subagent_link(session_id)
         return SessionSnapshot(
             info,
             records,
@@ -397,6 +527,7 @@ class SqlManagerBase(Generic[S]):
             usage=usage,
             pins=pins,
             forked_from=origin,
+            link=link,
         )
 
     def restore(self, snap: SessionSnapshot, *, new_id: bool = False) -> str:

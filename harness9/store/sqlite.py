@@ -488,7 +488,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
         another process writes to meanwhile is either updated first (and kept) or
         deleted first. Returns the deleted ids, most recently updated first.
         """
-        spared = set(keep)
+        spared = set(self.with_parents(keep))  # a kept sub-agent's session keeps its family
         candidates = [s.id for s in self.sessions_older_than(cutoff_unix) if s.id not in spared]
         return self._delete_aged(candidates, cutoff_unix)
 
@@ -513,17 +513,21 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 ).fetchone()
                 if row is None:
                     continue  # gone, or written to since it was listed
-                # Messages, todos and compactions go by ON DELETE CASCADE.
-                conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+                # Its sub-agents' sessions go with it, deepest first. Messages, todos and
+                # compactions go by ON DELETE CASCADE.
+                for gone in reversed(self._family(conn, [sid])):
+                    conn.execute("DELETE FROM sessions WHERE id = ?", (gone,))
+                    removed.append(gone)
                 deleted.append(sid)
                 work += max(int(row[0]), 0) + 1
             return work, not pending
 
+        removed: list[str] = []  # with the sub-agents' sessions
         try:
             self.in_steps(step)
         finally:
             # Steps that committed stay committed, even when a later one fails.
-            self._deleted(deleted)
+            self._deleted(removed)
         return deleted
 
     # -- the driver's half of checkpoints and moving sessions ---------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,11 @@ class ToolContext:
     # Shows a running command's output as it comes (the REPL's live view): called with b""
     # once the command has started, then with each chunk read. None: nobody is watching.
     on_output: Callable[[bytes], None] | None = None
+    # The id of the call being run (the `task` tool records it in the sub-agent's session).
+    tool_call_id: str = ""
+    # Set when the user stopped the turn (Ctrl-C) while this call runs in a worker thread:
+    # a long tool (a sub-agent) checks it and returns what it has. None: never stopped.
+    stop: threading.Event | None = None
 
 
 class OutputSink(Protocol):

@@ -9,6 +9,7 @@ text lives on disk, not in the log.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness9.context.offload import OffloadStore, matching_line, query_words
@@ -21,14 +22,23 @@ from harness9.tools.base import ToolContext, ToolResult
 
 HEADER = "[history_search]"
 MAX_HITS = 8
+SUBAGENT_HITS = 4  # hits from the sub-agents' sessions, after this session's
 SCAN_HITS = 200
 
 
 class HistorySearchTool:
     name = "history_search"
 
-    def __init__(self, store: OffloadStore | None = None) -> None:
+    def __init__(
+        self,
+        store: OffloadStore | None = None,
+        *,
+        subagents: Callable[[str], Sequence[tuple[str, CheckpointedSession]]] | None = None,
+    ) -> None:
         self.store = store
+        # The sessions of the sub-agents a session ran, with their descriptions: searched
+        # too, since a sub-agent's reads never entered this session's log.
+        self.subagents = subagents
 
     def definition(self) -> Any:
         from harness9.schema import ToolDefinition
@@ -87,6 +97,8 @@ class HistorySearchTool:
         if self.store is not None and len(lines) < MAX_HITS:
             for oid, line in self.store.search(ctx.session_id, query, limit=MAX_HITS - len(lines)):
                 lines.append(f"{oid} [offloaded output] {line}")
+        if self.subagents is not None:  # room of their own: this log would fill it first
+            lines += self._in_subagents(ctx.session_id, query, words, SUBAGENT_HITS)
         if not lines:
             return ToolResult(
                 f"{HEADER} no match for {query.strip()!r} in this session", offload=False
@@ -96,6 +108,26 @@ class HistorySearchTool:
             f'(offload_recall(id="<handle>") pages one in full):'
         )
         return ToolResult("\n".join([head, *lines]), offload=False)  # hits, already bounded
+
+    def _in_subagents(self, session_id: str, query: str, words: set[str], room: int) -> list[str]:
+        """Hits in the sub-agents' sessions (their text only: offload_recall pages this
+        session's own messages)."""
+        assert self.subagents is not None
+        out: list[str] = []
+        for description, child in self.subagents(session_id):
+            try:
+                hits = child.search(query, limit=room)
+            except HarnessError:
+                continue
+            for hit in hits:
+                record = child.get_record(hit.message_id)
+                if record is None or record.message.content.startswith(HEADER):
+                    continue
+                snippet = matching_line(record.message.content, words) or plain_snippet(hit.snippet)
+                out.append(f"[sub-agent {description!r}, session {child.session_id}] {snippet}")
+                if len(out) >= room:
+                    return out
+        return out
 
 
 __all__ = ["HEADER", "HistorySearchTool"]

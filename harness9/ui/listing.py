@@ -55,6 +55,8 @@ def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> 
     lines = [head]
     for s in sessions:
         title = _UNSAFE_RE.sub("?", s.title)
+        if s.parent_id:  # a sub-agent's session (`list --all`)
+            title = f"↳ sub-agent of {s.parent_id[:8]}: {title}"
         sid = s.id[:id_w]
         lines.append(
             f"{sid:<{id_w}}  {local_time(s.updated_at)}  {s.message_count:>{count_w}}  {title}"

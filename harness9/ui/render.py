@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.text import Text
 
 from harness9.schema import TodoItem
-from harness9.store.session import Checkpoint, Lineage, SessionInfo, StoredMessage
+from harness9.store.session import (
+    Checkpoint,
+    Lineage,
+    SessionInfo,
+    StoredMessage,
+    SubAgentLink,
+)
 from harness9.ui.listing import local_time
 from harness9.ui.text import inert
 
@@ -122,3 +128,32 @@ def render_checkpoint(console: Console, cp: Checkpoint, number: int | None = Non
     console.print(line)
     if cp.summary:
         console.print(Text(inert(cp.summary), style="dim"))
+
+
+def render_family(
+    console: Console,
+    link: SubAgentLink | None,
+    children: Sequence[tuple[SubAgentLink, SessionInfo]],
+) -> None:
+    """Whose sub-agent a session is, and the sub-agents it ran (`task` calls)."""
+    if link is not None:
+        console.print()
+        console.print(
+            Text(
+                f"Sub-agent of session {link.parent_id} (its call {inert(link.tool_call_id)}"
+                + (f": {inert(link.description)})" if link.description else ")"),
+                style="dim",
+            )
+        )
+    if not children:
+        return
+    console.print()
+    console.print(Text("Sub-agents", style="bold underline"))
+    for k, info in children:
+        line = Text(f"  {info.id}  ", style="bold")
+        line.append(inert(k.description or info.title))
+        line.append(
+            f"  · {_plural(info.message_count, 'message')} · call {inert(k.tool_call_id)}",
+            style="dim",
+        )
+        console.print(line)

@@ -8,6 +8,7 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +37,13 @@ from harness9.ui.status import (
     compaction_notice,
     format_cost,
     input_breakdown,
+    subagents_line,
     summaries_line,
     token_line,
     tool_call_line,
     tool_result_line,
 )
+from harness9.ui.subagents import SubAgentLines
 from harness9.ui.text import inert, plural
 from harness9.ui.tool_progress import ToolProgress
 
@@ -94,11 +97,16 @@ class EventRenderer:
         session_id: Callable[[], str],
         on_usage: Callable[[ev.ModelUsage], None] | None = None,
         session_cost: Callable[[], float | None] | None = None,
+        on_subagent_usage: Callable[[str, ev.ModelUsage], None] | None = None,
     ) -> None:
         self.io = io
         self.model = model
         self.session_id = session_id
         self.on_usage = on_usage
+        self.on_subagent_usage = on_subagent_usage
+        # Sub-agents' events come from their worker threads: one event at a time.
+        self._lock = threading.RLock()
+        self.subagents = SubAgentLines(io.err, live=io.interactive)
         self.session_cost = session_cost or (lambda: None)
         self._status: Status | None = None
         self._estimate: tuple[int, int] | None = None
@@ -109,9 +117,27 @@ class EventRenderer:
         self.last_result: ev.ToolFinished | None = None  # what /last shows
         self._progress: ToolProgress | None = None  # the running tool's live view
 
-    # The engine calls this synchronously from the turn's thread.
+    # The engine calls this synchronously from the turn's thread (sub-agents' events: from
+    # their worker threads, hence the lock).
     def __call__(self, event: ev.Event) -> None:
+        with self._lock:
+            self._handle(event)
+
+    def _handle(self, event: ev.Event) -> None:
         match event:
+            case ev.SubAgentActivity(session_id=sid, event=ev.ModelUsage() as used):
+                if self.on_subagent_usage is not None:
+                    self.on_subagent_usage(sid, used)
+                self.subagents.handle(event)
+            case (
+                ev.SubAgentStarted()
+                | ev.SubAgentActivity()
+                | ev.SubAgentFinished()
+                | ev.SubAgentAsking()
+            ):
+                self._stop_spin()
+                self._end_line()
+                self.subagents.handle(event)
             case ev.TokenUpdate(tokens=t, context_window=w, actual=False):
                 self._estimate, self._actual = (t, w), None
                 self._streamed = False
@@ -183,6 +209,7 @@ class EventRenderer:
         self.io.err.print(Text(f"error: {inert(message)}", style="bold red"))
 
     def stop(self) -> None:
+        self.subagents.stop()
         self._stop_spin()
         self._end_line()
 
@@ -260,7 +287,8 @@ class ChatLoop:
     # Show where the session left off before the first prompt (--resume, --continue).
     recap_on_start: bool = False
     renderer: EventRenderer = field(init=False)
-    usage: UsageTotals = field(init=False)
+    usage: UsageTotals = field(init=False)  # the sub-agents' calls included
+    subagent_usage: UsageTotals = field(init=False)
     failed_turns: int = 0
     interrupted_turns: int = 0
 
@@ -271,9 +299,10 @@ class ChatLoop:
             lambda: self.engine.session.session_id,
             on_usage=self._record_usage,
             session_cost=self.session_cost,
+            on_subagent_usage=self._record_subagent_usage,
         )
         self.engine.on_event = self.renderer
-        self.usage = self.manager.usage_totals(self.engine.session.session_id)
+        self._load_usage(self.engine.session.session_id)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -366,7 +395,17 @@ class ChatLoop:
     def _record_usage(self, used: ev.ModelUsage) -> None:
         sid = self.engine.session.session_id
         record_usage(self.manager, sid, used, self.pricing)
-        self.usage = self.manager.usage_totals(sid)
+        self._load_usage(sid)
+
+    def _record_subagent_usage(self, child_id: str, used: ev.ModelUsage) -> None:
+        """A sub-agent's call: stored on its own session, counted in this one's totals."""
+        record_usage(self.manager, child_id, used, self.pricing)
+        self._load_usage(self.engine.session.session_id)
+
+    def _load_usage(self, session_id: str) -> None:
+        """The session's totals, its sub-agents' included (and apart in ``subagent_usage``)."""
+        self.subagent_usage = self.manager.subagent_usage(session_id)
+        self.usage = self.manager.usage_totals(session_id).plus(self.subagent_usage)
 
     def session_cost(self) -> float | None:
         """The session's cost so far in dollars; None when no call had a known price."""
@@ -525,6 +564,8 @@ class ChatLoop:
             )
             if u.summary_calls:
                 table.add_row("of which summaries", summaries_line(u))
+            if self.subagent_usage.model_calls:
+                table.add_row("of which sub-agents", subagents_line(self.subagent_usage))
         self.io.err.print(table)
         self.io.err.print(
             token_line(
@@ -620,7 +661,7 @@ class ChatLoop:
         if previous.session_id != session.session_id and not previous.held:
             self._leave(previous.session_id)
         self.renderer.reset()
-        self.usage = self.manager.usage_totals(session.session_id)
+        self._load_usage(session.session_id)
         if self.approver is not None:
             self.approver.reset()
         if self.on_session_change is not None:

@@ -46,6 +46,20 @@ def summaries_line(u: UsageTotals) -> str:
     return line
 
 
+def subagents_line(u: UsageTotals) -> str:
+    """``5 calls, 40.1K in, 900 out, $0.0100``: the sub-agents' part of a session's usage."""
+    calls = "1 call" if u.model_calls == 1 else f"{u.model_calls} calls"
+    line = (
+        f"{calls}, {format_token_count(u.input_tokens)} in, "
+        f"{format_token_count(u.output_tokens)} out"
+    )
+    if u.priced:
+        line += f", {format_cost(u.cost_usd)}"
+        if u.unpriced_calls:
+            line += f" ({u.unpriced_calls} unpriced)"
+    return line
+
+
 def input_breakdown(input_tokens: int, cached: int, written: int) -> str:
     """``in 45.2K: 38.1K cached, 2.1K written``: prompt tokens and the prompt cache's part."""
     parts = [f"{format_token_count(cached)} cached"] if cached else []
