@@ -11,6 +11,7 @@ import json
 import re
 import threading
 import time
+from dataclasses import replace
 
 from llm_server import TextReply, ToolCallsReply
 from support import chat, cli
@@ -332,7 +333,12 @@ def test_the_parents_compaction_keeps_each_sub_agent_result_reachable(llm_server
         users = [m["content"] for m in body["messages"] if m["role"] == "user"]
         if body.get("tools") and not is_sub(body) and users[-1].startswith("and "):
             return TextReply("noted")
-        return family(body)
+        reply = family(body)
+        if isinstance(reply, TextReply) and reply.text.startswith("Parent summary"):
+            # Long enough that folding it shrinks the context: a compaction that would not
+            # (the user's words are kept verbatim, the recall index is added) is refused.
+            return replace(reply, text=reply.text + " Checked: " + "all in order. " * 80)
+        return reply
 
     llm_server.respond_with(agents)
     turns = "find the secrets\nand one\nand two\nand three\n/compact\n"

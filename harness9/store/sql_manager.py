@@ -305,7 +305,9 @@ class SqlManagerBase(Generic[S]):
         with self.read() as conn:
             rows = conn.execute(
                 "SELECT l.session_id, l.parent_id, l.tool_call_id, l.description, "
-                "s.id, s.created_at, s.updated_at, s.message_count, s.title, l.parent_id "
+                "s.id, s.created_at, s.updated_at, s.message_count, s.title, "
+                "coalesce((SELECT st.workdir FROM session_settings st "
+                "WHERE st.session_id = s.id), ''), l.parent_id "
                 "FROM subagent_sessions AS l JOIN sessions AS s ON s.id = l.session_id "
                 f"WHERE l.parent_id = {self.PARAM} ORDER BY s.created_at, s.id",
                 (session_id,),
