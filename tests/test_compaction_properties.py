@@ -159,6 +159,12 @@ def test_summarization_invariants(msgs, max_tokens, min_tail, force, fails):
     if res.summary is not None:
         assert res.messages[1] == Message("user", SUMMARY_PREFIX + "**Goal:** g.")
         tail += estimate_tokens([res.messages[1]]) + 1  # + 1: a second rounding
+    else:
+        # An earlier summary is never dropped (it is all that is left of what it folded),
+        # and a head of nothing else is not summarised again: it counts like the tail.
+        earlier = [m for m in res.messages[1:] if m.content.startswith(SUMMARY_PREFIX)]
+        assert all(m in msgs for m in earlier)
+        tail += estimate_tokens(earlier) + 1 if earlier else 0
     if tail <= max_tokens:
         assert estimate_tokens(res.messages) <= max_tokens
 
