@@ -84,6 +84,26 @@ def test_a_second_slash_compact_bills_nothing(llm_server):
         lambda body: TextReply("**Goal:** ship.") if not body.get("tools") else None
     )
     for i in range(5):
+        llm_server.reply_text(f"fine {i} " + "y" * 400)
+    argv = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url, "--yes"]
+    stdin = "".join(f"message {i}\n" for i in range(5)) + "/compact\n/compact\n"
+
+    result = runner.invoke(app, [*argv, "--strategy", "summarize"], input=stdin)
+
+    assert result.exit_code == 0, result.output
+    summaries = [b for b in llm_server.requests if not b.get("tools")]
+    assert len(summaries) == 1  # the first /compact's; the second has nothing to fold
+    assert result.output.count("nothing to compact") == 1
+
+
+def test_a_compaction_that_did_not_shrink_is_not_billed_again(llm_server):
+    # The user's words are the bulk and are kept verbatim: folding them cannot shrink the
+    # context. The first /compact asks the model and stores nothing; the second, on the
+    # same unchanged view, asks nobody.
+    llm_server.respond_with(
+        lambda body: TextReply("**Goal:** ship.") if not body.get("tools") else None
+    )
+    for i in range(5):
         llm_server.reply_text(f"fine {i}")
     argv = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url, "--yes"]
     stdin = "".join(f"message {i} {'x' * 400}\n" for i in range(5)) + "/compact\n/compact\n"
@@ -92,8 +112,8 @@ def test_a_second_slash_compact_bills_nothing(llm_server):
 
     assert result.exit_code == 0, result.output
     summaries = [b for b in llm_server.requests if not b.get("tools")]
-    assert len(summaries) == 1  # the first /compact's; the second has nothing to fold
-    assert result.output.count("nothing to compact") == 1
+    assert len(summaries) == 1
+    assert result.output.count("nothing to compact") == 2
 
 
 def test_slash_compact_over_the_threshold_compacts_the_protected_tail(llm_server):

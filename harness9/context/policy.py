@@ -133,6 +133,9 @@ class SessionContextState:
     trigger: SessionTriggerState = field(default_factory=SessionTriggerState)
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
     warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
+    # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
+    # not shrink: trying again before it changes would bill the same summary call for nothing.
+    futile: tuple[str, int | None, int, int] | None = None
 
 
 # A strategy a program adds (``scripts/bench_session.py`` compares peers' policies through
@@ -346,8 +349,7 @@ class ContextPolicy:
         measured = self._measured(session, system, tools or [])
         plan = comp.plan(measured.messages, force=force)
         if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
-            result = comp.compact(measured.messages, force=force)
-            cp, _ = self.checkpoint_of(session, system, measured, result, tools or [])
+            _, cp, _ = self._fitted(session, system, measured, comp, tools or [], force=force)
             if cp is None or not _gained(cp.tokens_before, cp.tokens_after, force):
                 plan.would_compact = False
                 plan.tokens_after = plan.tokens_before
@@ -633,18 +635,25 @@ class ContextPolicy:
         ``/context`` count the same way: the messages sent plus the tool definitions.
         """
         before = estimate_tokens(view.messages)
+        st = self.state(session.session_id)
+        tried = (comp.strategy, view.ids[-1] if view.ids else None, len(view.messages), before)
+        if st.futile == tried and instructions is None:
+            return None, [noted_system(session, system), *view.messages[1:]]
         emit(CompactionStarted(comp.strategy, before))
-        result = comp.compact(
-            view.messages,
+        result, cp, new_view = self._fitted(
+            session,
+            system,
+            view,
+            comp,
+            tools,
             force=force,
             instructions=instructions,
             on_progress=lambda i, n: emit(CompactionProgress(i, n)),
         )
-        cp, new_view = self.checkpoint_of(session, system, view, result, tools)
         after = cp.tokens_after if cp is not None else before
-        st = self.state(session.session_id)
         st.last_compaction_tokens = after
         if cp is None or not _gained(before, after, force):
+            st.futile = tried
             return None, [noted_system(session, system), *view.messages[1:]]
         cp = session.add_checkpoint(cp)
         notice = Compaction(
@@ -657,6 +666,51 @@ class ContextPolicy:
         )
         emit(notice)
         return notice, [noted_system(session, system), *new_view.messages[1:]]
+
+    def _fitted(
+        self,
+        session: CheckpointedSession,
+        system: Message,
+        view: ModelView,
+        comp: Compactor,
+        tools: list[ToolDefinition],
+        *,
+        force: bool,
+        instructions: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[CompactionResult, Checkpoint | None, ModelView]:
+        """Run ``comp`` on the measured ``view``: the result, the checkpoint it would store
+        and the view it gives.
+
+        The user's messages a compaction folds are kept verbatim beside the summary
+        (``instructions.py``), so the view after it can be larger than what the
+        compactor kept. A compaction that needs no model is then run again with that
+        excess counted in the system message, so that it lands under the threshold as
+        every compaction must; one with a summary is not repeated (a model call each).
+        """
+        padded, pad_bytes = view, 0
+        for _ in range(8):  # each step folds at least the excess more; cheap, no model
+            result = comp.compact(
+                padded.messages, force=force, instructions=instructions, on_progress=on_progress
+            )
+            if padded is not view:  # the padding only steered the cut; it is never stored
+                result.messages = [view.messages[0], *result.messages[1:]]
+            cp, new_view = self.checkpoint_of(session, system, view, result, tools)
+            limit = comp.threshold_tokens
+            if (
+                cp is None
+                or result.summary is not None
+                or result.strategy not in MODEL_FREE_STRATEGIES
+                or limit <= 0
+                or cp.tokens_after <= limit
+            ):
+                break
+            # Whole messages are cut: the pad doubles until the next one goes.
+            pad_bytes = max(pad_bytes * 2, (cp.tokens_after - limit) * BYTES_PER_TOKEN)
+            head = view.messages[0]
+            pad = Message(head.role, head.content + " " * pad_bytes)
+            padded = ModelView([pad, *view.messages[1:]], view.ids)
+        return result, cp, new_view
 
     def checkpoint_of(
         self,
