@@ -93,11 +93,9 @@ def test_a_local_server_provider_is_local_without_an_api_base(name: str) -> None
     assert get_model_limits(name).context_tokens == 32_768
 
 
-def test_a_family_estimate_on_a_local_server_is_capped_at_the_small_guess() -> None:
-    assert get_model_limits("openai/qwen2.5-7b").context_tokens == 128_000
-    assert get_model_limits("openai/qwen2.5-7b", api_base="http://h:1/v1") == ModelLimits(
-        32_768, 8_192
-    )
+def test_only_a_model_no_table_knows_gets_the_local_guess() -> None:
+    local = "http://h:1/v1"
+    assert get_model_limits("openai/qwen2.5-7b", api_base=local).context_tokens == 128_000
     # Known models keep their window wherever they are served.
     assert get_model_limits("openai/gpt-4o", api_base="http://h:1/v1").context_tokens == 128_000
 

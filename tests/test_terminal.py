@@ -457,13 +457,14 @@ def test_an_unknown_model_behind_an_api_base_gets_the_smallest_plausible_window(
     assert "assuming 32.8K" in result.stderr
 
 
-def test_a_family_guess_behind_an_api_base_is_capped_at_the_small_guess(llm_server):
-    # The family table says 128K for qwen (the hosted API); a local server is not that.
+def test_a_family_estimate_behind_an_api_base_stands_with_its_warning(llm_server):
+    # Only a model no table knows gets the small guess: a family's estimate is kept (a
+    # hosted provider's model behind a proxy is the common case), and warned about.
     result = cli_chat(llm_server, model="openai/qwen2.5-7b", stdin="/model\n")
 
     assert result.exit_code == 0, result.output
-    assert "model openai/qwen2.5-7b · window 32.8K" in result.stderr
-    assert "the context window of openai/qwen2.5-7b is not known; assuming 32.8K" in result.stderr
+    assert "model openai/qwen2.5-7b · window 128K" in result.stderr
+    assert "the context window of openai/qwen2.5-7b is not known; assuming 128K" in result.stderr
 
 
 def test_a_hosted_model_no_table_knows_keeps_the_large_guess(llm_server, monkeypatch):

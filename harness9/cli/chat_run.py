@@ -345,8 +345,8 @@ def window_notes(
 
     A model only the name-based family table knows counts as a guess when it is
     served locally (an --api-base, or a local server's provider: it runs the model with
-    whatever window it was started with, and the guess is then the small end,
-    ``LOCAL_GUESS``). ``source`` is ``chat_limits``'s (None: the tables' alone). A
+    whatever window it was started with); for a model no table knows the guess is then
+    the small end, ``LOCAL_GUESS``. ``source`` is ``chat_limits``'s (None: the tables'). A
     window a server reported is said once (an Ollama server is then told to use it,
     as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
     so for those the user is told how to set it instead.
@@ -382,7 +382,7 @@ def window_notes(
     local = served_locally(model, api_base)
     if source == "map" or (source == "family" and not local):
         return []
-    if local:
+    if local and source == "default":
         return [
             Text(
                 f"the context window of {model} is not known; assuming {window}, the small "

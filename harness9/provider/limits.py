@@ -241,13 +241,11 @@ def server_limits(
 
 @lru_cache(maxsize=256)
 def _lookup(name: str, local: bool = False) -> ModelLimits:
-    """The tables' window; on a local server (``local``) a guess, the family table's
-    estimate included, is at most ``LOCAL_GUESS``: the server runs what it was started with."""
+    """The tables' window; for a model they do not know on a local server (``local``),
+    ``LOCAL_GUESS``. A family estimate stands (a hosted provider's model behind a proxy
+    is the common case there); chat warns that it is one."""
     limits, source = _lookup_with_source(name)
-    if not local or source == "map":
-        return limits
-    context = min(limits.context_tokens, LOCAL_GUESS.context_tokens)
-    return ModelLimits(context, min(limits.output_tokens, context))
+    return LOCAL_GUESS if local and source == "default" else limits
 
 
 def _lookup_with_source(name: str) -> tuple[ModelLimits, str]:
