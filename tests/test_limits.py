@@ -81,6 +81,30 @@ def test_unknown_model_gets_the_256k_default() -> None:
     assert get_model_limits("openai/test-model") == ModelLimits(256_000, 8_192)
 
 
+def test_unknown_model_on_a_local_server_gets_the_small_guess() -> None:
+    local = get_model_limits("openai/test-model", api_base="http://127.0.0.1:8080/v1")
+    assert local == ModelLimits(32_768, 8_192)
+
+
+@pytest.mark.parametrize(
+    "name", ["ollama/unheard-of", "ollama_chat/unheard-of", "lemonade/x", "lm_studio/x"]
+)
+def test_a_local_server_provider_is_local_without_an_api_base(name: str) -> None:
+    assert get_model_limits(name).context_tokens == 32_768
+
+
+def test_only_a_model_no_table_knows_gets_the_local_guess() -> None:
+    local = "http://h:1/v1"
+    assert get_model_limits("openai/qwen2.5-7b", api_base=local).context_tokens == 128_000
+    # Known models keep their window wherever they are served.
+    assert get_model_limits("openai/gpt-4o", api_base="http://h:1/v1").context_tokens == 128_000
+
+
+def test_a_window_given_wins_over_the_local_guess() -> None:
+    given = get_model_limits("openai/test-model", override=200_000, api_base="http://h:1/v1")
+    assert given == ModelLimits(200_000, 8_192)
+
+
 def test_override_wins_over_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS9_CONTEXT_WINDOW", "50000")
     assert get_model_limits("gpt-4o", override=32_768) == ModelLimits(32_768, 16_384)

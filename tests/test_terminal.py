@@ -442,7 +442,41 @@ def test_an_unknown_model_warns_once_that_its_window_is_a_guess(llm_server):
     llm_server.reply_text("b")
     result = cli_chat(llm_server, stdin="one\ntwo\n")
     assert result.stderr.count("the context window of openai/test-model is not known") == 1
-    assert "assuming 256K" in result.stderr and "--context-window" in result.stderr
+    assert "assuming 32.8K" in result.stderr and "--context-window" in result.stderr
+    assert "HARNESS9_CONTEXT_WINDOW" in result.stderr
+
+
+def test_an_unknown_model_behind_an_api_base_gets_the_smallest_plausible_window(llm_server):
+    # A local server runs a model with the window it was started with, often far below
+    # what the model could take: the guess is the small end, not the large one.
+    result = cli_chat(llm_server, stdin="/model\n/context\n")
+
+    assert result.exit_code == 0, result.output
+    assert "model openai/test-model · window 32.8K · compaction at 26.2K" in result.stderr
+    assert re.search(r"window\s+32\.8K\s*\n", result.stderr)
+    assert "assuming 32.8K" in result.stderr
+
+
+def test_a_family_estimate_behind_an_api_base_stands_with_its_warning(llm_server):
+    # Only a model no table knows gets the small guess: a family's estimate is kept (a
+    # hosted provider's model behind a proxy is the common case), and warned about.
+    result = cli_chat(llm_server, model="openai/qwen2.5-7b", stdin="/model\n")
+
+    assert result.exit_code == 0, result.output
+    assert "model openai/qwen2.5-7b · window 128K" in result.stderr
+    assert "the context window of openai/qwen2.5-7b is not known; assuming 128K" in result.stderr
+
+
+def test_a_hosted_model_no_table_knows_keeps_the_large_guess(llm_server, monkeypatch):
+    # No --api-base: the provider's own endpoint (here litellm's OPENAI_BASE_URL points it
+    # at the scripted server, as it would at a hosted one).
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    argv = ["chat", "--model", "openai/unheard-of"]
+    result = runner.invoke(app, argv, input="/model\n")
+
+    assert result.exit_code == 0, result.output
+    assert "model openai/unheard-of · window 256K" in result.stderr
+    assert "assuming 256K" in result.stderr
 
 
 def test_a_known_model_or_a_given_window_gives_no_warning(llm_server):
@@ -492,7 +526,7 @@ def test_a_server_that_does_not_know_the_model_leaves_the_guess_and_its_warning(
 
     assert llm_server.show_requests == [{"model": "unheard-of"}]  # answered 404
     assert "the context window of ollama/unheard-of is not known" in result.stderr
-    assert "window 256K" in result.stderr
+    assert "window 32.8K" in result.stderr  # a local server's guess: small, not 256K
 
 
 def test_a_server_that_keeps_the_window_question_waiting_is_given_up_on(llm_server):

@@ -210,10 +210,12 @@ class ChatRun:
 
         s = self.settings
         if quiet:
-            return get_model_limits(s.model, override=s.context_window).context_tokens
+            limits = get_model_limits(s.model, override=s.context_window, api_base=s.api_base)
+            return limits.context_tokens
         if repl and server_would_answer(s.model, override=s.context_window):
             self.probe = WindowProbe(s.model, s.api_base)
-            limits, source = get_model_limits(s.model), window_source(s.model)
+            limits = get_model_limits(s.model, api_base=s.api_base)
+            source = window_source(s.model)
         else:
             limits, source = chat_limits(s.model, s.api_base, override=s.context_window)
         self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
@@ -347,8 +349,9 @@ def window_notes(
     """A warning when the window is a guess: no override and no table that knows the model.
 
     A model only the name-based family table knows counts as a guess when it is
-    served from an --api-base (a local server runs it with whatever window it was
-    started with). ``source`` is ``chat_limits``'s (None: the tables' alone). A
+    served locally (an --api-base, or a local server's provider: it runs the model with
+    whatever window it was started with); for a model no table knows the guess is then
+    the small end, ``LOCAL_GUESS``. ``source`` is ``chat_limits``'s (None: the tables'). A
     window a server reported is said once (an Ollama server is then told to use it,
     as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
     so for those the user is told how to set it instead.
@@ -357,6 +360,7 @@ def window_notes(
 
     from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
+    from harness9.provider.limits import served_locally
     from harness9.provider.ollama import is_ollama
 
     if override is not None or source == "override":
@@ -380,8 +384,19 @@ def window_notes(
             )
         ]
     source = source or window_source(model)
-    if source == "map" or (source == "family" and not api_base):
+    local = served_locally(model, api_base)
+    if source == "map" or (source == "family" and not local):
         return []
+    if local and source == "default":
+        return [
+            Text(
+                f"the context window of {model} is not known; assuming {window}, the small "
+                "end of what local servers run. Set the real one with --context-window N (or "
+                "HARNESS9_CONTEXT_WINDOW): a larger one compacts later, a smaller one keeps "
+                "requests from overflowing.",
+                style="yellow",
+            )
+        ]
     return [
         Text(
             f"the context window of {model} is not known; assuming {window}. If the model "

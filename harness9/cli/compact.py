@@ -108,7 +108,9 @@ def _engine(
     from harness9.engine.setup import build_engine
     from harness9.provider import get_model_limits
 
-    limits = get_model_limits(settings.model, override=settings.context_window)
+    limits = get_model_limits(
+        settings.model, override=settings.context_window, api_base=settings.api_base
+    )
     return build_engine(
         settings,
         opts,

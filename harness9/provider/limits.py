@@ -3,7 +3,8 @@
 Lookup order: an explicit override (the ``--context-window`` flag), then
 ``$HARNESS9_CONTEXT_WINDOW``, then litellm's model map with routing prefixes
 stripped one at a time (``openrouter/openai/gpt-4o`` -> ``openai/gpt-4o`` ->
-``gpt-4o``), then the seed's family table (§7.2), then a 256K default.
+``gpt-4o``), then the seed's family table (§7.2), then a guess: 256K for a hosted
+model, 32K for one on a local server (``LOCAL_GUESS``).
 
 The model map is read straight from the JSON file litellm ships rather than
 through ``litellm.get_model_info``: importing litellm costs seconds, and
@@ -39,8 +40,24 @@ class ModelLimits:
     output_tokens: int
 
 
-# The seed's conservative answer for a model nobody knows.
+# The seed's answer for a hosted model nobody knows.
 DEFAULT_LIMITS = ModelLimits(context_tokens=256_000, output_tokens=8_192)
+
+# The guess for a model on a local server (an --api-base, or a provider that is one): the
+# window it was started with, which is often far below what the model could take. Servers
+# run 4K by default on small machines (Ollama under 24 GiB of VRAM, LM Studio), which
+# leaves a session no room at all, or 32K (Ollama's next tier) or the model's trained
+# window (llama-server's -c 0, vLLM), 32K for the Qwen and Mistral families. 32K is the
+# smallest of those in which a session is useful: one default-size read (2000 lines,
+# ~20K tokens) plus the ~1K of system prompt and tools stays under the 80 % threshold.
+# Smaller than the real window costs early compaction; larger costs a refused request.
+LOCAL_GUESS = ModelLimits(context_tokens=32_768, output_tokens=8_192)
+
+# Providers whose server is local by nature, whatever --api-base says: litellm's default
+# base for each is a localhost address (hosted_vllm has none: it needs one given).
+LOCAL_PROVIDERS = frozenset(
+    {"ollama", "ollama_chat", "lemonade", "lm_studio", "llamafile", "hosted_vllm"}
+)
 
 # The seed's family table (§7.2), matched against the last path segment of the name.
 # First match wins, so more specific patterns come first.
@@ -62,13 +79,17 @@ FAMILY_LIMITS: tuple[tuple[re.Pattern[str], ModelLimits], ...] = tuple(
 )
 
 
-def get_model_limits(name: str, *, override: int | None = None) -> ModelLimits:
-    """The model's window; ``override`` (a flag) and then the environment win over any table."""
+def get_model_limits(
+    name: str, *, override: int | None = None, api_base: str | None = None
+) -> ModelLimits:
+    """The model's window; ``override`` (a flag) and then the environment win over any table.
+    ``api_base`` says where the model is served: a guess for one on a local server is
+    ``LOCAL_GUESS``, not the hosted default (see ``served_locally``)."""
     if override is None:
         env = os.environ.get(ENV_CONTEXT_WINDOW, "").strip()
         if env:
             override = parse_positive_int(env, ENV_CONTEXT_WINDOW)
-    limits = _lookup(name.strip())
+    limits = _lookup(name.strip(), served_locally(name, api_base))
     if override is not None:
         if override <= 0:
             raise UsageError(f"context window override must be positive, got {override}")
@@ -95,7 +116,7 @@ def chat_limits(
     The server is asked when no override is given and it may know better than the tables
     (see ``server_would_answer``).
     """
-    limits = get_model_limits(name, override=override)
+    limits = get_model_limits(name, override=override, api_base=api_base)
     if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
         return limits, "override"
     source = window_source(name)
@@ -155,9 +176,18 @@ def window_source(name: str) -> str:
     """Where the table lookup found ``name``'s window (overrides aside).
 
     ``"map"``: litellm's model map; ``"family"``: the seed's family table (a
-    name-based estimate); ``"default"``: nobody knows the model, 256K is a guess.
+    name-based estimate); ``"default"``: nobody knows the model, the window is a guess.
     """
     return _lookup_with_source(name.strip())[1]
+
+
+def served_locally(name: str, api_base: str | None) -> bool:
+    """Whether ``name`` runs on a local server, whose window is whatever it was started
+    with: an --api-base is given, or the provider is one (``LOCAL_PROVIDERS``). A gateway
+    given as --api-base counts too; its user is told to set the window (chat's warning)."""
+    provider, sep, _ = name.strip().partition("/")
+    local_provider = bool(sep) and provider.lower() in LOCAL_PROVIDERS
+    return bool(api_base and api_base.strip()) or local_provider
 
 
 # Providers whose server can be asked for a model's window: Ollama's POST {api_base}/api/show
@@ -188,7 +218,7 @@ def server_limits(
         window = server_window(name, api_base, timeout=timeout)
         if window is None:
             return None
-        output = _lookup(name.strip()).output_tokens
+        output = _lookup(name.strip(), True).output_tokens
         return ModelLimits(window, min(output, window))
     from harness9.provider.llm import load_litellm
 
@@ -210,8 +240,12 @@ def server_limits(
 
 
 @lru_cache(maxsize=256)
-def _lookup(name: str) -> ModelLimits:
-    return _lookup_with_source(name)[0]
+def _lookup(name: str, local: bool = False) -> ModelLimits:
+    """The tables' window; for a model they do not know on a local server (``local``),
+    ``LOCAL_GUESS``. A family estimate stands (a hosted provider's model behind a proxy
+    is the common case there); chat warns that it is one."""
+    limits, source = _lookup_with_source(name)
+    return LOCAL_GUESS if local and source == "default" else limits
 
 
 def _lookup_with_source(name: str) -> tuple[ModelLimits, str]:
@@ -308,6 +342,8 @@ def _map_entry(key: str) -> Any:
 __all__ = [
     "DEFAULT_LIMITS",
     "FAMILY_LIMITS",
+    "LOCAL_GUESS",
+    "LOCAL_PROVIDERS",
     "ModelLimits",
     "WindowProbe",
     "asks_server",
@@ -315,6 +351,7 @@ __all__ = [
     "get_model_limits",
     "output_budget",
     "server_limits",
+    "served_locally",
     "server_would_answer",
     "window_source",
 ]
