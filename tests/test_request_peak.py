@@ -14,7 +14,7 @@ from llm_server import TextReply, ToolCallsReply
 from support import cli
 
 MODEL = "anthropic/claude-sonnet-4-5"
-WINDOW = 6000
+WINDOW = 5000
 PER_TURN = 30  # tool calls a turn (a turn allows 50 model calls)
 TURNS = 3
 
@@ -59,9 +59,12 @@ def test_many_small_tool_results_never_take_a_request_over_90_percent(server, tm
     assert result.exit_code == 0, result.output
     assert server.rejected == []
     assert model.calls == PER_TURN * TURNS
-    # The session did grow past the threshold by the server's count, so it compacted...
-    assert max(model.chat) > 0.8 * WINDOW
+    shares = [round(n / WINDOW, 2) for n in model.chat]
+    # Uncompacted, the session would outgrow the window (each call adds its framing)...
+    assert model.chat[0] + (model.chat[1] - model.chat[0]) * PER_TURN * TURNS > WINDOW
+    # ...so it compacted, not before the context was well filled (the cache stays warm)...
     shrunk = [b for a, b in zip(model.chat, model.chat[1:], strict=False) if b < a]
-    assert shrunk, str([round(n / WINDOW, 2) for n in model.chat])
+    assert shrunk, str(shares)
+    assert max(model.chat) > 0.6 * WINDOW, str(shares)
     # ...and no request ever went over 90 % of the window as the server counts it.
-    assert max(model.chat) <= 0.9 * WINDOW, [round(n / WINDOW, 2) for n in model.chat]
+    assert max(model.chat) <= 0.9 * WINDOW, str(shares)
