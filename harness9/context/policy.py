@@ -583,9 +583,11 @@ class ContextPolicy:
 
         ``view`` is measured (its system message carries the tool definitions' weight),
         so the threshold is compared with what the request costs. The fixed threshold
-        always compacts. The smart trigger may compact early, when growth predicts the
-        threshold will be crossed within a few model calls, and its cooldown limits only
-        those early compactions. A compaction that could not get under the threshold
+        always compacts, whether the estimate or the server's expected count
+        (``server_tokens``: plus the framing the last call showed) crosses it. The smart
+        trigger may compact early, when the estimate's growth predicts the threshold will
+        be crossed within a few model calls, and its cooldown limits only those early
+        compactions. A compaction that could not get under the threshold
         (the protected tail alone is too big) is not repeated until the context has
         grown by another 5 %.
         """
@@ -609,7 +611,7 @@ class ContextPolicy:
         early = False
         if self.trigger is not None and comp.threshold_tokens > 0:  # 0: blind to tokens
             info = st.trigger.info(
-                served,
+                tokens,
                 recent_tools,
                 max_tokens=self.context_window,
                 threshold_tokens=comp.threshold_tokens,
