@@ -106,7 +106,7 @@ class Request:
     messages: list[Message]  # repaired: a valid tool sequence
     counted: int  # the token counter's count of ``messages`` (calibration input)
     shown_tokens: int  # what the token line shows before the call
-    estimated: int = 0  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
+    estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
 
 
 @dataclass(slots=True)
