@@ -71,20 +71,45 @@ class Settings:
         cw = context_window
         if cw is None and env_cw:
             cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
-        if cw is not None and cw < MIN_CONTEXT_WINDOW:
-            from harness9.errors import UsageError
-
+        if cw is not None:
             # The flag's default is the variable, so either may have given the value.
-            raise UsageError(
-                f"--context-window (HARNESS9_CONTEXT_WINDOW) must be at least "
-                f"{MIN_CONTEXT_WINDOW} tokens (no model works in less), got {cw}"
-            )
+            check_context_window(cw, "--context-window (HARNESS9_CONTEXT_WINDOW)")
+        if model is not None:
+            check_model_name(model)
         return cls(
             model=model or os.environ.get("LLM_MODEL") or DEFAULT_MODEL,
             api_base=api_base or os.environ.get("LLM_API_BASE") or None,
             context_window=cw,
             retry_max_wait=_retry_max_wait(),
         )
+
+
+def check_model_name(name: str, what: str = "--model") -> None:
+    """A model name names a model: not empty, and not a provider prefix alone (``openai/``)."""
+    from harness9.errors import UsageError
+
+    example = f"e.g. {what} {DEFAULT_MODEL}"
+    if not name.strip():
+        raise UsageError(f"{what} is empty; name a model, {example}")
+    if any(not part.strip() for part in name.split("/")):
+        raise UsageError(f"{what} {name!r} names no model after its provider; {example}")
+
+
+def check_context_window(tokens: int, name: str) -> None:
+    """The one rule for a window a user gives (a flag, the environment, /model NAME N)."""
+    if tokens < MIN_CONTEXT_WINDOW:
+        from harness9.errors import UsageError
+
+        raise UsageError(
+            f"{name} must be at least {MIN_CONTEXT_WINDOW} tokens (no model works in less), "
+            f"got {tokens}"
+        )
+
+
+def parse_context_window(text: str, name: str) -> int:
+    tokens = parse_positive_int(text, name)
+    check_context_window(tokens, name)
+    return tokens
 
 
 def _retry_max_wait() -> float:
@@ -149,8 +174,17 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already ends "(at line 3, column 5)".
         raise ConfigError(f"{target} is not valid TOML: {exc}") from None
-    check_top_level(cfg, target)
+    validate_config(cfg, target)
     return cfg
+
+
+def validate_config(cfg: dict[str, Any], where: Path) -> None:
+    """Every value the file sets, checked once as it is read: every command that reads the
+    file (chat, compact, sessions ...) refuses the same mistakes with the same line."""
+    check_top_level(cfg, where)
+    retention_days(cfg, where)
+    file_context_options(cfg, where)
+    _tool_options(cfg, where)
 
 
 # What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
@@ -300,29 +334,55 @@ class ContextOptions:
         return max(1, min(share, context_window - self.output_reserve))
 
 
-# (section, key in the file) -> (field, type, check)
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values a number knob accepts; ``describe`` is what an error says."""
+
+    low: float
+    high: float | None = None  # None: no upper bound
+    open_ends: bool = False  # both ends excluded (a share strictly between them)
+
+    def __contains__(self, value: float) -> bool:
+        if self.open_ends:
+            return self.low < value and (self.high is None or value < self.high)
+        return self.low <= value and (self.high is None or value <= self.high)
+
+    def describe(self) -> str:
+        if self.high is None:
+            return f"at least {self.low:g}"
+        between = "between" if self.open_ends else "from"
+        joint = "and" if self.open_ends else "to"
+        return f"{between} {self.low:g} {joint} {self.high:g}"
+
+
+# (section, key in the file) -> (field, type, allowed values: a Range, a check, or None)
 _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
     ("compaction", "strategy"): ("strategy", str, known_strategy),
     ("compaction", "auto"): ("auto", bool, None),
-    ("compaction", "threshold"): ("threshold", float, lambda v: 0.1 <= v <= 0.95),
-    ("compaction", "target"): ("target", float, lambda v: 0.05 <= v <= 0.95),
+    ("compaction", "threshold"): ("threshold", float, Range(0.1, 0.95)),
+    ("compaction", "target"): ("target", float, Range(0.05, 0.95)),
     ("compaction", "recall"): ("recall", bool, None),
     ("compaction", "model"): ("summary_model", str, lambda v: bool(v.strip())),
     ("compaction", "smart_triggers"): ("smart_triggers", bool, None),
-    ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, lambda v: 0 <= v <= 1000),
-    ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, lambda v: 0 <= v <= 100),
+    ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, Range(0, 1000)),
+    ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, Range(0, 100)),
     ("compaction", "max_messages"): ("max_messages", int, lambda v: v == 0 or v >= 20),
     ("offload", "enabled"): ("offload", bool, None),
-    ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, lambda v: v >= 100),
-    ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, lambda v: v >= 400),
-    ("offload", "cleanup_age_days"): ("offload_cleanup_age_days", int, lambda v: v >= 1),
+    ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, Range(100)),
+    ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, Range(400)),
+    ("offload", "cleanup_age_days"): ("offload_cleanup_age_days", int, Range(1)),
     ("topics", "enable_topic_isolation"): ("enable_topic_isolation", bool, None),
-    ("topics", "topic_min_segment_size"): ("topic_min_segment_size", int, lambda v: v >= 1),
+    ("topics", "topic_min_segment_size"): ("topic_min_segment_size", int, Range(1)),
     ("topics", "topic_similarity_threshold"): (
         "topic_similarity_threshold",
         float,
-        lambda v: 0.0 < v < 1.0,
+        Range(0.0, 1.0, open_ends=True),
     ),
+}
+# What a knob checked by a function (not a Range) must be, as an error says it.
+_CHECK_WORDS = {
+    "summary_model": "a model name, not empty",
+    "max_messages": "0 (off) or at least 20",
 }
 # Environment overrides for the knobs people change per run.
 _ENV_KNOBS = {
@@ -345,20 +405,8 @@ def context_options(
     auto: bool | None = None,
 ) -> ContextOptions:
     """Resolve the knobs: config.toml < environment < flags. Bad values are one-line ConfigErrors."""
-    from harness9.errors import ConfigError
-
     cfg = load_config_file() if cfg is None else cfg
-    opts = ContextOptions()
-    where = config_path()
-    for section in ("compaction", "offload", "topics"):
-        table = cfg.get(section, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"[{section}] in {where} must be a table")
-        for key, value in table.items():
-            if (section, key) not in _KNOBS:
-                known = ", ".join(k for s, k in _KNOBS if s == section)
-                raise ConfigError(f"unknown key {section}.{key} in {where} (known: {known})")
-            _set(opts, section, key, value, f"{section}.{key} in {where}")
+    opts = file_context_options(cfg, config_path())
     for env, (section, key) in _ENV_KNOBS.items():
         raw = os.environ.get(env)
         if raw is not None and raw.strip():
@@ -370,8 +418,38 @@ def context_options(
     ):
         if value is not None:
             _set(opts, "compaction", key, value, flag)
+    _check_target_below_threshold(opts, "HARNESS9_COMPACTION_TARGET or compaction.target")
     opts.strategy = STRATEGY_ALIASES.get(opts.strategy, opts.strategy)
     return opts
+
+
+def file_context_options(cfg: dict[str, Any], where: Path) -> ContextOptions:
+    """The knobs as the config file alone sets them (defaults for the rest)."""
+    from harness9.errors import ConfigError
+
+    opts = ContextOptions()
+    for section in ("compaction", "offload", "topics"):
+        table = cfg.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] in {where} must be a table")
+        for key, value in table.items():
+            if (section, key) not in _KNOBS:
+                known = ", ".join(k for s, k in _KNOBS if s == section)
+                raise ConfigError(f"unknown key {section}.{key} in {where} (known: {known})")
+            _set(opts, section, key, value, f"{section}.{key} in {where}")
+    _check_target_below_threshold(opts, f"compaction.target in {where}")
+    return opts
+
+
+def _check_target_below_threshold(opts: ContextOptions, where: str) -> None:
+    """Compaction down to a target at or above the threshold would start again at once."""
+    from harness9.errors import ConfigError
+
+    if opts.target >= opts.threshold:
+        raise ConfigError(
+            f"{where} must be below the compaction threshold ({opts.target:g} is not below "
+            f"{opts.threshold:g}): compaction compacts down to the target"
+        )
 
 
 def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -> None:
@@ -384,10 +462,14 @@ def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -
         value = float(value)
     if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
         raise error(f"{where} must be a {kind.__name__}, got {value!r}")
-    if check is not None and not check(value):
-        names = (*STRATEGIES, *EXTRA_STRATEGIES)
-        hint = f" (one of: {', '.join(names)})" if field == "strategy" else ""
-        raise error(f"{where} has an out-of-range value {value!r}{hint}")
+    if isinstance(check, Range):
+        if not isinstance(value, int | float) or value not in check:
+            raise error(f"{where} must be {check.describe()}, got {value!r}")
+    elif check is not None and not check(value):
+        if field == "strategy":
+            names = ", ".join((*STRATEGIES, *EXTRA_STRATEGIES))
+            raise error(f"{where} must be one of {names}, got {value!r}")
+        raise error(f"{where} must be {_CHECK_WORDS.get(field, 'set')}, got {value!r}")
     setattr(opts, field, value)
 
 
@@ -419,10 +501,13 @@ class ToolOptions:
 
 def tool_options(cfg: dict[str, Any] | None = None) -> ToolOptions:
     """``[tools]`` from the config file; bad values are one-line ConfigErrors."""
+    cfg = load_config_file() if cfg is None else cfg
+    return _tool_options(cfg, config_path())
+
+
+def _tool_options(cfg: dict[str, Any], where: Path) -> ToolOptions:
     from harness9.errors import ConfigError
 
-    cfg = load_config_file() if cfg is None else cfg
-    where = config_path()
     table = cfg.get("tools", {})
     if not isinstance(table, dict):
         raise ConfigError(f"[tools] in {where} must be a table")

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
+from support import terminal
 from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message
-from harness9.store import Manager
+from harness9.store import Checkpoint, Manager
 
 runner = CliRunner()
 
@@ -73,6 +75,32 @@ def test_dry_run_table_marks_folded_and_kept_messages():
     assert "would drop" in result.stdout and "threshold 3.2K" in result.stdout
 
 
+def test_dry_run_rows_are_numbered_as_sessions_show_and_fit_a_120_column_terminal():
+    sid = make_session()
+    with Manager(db_path()) as m:  # the first 10 messages are already folded
+        s = m.open_session(sid)
+        tenth = s.get_records()[9].id
+        s.add_checkpoint(
+            Checkpoint(tenth, "Goal: answer questions", "summarization", 900, 300, 10, 1)
+        )
+    env = terminal(columns=120)
+
+    result = runner.invoke(
+        app, ["compact", "--dry-run", "--context-window", "4000", "--strategy", "budget"], obj=env
+    )
+
+    out = re.sub(r"\x1b\[[0-9;]*m", "", env.stdout.getvalue())
+    assert result.exit_code == 0, out
+    assert all(len(line) <= 120 for line in out.splitlines())
+    rows = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in out.splitlines()]
+    rows = [r for r in rows if len(r) == 5]
+    assert rows[0] == ["#", "role", "tokens", "action", "content"]  # no header cut short
+    assert rows[1][:2] == ["summary", "user (summary)"]
+    # The first message after the checkpoint is #11, as `sessions show` numbers it.
+    assert rows[2][0] == "#11" and rows[2][1] == "user" and rows[2][4].startswith("question 5 ")
+    assert not any("…" in cell for row in rows for cell in row[:4])
+
+
 def test_dry_run_under_the_threshold_says_nothing_would_be_compacted():
     make_session(pairs=2)
 
@@ -129,7 +157,9 @@ def test_compact_summarize_calls_the_model_and_stores_its_summary(llm_server):
 
 def test_compact_counts_the_summary_calls_usage_and_cost_in_the_session(llm_server):
     sid = make_session()
-    llm_server.reply_text("**Goal:** answer forty questions", usage=(3_000, 200))
+    # In a 4,000-token window the summary takes three calls: two parts, then their merge.
+    for _ in range(3):
+        llm_server.reply_text("**Goal:** answer forty questions", usage=(1_000, 100))
 
     result = runner.invoke(
         app,
@@ -139,13 +169,13 @@ def test_compact_counts_the_summary_calls_usage_and_cost_in_the_session(llm_serv
 
     assert result.exit_code == 0, result.output
     shown = json.loads(runner.invoke(app, ["sessions", "show", sid, "--json"]).stdout)
-    cost = 3_000 * 0.15e-6 + 200 * 0.6e-6  # gpt-4o-mini's prices: $0.00057
-    assert shown["usage"]["model_calls"] == 1
+    cost = 3_000 * 0.15e-6 + 300 * 0.6e-6  # gpt-4o-mini's prices: $0.00063
+    assert shown["usage"]["model_calls"] == 3
     assert shown["usage"]["cost_usd"] == pytest.approx(cost)
     assert shown["usage"]["summaries"] == {
-        "model_calls": 1,
+        "model_calls": 3,
         "input_tokens": 3_000,
-        "output_tokens": 200,
+        "output_tokens": 300,
         "cost_usd": pytest.approx(cost),
         "unpriced_calls": 0,
     }

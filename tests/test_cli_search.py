@@ -152,6 +152,21 @@ def test_render_hits_numbers_hits_and_styles_matches():
     assert "\x1b[1;7mpassed" in styled
 
 
+def test_at_a_60_column_terminal_hits_wrap_between_words_not_inside_them():
+    console = Console(record=True, width=60, force_terminal=True, color_system=None)
+    words = [f"word{n:02d}abc" for n in range(20)]
+    hit = SearchHit(
+        "6f1c3a52-1b9e-4b52-9a86-0f3d5b3f9c11", 7, "user", 0.0, "A title long enough " * 3,
+        " ".join(words), -1.0,
+    )  # fmt: skip
+    render_hits(console, [hit])
+    lines = console.export_text(styles=False).splitlines()
+    assert all(len(line) <= 60 for line in lines)
+    assert lines[0].startswith("1. 6f1c3a52") and lines[0].endswith("…")  # one line
+    shown = " ".join(lines[1:]).split()
+    assert shown == words  # every word whole, in order
+
+
 def test_search_in_a_real_process():
     sid = make_session("benchmark the tokenizer")
     result = run_cli("sessions", "search", "tokenizer", "--json")

@@ -59,6 +59,7 @@ def test_list_json_prints_id_title_times_and_count():
             "created_at": "2026-05-17T14:30:00Z",
             "updated_at": "2026-05-17T14:30:00Z",
             "message_count": 2,
+            "workdir": None,  # made by hand, never run by chat
             "usage": {  # no model call was made in this session
                 "model_calls": 0,
                 "input_tokens": 0,
@@ -140,6 +141,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
         "created_at": t,
         "updated_at": t,
         "message_count": 3,
+        "workdir": None,
         "usage": {
             "model_calls": 1,
             "input_tokens": 900,

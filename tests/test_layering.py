@@ -73,6 +73,35 @@ def test_a_private_import_would_be_caught(tmp_path):
     assert "typer._coercion" in imported_modules(probe)
 
 
+MAX_FUNCTION_LINES = 80
+# Issue 20 item 6 (cli, ui, engine, tools, config); context/ and store/ are other scopes'
+# rewrites and join the list once they are done.
+SHORT_FUNCTION_PACKAGES = ("cli", "ui", "engine", "tools", "config.py")
+
+
+def long_functions(root: Path) -> list[str]:
+    """Every function of more than MAX_FUNCTION_LINES lines under ``root``, as path:name."""
+    found = []
+    for path in sorted([root] if root.is_file() else root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{path.name}:{node.name} ({length} lines)")
+    return found
+
+
+@pytest.mark.parametrize("package", SHORT_FUNCTION_PACKAGES)
+def test_no_function_is_longer_than_80_lines(package):
+    assert long_functions(PACKAGE / package) == []
+
+
+def test_a_long_function_would_be_caught(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "m.py").write_text(f"def long():\n{body}\n")
+    assert long_functions(tmp_path) == ["m.py:long (81 lines)"]
+
+
 def module_graph(root: Path) -> dict[str, set[str]]:
     """Each module of the package at ``root`` -> the package's modules it imports, at any
     level of the file (function-level and TYPE_CHECKING imports included)."""

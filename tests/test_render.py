@@ -33,6 +33,13 @@ def test_listing_cuts_lines_to_the_terminal_width():
     assert SID in lines[1]
 
 
+def test_at_60_columns_the_listing_keeps_the_title_behind_a_short_id():
+    lines = session_lines([info("Refactor the parser")], width=60)
+    assert all(len(ln) <= 60 for ln in lines)
+    assert lines[1].startswith(SID[:8] + "  ") and SID not in lines[1]
+    assert "Refactor the parser" in lines[1]
+
+
 def test_listing_neutralises_bidi_overrides_in_titles():
     assert "?evil" in session_lines([info("\u202eevil")])[1]
 

@@ -125,6 +125,8 @@ def test_final_schema(manager: Manager, db: Path):
         ("session_id", "TEXT", 1),
         ("model", "TEXT", 1),
         ("context_window", "INTEGER", 1),
+        ("api_base", "TEXT", 1),
+        ("workdir", "TEXT", 1),
     ]
     assert columns(conn, "messages") == [
         ("id", "INTEGER", 0),

@@ -31,7 +31,7 @@ from harness9.provider.pricing import call_cost
 from harness9.schema import Usage
 from harness9.store import Manager
 from harness9.tools.shell import is_auto_approved
-from harness9.ui.approval import TerminalApprover
+from harness9.ui.approval import TerminalApprover, split_answer
 from harness9.ui.line_editor import prompt_reader
 from harness9.ui.markdown import MarkdownReply, split_blocks
 from harness9.ui.repl import SLASH_COMMANDS, ChatIO, ChatLoop
@@ -286,9 +286,10 @@ def test_write_file_shows_a_diff_and_always_skips_the_question_for_that_path(
 
     assert loop.run() == 0
 
-    assert questions == ["Overwrite app.py? [y]es / [n]o / [a]lways "]  # asked once
+    assert questions == ["Overwrite app.py? [y/N/a] "]  # asked once; Enter is no
     shown = console.export_text()
     assert "--- a/app.py\n+++ b/app.py" in shown and "-y = 2\n+y = 3" in shown
+    assert "-y = 3\n+y = 4" in shown  # an always-allowed path still shows what changes
     assert "✓ allowed: app.py (always for this path, this session)" in shown
     assert "✓ allowed: app.py (always, this session)" in shown  # the second write
     assert (workdir / "app.py").read_text() == "x = 1\ny = 4\n"
@@ -303,10 +304,43 @@ def test_declining_a_write_leaves_the_file_and_tells_the_model(llm_server, manag
 
     assert not (workdir / "new.txt").exists()
     shown = console.export_text()
-    assert "new file new.txt (1 lines)\nhello" in shown
+    assert "new file new.txt (1 line)\nhello" in shown
     assert "✗ declined: new.txt" in shown
     tool_msg = llm_server.requests[1]["messages"][-1]
     assert tool_msg["role"] == "tool" and "declined" in tool_msg["content"]
+
+
+def test_a_no_with_a_reason_carries_the_reason_to_the_model(llm_server, manager, workdir):
+    llm_server.reply_tool_calls([("c1", "bash", '{"command": "deploy --prod"}')])
+    llm_server.reply_text("understood")
+    console = terminal()
+    approver = TerminalApprover(
+        console, ask=lambda prompt: "n, use the staging config instead", flush=lambda: None
+    )
+    chat_loop(llm_server, manager, workdir, console, lines_of("deploy"), approver=approver).run()
+
+    shown = console.export_text()
+    assert "✗ declined: deploy --prod — the model is told: use the staging config instead" in shown
+    tool_msg = llm_server.requests[1]["messages"][-1]
+    assert tool_msg["content"] == (
+        "the user declined to run this command; the user said: use the staging config instead"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "word", "reason"),
+    [
+        ("n, use staging", "n", "use staging"),
+        ("No: not now", "n", "not now"),
+        ("n wait", "n", "wait"),
+        ("N", "n", ""),
+        ("", "", ""),
+        ("Yes", "yes", ""),
+        ("nope", "nope", ""),
+    ],
+)
+def test_only_a_no_carries_a_reason(answer, word, reason):
+    assert split_answer(answer) == (word, reason)
 
 
 def test_without_a_terminal_write_file_is_refused_unless_yes(llm_server, tmp_path):
@@ -327,7 +361,9 @@ def test_an_unclear_answer_is_asked_again_and_bash_always_is_per_command(tmp_pat
     answers = iter(["maybe", "a"])
     approver = TerminalApprover(console, ask=lambda p: next(answers), flush=lambda: None)
     assert approver(Approval("bash", "make test", "Run: make test?"))
-    assert "answer y, n or a" in console.export_text()
+    assert 'answer y (yes), n (no; "n, reason" tells the model why) or a (always)' in (
+        console.export_text()
+    )
     assert approver(Approval("bash", "make test", "Run: make test?"))  # not asked again
     with pytest.raises(StopIteration):  # another command is asked about
         approver(Approval("bash", "make clean", "Run: make clean?"))

@@ -52,6 +52,6 @@ def test_a_key_typed_right_after_enter_is_not_prepended_to_the_next_message(
         io_ = ChatIO(console, console, read, interactive=False)
         assert ChatLoop(engine, manager, io_, "openai/test-model", approver=approver).run() == 0
 
-    assert questions == ["Run: echo hi? [y]es / [n]o / [a]lways "]
+    assert questions == ["Run: echo hi? [y/N/a] "]
     users = [m["content"] for m in llm_server.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["first message", "second message"]

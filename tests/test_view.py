@@ -61,10 +61,10 @@ class RecordLog:
     def search(self, query: str, *, limit: int = 10) -> list:
         return []
 
-    def remember_model(self, model: str, context_window: int) -> None:
+    def remember_model(self, settings: object) -> None:
         pass
 
-    def model_settings(self) -> tuple[str, int] | None:
+    def model_settings(self) -> None:
         return None
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:

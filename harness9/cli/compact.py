@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from harness9.cli import options
-from harness9.cli.env import environment
+from harness9.cli.env import Environment, environment
+from harness9.cli.session_settings import given_on_command_line, resolve_settings
 from harness9.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
+    from harness9.config import ContextOptions, Settings
     from harness9.context.compaction import CompactionPlan
 
 
@@ -48,10 +51,11 @@ def compact(
 
     The stored messages are never deleted: a checkpoint records the summary and
     the last message it covers, and chat sends the summary plus what follows.
+    The session's own model, API base and window (as chat last ran it) are used
+    unless a flag says otherwise. Exit code 1 when the summary asked for failed.
     """
-    from harness9.config import Settings, context_options, provider_options, store_location
-    from harness9.engine.setup import build_engine, resolve_workdir
-    from harness9.provider import get_model_limits
+    from harness9.config import context_options, store_location
+    from harness9.engine.setup import resolve_workdir
     from harness9.store.backend import open_existing_store
 
     if session and last:
@@ -59,113 +63,165 @@ def compact(
     opts = context_options(strategy=strategy, summary_model=summary_model)
     work = resolve_workdir(workdir)
     env = environment(ctx)
-    out = env.console()
-    err = env.console(err=True, soft_wrap=False)
-
+    explicit = given_on_command_line(ctx, "model", "api_base", "context_window")
     manager = open_existing_store(store_location())  # a preview must not create a database
     if manager is None:
         raise HarnessError("there are no sessions to compact")
     with manager:
-        if session:
-            sess = manager.open_session(manager.resolve_id(session))
-        else:
-            recent = manager.list_sessions(limit=1)
-            if not recent:
-                raise HarnessError("there are no sessions to compact")
-            sess = manager.open_session(recent[0].id)
-        # The model and window chat last used for this session, unless a flag says otherwise:
-        # judged against another window, the session would compact at another point.
-        stored = sess.model_settings()
-        if stored is not None:
-            model = model or stored[0]
-            context_window = context_window or stored[1] or None
-        settings = Settings.from_env(model=model, api_base=api_base, context_window=context_window)
-        limits = get_model_limits(settings.model, override=settings.context_window)
-        engine = build_engine(
-            settings,
-            opts,
-            sess,
-            work,
-            limits.context_tokens,
-            timeout=float(timeout or 120),
-            sleep=env.sleep,
-            blobs=manager.blob_store(),
-            provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
+        sess = _target(manager, session)
+        # Judged against another window or sent to another server, the session would
+        # compact at another point, or leave the machine: what chat last used, unless told.
+        settings = resolve_settings(
+            sess.model_settings(),
+            model=model,
+            api_base=api_base,
+            context_window=context_window,
+            explicit=explicit,
         )
-        view, plan = engine.plan_compaction(force=force)
-        assert plan is not None
+        engine = _engine(env, manager, sess, settings, opts, work, float(timeout or 120))
         if dry_run:
-            summary = {
-                "session": sess.session_id,
-                "would_compact": plan.would_compact,
-                "strategy": plan.strategy,
-                "tokens_before": plan.tokens_before,
-                "tokens_after": plan.tokens_after,
-                "messages_to_summarize": plan.cut - 1 if plan.would_compact else 0,
-                "messages_kept": len(view.messages) - (plan.cut if plan.would_compact else 1),
-                "context_window": limits.context_tokens,
-                "threshold": plan.threshold,
-            }
-            if as_json:
-                env.echo(json.dumps(summary))
-            else:
-                from harness9.ui.compaction_plan import render_plan
-
-                render_plan(out, view, plan, summary)
+            _dry_run(env, engine, sess.session_id, as_json=as_json, force=force)
             return
+        code = _compact(env, manager, engine, opts.strategy, as_json=as_json, force=force)
+    raise typer.Exit(code)
 
-        if opts.strategy in ("hybrid", "summarize"):
-            from harness9.provider import LLMProvider
 
-            LLMProvider(settings.model, settings.api_base).check_credentials()
-        from harness9.engine import events as ev
-        from harness9.engine.metering import record_usage
-        from harness9.provider.pricing import call_cost
+def _target(manager: Any, prefix: str | None) -> Any:
+    if prefix:
+        return manager.open_session(manager.resolve_id(prefix))
+    recent = manager.list_sessions(limit=1)
+    if not recent:
+        raise HarnessError("there are no sessions to compact")
+    return manager.open_session(recent[0].id)
 
-        status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
 
-        def on_event(event: ev.Event) -> None:
-            if isinstance(event, ev.ModelUsage):  # the summary's calls are billed: count them
-                record_usage(manager, sess.session_id, event, call_cost)
-            if status is None:
-                return
-            if isinstance(event, ev.CompactionProgress):
-                status.update(f"summarising part {event.chunk} of {event.total}…")
+def _engine(
+    env: Environment,
+    manager: Any,
+    sess: Any,
+    settings: Settings,
+    opts: ContextOptions,
+    work: Path,
+    timeout: float,
+) -> Any:
+    from harness9.config import provider_options
+    from harness9.engine.setup import build_engine
+    from harness9.provider import get_model_limits
 
-        engine.on_event = on_event
+    limits = get_model_limits(settings.model, override=settings.context_window)
+    return build_engine(
+        settings,
+        opts,
+        sess,
+        work,
+        limits.context_tokens,
+        timeout=timeout,
+        sleep=env.sleep,
+        blobs=manager.blob_store(),
+        provider_opts=provider_options(),  # its max_tokens sets the threshold's head-room
+    )
+
+
+def _dry_run(env: Environment, engine: Any, session_id: str, *, as_json: bool, force: bool) -> None:
+    view, plan = engine.plan_compaction(force=force)
+    assert plan is not None
+    summary = {
+        "session": session_id,
+        "would_compact": plan.would_compact,
+        "strategy": plan.strategy,
+        "tokens_before": plan.tokens_before,
+        "tokens_after": plan.tokens_after,
+        "messages_to_summarize": plan.cut - 1 if plan.would_compact else 0,
+        "messages_kept": len(view.messages) - (plan.cut if plan.would_compact else 1),
+        "context_window": engine.context_window,
+        "threshold": plan.threshold,
+    }
+    if as_json:
+        env.echo(json.dumps(summary))
+        return
+    from harness9.ui.compaction_plan import render_plan
+
+    # Rows are named by their #N in the session, as `sessions show` numbers them.
+    numbers = {rec.id: n for n, rec in enumerate(engine.session.get_records(), start=1)}
+    render_plan(env.console(), view, plan, summary, numbers)
+
+
+def _compact(
+    env: Environment, manager: Any, engine: Any, strategy: str, *, as_json: bool, force: bool
+) -> int:
+    """Run the compaction, showing progress and retries on stderr; the result on stdout."""
+    from rich.text import Text
+
+    from harness9.ui.status import compaction_notice
+
+    view, plan = engine.plan_compaction(force=force)
+    assert plan is not None
+    if strategy in ("hybrid", "summarize"):
+        from harness9.provider import LLMProvider
+
+        LLMProvider(engine.provider.model, engine.provider.api_base).check_credentials()
+    err = env.console(err=True)  # a pipe gets whole lines, a terminal wrapped ones
+    status = err.status("compacting…", spinner="dots") if env.stderr_isatty else None
+    engine.on_event = _progress(manager, engine.session.session_id, err, status)
+    if status is not None:
+        status.start()
+    try:
+        notice = engine.compact_now(force=force)
+    finally:
         if status is not None:
-            status.start()
-        try:
-            notice = engine.compact_now(force=force)
-        finally:
-            if status is not None:
-                status.stop()
-        if as_json:
-            env.echo(
-                json.dumps(
-                    {
-                        "session": sess.session_id,
-                        "compacted": notice is not None,
-                        "strategy": notice.strategy if notice else plan.strategy,
-                        "tokens_before": notice.tokens_before if notice else plan.tokens_before,
-                        "tokens_after": notice.tokens_after if notice else plan.tokens_before,
-                        "messages_before": notice.msgs_before if notice else len(view.messages),
-                        "messages_after": notice.msgs_after if notice else len(view.messages),
-                        "fallback_reason": notice.fallback_reason if notice else None,
-                    }
-                )
-            )
-            return
-        from harness9.ui.status import compaction_notice
+            status.stop()
+    # A summary was asked for and could not be made: what was kept is a truncation.
+    code = 1 if notice is not None and notice.fallback_reason else 0
+    if as_json:
+        env.echo(json.dumps(_result_json(engine.session.session_id, notice, plan, view)))
+    elif notice is None:
+        from harness9.context.compaction import SlidingWindowCompactor
 
-        if notice is None:
-            from harness9.context.compaction import SlidingWindowCompactor
+        comp = engine.policy.compactor
+        window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None
+        env.console().print(
+            _nothing_to_compact(plan, len(view.messages), force=force, window=window)
+        )
+    else:
+        env.console().print(compaction_notice(notice))
+    if code:
+        err.print(Text("error: the summary failed; the session was truncated instead", style="red"))
+    return code
 
-            comp = engine.policy.compactor
-            window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None
-            out.print(_nothing_to_compact(plan, len(view.messages), force=force, window=window))
-            return
-        out.print(compaction_notice(notice))
+
+def _progress(manager: Any, session_id: str, err: Any, status: Any) -> Any:
+    """The engine's event sink while compacting: bill the summary's calls, show progress,
+    and one line per retry (a silent backoff looks like a hang), as chat does."""
+    from rich.text import Text
+
+    from harness9.engine import events as ev
+    from harness9.engine.metering import record_usage
+    from harness9.provider.pricing import call_cost
+    from harness9.ui.text import inert
+
+    def on_event(event: ev.Event) -> None:
+        if isinstance(event, ev.ModelUsage):  # the summary's calls are billed: count them
+            record_usage(manager, session_id, event, call_cost)
+        elif isinstance(event, ev.Retrying):
+            line = f"{inert(event.reason)}; retrying in {event.delay:.1f}s (retry {event.attempt})"
+            err.print(Text(line, style="yellow"))
+        elif isinstance(event, ev.CompactionProgress) and status is not None:
+            status.update(f"summarising part {event.chunk} of {event.total}…")
+
+    return on_event
+
+
+def _result_json(session_id: str, notice: Any, plan: Any, view: Any) -> dict[str, Any]:
+    return {
+        "session": session_id,
+        "compacted": notice is not None,
+        "strategy": notice.strategy if notice else plan.strategy,
+        "tokens_before": notice.tokens_before if notice else plan.tokens_before,
+        "tokens_after": notice.tokens_after if notice else plan.tokens_before,
+        "messages_before": notice.msgs_before if notice else len(view.messages),
+        "messages_after": notice.msgs_after if notice else len(view.messages),
+        "fallback_reason": notice.fallback_reason if notice else None,
+    }
 
 
 def _nothing_to_compact(

@@ -102,6 +102,7 @@ def _info_json(info: SessionInfo, usage: UsageTotals | None = None) -> dict[str,
         "created_at": iso_utc(info.created_at),
         "updated_at": iso_utc(info.updated_at),
         "message_count": info.message_count,
+        "workdir": info.workdir or None,  # null: no chat recorded where it ran
         "usage": _usage_json(usage or UsageTotals()),
     }
 

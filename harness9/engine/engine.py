@@ -9,6 +9,7 @@ business, so ``--resume`` sends exactly what the live session would have sent.
 
 from __future__ import annotations
 
+import codecs
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +37,8 @@ from harness9.schema import (
     Usage,
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
-from harness9.store.session import CheckpointedSession
-from harness9.tools.base import Approval, ToolContext, ToolResult
+from harness9.store.session import CheckpointedSession, SessionSettings
+from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 
 __all__ = [
@@ -81,9 +82,12 @@ class EngineOptions:
     stream: bool = True
     assume_yes: bool = False  # --yes: run shell commands and write files without asking
     # Asks the user to approve a tool's action (a TTY); None: no one to ask.
-    confirm: Callable[[Approval], bool] | None = None
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None
     # Shell commands that never need asking (config: tools.auto_approve).
     auto_approve: tuple[str, ...] = ()
+    # The server the provider talks to ("" : the provider's own), recorded with the session
+    # so that --continue and `compact` reach the same one.
+    api_base: str = ""
     # How long a save retries a database another process keeps locked before the
     # messages are held in memory (harness9.store.holding).
     save_retry_s: float = SAVE_RETRY_S
@@ -251,12 +255,7 @@ class AgentEngine:
                 if not reply.tool_calls:
                     return result
                 pending = list(reply.tool_calls)
-                while pending:
-                    call = pending[0]
-                    content = self._run_tool(sess, call)
-                    sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
-                    pending.pop(0)
-                    tools_used.append(call.name)
+                self._run_calls(sess, pending, tools_used)
             result.error = (
                 f"stopped after {self.options.max_iterations} model calls in one turn; "
                 "send another message to let the agent continue"
@@ -279,13 +278,41 @@ class AgentEngine:
             emit(ev.Error(result.error))
             return result
 
+    def _output_watcher(self, call: ToolCall) -> Callable[[bytes], None]:
+        """Hands a running tool's output to the UI as text (UTF-8 split across chunks kept)."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+        def watch(data: bytes) -> None:
+            self.on_event(ev.ToolOutput(call, decoder.decode(data)))
+
+        return watch
+
+    def _run_calls(
+        self, sess: CheckpointedSession, pending: list[ToolCall], tools_used: list[str]
+    ) -> None:
+        """Run a reply's calls in order, saving each result as it comes. ``pending`` is
+        emptied as they are saved: what an interrupt leaves in it gets a stub result."""
+        while pending:
+            call = pending[0]
+            content = self._run_tool(sess, call)
+            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
+            pending.pop(0)
+            tools_used.append(call.name)
+
     def _remember_model(self, sess: CheckpointedSession) -> None:
         """Store the model and window the session uses (``harness9 compact`` reads them)."""
         if self._remembered == sess.session_id and self._remembered_model == self.provider.model:
             return
         self._remembered = sess.session_id
         self._remembered_model = self.provider.model
-        sess.remember_model(self.provider.model, self.policy.context_window)
+        sess.remember_model(
+            SessionSettings(
+                self.provider.model,
+                self.policy.context_window,
+                api_base=self.options.api_base,
+                workdir=str(self.workdir),
+            )
+        )
 
     def _report_usage(self, usage: Usage | None) -> None:
         if usage is not None:
@@ -374,6 +401,7 @@ class AgentEngine:
             auto_approve=opts.auto_approve,
             session_id=sess.session_id,
             open_output=self.policy.output_opener(sess.session_id),
+            on_output=self._output_watcher(call),
         )
         outcome: ToolResult = self.registry.execute(call, ctx)
         content = outcome.content

@@ -22,6 +22,7 @@ __all__ = [
     "TextDelta",
     "TokenUpdate",
     "ToolFinished",
+    "ToolOutput",
     "ToolStarted",
     "discard",
 ]
@@ -66,6 +67,15 @@ class ToolStarted:
 
 
 @dataclass(slots=True)
+class ToolOutput:
+    """A running tool's output as it comes ("" once it has started): for a live view only;
+    what the model sees is the ToolFinished content."""
+
+    call: ToolCall
+    text: str
+
+
+@dataclass(slots=True)
 class ToolFinished:
     call: ToolCall
     content: str
@@ -96,6 +106,7 @@ Event = (
     | TextDelta
     | AssistantReply
     | ToolStarted
+    | ToolOutput
     | ToolFinished
     | Retrying
     | Notice

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from harness9.schema import Usage
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
-    from harness9.tools.base import Approval
+    from harness9.tools.base import Approval, ApprovalAnswer
 
 __all__ = ["build_engine", "resolve_workdir"]
 
@@ -39,7 +39,7 @@ def build_engine(
     *,
     timeout: float = 120.0,
     stream: bool = True,
-    confirm: Callable[[Approval], bool] | None = None,
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None,
     assume_yes: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     auto_approve: tuple[str, ...] = (),
@@ -92,7 +92,11 @@ def build_engine(
         policy=policy,
         prompt_builder=PromptBuilder(workdir),
         options=EngineOptions(
-            stream=stream, assume_yes=assume_yes, confirm=confirm, auto_approve=auto_approve
+            stream=stream,
+            assume_yes=assume_yes,
+            confirm=confirm,
+            auto_approve=auto_approve,
+            api_base=settings.api_base or "",
         ),
     )
 

@@ -130,6 +130,29 @@ def key_env_vars(model: str) -> tuple[str, ...]:
     return KEY_ENV_VARS.get(provider_of(model) or "", ())
 
 
+def unroutable_model(litellm: ModuleType, model: str) -> str:
+    """Why litellm cannot route ``model``, with the closest names it knows.
+
+    A bare name is a model name (``gpt-4o-minii``), not a provider: litellm routes
+    bare names by its model map, so the suggestions come from there. A prefixed one
+    names a provider litellm lacks (``opnai/gpt-4o``)."""
+    import difflib
+
+    how = (
+        "name it as litellm does, e.g. openai/gpt-4o-mini, or openai/NAME with --api-base "
+        "for an OpenAI-compatible server"
+    )
+    if "/" not in model:
+        close = difflib.get_close_matches(model, list(litellm.model_cost), n=3, cutoff=0.75)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        return f"unknown model {model!r}{hint} ({how})"
+    prefix = model.split("/", 1)[0]
+    providers = [str(getattr(p, "value", p)) for p in litellm.provider_list]
+    close = difflib.get_close_matches(prefix, providers, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"unknown provider {prefix!r} in model {model!r}{hint} ({how})"
+
+
 class LLMProvider:
     """Calls one model through litellm, with our own retries and one-line errors."""
 
@@ -192,12 +215,7 @@ class LLMProvider:
         try:
             litellm.get_llm_provider(self.model, api_base=self.api_base)
         except Exception:  # litellm raises its BadRequestError (no request was made)
-            prefix = self.model.split("/", 1)[0] if "/" in self.model else self.model
-            raise BadRequestError(
-                f"unknown provider {prefix!r} in model {self.model!r}: litellm cannot route it "
-                "(name it as litellm does, e.g. openai/NAME with --api-base for an "
-                "OpenAI-compatible server)"
-            ) from None
+            raise BadRequestError(unroutable_model(litellm, self.model)) from None
         self._provider_checked = True
 
     def _effective_key(self) -> str | None:

@@ -21,6 +21,7 @@ from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
     CheckpointedSession,
+    SessionSettings,
     StoreBusyError,
     StoredMessage,
     StoreError,
@@ -208,10 +209,10 @@ class HoldingSession:
     def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
         return self.inner.search(query, limit=limit)  # held messages are found once saved
 
-    def remember_model(self, model: str, context_window: int) -> None:
+    def remember_model(self, settings: SessionSettings) -> None:
         # A locked database: the next chat records it; compact then uses its flags.
         with contextlib.suppress(StoreBusyError):
-            self.inner.remember_model(model, context_window)
+            self.inner.remember_model(settings)
 
-    def model_settings(self) -> tuple[str, int] | None:
+    def model_settings(self) -> SessionSettings | None:
         return self.inner.model_settings()

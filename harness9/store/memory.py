@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store.search import SearchHit, SearchQueryError
-from harness9.store.session import Checkpoint, CorruptRow, StoredMessage
+from harness9.store.session import Checkpoint, CorruptRow, SessionSettings, StoredMessage
 
 
 def _copy(m: Message) -> Message:
@@ -37,7 +37,7 @@ class MemorySession:
         self._next_id = 1
         self._next_checkpoint_id = 1
         self.corrupt_rows: list[CorruptRow] = []  # always empty: nothing here can be corrupt
-        self._model: tuple[str, int] | None = None
+        self._model: SessionSettings | None = None
 
     @property
     def session_id(self) -> str:
@@ -134,10 +134,10 @@ class MemorySession:
                         break
         return hits
 
-    def remember_model(self, model: str, context_window: int) -> None:
-        self._model = (model, context_window)
+    def remember_model(self, settings: SessionSettings) -> None:
+        self._model = settings
 
-    def model_settings(self) -> tuple[str, int] | None:
+    def model_settings(self) -> SessionSettings | None:
         return self._model
 
     def list_checkpoints(self) -> list[Checkpoint]:

@@ -308,6 +308,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE session_usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        # The API base and working directory chat last ran a session with, beside its model
+        # and window: --continue/--resume and `compact` reuse them (a session served by a
+        # local server must not be sent to the hosted provider), --continue prefers the
+        # current directory's sessions, listings show where each one ran.
+        "session_api_base_and_workdir",
+        """
+        ALTER TABLE session_settings ADD COLUMN api_base TEXT NOT NULL DEFAULT '';
+        ALTER TABLE session_settings ADD COLUMN workdir TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -257,6 +257,19 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's session_api_base_and_workdir: how chat last ran a session, reused by
+        # --continue/--resume and compact; the workdir is shown by listings.
+        "session_api_base_and_workdir",
+        """
+        ALTER TABLE harness9.session_settings
+            ADD COLUMN api_base text NOT NULL DEFAULT '',
+            ADD COLUMN workdir  text NOT NULL DEFAULT '';
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

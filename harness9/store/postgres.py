@@ -34,12 +34,18 @@ from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
     SessionNotFoundError,
+    SessionSettings,
     StoredMessage,
     StoreError,
     check_session_id,
 )
 from harness9.store.sql_manager import SqlManagerBase, aged_sql
-from harness9.store.sql_session import SqlSessionBase
+from harness9.store.sql_session import (
+    REMEMBER_CONFLICT_SQL,
+    REMEMBER_SQL,
+    SqlSessionBase,
+    settings_values,
+)
 from harness9.store.titles import first_title
 
 CONNECT_TIMEOUT_S = 10
@@ -387,15 +393,13 @@ class PostgresSession(SqlSessionBase):
 
     # -- reads -------------------------------------------------------------------
 
-    def remember_model(self, model: str, context_window: int) -> None:
-        """Record the model and window in use (does not count as activity)."""
+    def remember_model(self, settings: SessionSettings) -> None:
+        """Record how the session runs (does not count as activity)."""
         with self._m.transaction() as conn:
             conn.execute(
-                "INSERT INTO session_settings (session_id, model, context_window) "
-                "SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s) "
-                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
-                "context_window = excluded.context_window",
-                (self._id, model, context_window, self._id),
+                REMEMBER_SQL + " SELECT %s, %s, %s, %s, %s "
+                "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s)" + REMEMBER_CONFLICT_SQL,
+                (self._id, *settings_values(settings), self._id),
             )
 
     # -- writes (each one transaction) ------------------------------------------------

@@ -72,6 +72,17 @@ class SessionInfo:
     updated_at: float
     message_count: int
     title: str  # first user message, one line, at most 60 characters
+    workdir: str = ""  # the directory chat last ran the session in; "" if never recorded
+
+
+@dataclass(slots=True, frozen=True)
+class SessionSettings:
+    """How chat last ran a session: ``--continue``/``--resume`` and ``compact`` reuse it."""
+
+    model: str
+    context_window: int  # 0: not recorded
+    api_base: str = ""  # "" : the provider's own endpoint
+    workdir: str = ""
 
 
 @dataclass(slots=True)
@@ -201,10 +212,10 @@ class CheckpointedSession(Session, Protocol):
         """This session's messages matching ``query`` (words ANDed), best match first."""
         ...
 
-    def remember_model(self, model: str, context_window: int) -> None:
-        """Record the model and context window the session is used with."""
+    def remember_model(self, settings: SessionSettings) -> None:
+        """Record the model, window, API base and workdir the session is used with."""
         ...
 
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) last recorded; None when never."""
+    def model_settings(self) -> SessionSettings | None:
+        """What ``remember_model`` last recorded; None when never."""
         ...

@@ -45,7 +45,11 @@ if TYPE_CHECKING:
 
 _PREFIX_RE = re.compile(r"[0-9a-f-]{1,36}")
 
-INFO_SQL = "SELECT id, created_at, updated_at, message_count, title FROM sessions"
+# The workdir comes from the session's settings (a subquery: no join to disambiguate).
+INFO_SQL = (
+    "SELECT id, created_at, updated_at, message_count, title, "
+    "coalesce((SELECT workdir FROM session_settings WHERE session_id = id), '') FROM sessions"
+)
 
 
 def aged_sql(param: str) -> str:
@@ -72,14 +76,14 @@ def session_info(row: Sequence[Any]) -> SessionInfo:
     Times are passed on as stored (renderers show an impossible one as unknown), so
     what is shown never differs from what an export writes.
     """
-    sid, created, updated, count, title = row
+    sid, created, updated, count, title, workdir = row
     if isinstance(title, bytes):
         title = title.decode("utf-8", "replace")
     elif not isinstance(title, str):
         title = "" if title is None else str(title)
     if isinstance(count, bool) or not isinstance(count, int):
         count = 0
-    return SessionInfo(sid, created, updated, count, title)
+    return SessionInfo(sid, created, updated, count, title, str(workdir or ""))
 
 
 S = TypeVar("S", bound=SqlSessionBase)

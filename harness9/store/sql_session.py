@@ -30,6 +30,7 @@ from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionNotFoundError,
+    SessionSettings,
     StoredMessage,
     StoreError,
 )
@@ -138,17 +139,17 @@ class SqlSessionBase:
         """This session's messages matching ``query`` (see the manager's ``search``)."""
         return self._m.search(query, limit=limit, session_id=self._id)
 
-    def model_settings(self) -> tuple[str, int] | None:
-        """The (model, context window) chat last used for this session; None if never recorded."""
+    def model_settings(self) -> SessionSettings | None:
+        """How chat last ran this session; None if never recorded."""
         with self._m.read() as conn:
             row = conn.execute(
-                "SELECT model, context_window FROM session_settings "
+                "SELECT model, context_window, api_base, workdir FROM session_settings "
                 f"WHERE session_id = {self.PARAM}",
                 (self._id,),
             ).fetchone()
         if row is None or not row[0]:
             return None
-        return str(row[0]), int(row[1] or 0)
+        return SessionSettings(str(row[0]), int(row[1] or 0), str(row[2] or ""), str(row[3] or ""))
 
     def _touch(
         self, conn: Any, now: float, count_delta: int = 0, *, title: str | None = None
@@ -277,3 +278,16 @@ class SqlSessionBase:
                     f"VALUES ({p}, {p}, {p}, {p})",
                     rows,
                 )
+
+
+# One statement for both stores: the columns in order, and the upsert's update.
+REMEMBER_SQL = "INSERT INTO session_settings (session_id, model, context_window, api_base, workdir)"
+REMEMBER_CONFLICT_SQL = (
+    " ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
+    "context_window = excluded.context_window, api_base = excluded.api_base, "
+    "workdir = excluded.workdir"
+)
+
+
+def settings_values(settings: SessionSettings) -> tuple[str, int, str, str]:
+    return settings.model, settings.context_window, settings.api_base, settings.workdir

@@ -53,13 +53,20 @@ from harness9.store.session import (
     Checkpoint,
     CorruptRow,
     SessionNotFoundError,
+    SessionSettings,
     StoreBusyError,
     StoredMessage,
     StoreError,
     check_session_id,
 )
 from harness9.store.sql_manager import SqlManagerBase, aged_sql
-from harness9.store.sql_session import SELECT_RECORDS, SqlSessionBase
+from harness9.store.sql_session import (
+    REMEMBER_CONFLICT_SQL,
+    REMEMBER_SQL,
+    SELECT_RECORDS,
+    SqlSessionBase,
+    settings_values,
+)
 from harness9.store.titles import first_title
 
 if TYPE_CHECKING:
@@ -618,16 +625,14 @@ class SQLiteSession(SqlSessionBase):
             rows.append((rid, *texts, created))
         return rows
 
-    def remember_model(self, model: str, context_window: int) -> None:
-        """Record the model and window in use (does not count as activity: updated_at stays)."""
+    def remember_model(self, settings: SessionSettings) -> None:
+        """Record how the session runs (does not count as activity: updated_at stays)."""
         with self._m.transaction() as conn:
             if not self._m._exists(conn, self._id):
                 raise SessionNotFoundError(self._id, "it was deleted")
             conn.execute(
-                "INSERT INTO session_settings (session_id, model, context_window) VALUES (?, ?, ?) "
-                "ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
-                "context_window = excluded.context_window",
-                (self._id, model, context_window),
+                REMEMBER_SQL + " VALUES (?, ?, ?, ?, ?)" + REMEMBER_CONFLICT_SQL,
+                (self._id, *settings_values(settings)),
             )
 
     # -- writes (each one transaction) ------------------------------------------------

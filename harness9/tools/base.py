@@ -44,12 +44,33 @@ class Approval:
     preview: str = ""  # plain text shown before the question (a unified diff, a file's head)
 
 
+@dataclass(slots=True, frozen=True)
+class Declined:
+    """A "no" that carries the user's reason to the model ("n, use the staging config")."""
+
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+# What a confirm callback answers: True (go ahead), False or Declined (do not).
+ApprovalAnswer = bool | Declined
+
+
+def declined(message: str, answer: ApprovalAnswer) -> str:
+    """The tool result for a declined action: ``message``, and the user's reason if given."""
+    if isinstance(answer, Declined) and answer.reason:
+        return f"{message}; the user said: {answer.reason}"
+    return message
+
+
 @dataclass(slots=True)
 class ToolContext:
     workdir: Path  # resolved absolute working directory
     session: Session | None  # None: todos are unavailable (the todo tools return an error)
     # Asks the user to approve an action (the REPL on a TTY); None means no TTY is available.
-    confirm: Callable[[Approval], bool] | None = None
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None
     assume_yes: bool = False  # --yes
     # Shell commands that never need asking (config: tools.auto_approve), e.g. "git status".
     auto_approve: tuple[str, ...] = ()
@@ -57,6 +78,9 @@ class ToolContext:
     # Opens a sink for a tool's full output (the offload store's stream writer): a tool
     # with huge output writes it there as it comes instead of holding it. None: no sink.
     open_output: Callable[[str, str], OutputSink] | None = None
+    # Shows a running command's output as it comes (the REPL's live view): called with b""
+    # once the command has started, then with each chunk read. None: nobody is watching.
+    on_output: Callable[[bytes], None] | None = None
 
 
 class OutputSink(Protocol):

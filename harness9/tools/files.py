@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult
+from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, declined
 from harness9.tools.sandbox import display_path, resolve_in_workdir
 
 DEFAULT_LIMIT = 2000  # lines per read
@@ -173,8 +173,9 @@ class WriteFileTool:
             approval = Approval(
                 "write_file", rel, f"{verb} {rel}?", write_preview(target, rel, content)
             )
-            if not ctx.confirm(approval):
-                return ToolResult(content=DECLINED_WRITE, is_error=True)
+            answer = ctx.confirm(approval)
+            if not answer:
+                return ToolResult(content=declined(DECLINED_WRITE, answer), is_error=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, data)
@@ -182,7 +183,7 @@ class WriteFileTool:
             raise ToolError(f"could not write {raw}: {exc.strerror or exc}") from exc
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
         return ToolResult(
-            content=f"wrote {len(data)} bytes ({lines} lines) to {rel}",
+            content=f"wrote {len(data)} bytes ({lines} line{'' if lines == 1 else 's'}) to {rel}",
             metadata={"path": rel, "bytes": len(data), "lines": lines},
         )
 
@@ -195,10 +196,11 @@ def write_preview(target: Path, rel: str, content: str) -> str:
     if not target.exists():
         head = new_lines[:NEW_FILE_HEAD]
         more = len(new_lines) - len(head)
-        text = f"new file {rel} ({len(new_lines)} lines)\n" + "".join(head)
+        n = len(new_lines)
+        text = f"new file {rel} ({n} line{'' if n == 1 else 's'})\n" + "".join(head)
         if head and not head[-1].endswith("\n"):
             text += "\n"
-        return text + (f"… {more} more lines\n" if more > 0 else "")
+        return text + (f"… {more} more line{'' if more == 1 else 's'}\n" if more > 0 else "")
     try:
         size = target.stat().st_size
         if size > PREVIEW_MAX_OLD_BYTES:
@@ -214,7 +216,9 @@ def write_preview(target: Path, rel: str, content: str) -> str:
         return f"{rel} is unchanged\n"
     shown = [line if line.endswith("\n") else line + "\n" for line in diff[:PREVIEW_LINES]]
     more = len(diff) - len(shown)
-    return "".join(shown) + (f"… {more} more diff lines\n" if more > 0 else "")
+    return "".join(shown) + (
+        f"… {more} more diff line{'' if more == 1 else 's'}\n" if more > 0 else ""
+    )
 
 
 def _atomic_write(target: Path, data: bytes) -> None:

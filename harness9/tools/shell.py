@@ -10,10 +10,11 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult
+from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, declined
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
@@ -98,8 +99,10 @@ class BashTool:
         if not ctx.assume_yes and not is_auto_approved(command, ctx.auto_approve):
             if ctx.confirm is None:
                 return ToolResult(content=REFUSED_NO_TTY, is_error=True, metadata={"ran": False})
-            if not ctx.confirm(Approval("bash", command, f"Run: {command}?")):
-                return ToolResult(content=DECLINED, is_error=True, metadata={"ran": False})
+            answer = ctx.confirm(Approval("bash", command, f"Run: {command}?"))
+            if not answer:
+                content = declined(DECLINED, answer)
+                return ToolResult(content=content, is_error=True, metadata={"ran": False})
         return run_command(command, ctx, timeout)
 
 
@@ -207,7 +210,9 @@ def _supervise(
     sink = ctx.open_output("bash", json.dumps({"command": command})) if ctx.open_output else None
     timed_out = False
     try:
-        timed_out = _pump(proc, out, timeout, sink)
+        if ctx.on_output is not None:
+            ctx.on_output(b"")  # started: the watcher shows it running from now on
+        timed_out = _pump(proc, out, timeout, sink, ctx.on_output)
         if timed_out:
             _kill_group(proc)
         exit_code = proc.wait()
@@ -245,7 +250,11 @@ def _supervise(
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], out: HeadTail, timeout: float, sink: OutputSink | None = None
+    proc: subprocess.Popen[bytes],
+    out: HeadTail,
+    timeout: float,
+    sink: OutputSink | None = None,
+    watch: Callable[[bytes], None] | None = None,
 ) -> bool:
     """Stream the output into ``out`` until EOF or the deadline; True when it timed out.
 
@@ -273,6 +282,8 @@ def _pump(
                 out.feed(data)
                 if sink is not None:
                     sink.write(data)
+                if watch is not None:
+                    watch(data)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

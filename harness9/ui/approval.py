@@ -1,13 +1,15 @@
 """Asking the user before a tool acts: run this command? write this file (here is the diff)?
 
-Answers are y (yes, this once), n (no) and a (always: this command, or this
-path, for the rest of the session). Keys typed ahead while the model was
+Answers are y (yes, this once), n (no, the default; "n, reason" tells the model
+why) and a (always: this command, or this path, for the rest of the session; a
+file's diff is still shown each time). Keys typed ahead while the model was
 working are discarded before the question, so a stray Enter or "y" typed for
 the previous prompt cannot answer it; the decision is printed under it.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -15,10 +17,24 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
-from harness9.tools.base import Approval
-from harness9.ui.text import inert
+from harness9.tools.base import Approval, ApprovalAnswer, Declined
+from harness9.ui.text import inert, plural
 
-ANSWERS = "[y]es / [n]o / [a]lways"
+# The default (Enter) is the capital: no.
+ANSWERS = "[y/N/a]"
+_REASON_RE = re.compile(r"^(no|n)\s*[,:;—-]?\s+|^(no|n)\s*[,:;—-]\s*", re.IGNORECASE)
+
+
+def split_answer(answer: str) -> tuple[str, str]:
+    """``("n", "use staging")`` from ``"n, use staging"``; ``("y", "")`` from ``"Y"``.
+
+    Only a no carries a reason; anything else is one word (or not an answer)."""
+    match = _REASON_RE.match(answer)
+    if match and answer[match.end() :].strip():
+        return "n", answer[match.end() :].strip()
+    return answer.lower(), ""
+
+
 _WHAT = {"bash": "command", "write_file": "path"}
 
 
@@ -57,7 +73,7 @@ def preview_text(preview: str, max_lines: int) -> Text:
             style = ""
         text.append(inert(line) + "\n", style=style)
     if hidden > 0:
-        text.append(f"… {hidden} more lines\n", style="dim")
+        text.append(f"… {plural(hidden, 'more line')}\n", style="dim")
     return text
 
 
@@ -79,35 +95,40 @@ class TerminalApprover:
         """Forget the "always" answers (a new or resumed session starts asking again)."""
         self.always.clear()
 
-    def __call__(self, approval: Approval) -> bool:
+    def __call__(self, approval: Approval) -> ApprovalAnswer:
         key = (approval.tool, approval.subject)
         subject = inert(approval.subject)
+        if approval.preview:  # shown for an "always" path too: the user sees every change
+            room = max(12, self.console.size.height - 8)
+            self.console.print(preview_text(approval.preview, room), end="")
         if key in self.always:
             self._decision(f"✓ allowed: {subject} (always, this session)", "green")
             return True
-        if approval.preview:
-            room = max(12, self.console.size.height - 8)
-            self.console.print(preview_text(approval.preview, room), end="")
         self.flush()
         while True:
             try:
-                answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip().lower()
+                answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
             except EOFError:
                 answer = "n"
-            if answer in ("y", "yes"):
+            word, reason = split_answer(answer)
+            if word in ("y", "yes"):
                 self._decision(f"✓ allowed once: {subject}", "green")
                 return True
-            if answer in ("a", "always"):
+            if word in ("a", "always"):
                 self.always.add(key)
                 what = _WHAT.get(approval.tool, "action")
                 self._decision(
                     f"✓ allowed: {subject} (always for this {what}, this session)", "green"
                 )
                 return True
-            if answer in ("n", "no", ""):
-                self._decision(f"✗ declined: {subject}", "red")
-                return False
-            self.console.print("answer y, n or a", style="yellow")
+            if word in ("n", "no", ""):
+                told = f" — the model is told: {inert(reason)}" if reason else ""
+                self._decision(f"✗ declined: {subject}{told}", "red")
+                return Declined(reason)
+            self.console.print(
+                'answer y (yes), n (no; "n, reason" tells the model why) or a (always)',
+                style="yellow",
+            )
 
     def _decision(self, line: str, style: str) -> None:
         self.console.print(Text(f"  {line}", style=style))

@@ -18,9 +18,17 @@ MAX_ROWS = 40
 
 
 def render_plan(
-    out: Console, view: ModelView, plan: CompactionPlan, summary: dict[str, Any]
+    out: Console,
+    view: ModelView,
+    plan: CompactionPlan,
+    summary: dict[str, Any],
+    numbers: dict[int, int] | None = None,
 ) -> None:
-    """Print the plan as a table of the view's messages, then one verdict line."""
+    """Print the plan as a table of the view's messages, then one verdict line.
+
+    ``numbers`` maps a stored message id to its ``#N`` in the session, as ``sessions
+    show`` numbers it (#1 is the session's first message), so both name one message alike.
+    """
     fold_word = {
         "summarize": "summarize",
         "hybrid": "summarize",
@@ -28,22 +36,14 @@ def render_plan(
         "evict": "evict",
         "hybrid:stubs": "stub",
     }.get(plan.strategy, "drop")
-    table = Table(title=f"session {summary['session']}", show_lines=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("role", no_wrap=True)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("action", no_wrap=True)
-    # The fixed columns need ~40 cells; the preview takes what is left of the line.
-    table.add_column(
-        "content", overflow="ellipsis", no_wrap=True, max_width=max(20, out.width - 42)
-    )
-    rows = list(range(1, len(view.messages)))
+    numbers = numbers or {}
     folded_end = plan.cut if plan.would_compact else 1
+    rows = [(i, _label(view, i, numbers)) for i in range(1, len(view.messages))]
     if len(rows) > MAX_ROWS:
         # Collapse the middle of the folded span, then of the kept span if still too long.
-        head, tail = rows[: MAX_ROWS // 4], rows[-(MAX_ROWS * 3 // 4) :]
-        rows = head + [-1] + tail
-    for i in rows:
+        rows = rows[: MAX_ROWS // 4] + [(-1, "…")] + rows[-(MAX_ROWS * 3 // 4) :]
+    table = _plan_table(summary["session"], rows, view, out.width)
+    for i, label in rows:
         if i == -1:
             table.add_row("…", "", "", "", Text("(rows omitted)", style="dim"))
             continue
@@ -51,14 +51,11 @@ def render_plan(
         folded = i < folded_end
         preview = inert(msg.content.splitlines()[0] if msg.content else "")
         if msg.tool_calls:
-            preview = (
-                " ".join(f"{tc.name}({inert(tc.arguments)})" for tc in msg.tool_calls)
-                + " "
-                + preview
-            )
+            calls = " ".join(f"{tc.name}({inert(tc.arguments)})" for tc in msg.tool_calls)
+            preview = calls + " " + preview
         table.add_row(
-            str(i),
-            msg.role + (" (summary)" if msg.is_summary else ""),
+            label,
+            _role(msg),
             format_token_count(estimate_message_tokens(msg)),
             Text(fold_word if folded else "keep", style="yellow" if folded else "green"),
             Text(preview),
@@ -79,3 +76,31 @@ def render_plan(
         f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(plan.tokens_after)}"
         f" (window {format_token_count(summary['context_window'])}, threshold {format_token_count(plan.threshold)})"
     )
+
+
+def _label(view: ModelView, i: int, numbers: dict[int, int]) -> str:
+    """``#12`` for a stored message (as ``sessions show``), ``summary`` for the checkpoint's."""
+    stored = view.ids[i] if i < len(view.ids) else None
+    if stored is None:
+        return "summary" if view.messages[i].is_summary else "-"
+    number = numbers.get(stored)
+    return f"#{number}" if number is not None else f"row {stored}"
+
+
+def _role(msg: Any) -> str:
+    return msg.role + (" (summary)" if msg.is_summary else "")
+
+
+def _plan_table(session: str, rows: list[tuple[int, str]], view: ModelView, width: int) -> Table:
+    """The columns: every fixed one as wide as its widest cell; the preview gets the rest."""
+    roles = [_role(view.messages[i]) for i, _ in rows if i != -1]
+    widths = (max(len(x) for _, x in rows), max([4, *map(len, roles)]), 6, 9)
+    table = Table(title=f"session {session}", show_lines=False)
+    table.add_column("#", justify="right", no_wrap=True, min_width=widths[0])
+    table.add_column("role", no_wrap=True, min_width=widths[1])
+    table.add_column("tokens", justify="right", no_wrap=True, min_width=widths[2])
+    table.add_column("action", no_wrap=True, min_width=widths[3])
+    # Each of the 5 columns has a space either side, and 6 borders separate them.
+    room = width - sum(widths) - 5 * 2 - 6
+    table.add_column("content", overflow="ellipsis", no_wrap=True, max_width=max(10, room))
+    return table

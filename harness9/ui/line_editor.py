@@ -77,45 +77,12 @@ def prompt_reader(
     starts importing litellm there, so the import does not slow the first draw.
     """
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.key_binding import KeyBindings
-
-    names = sorted(set(commands))
-
-    class SlashCompleter(Completer):
-        def get_completions(self, document: Any, complete_event: Any) -> Any:
-            text = document.text_before_cursor
-            if not text.startswith("/") or " " in text or "\n" in text:
-                return
-            for name in names:
-                if name.startswith(text):
-                    yield Completion(name, start_position=-len(text))
-
-    bindings = KeyBindings()
-
-    @bindings.add("escape", "enter")
-    @bindings.add("c-j")
-    def _newline(event: Any) -> None:
-        event.current_buffer.insert_text("\n")
-
-    @bindings.add("enter")
-    def _enter(event: Any) -> None:
-        buffer = event.current_buffer
-        if buffer.complete_state is not None and buffer.complete_state.current_completion:
-            buffer.apply_completion(buffer.complete_state.current_completion)
-            return
-        doc = buffer.document
-        if doc.is_cursor_at_the_end and doc.text.endswith("\\"):
-            buffer.delete_before_cursor(1)
-            buffer.insert_text("\n")
-            return
-        buffer.validate_and_handle()
 
     session: PromptSession[str] = PromptSession(
         history=_history(history_file),
-        completer=SlashCompleter(),
+        completer=_slash_completer(sorted(set(commands))),
         complete_while_typing=False,
-        key_bindings=bindings,
+        key_bindings=_key_bindings(),
         prompt_continuation=lambda width, line_number, wrap_count: "… ".rjust(width),
         input=pt_input,
         output=pt_output,
@@ -138,3 +105,46 @@ def prompt_reader(
         return session.prompt(prompt)
 
     return read
+
+
+def _slash_completer(names: list[str]) -> Any:
+    """Tab completes a slash command typed at the start of the line."""
+    from prompt_toolkit.completion import Completer, Completion
+
+    class SlashCompleter(Completer):
+        def get_completions(self, document: Any, complete_event: Any) -> Any:
+            text = document.text_before_cursor
+            if not text.startswith("/") or " " in text or "\n" in text:
+                return
+            for name in names:
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text))
+
+    return SlashCompleter()
+
+
+def _key_bindings() -> Any:
+    """Enter sends (or applies a completion); Alt-Enter, Ctrl-J or a trailing \\ continue."""
+    from prompt_toolkit.key_binding import KeyBindings
+
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    @bindings.add("c-j")
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _enter(event: Any) -> None:
+        buffer = event.current_buffer
+        if buffer.complete_state is not None and buffer.complete_state.current_completion:
+            buffer.apply_completion(buffer.complete_state.current_completion)
+            return
+        doc = buffer.document
+        if doc.is_cursor_at_the_end and doc.text.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+            return
+        buffer.validate_and_handle()
+
+    return bindings

@@ -40,16 +40,25 @@ def local_time(ts: float) -> str:
     return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}"
 
 
+MIN_TITLE = 8  # columns of title a line must keep before the id is shortened
+
+
 def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> list[str]:
     """Header plus one line per session; titles cut to ``width`` columns when given."""
     if not sessions:
         return ["No sessions."]
     count_w = max(4, *(len(str(s.message_count)) for s in sessions))
-    head = f"{'ID':<36}  {'UPDATED':<16}  {'MSGS':>{count_w}}  TITLE"
+    # A narrow terminal gets the 8-character id prefix (any unique prefix is accepted)
+    # rather than a line with no room left for the title.
+    id_w = 36 if not width or width >= 36 + 2 + 16 + 2 + count_w + 2 + MIN_TITLE else 8
+    head = f"{'ID':<{id_w}}  {'UPDATED':<16}  {'MSGS':>{count_w}}  TITLE"
     lines = [head]
     for s in sessions:
         title = _UNSAFE_RE.sub("?", s.title)
-        lines.append(f"{s.id}  {local_time(s.updated_at)}  {s.message_count:>{count_w}}  {title}")
+        sid = s.id[:id_w]
+        lines.append(
+            f"{sid:<{id_w}}  {local_time(s.updated_at)}  {s.message_count:>{count_w}}  {title}"
+        )
     if width:
         lines = [ln if len(ln) <= width else ln[: max(width - 1, 0)] + "…" for ln in lines]
     return lines

@@ -16,7 +16,7 @@ from harness9.context.tokens import format_token_count
 from harness9.schema import Message
 from harness9.store.session import SessionInfo
 from harness9.ui.status import usage_style
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
 
 RECAP_LINES = 3  # lines kept of each side of the last exchange
 RECAP_CHARS = 240  # and at most this many characters
@@ -68,7 +68,7 @@ def recap(
     head = Text("resumed session ", style="green")
     head.append(info.id[:8], style="bold green")
     title = inert(info.title) if info.title else "(untitled)"
-    head.append(f" · {title} · {when} · {info.message_count} messages · ")
+    head.append(f" · {title} · {when} · {plural(info.message_count, 'message')} · ")
     head.append(
         f"ctx ~{format_token_count(tokens)}/{format_token_count(window)} ({pct}%)",
         style=usage_style(tokens, window),

@@ -8,13 +8,12 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.status import Status
 from rich.table import Table
 from rich.text import Text
@@ -26,9 +25,10 @@ from harness9.engine.engine import AgentEngine
 from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
-from harness9.store.session import UsageTotals
+from harness9.store.session import SessionNotFoundError, UsageTotals
 from harness9.ui.hangup import stop_requested
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
+from harness9.ui.picker import PAGE_SIZE, SessionPicker
 from harness9.ui.recap import recap
 from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
@@ -40,19 +40,33 @@ from harness9.ui.status import (
     tool_call_line,
     tool_result_line,
 )
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
+from harness9.ui.tool_progress import ToolProgress
 
-SLASH_COMMANDS: dict[str, str] = {
-    "/help": "show this help",
-    "/new": "start a new session",
-    "/resume": "pick one of the 10 most recent sessions to continue",
-    "/undo": "remove the last exchange (your last message and everything after it)",
-    "/compact": "compact the context now; optional focus instructions follow the command",
-    "/context": "show what the next request would carry, in tokens, and the session's cost",
-    "/model": "show the model, or switch to another one: /model NAME [WINDOW]",
-    "/search": 'search past sessions (/search WORDS or "a phrase"); pick a hit to resume it',
-    "/exit": "leave (Ctrl-D works too)",
-}
+
+@dataclass(frozen=True, slots=True)
+class SlashCommand:
+    """One REPL command: the one table the loop parses, /help lists and Tab completes."""
+
+    name: str
+    usage: str  # as /help shows it, e.g. "/model [NAME [WINDOW]]"
+    help: str
+    handler: Callable[[ChatLoop, str], str | None]  # runs it, given the text after the name
+    # How many words may follow: 0 (none), a number, or None (any text at all).
+    max_words: int | None = 0
+    required: bool = False  # at least one word must follow
+    settles_window: bool = True  # waits for a local server's window answer first
+
+
+def usage_error(command: SlashCommand, rest: str) -> str | None:
+    """Why ``rest`` is not what ``command`` takes (one line), or None when it is."""
+    words = rest.split()
+    if command.required and not words:
+        return f"usage: {command.usage} ({command.name} needs an argument); nothing was done"
+    if command.max_words is not None and len(words) > command.max_words:
+        takes = "no arguments" if command.max_words == 0 else f"at most {command.max_words}"
+        return f"usage: {command.usage} ({command.name} takes {takes}); nothing was done"
+    return None
 
 
 @dataclass
@@ -91,6 +105,8 @@ class EventRenderer:
         self._last_usage: Usage | None = None  # the last reply's, for the token line
         self._streamed = False  # did the current reply arrive as TextDeltas?
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
+        self.last_result: ev.ToolFinished | None = None  # what /last shows
+        self._progress: ToolProgress | None = None  # the running tool's live view
 
     # The engine calls this synchronously from the turn's thread.
     def __call__(self, event: ev.Event) -> None:
@@ -119,7 +135,12 @@ class EventRenderer:
                 self._stop_spin()
                 self._end_line()
                 self.io.err.print(tool_call_line(call.name, call.arguments))
-            case ev.ToolFinished(content=content, is_error=is_error, exit_code=code):
+            case ev.ToolOutput(call=call, text=text):
+                self._tool_output(call.name, text)
+            case ev.ToolFinished(content=content, is_error=is_error, exit_code=code) as done:
+                self._stop_spin()
+                self._progress = None
+                self.last_result = done
                 self.io.err.print(tool_result_line(content, is_error, exit_code=code))
             case ev.CompactionStarted(strategy=strategy):
                 self._spin(f"compacting the context ({strategy})…")
@@ -147,6 +168,13 @@ class EventRenderer:
                 self.io.err.print(Text(inert(text), style="yellow"))
             case ev.Error(message=message):
                 self.error(message)
+
+    def _tool_output(self, name: str, text: str) -> None:
+        """A running tool's live view: started by its first event, fed by the next ones."""
+        if self._progress is None:
+            self._progress = ToolProgress(name)
+            self._spin(self._progress)
+        self._progress.feed(text)
 
     def error(self, message: str) -> None:
         self._stop_spin()
@@ -184,7 +212,7 @@ class EventRenderer:
     def _end_line(self) -> None:
         self._reply.finish()
 
-    def _spin(self, message: str) -> None:
+    def _spin(self, message: RenderableType) -> None:
         if not self.io.interactive:
             return
         self._end_line()  # one live display at a time: the reply's must end first
@@ -321,6 +349,8 @@ class ChatLoop:
             self.renderer.stop()
         if result is None or result.interrupted:
             self.interrupted_turns += 1
+            if self.io.interactive:
+                self.io.err.print()  # the terminal echoed ^C where the cursor was: end that line
             self.io.err.print(
                 Text("interrupted — the completed part of the turn is kept", style="yellow")
             )
@@ -357,26 +387,19 @@ class ChatLoop:
 
     def handle_command(self, line: str) -> str | None:
         name, _, rest = line.partition(" ")
-        if name not in ("/exit", "/quit", "/help"):  # leaving never waits for the server
-            self._settle_window()
         rest = rest.strip()
-        handler = {
-            "/help": self.cmd_help,
-            "/model": self.cmd_model,
-            "/new": self.cmd_new,
-            "/resume": self.cmd_resume,
-            "/undo": self.cmd_undo,
-            "/compact": self.cmd_compact,
-            "/context": self.cmd_context,
-            "/search": self.cmd_search,
-        }.get(name)
-        if name in ("/exit", "/quit"):
-            return "exit"
-        if handler is None:
+        command = COMMANDS_BY_NAME.get(name)
+        if command is None:
             self.renderer.error(f"unknown command {name}; /help lists the commands")
             return None
+        problem = usage_error(command, rest)
+        if problem is not None:
+            self.renderer.error(problem)
+            return None
+        if command.settles_window:  # leaving never waits for the server
+            self._settle_window()
         try:
-            handler(rest)
+            return command.handler(self, rest)
         except HarnessError as exc:
             self.renderer.error(str(exc))
         except KeyboardInterrupt:
@@ -384,10 +407,14 @@ class ChatLoop:
             self.io.err.print("cancelled")
         return None
 
+    def cmd_exit(self, _rest: str) -> str:
+        return "exit"
+
     def cmd_help(self, _rest: str) -> None:
         table = Table(show_header=False, box=None, pad_edge=False)
-        for cmd, text in SLASH_COMMANDS.items():
-            table.add_row(Text(cmd, style="bold"), text)
+        for cmd in COMMANDS:
+            if cmd.name in SLASH_COMMANDS:
+                table.add_row(Text(cmd.usage, style="bold"), cmd.help)
         self.io.err.print(table)
 
     def cmd_new(self, _rest: str) -> None:
@@ -397,36 +424,35 @@ class ChatLoop:
         self.io.err.print(Text(f"new session {session.session_id}", style="green"))
 
     def cmd_resume(self, rest: str) -> None:
-        infos = [
-            i
-            for i in self.manager.list_sessions(limit=11)
-            if i.id != self.engine.session.session_id
-        ][:10]
+        """/resume: a picker of the other sessions; /resume N picks from its first page;
+        /resume ID-PREFIX resumes that session; /resume WORDS opens the picker filtered."""
+        current = self.engine.session.session_id
+        infos = [i for i in self.manager.list_sessions() if i.id != current]
         if not infos:
             self.io.err.print("no other sessions to resume")
             return
-        if not rest:
-            self.io.err.print(f"Sessions ({len(infos)}):")
-            # One line per session: cut to the terminal's width, never wrapped for a pipe.
-            fit = (
-                {"no_wrap": True, "overflow": "ellipsis"}
-                if self.io.interactive
-                else {"soft_wrap": True}
-            )
-            for n, info in enumerate(infos, 1):
-                when = _dt.datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
-                title = inert(info.title) or "(empty)"
-                self.io.err.print(
-                    f"  [{n}] {info.id}  {when}  {_plural(info.message_count, 'message')}  {title}",
-                    markup=False,
-                    highlight=False,
-                    **fit,
-                )
-        picked = self._pick(rest, len(infos), "number (anything else cancels): ")
-        if picked is None:
+        target = self._resume_target(rest, infos)
+        if target is None:
+            picker = SessionPicker(infos, self.io.err, self.io.read_line, self.io.interactive)
+            target = picker.run(rest if rest and not rest.isdigit() else "")
+        if target is None:
             self.io.err.print("resume cancelled")
             return
-        self._resume(infos[picked - 1].id)
+        self._resume(target)
+
+    def _resume_target(self, rest: str, infos: list[Any]) -> str | None:
+        """The session ``rest`` names on its own: a number of the first page or an id prefix."""
+        if rest.isdigit() and 1 <= int(rest) <= min(len(infos), PAGE_SIZE):
+            return str(infos[int(rest) - 1].id)
+        if rest and " " not in rest:
+            try:
+                found = str(self.manager.resolve_id(rest))
+            except SessionNotFoundError:
+                return None  # not an id: words to filter by
+            if found == self.engine.session.session_id:
+                raise HarnessError(f"session {found[:8]} is the current one")
+            return found
+        return None
 
     def cmd_search(self, rest: str) -> None:
         if not rest:
@@ -459,7 +485,7 @@ class ChatLoop:
         if removed == 0:
             self.io.err.print("nothing to undo")
         else:
-            self.io.err.print(f"removed the last exchange ({_plural(removed, 'message')})")
+            self.io.err.print(f"removed the last exchange ({plural(removed, 'message')})")
 
     def cmd_compact(self, rest: str) -> None:
         try:
@@ -486,12 +512,12 @@ class ChatLoop:
         u = self.usage
         if u.model_calls:
             table.add_row(
-                f"session usage ({u.model_calls} calls)",
+                f"session usage ({plural(u.model_calls, 'call')})",
                 f"{input_breakdown(u.input_tokens, u.cached_tokens, u.cache_write_tokens)}, "
                 f"out {format_token_count(u.output_tokens)}",
             )
             cost = self.session_cost()
-            unpriced = f" ({u.unpriced_calls} calls unpriced)" if u.unpriced_calls else ""
+            unpriced = f" ({plural(u.unpriced_calls, 'call')} unpriced)" if u.unpriced_calls else ""
             table.add_row(
                 "session cost",
                 (format_cost(cost) + unpriced) if cost is not None else "unknown for this model",
@@ -510,6 +536,15 @@ class ChatLoop:
             )
         )
 
+    def cmd_last(self, _rest: str) -> None:
+        """The last tool result in full (the screen showed its first lines)."""
+        last = self.renderer.last_result
+        if last is None:
+            self.io.err.print("no tool has run in this chat yet")
+            return
+        self.io.err.print(tool_call_line(last.call.name, last.call.arguments))
+        self.io.err.print(Text(inert(last.content)), soft_wrap=True)
+
     def cmd_model(self, rest: str) -> None:
         if not rest:
             b = self.engine.context_breakdown()
@@ -523,9 +558,10 @@ class ChatLoop:
         name, _, window_text = rest.partition(" ")
         window = None
         if window_text.strip():
-            from harness9.config import parse_positive_int
+            from harness9.config import parse_context_window
 
-            window = parse_positive_int(window_text, "the window after /model NAME")
+            # The same rule as --context-window: no model works in less than the minimum.
+            window = parse_context_window(window_text, "the window after /model NAME")
         if self.switch_model is None:
             self.renderer.error("switching models is not available here")
             return
@@ -603,8 +639,66 @@ class ChatLoop:
         )
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("/help", "/help", "show this help", ChatLoop.cmd_help, settles_window=False),
+    SlashCommand("/new", "/new", "start a new session", ChatLoop.cmd_new),
+    SlashCommand(
+        "/resume",
+        "/resume [NUMBER|ID-PREFIX|WORDS]",
+        "pick a session to continue (filter with words), or resume the one an id prefix names",
+        ChatLoop.cmd_resume,
+        max_words=None,
+    ),
+    SlashCommand(
+        "/undo",
+        "/undo",
+        "remove the last exchange (your last message and everything after it)",
+        ChatLoop.cmd_undo,
+    ),
+    SlashCommand(
+        "/compact",
+        "/compact [FOCUS]",
+        "compact the context now; optional focus instructions follow the command",
+        ChatLoop.cmd_compact,
+        max_words=None,
+    ),
+    SlashCommand(
+        "/context",
+        "/context",
+        "show what the next request would carry, in tokens, and the session's cost",
+        ChatLoop.cmd_context,
+    ),
+    SlashCommand(
+        "/model",
+        "/model [NAME [WINDOW]]",
+        "show the model, or switch to another one",
+        ChatLoop.cmd_model,
+        max_words=2,
+    ),
+    SlashCommand(
+        "/search",
+        "/search WORDS",
+        'search past sessions (words ANDed, "a phrase" works); pick a hit to resume it',
+        ChatLoop.cmd_search,
+        max_words=None,
+        required=True,
+    ),
+    SlashCommand(
+        "/last",
+        "/last",
+        "show the last tool result in full",
+        ChatLoop.cmd_last,
+    ),
+    SlashCommand(
+        "/exit", "/exit", "leave (Ctrl-D works too)", ChatLoop.cmd_exit, settles_window=False
+    ),
+    SlashCommand(
+        "/quit", "/quit", "leave (same as /exit)", ChatLoop.cmd_exit, settles_window=False
+    ),
+)
+COMMANDS_BY_NAME = {c.name: c for c in COMMANDS}
+# name -> help, as /help lists them (/quit is /exit's alias and not listed).
+SLASH_COMMANDS: dict[str, str] = {c.name: c.help for c in COMMANDS if c.name != "/quit"}
 
 
 def terminal_reader(
@@ -613,7 +707,7 @@ def terminal_reader(
     """The line editor for a terminal: paste-safe, multi-line, history, Tab completion."""
     from harness9.ui.line_editor import prompt_reader
 
-    return prompt_reader([*SLASH_COMMANDS, "/quit"], history_file, on_shown=on_shown)
+    return prompt_reader([c.name for c in COMMANDS], history_file, on_shown=on_shown)
 
 
 def stdin_reader(stream: Any) -> Callable[[str], str]:

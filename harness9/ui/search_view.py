@@ -50,9 +50,15 @@ def render_hits(console: Console, hits: Sequence[SearchHit]) -> None:
         console.print("No matches.")
         return
     for number, hit in enumerate(hits, start=1):
-        # soft_wrap: one hit is two lines however narrow the console, so output stays greppable.
-        console.print(hit_heading(number, hit), soft_wrap=True)
-        console.print(hit_snippet(hit), soft_wrap=True)
+        if not console.is_terminal:
+            # One hit is two lines however long, so piped output stays greppable.
+            console.print(hit_heading(number, hit), soft_wrap=True)
+            console.print(hit_snippet(hit), soft_wrap=True)
+            continue
+        # A person's terminal: the heading cut to one line, the snippet wrapped between words
+        # (the terminal's own wrapping would cut them anywhere).
+        console.print(hit_heading(number, hit), no_wrap=True, overflow="ellipsis")
+        console.print(hit_snippet(hit))
 
 
 # A catch-up this long (about a second or more) is announced; shorter ones pass unnoticed.

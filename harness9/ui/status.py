@@ -8,7 +8,7 @@ from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
 from harness9.schema import Usage
 from harness9.store.session import UsageTotals
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
 
 
 def usage_style(tokens: int, window: int) -> str:
@@ -91,7 +91,7 @@ def compaction_notice(c: Compaction) -> Text:
     """``⚡ context compacted — 12.5K → 6.2K tokens (45 → 22 messages)``."""
     text = Text(
         f"⚡ context compacted — {format_token_count(c.tokens_before)} → "
-        f"{format_token_count(c.tokens_after)} tokens ({c.msgs_before} → {c.msgs_after} messages)",
+        f"{format_token_count(c.tokens_after)} tokens ({c.msgs_before} → {plural(c.msgs_after, 'message')})",
         style="bold magenta",
     )
     if c.fallback_reason:

@@ -23,3 +23,8 @@ def _escape(match: re.Match[str]) -> str:
 def inert(text: str) -> str:
     """``text`` with every character that could drive a terminal replaced by its escape."""
     return _UNSAFE_RE.sub(_escape, text)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 message``, ``2 messages``: every count shown to a person goes through this."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

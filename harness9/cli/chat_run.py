@@ -1,0 +1,405 @@
+"""What ``harness9 chat`` does once its flags are parsed: open the session, build the
+engine and the loop, run it, save, say how to come back."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness9.cli.env import Environment
+from harness9.cli.session_settings import resolve_settings
+from harness9.errors import UsageError
+from harness9.ui.text import inert
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from harness9.config import Settings
+    from harness9.store.session import SessionSettings
+
+
+@dataclass(slots=True)
+class ChatFlags:
+    """What ``chat`` was asked for, parsed; ``run_chat`` does the rest."""
+
+    one_shot: str | None
+    model: str | None
+    api_base: str | None
+    context_window: int | None
+    # Which of model / api_base / context_window were typed as flags (not taken from the
+    # environment): only those override the settings a resumed session was run with.
+    explicit: frozenset[str]
+    resume: str | None
+    continue_: bool
+    yes: bool
+    plain: bool
+    workdir: Path | None
+    stream: bool
+    timeout: float
+    strategy: str | None
+    summary_model: str | None
+    cache_ttl: str | None
+    max_output_tokens: int | None
+    auto_compact: bool | None
+
+
+def run_chat(env: Environment, flags: ChatFlags) -> int:
+    """The chat command after parsing: set up, run the loop, save, return the exit code."""
+    from harness9.config import (
+        context_options,
+        load_config_file,
+        provider_options,
+        store_location,
+        tool_options,
+    )
+    from harness9.context.offload import remove_session_offloads
+    from harness9.engine.setup import resolve_workdir
+    from harness9.provider import LLMProvider
+    from harness9.store.backend import open_store
+    from harness9.ui import hangup
+
+    repl = env.interactive and flags.one_shot is None
+    if repl:
+        _import_line_editor_in_background()
+    cfg = load_config_file()
+    opts = context_options(
+        cfg, strategy=flags.strategy, summary_model=flags.summary_model, auto=flags.auto_compact
+    )
+    tools = tool_options(cfg)
+    popts = provider_options(
+        cfg, cache_ttl=flags.cache_ttl, max_output_tokens=flags.max_output_tokens
+    )
+    work = resolve_workdir(flags.workdir)
+    # Piped output is for programs: never hard-wrap it at an imagined 80 columns.
+    markdown = env.stdout_isatty and not flags.plain and not os.environ.get("NO_COLOR")
+    out = env.console(soft_wrap=not (markdown or env.interactive))
+    err = out if repl else env.console(err=True, soft_wrap=not env.stderr_isatty)
+    with open_store(store_location(cfg), on_session_deleted=remove_session_offloads) as manager:
+        session, resumed = _open_session(manager, flags, work, err)
+        stored = session.model_settings() if session is not None else None
+        settings = session_settings(flags, stored)
+        # One line naming the variable or flag to set, before any prompt or new session.
+        LLMProvider(settings.model, settings.api_base).check_credentials()
+        note = _retention(manager, cfg, session)
+        if note:
+            err.print(note, style="yellow", markup=False)
+        started: set[str] = set()
+        if session is None:
+            session = manager.new_session()
+            started.add(session.session_id)
+        run = ChatRun(env, flags, settings, opts, tools.auto_approve, work, manager, out, err)
+        run.provider_opts = popts
+        # The window a session already ran with was announced then: not again (once a session).
+        announced = stored is not None and settings.context_window == stored.context_window
+        loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
+        loop.recap_on_start = resumed
+        hangup.install()  # a closed terminal or a kill ends the chat as Ctrl-D does
+        code = loop.run() if flags.one_shot is None else loop.run_once(flags.one_shot)
+        return run.finish(loop, code, repl=repl)
+
+
+def _retention(manager: Any, cfg: dict[str, Any], session: Any) -> str | None:
+    from harness9.config import retention_days
+    from harness9.store.retention import startup_retention
+
+    days = retention_days(cfg)
+    return startup_retention(manager, days, keep=[session.session_id] if session else [])
+
+
+def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> tuple[Any, bool]:
+    """The session --resume or --continue names (None: a new one), and whether it was resumed.
+
+    --continue takes the most recent session that ran in the working directory, and the
+    most recent of all (saying so) when none did."""
+    if flags.resume:
+        session = manager.open_session(manager.resolve_id(flags.resume))
+    elif flags.continue_:
+        # An empty session (a chat killed at its first prompt) is nothing to continue.
+        recent = [i for i in manager.list_sessions() if i.message_count > 0]
+        if not recent:
+            raise UsageError("no session to continue; start one with `harness9 chat`")
+        here = [info for info in recent if info.workdir == str(work)]
+        picked = (here or recent)[0]
+        if not here:  # the recap says which session; this says why that one
+            where = inert(picked.workdir) or "an unknown directory"
+            err.print(
+                f"no session ran in {inert(str(work))}; continuing the most recent one, of {where}",
+                style="dim",
+                markup=False,
+                highlight=False,
+            )
+        session = manager.open_session(picked.id)
+    else:
+        return None, False
+    session.get_records()  # resuming: say which damaged rows the model will not see
+    for row in session.corrupt_rows:
+        err.print(
+            f"warning: message row {row.id} is corrupt ({row.reason}); skipped",
+            style="yellow",
+            markup=False,
+        )
+    return session, True
+
+
+def session_settings(flags: ChatFlags, stored: SessionSettings | None) -> Settings:
+    return resolve_settings(
+        stored,
+        model=flags.model,
+        api_base=flags.api_base,
+        context_window=flags.context_window,
+        explicit=flags.explicit,
+    )
+
+
+class ChatRun:
+    """The parts of one chat that outlive set-up: the engine factory /model uses, the
+    window question to a local server, and the end (save what is held, the exit hint)."""
+
+    def __init__(
+        self,
+        env: Environment,
+        flags: ChatFlags,
+        settings: Settings,
+        opts: Any,
+        auto_approve: tuple[str, ...],
+        work: Path,
+        manager: Any,
+        out: Console,
+        err: Console,
+    ) -> None:
+        self.env, self.flags, self.settings, self.opts = env, flags, settings, opts
+        self.auto_approve, self.work, self.manager = auto_approve, work, manager
+        self.out, self.err = out, err
+        self.approver = self._approver()
+        self.probe: Any = None
+        self.notes: list[Text] = []
+        self.loop: Any = None
+        self.provider_opts: Any = None  # the provider's knobs (cache TTL, max output tokens)
+
+    def _approver(self) -> Any:
+        """Approvals need someone to answer: a terminal on stdin. In one-shot mode the
+        question goes to stderr, so stdout stays the reply."""
+        from harness9.ui.approval import TerminalApprover, discard_type_ahead
+
+        env, err = self.env, self.err
+        if not (env.stdin_isatty and (env.stdout_isatty or self.flags.one_shot is not None)):
+            return None
+        return TerminalApprover(
+            err,
+            ask=lambda prompt: _ask_line(err, env.stdin, prompt),
+            flush=lambda: discard_type_ahead(env.stdin),
+        )
+
+    def _window(self, repl: bool, *, quiet: bool) -> int:
+        """The window to start with. A local server is asked once (only for a model no
+        table knows); at a terminal the question goes in the background once the prompt
+        shows (it needs litellm, seconds to import) and is settled before the first turn."""
+        from harness9.provider.limits import (
+            WindowProbe,
+            chat_limits,
+            get_model_limits,
+            server_would_answer,
+            window_source,
+        )
+
+        s = self.settings
+        if quiet:
+            return get_model_limits(s.model, override=s.context_window).context_tokens
+        if repl and server_would_answer(s.model, override=s.context_window):
+            self.probe = WindowProbe(s.model, s.api_base)
+            limits, source = get_model_limits(s.model), window_source(s.model)
+        else:
+            limits, source = chat_limits(s.model, s.api_base, override=s.context_window)
+        self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
+        return limits.context_tokens
+
+    def make_engine(self, model_name: str, window: int, session: Any) -> Any:
+        from harness9.engine.setup import build_engine
+
+        return build_engine(
+            replace(self.settings, model=model_name),
+            self.opts,
+            session,
+            self.work,
+            window,
+            stream=self.flags.stream,
+            timeout=self.flags.timeout,
+            sleep=self.env.sleep,
+            confirm=self.approver,
+            assume_yes=self.flags.yes,
+            auto_approve=self.auto_approve,
+            blobs=self.manager.blob_store(),
+            provider_opts=self.provider_opts,
+        )
+
+    def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:
+        """/model NAME [WINDOW]: the same session on another model, window recomputed."""
+        from harness9.config import check_model_name
+        from harness9.provider import LLMProvider
+        from harness9.provider.limits import chat_limits
+
+        check_model_name(name, "/model")
+        api_base = self.settings.api_base
+        LLMProvider(name, api_base).check_credentials()
+        new_limits, source = chat_limits(name, api_base, override=window)
+        new_engine = self.make_engine(name, new_limits.context_tokens, self.loop.engine.session)
+        new_engine.set_session(self.loop.engine.session)
+        return new_engine, window_notes(name, api_base, window, new_limits, source)
+
+    def settle_window(self) -> tuple[int | None, list[Text]]:
+        """The window the server reported (None: keep the guess) and what to say."""
+        s = self.settings
+        reported = self.probe.result()
+        if reported is None:
+            return None, self.notes
+        return reported.context_tokens, window_notes(s.model, s.api_base, None, reported, "server")
+
+    def build_loop(
+        self, session: Any, repl: bool, *, markdown: bool, started: set[str], quiet: bool
+    ) -> Any:
+        from harness9.config import harness9_home
+        from harness9.provider import preload_in_background
+        from harness9.provider.pricing import call_cost
+        from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
+
+        engine = self.make_engine(self.settings.model, self._window(repl, quiet=quiet), session)
+        if engine.policy.offload is not None:
+            engine.policy.offload.clean_stale()
+        reader = stdin_reader(self.env.stdin)
+        if repl:
+            # litellm starts importing once the prompt is drawn and loads while the user
+            # types; started earlier, the import would slow the first draw.
+            reader = terminal_reader(
+                harness9_home() / "prompt_history",
+                on_shown=preload_in_background if self.probe is None else self.probe.start,
+            )
+        self.loop = ChatLoop(
+            engine,
+            self.manager,
+            ChatIO(self.out, self.err, reader, repl, markdown=markdown),
+            self.settings.model,
+            pricing=call_cost,
+            approver=self.approver,
+            switch_model=self.switch_model,
+            notes=self.notes if self.probe is None else [],
+            settle_window=self.settle_window if self.probe is not None else None,
+            started=started,
+        )
+        return self.loop
+
+    def finish(self, loop: Any, code: int, *, repl: bool) -> int:
+        """Save what a locked database held back (one more patient try), apply the
+        empty-session rule, and at a terminal say how to come back to the session."""
+        from harness9.store.session import SessionNotFoundError, StoreError
+
+        engine = loop.engine
+        reason = f"the session database {self.manager.location} stayed locked by another process"
+        try:
+            unsaved = engine.flush_held()
+        except StoreError as exc:  # e.g. the disk filled up while a lock held them back
+            unsaved, reason = len(engine.session.held), str(exc)
+        if unsaved:
+            what = "1 message" if unsaved == 1 else f"{unsaved} messages"
+            self.err.print(
+                f"error: {what} of this session could not be saved: {reason}",
+                style="red",
+                markup=False,
+            )
+            return code or 1
+        loop.leave()  # the sessions this chat started and left empty are removed
+        if repl:
+            sid = engine.session.session_id
+            try:
+                self.manager.session_info(sid)
+            except SessionNotFoundError:
+                return code  # nothing was said: nothing to come back to
+            self.err.print(
+                f"resume this session with: harness9 chat --resume {sid[:8]}", style="dim"
+            )
+        return code
+
+
+def _ask_line(console: Any, stdin: Any, prompt: str) -> str:
+    """The question on ``console``, one line of answer from ``stdin`` (EOFError at the end)."""
+    console.print(prompt, end="", markup=False, highlight=False)
+    console.file.flush()
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    return line
+
+
+def window_notes(
+    model: str,
+    api_base: str | None,
+    override: int | None,
+    limits: Any,
+    source: str | None = None,
+) -> list[Text]:
+    """A warning when the window is a guess: no override and no table that knows the model.
+
+    A model only the name-based family table knows counts as a guess when it is
+    served from an --api-base (a local server runs it with whatever window it was
+    started with). ``source`` is ``chat_limits``'s (None: the tables' alone). A
+    window a server reported is said once (an Ollama server is then told to use it,
+    as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
+    so for those the user is told how to set it instead.
+    """
+    from rich.text import Text
+
+    from harness9.context.tokens import format_token_count
+    from harness9.provider import window_source
+    from harness9.provider.ollama import is_ollama
+
+    if override is not None or source == "override":
+        return []
+    window = format_token_count(limits.context_tokens)
+    if source == "server" and is_ollama(model):
+        return [
+            Text(
+                f"the context window of {model} is {window}, as its server reports; it is "
+                "sent as num_ctx with every request (set --context-window N for less, e.g. "
+                "to save the server's memory).",
+                style="dim",
+            )
+        ]
+    if source == "server":
+        return [
+            Text(
+                f"the context window of {model} is {window}, as its server reports; if the "
+                "server runs it with less, set --context-window N (or HARNESS9_CONTEXT_WINDOW).",
+                style="dim",
+            )
+        ]
+    source = source or window_source(model)
+    if source == "map" or (source == "family" and not api_base):
+        return []
+    return [
+        Text(
+            f"the context window of {model} is not known; assuming {window}. If the model "
+            "or server has less, set it with --context-window N (or HARNESS9_CONTEXT_WINDOW) "
+            "so compaction starts in time.",
+            style="yellow",
+        )
+    ]
+
+
+def _import_line_editor_in_background() -> None:
+    """Start importing prompt_toolkit while the store opens and the engine is built.
+
+    The import is ~0.1 s of the time to the first prompt; overlapped with the
+    start-up's own file reads it shortened time-to-prompt by ~10 % in
+    scripts/bench_startup.py-style runs. The line editor's own import waits for it.
+    """
+    import contextlib
+    import threading
+
+    def run() -> None:
+        # Any failure resurfaces, with its traceback, at the real import.
+        with contextlib.suppress(Exception):
+            import prompt_toolkit  # noqa: F401
+
+    threading.Thread(target=run, name="harness9-line-editor-import", daemon=True).start()
