@@ -107,6 +107,7 @@ class Request:
     messages: list[Message]  # repaired: a valid tool sequence
     counted: int  # the token counter's count of ``messages`` (calibration input)
     shown_tokens: int  # what the token line shows before the call
+    estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
 
 
 @dataclass(slots=True)
@@ -238,6 +239,12 @@ class ContextPolicy:
         # Tokens of the user's folded messages a checkpoint keeps verbatim (0: none).
         self.instruction_budget = instruction_budget
         self._calibrated = False
+        # Tokens per message the server counted beyond the byte estimate in the last call:
+        # each message's framing (roles, block types, tool-call ids, JSON) and the
+        # tokenizer's difference. Decisions add it, so compaction starts at the threshold
+        # by the server's count, not only by the estimate (issue 19: a session of many
+        # small tool results reached 99 % of the window with the estimate under 80 %).
+        self.overhead_per_message = 0.0
         self._lock = threading.Lock()
         self._states: dict[str, SessionContextState] = {}
 
@@ -503,7 +510,8 @@ class ContextPolicy:
         # Until the first calibration the tool definitions are added explicitly;
         # afterwards the calibration ratio accounts for them.
         shown = counted if self._calibrated else counted + estimate_tool_tokens(tools)
-        return Request(messages, counted, shown)
+        estimated = estimate_tokens(messages) + estimate_tool_tokens(tools)
+        return Request(messages, counted, shown, estimated)
 
     def _over_message_bound(self, view: ModelView) -> bool:
         """More messages than the bound allows, and compaction may run by itself."""
@@ -516,7 +524,11 @@ class ContextPolicy:
         )
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
-        """Calibrates the displayed count with the API's real input tokens."""
+        """Calibrates the displayed count, and the framing every decision adds to the
+        byte estimate, with the API's real input tokens."""
+        if input_tokens > 0 and request.estimated > 0:
+            excess = input_tokens - request.estimated
+            self.overhead_per_message = max(0.0, excess / max(1, len(request.messages)))
         if input_tokens > 0 and self.token_counter is not None:
             self.token_counter.calibrate(request.counted, input_tokens)
             self._calibrated = True
@@ -553,6 +565,13 @@ class ContextPolicy:
         """The view as every decision measures it: messages plus tool definitions."""
         return load_view(session, measured_system(system, tools))
 
+    def server_tokens(self, view: ModelView, tokens: int | None = None) -> int:
+        """The measured ``view`` as the server is expected to count it: its byte estimate
+        (``tokens`` when already known) plus the framing the last call showed per message."""
+        if tokens is None:
+            tokens = estimate_tokens(view.messages)
+        return tokens + int(self.overhead_per_message * len(view.messages))
+
     def _count(self, msgs: list[Message]) -> int:
         if self.token_counter is None:
             return estimate_tokens(msgs)
@@ -571,9 +590,11 @@ class ContextPolicy:
 
         ``view`` is measured (its system message carries the tool definitions' weight),
         so the threshold is compared with what the request costs. The fixed threshold
-        always compacts. The smart trigger may compact early, when growth predicts the
-        threshold will be crossed within a few model calls, and its cooldown limits only
-        those early compactions. A compaction that could not get under the threshold
+        always compacts, whether the estimate or the server's expected count
+        (``server_tokens``: plus the framing the last call showed) crosses it. The smart
+        trigger may compact early, when the estimate's growth predicts the threshold will
+        be crossed within a few model calls, and its cooldown limits only those early
+        compactions. A compaction that could not get under the threshold
         (the protected tail alone is too big) is not repeated until the context has
         grown by another 5 %.
         """
@@ -582,6 +603,7 @@ class ContextPolicy:
         plan = comp.plan(view.messages)
         if tokens is None:
             tokens = estimate_tokens(view.messages)
+        served = self.server_tokens(view, tokens)
         if not self.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True
@@ -606,11 +628,16 @@ class ContextPolicy:
         if (
             last is not None
             and tokens <= last * (1 + MIN_COMPACTION_GAIN)
-            and tokens >= plan.threshold
+            and served >= plan.threshold
         ):
             return None  # compacting again now would fold nothing new
         if plan.would_compact:
             return "threshold"
+        if comp.threshold_tokens > 0 and served >= comp.threshold_tokens:
+            # Under the threshold by the estimate, over it by the server's count: compact
+            # as the trigger's early compaction does (forced: the compactor's own check
+            # counts the estimate only).
+            return "early"
         return "early" if early else None
 
     def _compact(
