@@ -303,29 +303,31 @@ def from_document(doc: object) -> SessionSnapshot:
             )
         checkpoints.append(cp)
     _check_increasing([c.id for c in checkpoints], "checkpoint")
-    offloads: list[OffloadedText] = []
-    if "offloads" in doc:
-        for i, o in enumerate(_list(doc, "offloads", "session")):
-            where = f"offloads[{i}]"
-            offloads.append(
-                OffloadedText(_get(o, "id", str, where), _get(o, "content", str, where))
-            )
-        ids = [o.id for o in offloads]
-        if len(set(ids)) != len(ids):
-            raise ImportFormatError("offloads holds the same id twice")
     usage = _usage(_get(doc, "usage", dict, "session")) if "usage" in doc else UsageTotals()
     snap = SessionSnapshot(
         info,
         records,
         todos,
         checkpoints,
-        offloads=offloads,
+        offloads=_offloads(doc),
         usage=usage,
         pins=_strings(doc, "pins", "session"),
         forked_from=_fork_origin(doc),
     )
     _family_from_json(doc, snap)
     return snap
+
+
+def _offloads(doc: dict[str, Any]) -> list[OffloadedText]:
+    """The optional offloaded outputs (files written before they were carried have none)."""
+    offloads: list[OffloadedText] = []
+    for i, o in enumerate(_list(doc, "offloads", "session") if "offloads" in doc else []):
+        where = f"offloads[{i}]"
+        offloads.append(OffloadedText(_get(o, "id", str, where), _get(o, "content", str, where)))
+    ids = [o.id for o in offloads]
+    if len(set(ids)) != len(ids):
+        raise ImportFormatError("offloads holds the same id twice")
+    return offloads
 
 
 def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
