@@ -12,7 +12,8 @@ litellm's share of a gap: from the server's last byte to ``LLMProvider.generate`
 returning (litellm reading and converting the reply), plus from the end of
 ``LLMProvider._request`` (harness9's messages handed over) to the request's arrival
 (litellm preparing and sending it). Both are timed by wrapping harness9's own
-provider methods for this process; litellm itself is not touched. The CPU column is
+provider methods for this process; litellm itself is not touched. "harness9 alone"
+is the gap less litellm's share. The CPU column is
 the CPU time the whole process (harness9, litellm and its logging thread, the server,
 idle in a gap) spent in each gap: unlike the wall-clock figures it hardly moves when
 other processes load the machine.
@@ -149,6 +150,8 @@ class Row:
     median_ms: float = 0.0
     litellm_first_ms: float = 0.0
     litellm_last_ms: float = 0.0
+    own_first_ms: float = 0.0  # the gap less litellm's share: harness9's own time
+    own_last_ms: float = 0.0
     cpu_first_ms: float = 0.0
     cpu_last_ms: float = 0.0
     messages_last: int = 0
@@ -232,6 +235,8 @@ def run_one(window: int, calls: int, per_turn: int, tmp: Path) -> Row:
     row.p95_ms = sorted(total)[int(len(total) * 0.95)] * 1000
     row.litellm_first_ms = _median_ms(litellm[:WINDOW])
     row.litellm_last_ms = _median_ms(litellm[-WINDOW:])
+    own = [t - x for t, x in zip(total, litellm, strict=True)]
+    row.own_first_ms, row.own_last_ms = _median_ms(own[:WINDOW]), _median_ms(own[-WINDOW:])
     row.cpu_first_ms, row.cpu_last_ms = _median_ms(used[:WINDOW]), _median_ms(used[-WINDOW:])
     row.messages_last = max(model.sizes[-WINDOW:]) if model.sizes else 0
     return row
@@ -245,16 +250,18 @@ def print_table(rows: list[Row]) -> None:
     print(
         "| window | calls | first 100 (litellm) | last 100 (litellm) | last/first "
         f"(<= {RATIO_TARGET}) | median (<= {MEDIAN_TARGET_MS:.0f} ms) | p95 | "
-        "CPU first / last 100 | messages sent, last 100 | seconds |"
+        "harness9 alone, first / last 100 | CPU first / last 100 | messages sent, last 100 "
+        "| seconds |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r.window:,} | {r.calls:,} | {r.first_ms:.0f} ms ({r.litellm_first_ms:.0f}) "
             f"| {r.last_ms:.0f} ms ({r.litellm_last_ms:.0f}) "
             f"| {r.ratio:.2f} {_ok(r.ratio <= RATIO_TARGET)} "
             f"| {r.median_ms:.0f} ms {_ok(r.median_ms <= MEDIAN_TARGET_MS)} "
-            f"| {r.p95_ms:.0f} ms | {r.cpu_first_ms:.1f} / {r.cpu_last_ms:.1f} ms "
+            f"| {r.p95_ms:.0f} ms | {r.own_first_ms:.1f} / {r.own_last_ms:.1f} ms "
+            f"| {r.cpu_first_ms:.1f} / {r.cpu_last_ms:.1f} ms "
             f"({r.cpu_ratio:.2f}) | {r.messages_last:,} | {r.seconds:.0f} |"
         )
     for r in rows:
