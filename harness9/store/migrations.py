@@ -363,6 +363,64 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX subagent_sessions_parent ON subagent_sessions (parent_id);
         """,
     ),
+    (
+        # A fork shares its origin's rows instead of copying them (harness9.store.lineage):
+        # this row says that ``session_id`` also holds the messages ``base_id`` holds (its
+        # own and those it inherits in turn) with ids up to ``upto_id``. A fork's own rows
+        # all have larger ids, so ordering by id gives the fork's order. Deleting a base
+        # first hands its shared rows to the fork that sees most of them (the trigger);
+        # REFERENCES without a cascade: a base is never deleted under its forks.
+        "forks_share_their_origins_messages",
+        """
+        CREATE TABLE inherited_messages (
+            session_id TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            base_id    TEXT    NOT NULL REFERENCES sessions(id),
+            upto_id    INTEGER NOT NULL  -- the newest message id of the base it sees
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_inherited_messages_base ON inherited_messages(base_id, upto_id);
+        -- A hand-over of ``session_id``'s shared rows to the fork that sees most of them
+        -- (the heir, recorded in the row): it takes the session's own rows that it sees
+        -- (same ids), the session's other forks inherit them from it instead, and it
+        -- inherits what the session inherited, as far as it saw. Inserted before a
+        -- session is deleted (below), and by an /undo or clear of rows forks still see.
+        CREATE TABLE shared_hand_overs (
+            id         INTEGER PRIMARY KEY,
+            session_id TEXT    NOT NULL,
+            heir_id    TEXT
+        );
+        CREATE TRIGGER shared_hand_over AFTER INSERT ON shared_hand_overs BEGIN
+            UPDATE shared_hand_overs SET heir_id = (
+                SELECT i.session_id FROM inherited_messages AS i
+                JOIN sessions AS s ON s.id = i.session_id
+                WHERE i.base_id = new.session_id ORDER BY i.upto_id DESC, i.session_id LIMIT 1)
+            WHERE id = new.id;
+            UPDATE messages SET session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+            WHERE session_id = new.session_id AND id <= (
+                SELECT i.upto_id FROM inherited_messages AS i WHERE i.session_id = (
+                    SELECT heir_id FROM shared_hand_overs WHERE id = new.id));
+            UPDATE inherited_messages SET base_id = (
+                SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+            WHERE base_id = new.session_id
+              AND session_id <> (SELECT heir_id FROM shared_hand_overs WHERE id = new.id);
+            UPDATE inherited_messages SET
+                base_id = (SELECT b.base_id FROM inherited_messages AS b
+                           WHERE b.session_id = new.session_id),
+                upto_id = min(upto_id, (SELECT b.upto_id FROM inherited_messages AS b
+                                        WHERE b.session_id = new.session_id))
+            WHERE session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+              AND EXISTS (SELECT 1 FROM inherited_messages AS b
+                          WHERE b.session_id = new.session_id);
+            DELETE FROM inherited_messages WHERE base_id = new.session_id
+              AND session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id);
+        END;
+        CREATE TRIGGER sessions_hand_over_shared BEFORE DELETE ON sessions
+        WHEN EXISTS (SELECT 1 FROM inherited_messages WHERE base_id = old.id)
+        BEGIN
+            INSERT INTO shared_hand_overs (session_id) VALUES (old.id);
+            DELETE FROM shared_hand_overs WHERE session_id = old.id;
+        END;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -30,8 +30,7 @@ from harness9.store.lineage import (
     ForkPoint,
     check_fork_number,
     kept_checkpoints,
-    moved_checkpoint,
-    referenced_ids,
+    read_scope,
 )
 from harness9.store.rows import (
     USAGE_COLUMNS,
@@ -347,16 +346,14 @@ class SqlManagerBase(Generic[S]):
     def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
         """The hits with ``number`` set: how many messages of its session come up to it
         (`sessions show` numbers them that way; row ids are global to the store)."""
-        sql = (
-            f"SELECT count(*) FROM messages WHERE session_id = {self.PARAM} AND id <= {self.PARAM}"
-        )
+        out = []
         with self.read() as conn:
-            return [
-                replace(
-                    h, number=int(conn.execute(sql, (h.session_id, h.message_id)).fetchone()[0])
-                )
-                for h in hits
-            ]
+            for h in hits:
+                mine, args = read_scope(conn, self.PARAM, h.session_id).where(self.PARAM)
+                sql = f"SELECT count(*) FROM messages WHERE {mine} AND id <= {self.PARAM}"
+                (n,) = conn.execute(sql, (*args, h.message_id)).fetchone()
+                out.append(replace(h, number=int(n)))
+        return out
 
     def session_info(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
@@ -447,10 +444,11 @@ class SqlManagerBase(Generic[S]):
         check_session_id(session_id)
         p = self.PARAM
         with self.transaction() as conn:
+            mine, args = read_scope(conn, p, session_id).where(p)
             gone = conn.execute(
                 f"DELETE FROM sessions WHERE id = {p} AND NOT EXISTS "
-                f"(SELECT 1 FROM messages WHERE session_id = {p})",
-                (session_id, session_id),
+                f"(SELECT 1 FROM messages WHERE {mine})",
+                (session_id, *args),
             ).rowcount
         if gone:
             self._deleted([session_id])
@@ -615,40 +613,29 @@ class SqlManagerBase(Generic[S]):
 
     # -- forks (harness9.store.lineage) ------------------------------------------------
 
-    def _copy_messages(self, conn: Any, origin: str, fork: str, last_id: int) -> None:
-        """Copy ``origin``'s messages up to ``last_id`` to ``fork`` in one statement, in id
-        order (new ids in the same order)."""
-        p = self.PARAM
-        conn.execute(
-            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, "
-            f"created_at) SELECT {p}, role, content, tool_calls, tool_call_id, created_at "
-            f"FROM messages WHERE session_id = {p} AND id <= {p} ORDER BY id",
-            (fork, origin, last_id),
-        )
-
     def _copy_blobs(self, conn: Any, origin: str, fork: str) -> None:
         """Copy the offloaded outputs a database store keeps (none by default)."""
 
     def _fork_point(self, conn: Any, session_id: str, at: int | None) -> ForkPoint:
         p = self.PARAM
-        (total,) = conn.execute(
-            f"SELECT count(*) FROM messages WHERE session_id = {p}", (session_id,)
-        ).fetchone()
+        mine, args = read_scope(conn, p, session_id).where(p)
+        (total,) = conn.execute(f"SELECT count(*) FROM messages WHERE {mine}", args).fetchone()
         n = check_fork_number(at, int(total))
         rows = conn.execute(
-            f"SELECT id, created_at FROM messages WHERE session_id = {p} "
-            f"ORDER BY id LIMIT 2 OFFSET {p}",
-            (session_id, max(n - 1, 0)),
+            f"SELECT id, created_at FROM messages WHERE {mine} ORDER BY id LIMIT 2 OFFSET {p}",
+            (*args, max(n - 1, 0)),
         ).fetchall()
         if n == 0:
             return ForkPoint(0, 0, rows[0][1] if rows else None)
         return ForkPoint(n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None)
 
     def fork_session(self, session_id: str, at: int | None = None) -> str:
-        """A new session with messages 1..``at`` of ``session_id`` (all without ``at``) and
+        """A new session with messages 1..``at`` of ``session_id`` (all without it) and
         the checkpoints it had then; its id. One transaction; the origin is only read.
 
-        Its pins, todo list, model settings and offloaded outputs come along too.
+        The messages are shared, not copied (harness9.store.lineage): one row, whatever
+        the session's length, and they keep their ids, so the checkpoints come along as
+        they are. Its pins, todo list, model settings and offloaded outputs come along too.
         """
         import uuid
 
@@ -666,8 +653,14 @@ class SqlManagerBase(Generic[S]):
                 f"VALUES ({p}, {p}, {p}, {p}, {p})",
                 (sid, now, now, row[0] if point.number else "", point.number),
             )
-            self._copy_messages(conn, session_id, sid, point.last_id)
-            self._fork_checkpoints(conn, session_id, sid, point)
+            if point.last_id:
+                conn.execute(
+                    "INSERT INTO inherited_messages (session_id, base_id, upto_id) "
+                    f"VALUES ({p}, {p}, {p})",
+                    (sid, session_id, point.last_id),
+                )
+            for cp in kept_checkpoints(self._session(session_id).list_checkpoints(), point):
+                self._store_checkpoint(conn, sid, replace(cp, id=0))
             for table, columns, order in _FORK_COPIES:
                 conn.execute(
                     f"INSERT INTO {table} (session_id, {columns}) SELECT {p}, {columns} "
@@ -681,30 +674,6 @@ class SqlManagerBase(Generic[S]):
             )
             self._copy_blobs(conn, session_id, sid)
         return sid
-
-    def _fork_checkpoints(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
-        p = self.PARAM
-        session = self._session(origin)
-        kept = kept_checkpoints(session.list_checkpoints(), point)
-        wanted = sorted({i for cp in kept for i in referenced_ids(cp) if i <= point.last_id})
-        moved: dict[int, int] = {}
-        for old in wanted:
-            # Only the origin's own messages move (a text may quote another session's).
-            mine = f"SELECT 1 FROM messages WHERE id = {p} AND session_id = {p}"
-            if conn.execute(mine, (old, origin)).fetchone() is None:
-                continue
-            (rank,) = conn.execute(
-                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
-                (origin, old),
-            ).fetchone()
-            new = conn.execute(
-                f"SELECT id FROM messages WHERE session_id = {p} ORDER BY id LIMIT 1 OFFSET {p}",
-                (fork, int(rank) - 1),
-            ).fetchone()
-            if new is not None and rank:
-                moved[old] = int(new[0])
-        for cp in kept:
-            self._store_checkpoint(conn, fork, moved_checkpoint(cp, moved.get))
 
     def fork_origin(self, session_id: str) -> ForkOrigin | None:
         """Where ``session_id`` was forked from; None for an original."""
