@@ -419,6 +419,15 @@ MIGRATIONS: list[tuple[str, str]] = [
             INSERT INTO shared_hand_overs (session_id) VALUES (old.id);
             DELETE FROM shared_hand_overs WHERE session_id = old.id;
         END;
+        -- Every todo list a session saved, with when (JSON [{content, status}]): a fork at
+        -- message N gets the list as it was when N was the newest message.
+        CREATE TABLE todo_lists (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            saved_at   REAL    NOT NULL,
+            items      TEXT    NOT NULL
+        );
+        CREATE INDEX idx_todo_lists_session ON todo_lists(session_id, id);
         """,
     ),
 ]

@@ -391,6 +391,14 @@ MIGRATIONS.append(
         $fn$;
         CREATE TRIGGER sessions_hand_over_shared BEFORE DELETE ON harness9.sessions
             FOR EACH ROW EXECUTE FUNCTION harness9.sessions_hand_over_shared();
+        -- Every todo list a session saved, with when: a fork at N gets the list at N.
+        CREATE TABLE harness9.todo_lists (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text   NOT NULL REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            saved_at   double precision NOT NULL,
+            items      text   NOT NULL
+        );
+        CREATE INDEX todo_lists_session ON harness9.todo_lists (session_id, id);
         """,
     )
 )

@@ -24,6 +24,7 @@ from harness9.errors import HarnessError
 from harness9.store.codec import (
     CHECKPOINT_DETAIL_FIELDS,
     checkpoint_details,
+    decode_todos,
     encode_instructions,
 )
 from harness9.store.lineage import (
@@ -68,7 +69,6 @@ INFO_SQL = (
 TOP_LEVEL_SQL = "parent_id IS NULL"
 # What a fork copies of its origin as it is (table, columns after session_id, order).
 _FORK_COPIES = (
-    ("todos", "position, content, status", ""),
     ("session_pins", "text, created_at", " ORDER BY id"),  # pins keep their order
     ("session_settings", "model, context_window, api_base, workdir", ""),
 )
@@ -661,6 +661,7 @@ class SqlManagerBase(Generic[S]):
                 )
             for cp in kept_checkpoints(self._session(session_id).list_checkpoints(), point):
                 self._store_checkpoint(conn, sid, replace(cp, id=0))
+            self._fork_todos(conn, session_id, sid, point)
             for table, columns, order in _FORK_COPIES:
                 conn.execute(
                     f"INSERT INTO {table} (session_id, {columns}) SELECT {p}, {columns} "
@@ -674,6 +675,47 @@ class SqlManagerBase(Generic[S]):
             )
             self._copy_blobs(conn, session_id, sid)
         return sid
+
+    def _fork_todos(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
+        """The fork's todo list as it was when message N was the origin's newest: the last
+        list saved before message N+1 was written (none: no list yet). Its saved lists
+        up to then come along, so a fork of the fork knows them too. A session whose
+        lists were saved before harness9 kept them (no saved list at all) gives its
+        list as it is now."""
+        p = self.PARAM
+        cond, args = (
+            ("", ())
+            if point.next_created is None
+            else (f" AND saved_at <= {p}", (point.next_created,))
+        )
+        kept = conn.execute(
+            "INSERT INTO todo_lists (session_id, saved_at, items) "
+            f"SELECT {p}, saved_at, items FROM todo_lists WHERE session_id = {p}{cond} ORDER BY id",
+            (fork, origin, *args),
+        ).rowcount
+        known = (
+            kept
+            or conn.execute(
+                f"SELECT 1 FROM todo_lists WHERE session_id = {p} LIMIT 1", (origin,)
+            ).fetchone()
+        )
+        if point.next_created is None or not known:
+            conn.execute(
+                "INSERT INTO todos (session_id, position, content, status) "
+                f"SELECT {p}, position, content, status FROM todos WHERE session_id = {p}",
+                (fork, origin),
+            )
+            return
+        row = conn.execute(
+            f"SELECT items FROM todo_lists WHERE session_id = {p} ORDER BY id DESC LIMIT 1",
+            (fork,),
+        ).fetchone()
+        items = decode_todos(str(row[0])) if row is not None else []
+        if items:
+            conn.cursor().executemany(
+                f"INSERT INTO todos (session_id, position, content, status) VALUES ({p}, {p}, {p}, {p})",
+                [(fork, i, t.content, t.status) for i, t in enumerate(items)],
+            )
 
     def fork_origin(self, session_id: str) -> ForkOrigin | None:
         """Where ``session_id`` was forked from; None for an original."""

@@ -22,6 +22,7 @@ from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
     CorruptValueError,
     checkpoint_from_values,
+    encode_todos,
     message_from_values,
 )
 from harness9.store.lineage import Scope, read_scope
@@ -364,9 +365,15 @@ class SqlSessionBase:
         rows = [
             (self._id, i, self._m._stored_text(t.content), t.status) for i, t in enumerate(items)
         ]
+        now = time.time()
         with self._m.transaction() as conn:
-            self._touch(conn, time.time())
+            self._touch(conn, now)
             conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))
+            # And when: a fork at an earlier message takes the list as it was then.
+            conn.execute(
+                f"INSERT INTO todo_lists (session_id, saved_at, items) VALUES ({p}, {p}, {p})",
+                (self._id, now, self._m._stored_text(encode_todos(items))),
+            )
             if rows:
                 conn.cursor().executemany(
                     "INSERT INTO todos (session_id, position, content, status) "
