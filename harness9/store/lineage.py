@@ -37,12 +37,13 @@ class ForkPointError(UsageError):
 
 @dataclass(slots=True, frozen=True)
 class ForkPoint:
-    """The origin's message N: its id (0 for an empty fork) and the creation time of
-    the message after it (None when N is the newest)."""
+    """The origin's message N: its id (0 for an empty fork), its creation time and that
+    of the message after it (None when N is the newest)."""
 
     number: int
     last_id: int
     next_created: float | None
+    created: float | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -627,7 +627,9 @@ class SqlManagerBase(Generic[S]):
         ).fetchall()
         if n == 0:
             return ForkPoint(0, 0, rows[0][1] if rows else None)
-        return ForkPoint(n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None)
+        return ForkPoint(
+            n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None, float(rows[0][1])
+        )
 
     def fork_session(self, session_id: str, at: int | None = None) -> str:
         """A new session with messages 1..``at`` of ``session_id`` (all without it) and
@@ -677,29 +679,23 @@ class SqlManagerBase(Generic[S]):
         return sid
 
     def _fork_todos(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
-        """The fork's todo list as it was when message N was the origin's newest: the last
-        list saved before message N+1 was written (none: no list yet). Its saved lists
-        up to then come along, so a fork of the fork knows them too. A session whose
-        lists were saved before harness9 kept them (no saved list at all) gives its
-        list as it is now."""
+        """The fork's todo list as it was when message N was written: the last list saved
+        up to then (none: no list yet; a list a tool call in N saved belongs to the call's
+        result, N+1). Its saved lists up to then come along, so a fork of the fork knows
+        them too. With N the newest message, or a session whose lists were all saved
+        before harness9 kept them (none kept at all), the list as it is now."""
         p = self.PARAM
-        cond, args = (
-            ("", ())
-            if point.next_created is None
-            else (f" AND saved_at <= {p}", (point.next_created,))
-        )
-        kept = conn.execute(
+        bound = point.created if point.next_created is not None else None
+        cond, args = ("", ()) if bound is None else (f" AND saved_at <= {p}", (bound,))
+        conn.execute(
             "INSERT INTO todo_lists (session_id, saved_at, items) "
             f"SELECT {p}, saved_at, items FROM todo_lists WHERE session_id = {p}{cond} ORDER BY id",
             (fork, origin, *args),
-        ).rowcount
-        known = (
-            kept
-            or conn.execute(
-                f"SELECT 1 FROM todo_lists WHERE session_id = {p} LIMIT 1", (origin,)
-            ).fetchone()
         )
-        if point.next_created is None or not known:
+        known = conn.execute(
+            f"SELECT 1 FROM todo_lists WHERE session_id = {p} LIMIT 1", (origin,)
+        ).fetchone()
+        if bound is None or known is None:
             conn.execute(
                 "INSERT INTO todos (session_id, position, content, status) "
                 f"SELECT {p}, position, content, status FROM todos WHERE session_id = {p}",
@@ -713,7 +709,8 @@ class SqlManagerBase(Generic[S]):
         items = decode_todos(str(row[0])) if row is not None else []
         if items:
             conn.cursor().executemany(
-                f"INSERT INTO todos (session_id, position, content, status) VALUES ({p}, {p}, {p}, {p})",
+                "INSERT INTO todos (session_id, position, content, status) "
+                f"VALUES ({p}, {p}, {p}, {p})",
                 [(fork, i, t.content, t.status) for i, t in enumerate(items)],
             )
 
