@@ -649,6 +649,8 @@ class SqlManagerBase(Generic[S]):
             ).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
+            # An /undo in the origin meanwhile must see this fork's share (PostgreSQL).
+            self._session(session_id)._lock_session(conn)
             point = self._fork_point(conn, session_id, at)
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
