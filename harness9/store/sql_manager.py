@@ -617,19 +617,51 @@ class SqlManagerBase(Generic[S]):
         """Copy the offloaded outputs a database store keeps (none by default)."""
 
     def _fork_point(self, conn: Any, session_id: str, at: int | None) -> ForkPoint:
+        """Where the fork ends. Nothing here reads the whole session: the newest id of
+        each level of the scope by the index (all of it: the count is the session's
+        ``message_count``, which every write keeps), or message ``at`` by an offset in
+        id order (only ids: the index is enough)."""
         p = self.PARAM
-        mine, args = read_scope(conn, p, session_id).where(p)
-        (total,) = conn.execute(f"SELECT count(*) FROM messages WHERE {mine}", args).fetchone()
-        n = check_fork_number(at, int(total))
-        rows = conn.execute(
-            f"SELECT id, created_at FROM messages WHERE {mine} ORDER BY id LIMIT 2 OFFSET {p}",
-            (*args, max(n - 1, 0)),
-        ).fetchall()
-        if n == 0:
-            return ForkPoint(0, 0, rows[0][1] if rows else None)
-        return ForkPoint(
-            n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None, float(rows[0][1])
+        scope = read_scope(conn, p, session_id)
+        mine, args = scope.where(p)
+        if at is None:
+            (count,) = conn.execute(
+                f"SELECT message_count FROM sessions WHERE id = {p}", (session_id,)
+            ).fetchone()
+            tops = [
+                conn.execute(
+                    f"SELECT max(id) FROM messages WHERE session_id = {p}"
+                    + ("" if bound is None else f" AND id <= {p}"),
+                    (sid,) if bound is None else (sid, bound),
+                ).fetchone()[0]
+                for sid, bound in scope.levels
+            ]
+            ids = [int(max(t for t in tops if t is not None))] if any(tops) else []
+            number = int(count) if ids else 0
+        else:
+            number = at if not isinstance(at, bool) and isinstance(at, int) and at > 0 else 0
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM messages WHERE {mine} ORDER BY id LIMIT 2 OFFSET {p}",
+                    (*args, max(number - 1, 0)),
+                ).fetchall()
+            ]
+            if not number or not ids:
+                (total,) = conn.execute(
+                    f"SELECT count(*) FROM messages WHERE {mine}", args
+                ).fetchone()
+                check_fork_number(at, int(total))  # raises: there is no message ``at``
+        if not ids:
+            return ForkPoint(0, 0, None)
+        times = dict(
+            conn.execute(
+                f"SELECT id, created_at FROM messages WHERE id IN ({', '.join([p] * len(ids))})",
+                tuple(ids),
+            ).fetchall()
         )
+        after = times[ids[1]] if len(ids) > 1 else None
+        return ForkPoint(number, ids[0], after, float(times[ids[0]]))
 
     def fork_session(self, session_id: str, at: int | None = None) -> str:
         """A new session with messages 1..``at`` of ``session_id`` (all without it) and
