@@ -133,6 +133,8 @@ def test_deleting_an_origin_leaves_every_fork_and_fork_of_a_fork_intact(url: str
         deep = store.fork_session(short, 3)
         store.open_session(deep).add_messages([Message("user", "deep's own")])
         before = {f: store.open_session(f).get_records() for f in (short, long, deep)}
+        # Indexed before the delete: the index follows the rows to their new holder.
+        assert [h.message_id for h in store.search("o5", session_id=long)] == [ids[5]]
 
         assert h9(url, "sessions", "delete", sid, "--yes").exit_code == 0
 
