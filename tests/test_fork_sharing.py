@@ -299,3 +299,23 @@ def test_a_forks_checkpoint_must_name_a_message_it_holds(url: str):
         with pytest.raises(ValueError, match="not a message of this session"):
             f.add_checkpoint(Checkpoint(ids[2], "s", "summarization", 9, 3, 2, 1))
         assert store.delete_if_empty(fork) is False
+
+
+def test_a_clean_up_by_age_that_takes_an_origin_and_a_fork_leaves_the_kept_fork_intact(
+    url: str,
+):
+    # On PostgreSQL one statement deletes both, in an order the planner picks.
+    with open_url(url) as store:
+        sid, ids = session_of(store, ["a", "b", "c", "d"])
+        old_fork = store.fork_session(sid)
+        kept = store.fork_session(sid, 3)
+        store.open_session(old_fork).add_messages([Message("user", "old's own")])
+
+        gone = store.delete_sessions_older_than(time.time() + 60, keep=[kept])
+
+        assert sorted(gone) == sorted([sid, old_fork])
+        assert [(r.id, r.message.content) for r in store.open_session(kept).get_records()] == [
+            (ids[0], "a"),
+            (ids[1], "b"),
+            (ids[2], "c"),
+        ]
