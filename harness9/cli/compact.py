@@ -12,6 +12,7 @@ from harness9.cli import options
 from harness9.cli.env import Environment, environment
 from harness9.cli.session_settings import given_on_command_line, resolve_settings
 from harness9.errors import HarnessError, UsageError
+from harness9.ui.text import plural
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, Settings
@@ -242,13 +243,9 @@ def _nothing_to_compact(
     if window is not None:
         # The window keeps the last N messages, forced or not ("the last 100 messages").
         fits = (
-            f"nothing to compact: {_plural(messages, 'message')} fit in the {window}-message window"
+            f"nothing to compact: {plural(messages, 'message')} fit in the {window}-message window"
         )
         return f"{fits} and {under}" if plan.threshold > 0 else fits
     if force or plan.would_compact:
         return "nothing to compact: nothing left to fold"
     return f"nothing to compact: {under} (use --force to compact anyway)"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -30,6 +30,7 @@ from harness9.store.session import (
     UsageTotals,
 )
 from harness9.ui.listing import iso_utc
+from harness9.ui.text import plural
 
 sessions_app = typer.Typer(
     no_args_is_help=True,
@@ -92,10 +93,6 @@ def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
 
 def _print_json(env: Environment, data: Any) -> None:
     env.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _info_json(
@@ -329,13 +326,13 @@ def delete_sessions(
         )
     skipped = len(targets) - len(deleted)
     note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
-    env.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
+    env.echo(f"Deleted {plural(len(deleted), 'session')}.{note}")
 
 
 def _confirm_or_refuse(
     env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool
 ) -> None:
-    what = _plural(len(targets), "session")
+    what = plural(len(targets), "session")
     if dry_run:
         env.echo(f"Would delete {what}:")
         _print_lines(env, targets)
@@ -397,7 +394,7 @@ def search_sessions(
             missed = store.unindexed_count() if store.read_only else 0
     if missed:
         env.echo(
-            f"warning: the store is read-only, so the {_plural(missed, 'message')} stored "
+            f"warning: the store is read-only, so the {plural(missed, 'message')} stored "
             "since the last search could not be indexed and were not searched",
             err=True,
         )

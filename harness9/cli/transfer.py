@@ -18,6 +18,7 @@ import typer
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
+from harness9.ui.text import plural
 
 if TYPE_CHECKING:
     from harness9.store.backend import SessionStore
@@ -31,10 +32,6 @@ class ExportFormat(StrEnum):
 
 class OutputExistsError(HarnessError):
     """-o names a file that exists and --force was not given."""
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
@@ -231,9 +228,9 @@ def import_command(
                 f"cannot import {source}: writing its offloaded results failed "
                 f"({reason}); nothing was imported"
             ) from exc
-    what = _plural(len(snap.records), "message")
+    what = plural(len(snap.records), "message")
     if len(members) > 1:
-        what += f", {_plural(len(members) - 1, 'sub-agent session')}"
+        what += f", {plural(len(members) - 1, 'sub-agent session')}"
     note = f", a copy of {snap.info.id}" if new_id else ""
     env.echo(f"Imported session {sid} ({what}{note}).")
 
@@ -279,11 +276,11 @@ def migrate_command(
         if _same_store(source.location, dest.location):
             raise UsageError("--to names the store the sessions are already in")
         report = migrate_sessions(source, dest, offload_dir=_offload_dir())
-    skipped = f", {_plural(report.skipped, 'session')} already there" if report.skipped else ""
-    blobs = f", {_plural(report.blobs, 'offloaded output')}" if report.blobs else ""
+    skipped = f", {plural(report.skipped, 'session')} already there" if report.skipped else ""
+    blobs = f", {plural(report.blobs, 'offloaded output')}" if report.blobs else ""
     env.echo(
-        f"Copied {_plural(report.copied, 'session')} "
-        f"({_plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
+        f"Copied {plural(report.copied, 'session')} "
+        f"({plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
     )
 
 

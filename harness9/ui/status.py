@@ -34,29 +34,38 @@ def format_cost(dollars: float) -> str:
 
 def summaries_line(u: UsageTotals) -> str:
     """``2 calls, 12.0K in, 800 out, $0.0021``: the compaction summaries' part of the usage."""
-    calls = "1 call" if u.summary_calls == 1 else f"{u.summary_calls} calls"
-    line = (
-        f"{calls}, {format_token_count(u.summary_input_tokens)} in, "
-        f"{format_token_count(u.summary_output_tokens)} out"
+    return _calls_line(
+        u.summary_calls,
+        u.summary_input_tokens,
+        u.summary_output_tokens,
+        u.summary_cost_usd if u.summaries_priced else None,
+        u.summary_unpriced_calls,
     )
-    if u.summaries_priced:
-        line += f", {format_cost(u.summary_cost_usd)}"
-        if u.summary_unpriced_calls:
-            line += f" ({u.summary_unpriced_calls} unpriced)"
-    return line
 
 
 def subagents_line(u: UsageTotals) -> str:
     """``5 calls, 40.1K in, 900 out, $0.0100``: the sub-agents' part of a session's usage."""
-    calls = "1 call" if u.model_calls == 1 else f"{u.model_calls} calls"
-    line = (
-        f"{calls}, {format_token_count(u.input_tokens)} in, "
-        f"{format_token_count(u.output_tokens)} out"
+    return _calls_line(
+        u.model_calls,
+        u.input_tokens,
+        u.output_tokens,
+        u.cost_usd if u.priced else None,
+        u.unpriced_calls,
     )
-    if u.priced:
-        line += f", {format_cost(u.cost_usd)}"
-        if u.unpriced_calls:
-            line += f" ({u.unpriced_calls} unpriced)"
+
+
+def _calls_line(
+    calls: int, tokens_in: int, tokens_out: int, cost: float | None, unpriced: int
+) -> str:
+    """Some calls' share of the usage; ``cost`` None: none of them had a known price."""
+    line = (
+        f"{plural(calls, 'call')}, {format_token_count(tokens_in)} in, "
+        f"{format_token_count(tokens_out)} out"
+    )
+    if cost is not None:
+        line += f", {format_cost(cost)}"
+        if unpriced:
+            line += f" ({unpriced} unpriced)"
     return line
 
 
