@@ -218,21 +218,41 @@ def bytes_reader(data: bytes) -> BinaryIO:
     return io.BytesIO(data)
 
 
-def copy_session_blobs(blobs: BlobStore, origin: str, fork: str) -> int:
-    """Copy every blob of ``origin`` to ``fork`` (a fork's offloaded outputs); how many."""
+def copy_session_blobs(
+    blobs: BlobStore,
+    origin: str,
+    fork: str,
+    *,
+    dest: BlobStore | None = None,
+    skip_failed: bool = False,
+) -> int:
+    """Copy every blob of ``origin`` to ``fork`` (a fork's offloaded outputs), streamed; how
+    many. ``dest``: another store to copy into (a migration); ``skip_failed``: a blob that
+    cannot be written there (already there from an earlier run) is passed over."""
+    target = blobs if dest is None else dest
     copied = 0
     for blob_id in blobs.names(origin):
         stream = blobs.read(origin, blob_id)
         if stream is None:
             continue
         with stream:
-            writer = blobs.open_writer(fork, blob_id)
             try:
-                while chunk := stream.read(1 << 20):
-                    writer.write(chunk)
-            except BaseException:
-                writer.abort()
-                raise
-            writer.close()
+                _write_stream(target, fork, blob_id, stream)
+            except BlobError:
+                if not skip_failed:
+                    raise
+                continue
         copied += 1
     return copied
+
+
+def _write_stream(blobs: BlobStore, session_id: str, blob_id: str, stream: BinaryIO) -> None:
+    """A new blob with what ``stream`` holds, read a MiB at a time; none at all on failure."""
+    writer = blobs.open_writer(session_id, blob_id)
+    try:
+        while chunk := stream.read(1 << 20):
+            writer.write(chunk)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()

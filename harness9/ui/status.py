@@ -34,38 +34,28 @@ def format_cost(dollars: float) -> str:
 
 def summaries_line(u: UsageTotals) -> str:
     """``2 calls, 12.0K in, 800 out, $0.0021``: the compaction summaries' part of the usage."""
-    return _calls_line(
-        u.summary_calls,
-        u.summary_input_tokens,
-        u.summary_output_tokens,
-        u.summary_cost_usd if u.summaries_priced else None,
-        u.summary_unpriced_calls,
+    return calls_line(
+        UsageTotals(
+            model_calls=u.summary_calls,
+            input_tokens=u.summary_input_tokens,
+            output_tokens=u.summary_output_tokens,
+            cost_usd=u.summary_cost_usd,
+            unpriced_calls=u.summary_unpriced_calls,
+        )
     )
 
 
-def subagents_line(u: UsageTotals) -> str:
-    """``5 calls, 40.1K in, 900 out, $0.0100``: the sub-agents' part of a session's usage."""
-    return _calls_line(
-        u.model_calls,
-        u.input_tokens,
-        u.output_tokens,
-        u.cost_usd if u.priced else None,
-        u.unpriced_calls,
-    )
-
-
-def _calls_line(
-    calls: int, tokens_in: int, tokens_out: int, cost: float | None, unpriced: int
-) -> str:
-    """Some calls' share of the usage; ``cost`` None: none of them had a known price."""
+def calls_line(u: UsageTotals) -> str:
+    """``5 calls, 40.1K in, 900 out, $0.0100``: what some calls consumed (the sub-agents'
+    part of a session's usage, or the summaries' through ``summaries_line``)."""
     line = (
-        f"{plural(calls, 'call')}, {format_token_count(tokens_in)} in, "
-        f"{format_token_count(tokens_out)} out"
+        f"{plural(u.model_calls, 'call')}, {format_token_count(u.input_tokens)} in, "
+        f"{format_token_count(u.output_tokens)} out"
     )
-    if cost is not None:
-        line += f", {format_cost(cost)}"
-        if unpriced:
-            line += f" ({unpriced} unpriced)"
+    if u.priced:
+        line += f", {format_cost(u.cost_usd)}"
+        if u.unpriced_calls:
+            line += f" ({u.unpriced_calls} unpriced)"
     return line
 
 
