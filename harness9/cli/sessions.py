@@ -30,7 +30,7 @@ from harness9.store.session import (
     UsageTotals,
 )
 from harness9.ui.listing import iso_utc
-from harness9.ui.text import plural
+from harness9.ui.text import corrupt_row_warning, plural
 
 sessions_app = typer.Typer(
     no_args_is_help=True,
@@ -242,7 +242,7 @@ def show_session(
         children = store.children(full_id)
         subagents = store.subagent_usage(full_id)
     for row in corrupt:
-        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(corrupt_row_warning(row.id, row.reason), err=True)
     if as_json:
         data = _info_json(info, usage, lineage.origin, subagents)
         data["forks"] = [{"session_id": f, "message": n} for f, n in lineage.forks]

@@ -18,7 +18,7 @@ import typer
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
-from harness9.ui.text import plural
+from harness9.ui.text import corrupt_row_warning, plural
 
 if TYPE_CHECKING:
     from harness9.store.backend import SessionStore
@@ -156,7 +156,7 @@ def export_command(
         else:
             snap = store.snapshot(full_id)
     for row in snap.corrupt_rows:
-        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(corrupt_row_warning(row.id, row.reason), err=True)
     if fmt is ExportFormat.json:
         text = export_json(snap)
     else:
