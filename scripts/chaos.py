@@ -36,7 +36,6 @@ every write a writer saw committed. "Found" counts those present afterwards.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -66,6 +65,7 @@ from llm_server import (  # noqa: E402
     TextReply,
     ToolCallsReply,
 )
+from pg_server import database as pg_database  # noqa: E402
 
 from harness9.context import is_valid_tool_sequence  # noqa: E402
 from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT  # noqa: E402
@@ -1450,28 +1450,10 @@ def main() -> int:
     only = set((ns.only or "kill,concurrency,search-cleanup,damaged,provider,hostile").split(","))
     if ns.database_url:
         only &= {"kill", "concurrency"}
-        with pg_database(ns.database_url) as url:
+        with pg_database(ns.database_url, "chaos") as url:
             os.environ["HARNESS9_DATABASE_URL"] = url
             return run(ns, only, kills, writes)
     return run(ns, only, kills, writes)
-
-
-@contextlib.contextmanager
-def pg_database(url: str):  # noqa: ANN201
-    if url != "temp":
-        yield url
-        return
-    from pg_server import PgCluster, find_binaries
-
-    bin_dir, why = find_binaries()
-    if bin_dir is None:
-        raise SystemExit(why)
-    cluster = PgCluster(bin_dir)
-    try:
-        cluster.start()
-        yield cluster.create_database("chaos")
-    finally:
-        cluster.stop()
 
 
 def run(ns: argparse.Namespace, only: set[str], kills: int, writes: int) -> int:
