@@ -156,10 +156,6 @@ def _compact(
     env: Environment, manager: Any, engine: Any, strategy: str, *, as_json: bool, force: bool
 ) -> int:
     """Run the compaction, showing progress and retries on stderr; the result on stdout."""
-    from rich.text import Text
-
-    from harness9.ui.status import compaction_notice
-
     view, plan = engine.plan_compaction(force=force)
     assert plan is not None
     if strategy in ("hybrid", "summarize"):
@@ -176,7 +172,26 @@ def _compact(
     finally:
         if status is not None:
             status.stop()
-    # A summary was asked for and could not be made: what was kept is a truncation.
+    return _show_result(env, err, engine, notice, plan, view, as_json=as_json, force=force)
+
+
+def _show_result(
+    env: Environment,
+    err: Any,
+    engine: Any,
+    notice: Any,
+    plan: CompactionPlan,
+    view: Any,
+    *,
+    as_json: bool,
+    force: bool,
+) -> int:
+    """What the compaction did (or why it did nothing); exit code 1 when a summary asked
+    for could not be made and what was kept is a truncation."""
+    from rich.text import Text
+
+    from harness9.ui.status import compaction_notice
+
     code = 1 if notice is not None and notice.fallback_reason else 0
     if as_json:
         env.echo(json.dumps(_result_json(engine.session.session_id, notice, plan, view)))
