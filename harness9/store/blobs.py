@@ -15,6 +15,8 @@ import io
 import os
 import re
 import shutil
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -142,13 +144,7 @@ class FileBlobStore:
         return _FileWriter(self._path(session_id, blob_id, create=True))
 
     def put(self, session_id: str, blob_id: str, data: bytes) -> None:
-        writer = self.open_writer(session_id, blob_id)
-        try:
-            writer.write(data)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
+        write_blob(self, session_id, blob_id, (data,))
 
     def append(self, session_id: str, blob_id: str, data: bytes) -> None:
         path = self._path(session_id, blob_id)
@@ -237,7 +233,7 @@ def copy_session_blobs(
             continue
         with stream:
             try:
-                _write_stream(target, fork, blob_id, stream)
+                write_blob(target, fork, blob_id, iter(partial(stream.read, 1 << 20), b""))
             except BlobError:
                 if not skip_failed:
                     raise
@@ -246,11 +242,11 @@ def copy_session_blobs(
     return copied
 
 
-def _write_stream(blobs: BlobStore, session_id: str, blob_id: str, stream: BinaryIO) -> None:
-    """A new blob with what ``stream`` holds, read a MiB at a time; none at all on failure."""
+def write_blob(blobs: BlobStore, session_id: str, blob_id: str, chunks: Iterable[bytes]) -> None:
+    """A new blob made of ``chunks``, through the store's writer; none at all on failure."""
     writer = blobs.open_writer(session_id, blob_id)
     try:
-        while chunk := stream.read(1 << 20):
+        for chunk in chunks:
             writer.write(chunk)
     except BaseException:
         writer.abort()
