@@ -79,7 +79,9 @@ def compact(
             context_window=context_window,
             explicit=explicit,
         )
-        engine = _engine(env, manager, sess, settings, opts, work, float(timeout or 120))
+        engine = _engine(
+            env, manager, sess, settings, opts, work, float(timeout or options.DEFAULT_TIMEOUT_S)
+        )
         if dry_run:
             _dry_run(env, engine, sess.session_id, as_json=as_json, force=force)
             return
