@@ -91,6 +91,13 @@ def run_cli(
     )
 
 
+def run_python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in a fresh interpreter on this checkout: what an import costs."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=timeout
+    )
+
+
 # -- the in-process entry point: the same app `harness9` runs, through Typer's CliRunner ----
 
 runner = CliRunner()

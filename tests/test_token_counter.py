@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from support import run_python
 
 from harness9.context.tokens import estimate_tokens
 from harness9.provider import tokenizer as tokenizer_module
@@ -290,8 +288,5 @@ def test_choosing_a_counter_does_not_import_litellm() -> None:
         "c = make_token_counter('gpt-4o-mini')\n"
         "print(type(c).__name__, 'litellm' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
+    out = run_python(code, timeout=60)
     assert out.stdout.strip() == "TokenizerCounter False"
