@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 from support import run_python
@@ -21,8 +20,6 @@ from harness9.provider.tokenizer import (
     tokenizer_for,
 )
 from harness9.schema import Message, ToolCall
-
-ROOT = Path(__file__).resolve().parent.parent
 
 CHINESE = (
     "上下文工程决定了智能体能否在长时间的会话中保持连贯。当历史记录接近模型的上下文窗口时，"
