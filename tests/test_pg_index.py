@@ -216,3 +216,16 @@ def test_an_upgraded_database_keeps_its_documents_and_indexes_bulk_writes_later(
         ids = m.open_session(SID).add_messages([user(f"new gnu {k}") for k in range(500)])
         assert unindexed_ids(pg_fresh_url) == ids
         assert len(m.search("gnu", limit=0)) == 1000
+
+
+@pytest.mark.parametrize("size", [5, EAGER_ROWS + 5])
+def test_a_batch_with_a_lone_surrogate_or_a_nul_is_stored_and_found(pg_url, size):
+    msgs = [user(f"quokka {k}") for k in range(size - 2)]
+    msgs += [user("quokka bad \ud800 char"), user("quokka nul\x00byte")]
+    with PostgresManager(pg_url) as m:
+        s = m.new_session()
+        s.add_messages(msgs)
+        stored = [msg.content for msg in s.get_messages()]
+        assert stored[-2:] == ["quokka bad \ufffd char", "quokka nul\ufffdbyte"]
+        assert len(m.search("quokka", limit=0)) == size
+        assert len(m.search("byte", limit=0)) == 1
