@@ -461,13 +461,13 @@ def report(
         pg = bench_pg_pair(db, msgs, singles, repeats, query)
         same = {
             "batch add 10,000": "batch add 10,000",
-            "get_messages(50)": "get_messages(50)",
-            "get_messages(0)": "get_messages(0)",
-            "200 single adds": "200 single adds",
             "first search after 10,000 adds": (
                 "first search after 10,000 adds (catch-up indexing)"
             ),
             "search": "search (index up to date)",
+            "get_messages(50)": "get_messages(50)",
+            "get_messages(0)": "get_messages(0)",
+            "200 single adds": "200 single adds",
         }
         width = max(len(k) for k in same)
         # SQLite store (ratio vs plain sqlite3, from the table above), then PostgreSQL store
