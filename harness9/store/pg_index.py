@@ -6,8 +6,8 @@ and most of a 50,000-message import. So only a write of at most ``EAGER_ROWS``
 messages (a chat saving a reply, or one turn's tool results) computes the documents as
 it writes; a larger one (a batch, an import) stores its rows with ``search`` NULL, and
 the partial index ``messages_unindexed`` lists them (migration
-index_bulk_writes_at_the_next_search); a fork copies its origin's documents, or their
-absence. SQLite's store defers all of its indexing the same way (harness9.store.fts_index).
+index_bulk_writes_at_the_next_search). SQLite's store defers all of its indexing the
+same way (harness9.store.fts_index).
 
 Search stays exact throughout:
 
