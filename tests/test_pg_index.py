@@ -229,3 +229,18 @@ def test_a_batch_with_a_lone_surrogate_or_a_nul_is_stored_and_found(pg_url, size
         assert stored[-2:] == ["quokka bad \ufffd char", "quokka nul\ufffdbyte"]
         assert len(m.search("quokka", limit=0)) == size
         assert len(m.search("byte", limit=0)) == 1
+
+
+def test_a_fork_of_a_batch_not_yet_indexed_finds_its_messages_before_and_after_indexing(
+    pg_url,
+):
+    n = EAGER_ROWS * 2
+    with PostgresManager(pg_url) as m, PostgresManager(pg_url + READ_ONLY) as reader:
+        origin = m.new_session()
+        origin.add_messages([user(f"marmot {k}") for k in range(n)])
+        fork = m.fork_session(origin.session_id, at=n // 2)
+        before = reader.search("marmot", limit=0, session_id=fork)
+        assert m.unindexed_count() == n
+        after = m.search("marmot", limit=0, session_id=fork)
+    assert before == after
+    assert [h.session_id for h in after] == [fork] * (n // 2)
