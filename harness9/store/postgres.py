@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from harness9.schema import Message
+from harness9.store import pg_index
 from harness9.store.codec import CHECKPOINT_FIELDS, message_values
 from harness9.store.lineage import read_scope
 from harness9.store.pg_blobs import PostgresBlobStore
@@ -57,6 +58,18 @@ _COPY_MESSAGES = (
 _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
+# A write of a few rows (pg_index.EAGER_ROWS) computes their search documents as it writes:
+# one statement, the rows as columns of arrays.
+_INSERT_INDEXED = (
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at, "
+    "search) SELECT v.id, v.session_id, v.role, v.content, v.tool_calls, v.tool_call_id, "
+    "v.created_at, search_document(v.content, v.tool_calls) FROM unnest(%s::bigint[], "
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) "
+    "AS v (id, session_id, role, content, tool_calls, tool_call_id, created_at)"
+)
+# A role that may not write (or a standby server) cannot catch the index up; its searches
+# read the rows not yet indexed through their text instead.
+_MAY_NOT_WRITE = (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)
 
 
 def redact(url: str) -> str:
@@ -90,6 +103,18 @@ def _compaction_row(session_id: str, cp: Checkpoint) -> tuple[object, ...]:
         cp.messages_after,
         cp.created_at,
     )
+
+
+def _write_rows(conn: psycopg.Connection, rows: Sequence[tuple[object, ...]]) -> None:
+    """Insert ``rows`` (the ``_COPY_MESSAGES`` columns, ids included) in ``conn``'s
+    transaction: a few with their search documents, more by ``COPY`` without them (the
+    next search computes those, harness9.store.pg_index)."""
+    if len(rows) <= pg_index.EAGER_ROWS:
+        conn.execute(_INSERT_INDEXED, [list(column) for column in zip(*rows, strict=True)])
+        return
+    with conn.cursor().copy(_COPY_MESSAGES) as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _clean_text(text: str) -> str:
@@ -218,8 +243,10 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         return PostgresSession(self, session_id)
 
     def unindexed_count(self) -> int:
-        """Always 0: every message's search vector is computed as it is written."""
-        return 0
+        """Messages written in bulk whose search documents the next search computes
+        (harness9.store.pg_index); a search finds them before that all the same."""
+        with self.read() as conn:
+            return pg_index.backlog(conn)
 
     def search(
         self,
@@ -232,13 +259,14 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         """Messages matching ``query`` (words ANDed, "phrases", prefix*), best ts_rank first.
 
         Same query language and errors as the SQLite store; ``rank`` is the negated
-        ts_rank, so lower is better there too. ``on_progress`` is never called: nothing is
-        indexed late here.
+        ts_rank, so lower is better there too. First indexes what bulk writes left
+        unindexed (``catch_up_index``, which calls ``on_progress``).
         """
         terms = parse(query)
         if session_id is not None:
             check_session_id(session_id)
-        where = "m.search @@ q.q"
+        self.catch_up_index(on_progress)
+        where = pg_index.MATCH_SQL
         args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
             # A fork's inherited messages too (harness9.store.lineage).
@@ -252,7 +280,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             args.append(limit)
         sql = (
             "WITH q AS (SELECT to_tsquery('pg_catalog.simple', %s) AS q), "
-            "hits AS (SELECT m.id, ts_rank(m.search, q.q) AS rank FROM messages AS m, q "
+            f"hits AS (SELECT m.id, {pg_index.RANK_SQL} AS rank FROM messages AS m, q "
             f"WHERE {where} ORDER BY rank DESC, m.id DESC{limit_sql}) "
             "SELECT m.session_id, m.id, m.role, m.created_at, s.title, "
             f"left(search_body(m.content, m.tool_calls), {SEARCH_MAX_CHARS}), hits.rank "
@@ -275,8 +303,36 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         ]
 
     def catch_up_index(self, on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Nothing to catch up: a message is indexed in the transaction that stores it."""
-        return 0
+        """Compute the search documents bulk writes left out, for every message stored
+        before this call; return how many were computed here.
+
+        In steps of about pg_index.STEP_TARGET_S, each its own transaction. A role that may
+        not write computes none (its searches read those rows through their text).
+        ``on_progress(done, total)`` is called before the first step and after each one
+        when there is anything to index.
+        """
+        with self.read() as conn:
+            upto = pg_index.newest_unindexed(conn)
+            if upto is None:
+                return 0
+            total = pg_index.backlog(conn, upto) if on_progress is not None else 0
+        if on_progress is not None:
+            on_progress(0, total)
+        size, done, after = pg_index.FIRST_STEP, 0, 0
+        while True:
+            started = time.monotonic()
+            with self._lock, self._errors_as("index"):
+                try:
+                    step = pg_index.step(self.conn, after, upto, size)
+                except _MAY_NOT_WRITE:
+                    return done
+            done += step.indexed
+            if on_progress is not None:
+                on_progress(min(done, total), total)
+            if step.finished:
+                return done
+            size = pg_index.next_size(size, step.indexed, time.monotonic() - started)
+            after = step.last_id
 
     def _delete_aged(self, ids: list[str], cutoff: float) -> list[str]:
         """Delete those of ``ids`` still last updated before ``cutoff``, in one transaction.
@@ -388,10 +444,11 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             ids = [r.id for r in records]
         else:
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
-        with conn.cursor().copy(_COPY_MESSAGES) as copy:
-            for rid, r in zip(ids, records, strict=True):
-                m = _clean_message(r.message)
-                copy.write_row((rid, session_id, *message_values(m), r.created_at))
+        rows = [
+            (rid, session_id, *message_values(_clean_message(r.message)), r.created_at)
+            for rid, r in zip(ids, records, strict=True)
+        ]
+        _write_rows(conn, rows)
         return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
     def _copy_blobs(self, conn: psycopg.Connection, origin: str, fork: str) -> None:
@@ -415,6 +472,17 @@ _SELECT_CHECKPOINTS = (
     "d.recall_index, d.rewrites, d.state_note, i.messages FROM compactions AS c "
     "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id "
     "LEFT JOIN compaction_instructions AS i ON i.compaction_id = c.id WHERE c.session_id = %s"
+)
+
+
+_ADD_ONE = (
+    "WITH s AS (UPDATE sessions SET updated_at = %s, message_count = message_count + 1, "
+    "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s RETURNING id) "
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at, "
+    "search) SELECT s.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.created_at, "
+    "search_document(v.content, v.tool_calls) FROM s, (VALUES (%s::text, %s::text, %s::text, "
+    "%s::text, %s::float8)) AS v (role, content, tool_calls, tool_call_id, created_at) "
+    "RETURNING id"
 )
 
 
@@ -453,19 +521,12 @@ class PostgresSession(SqlSessionBase):
         sid = self._id
         rows = [(sid, *message_values(m), now) for m in msgs]
         if len(rows) == 1:
-            # One statement, one round trip (a chat writes messages one at a time). The
-            # UPDATE runs first, since the INSERT reads its output: it locks the session's
-            # row before nextval, so ids are handed out in commit order, and a deleted
-            # session inserts nothing.
+            # One statement, one round trip (a chat writes messages one at a time), with
+            # its search document. The UPDATE runs first, since the INSERT reads its
+            # output: it locks the session's row before nextval, so ids are handed out in
+            # commit order, and a deleted session inserts nothing.
             with self._m.statement() as conn:
-                row = conn.execute(
-                    "WITH s AS (UPDATE sessions SET updated_at = %s, "
-                    "message_count = message_count + 1, "
-                    "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s "
-                    "RETURNING id) INSERT INTO messages (session_id, role, content, tool_calls, "
-                    "tool_call_id, created_at) SELECT s.id, %s, %s, %s, %s, %s FROM s RETURNING id",
-                    (now, first_title(msgs), sid, *rows[0][1:]),
-                ).fetchone()
+                row = conn.execute(_ADD_ONE, (now, first_title(msgs), sid, *rows[0][1:])).fetchone()
             if row is None:
                 raise SessionNotFoundError(sid, "it was deleted")
             return [int(row[0])]
@@ -474,9 +535,7 @@ class PostgresSession(SqlSessionBase):
             # and a deleted session fails before anything is inserted.
             self._touch(conn, now, len(rows), title=first_title(msgs))
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(rows),)))
-            with conn.cursor().copy(_COPY_MESSAGES) as copy:
-                for rid, row in zip(ids, rows, strict=True):
-                    copy.write_row((rid, *row))
+            _write_rows(conn, [(rid, *row) for rid, row in zip(ids, rows, strict=True)])
         return ids
 
     def _hand_over(self, conn: psycopg.Connection) -> str | None:
