@@ -34,7 +34,7 @@ from harness9.context import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.compaction import KeptSizer
-from harness9.context.hybrid import TailCompactor
+from harness9.context.pipeline import tail_compactor
 from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
 from harness9.context.tokens import message_bytes
@@ -225,7 +225,7 @@ def test_every_configuration_returns_a_valid_sequence_no_larger_than_its_input(
 def test_the_last_resort_keeps_a_valid_sequence_and_never_grows(msgs, max_tokens):
     snapshot = copy.deepcopy(msgs)
 
-    res = TailCompactor(max_tokens).compact(msgs)
+    res = tail_compactor(max_tokens).compact(msgs)
 
     assert msgs == snapshot
     assert is_valid_tool_sequence(res.messages)

@@ -13,11 +13,11 @@ from harness9.cli import app
 from harness9.config import STRATEGIES, ContextOptions, Settings, context_options, db_path
 from harness9.context import (
     Compactor,
-    SelectiveCompressor,
     SpanSummarizer,
     TopicDetector,
     format_token_count,
 )
+from harness9.context.pipeline import topic_compactor
 from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
@@ -147,6 +147,6 @@ def test_every_strategy_fills_in_the_compactor_seam(strategy):
 
 
 def test_topic_isolation_summarises_with_a_span_summariser_not_a_compactor():
-    topics = SelectiveCompressor(TopicDetector(), ScriptedSummarizer(), summarizer_window=4_000)
+    topics = topic_compactor(TopicDetector(), ScriptedSummarizer(), summarizer_window=4_000)
     assert isinstance(topics, Compactor) and topics.threshold_tokens == 0
     assert isinstance(topics.span, SpanSummarizer) and topics.span.window == 4_000

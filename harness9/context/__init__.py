@@ -1,8 +1,8 @@
 """What the model is shown: pure functions of the stored log, plus the offload files.
 
-Token arithmetic, repair, compactors, the span summariser, fingerprints, eviction,
-triggers, topics, offload, the model view, and the ContextPolicy that puts them
-together for the engine. Never imports the engine, the UI or litellm.
+Token arithmetic, repair, the one compaction pipeline and its configurations
+(pipeline.py), the span summariser, fingerprints, eviction, triggers, topics, offload,
+the model view, and the ContextPolicy that puts them together for the engine. Never imports the engine, the UI or litellm.
 """
 
 from harness9.context.compaction import (
@@ -10,15 +10,9 @@ from harness9.context.compaction import (
     CompactionResult,
     Compactor,
     ProgressCallback,
-    SlidingWindowCompactor,
-    TokenBudgetCompactor,
     find_cut,
 )
-from harness9.context.evict_summary import (
-    EvictionSummaryCompactor,
-)
 from harness9.context.eviction import (
-    EvictionCompactor,
     density_score,
     evict_by_density,
 )
@@ -32,7 +26,6 @@ from harness9.context.fingerprint import (
     structured_summary,
     validate_markers,
 )
-from harness9.context.hybrid import HybridCompactor
 from harness9.context.offload import (
     OFFLOAD_MARKER,
     RECALL_MAX_CHARS,
@@ -43,6 +36,16 @@ from harness9.context.offload import (
     OffloadStore,
     OffloadWriter,
     is_offload_marker,
+)
+from harness9.context.pipeline import (
+    HybridCompactor,
+    Pipeline,
+    SlidingWindowCompactor,
+    Steps,
+    SummarizationCompactor,
+    TokenBudgetCompactor,
+    evict_summary_compactor,
+    eviction_compactor,
 )
 from harness9.context.policy import (
     ContextBreakdown,
@@ -56,7 +59,6 @@ from harness9.context.repair import (
 )
 from harness9.context.summarize import (
     SpanSummarizer,
-    SummarizationCompactor,
     Summarizer,
 )
 from harness9.context.tokens import (
@@ -67,7 +69,6 @@ from harness9.context.tokens import (
     message_bytes,
 )
 from harness9.context.topics import (
-    SelectiveCompressor,
     TopicDetector,
     TopicSegment,
 )
@@ -94,7 +95,6 @@ __all__ = [
     "CompressCooldown",
     "ContextBreakdown",
     "ContextPolicy",
-    "EvictionCompactor",
     "HybridCompactor",
     "KeyInfoFingerprint",
     "ModelView",
@@ -105,16 +105,16 @@ __all__ = [
     "OffloadStore",
     "OffloadWriter",
     "OffloadedResult",
-    "EvictionSummaryCompactor",
+    "Pipeline",
     "ProgressCallback",
     "RECALL_MAX_CHARS",
     "STRUCTURED_COMPRESSION_PROMPT",
-    "SelectiveCompressor",
     "SessionContextState",
     "SessionTriggerState",
     "SlidingWindowCompactor",
     "SmartTrigger",
     "SpanSummarizer",
+    "Steps",
     "SummarizationCompactor",
     "Summarizer",
     "SummaryError",
@@ -133,6 +133,8 @@ __all__ = [
     "estimate_tokens",
     "estimate_tool_tokens",
     "evict_by_density",
+    "evict_summary_compactor",
+    "eviction_compactor",
     "extract_fingerprint",
     "find_cut",
     "format_token_count",

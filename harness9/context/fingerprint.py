@@ -15,17 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    Compactor,
-    PlannedCompactor,
     ProgressCallback,
-    run_fallback,
 )
 from harness9.context.patterns import (
     DECISION_RE,
@@ -37,8 +31,6 @@ from harness9.context.prompts import prompt
 from harness9.context.summarize import (
     SpanSummarizer,
     Summarizer,
-    failure_text,
-    summarized_result,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.errors import HarnessError
@@ -469,50 +461,3 @@ def structured_summary(
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     return repair_summary(text, fp, budget_tokens=preserved_budget, spill=spill)
-
-
-class FoldingCompactor(PlannedCompactor[list[Message]]):
-    """A compactor that first reduces the history cheaply (stubs, eviction), keeping
-    every message's position, then folds the head into one ``structured_summary``."""
-
-    strategy: str
-    span: SpanSummarizer
-    fallback: Compactor
-
-    @property
-    @abstractmethod
-    def preserved_budget(self) -> int:
-        """Tokens the summary's "Preserved facts" section may take."""
-
-    def _fold(
-        self,
-        reduced: Sequence[Message],
-        originals: Sequence[Message],
-        plan: CompactionPlan,
-        force: bool,
-        on_progress: ProgressCallback | None,
-        *,
-        spill: Callable[[str], str] | None = None,
-        instructions: str | None = None,
-    ) -> CompactionResult:
-        """Fold ``reduced[1:plan.cut]`` into one summary and keep the rest.
-
-        The reduction keeps positions, so ``originals[1:plan.cut]`` are the same
-        messages before it: the fingerprint is taken from those. If the summariser
-        fails in any way, compaction must not: ``fallback`` runs (with ``force``) on
-        ``reduced``, so what the reduction saved is kept, and the error is recorded.
-        """
-        cut = plan.cut
-        try:
-            summary = structured_summary(
-                self.span,
-                reduced[1:cut],
-                fingerprint_from=originals[1:cut],
-                on_progress=on_progress,
-                preserved_budget=self.preserved_budget,
-                spill=spill,
-                instructions=instructions,
-            )
-        except Exception as exc:  # any provider failure
-            return run_fallback(self.fallback, reduced, force=force, error=failure_text(exc))
-        return summarized_result(reduced, cut, plan, summary, self.strategy)
