@@ -12,6 +12,7 @@ from harness9.errors import UsageError
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
+    from harness9.context.pipeline import CompactorFactory
     from harness9.context.policy import ContextPolicy
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
@@ -51,6 +52,7 @@ def build_engine(
     subagents: SubAgentOptions | None = None,
     children: ChildSessions | None = None,
     provider_opts: ProviderOptions | None = None,
+    compactor_factory: CompactorFactory | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options.
 
@@ -58,11 +60,14 @@ def build_engine(
     ``provider_opts``; the compaction threshold keeps that much of the window free.
 
     With ``subagents`` (enabled) and ``children`` (where their sessions go), the agent
-    also has the `task` tool; its sub-agents are built here the same way."""
+    also has the `task` tool; its sub-agents are built here the same way.
+    ``compactor_factory(summarizer, window, threshold_tokens)`` replaces the strategy's
+    compactor (a benchmark comparing its own policies); the command line never sets it."""
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
 
     parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs, provider_opts)
+    parts.compactor_factory = compactor_factory
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
     policy = parts.policy(lambda event: engine.on_event(event))
@@ -122,6 +127,8 @@ class _Parts:
         self.sleep = sleep
         self.blobs = blobs
         self.provider_opts = provider_opts
+        # A program's own compactor (``build_engine``'s ``compactor_factory``), if any.
+        self.compactor_factory: CompactorFactory | None = None
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -148,6 +155,7 @@ class _Parts:
             self.context_window,
             token_counter=make_token_counter(self.settings.model),
             blobs=self.blobs,
+            compactor_factory=self.compactor_factory,
         )
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
