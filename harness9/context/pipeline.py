@@ -519,19 +519,6 @@ class SlidingWindowCompactor(Pipeline):
         self.min_tail_messages = min_tail_messages
         self.max_tokens = max_tokens
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return super().plan(msgs, force=False)  # forcing a window changes nothing
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        return super().compact(msgs)
-
 
 class SummarizationCompactor(Pipeline):
     """Replace the head with ``Message("user", SUMMARY_PREFIX + summary)`` (the five-section
