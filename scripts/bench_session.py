@@ -47,7 +47,7 @@ Measures per policy (the main session only; the final turn is the probe):
 - compactions (checkpoints stored) and summary calls; peak: largest request / window;
 - facts: planted facts reachable at the end.
 
-Peers' policies are compactors the chat is given for this run (``BASELINE_FACTORIES``),
+Peers' policies are compactors the chat is given for this run (``POLICY_FACTORIES``),
 with offload and recall off, as the peers ship them. Their published parameters:
 - ``overflow``: no management until the server rejects a request, then a summary of
   everything but the last 6 messages (harness9's summariser).
@@ -122,7 +122,11 @@ from harness9.context.compaction import (  # noqa: E402
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups  # noqa: E402
-from harness9.context.pipeline import CompactorFactory, SummarizationCompactor  # noqa: E402
+from harness9.context.pipeline import (  # noqa: E402
+    CompactorFactory,
+    HybridCompactor,
+    SummarizationCompactor,
+)
 from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
 from harness9.context.summarize import SpanSummarizer  # noqa: E402
 from harness9.context.tokens import estimate_tokens  # noqa: E402
@@ -341,7 +345,9 @@ class _Masking:
 
 # factory(summariser, window, threshold tokens): each peer brings its own trigger. The chat
 # runs with the factory's compactor in place of its strategy's (Environment.compactor_factory).
-BASELINE_FACTORIES: dict[str, CompactorFactory] = {
+POLICY_FACTORIES: dict[str, CompactorFactory] = {
+    # harness9's default with density eviction before the stubs (a configuration, measured)
+    "hybrid+evict": lambda s, w, t: HybridCompactor(s, w, threshold=t / w, evict=True),
     "overflow": lambda s, w, t: _Overflow(s, w),
     "claude-code": lambda s, w, t: _SummaryAt("claude-code", s, w, 0.95),
     "codex": lambda s, w, t: _Codex("codex", s, w, 0.9),
@@ -359,9 +365,9 @@ def _chat(
         stdin=io.StringIO(text),
         stdout=stdout,
         stderr=stderr,
-        compactor_factory=BASELINE_FACTORIES.get(policy),
+        compactor_factory=POLICY_FACTORIES.get(policy),
     )
-    strategy = "hybrid" if policy in BASELINE_FACTORIES else policy
+    strategy = "hybrid" if policy in POLICY_FACTORIES else policy
     res = runner.invoke(app, [*argv, "--strategy", strategy], env=env, obj=obj)
     return res.exit_code, res.output + stdout.getvalue() + stderr.getvalue()
 

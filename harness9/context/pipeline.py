@@ -101,8 +101,8 @@ class Steps:
 
     strategy: str  # what a plan and a result that folds say ran
     threshold: int  # the gate, in tokens (0: not gated by tokens)
-    stub_groups: int | None = None  # reduce: stub all but this many newest tool groups
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
+    stub_groups: int | None = None  # reduce: then stub all but this many newest tool groups
     keep_groups: int = 3  # eviction leaves the newest tool groups whole
     enough_at: int = 0  # the reduction alone is the result at or under this load
     framing: int = MESSAGE_OVERHEAD_TOKENS  # tokens per message the load adds to the estimate
@@ -251,17 +251,23 @@ class Pipeline:
     def _reduce(self, msgs: Sequence[Message], force: bool, write: bool) -> list[Message]:
         """Step 2: stubs or eviction (``msgs`` itself, as a list, when neither is set)."""
         s = self.steps
-        if s.stub_groups is not None:
-            return stub_old_results(msgs, s.stub_groups)
+        out = msgs if isinstance(msgs, list) else list(msgs)
         if s.evict_to is not None:
-            return evict_by_density(
-                msgs,
+            out = evict_by_density(
+                out,
                 s.keep_groups,
                 0 if force else s.evict_to,
                 offload=self.offload if write else None,
                 session_id=self.session_id,
             )
-        return msgs if isinstance(msgs, list) else list(msgs)
+        if s.stub_groups is not None and not (s.evict_to is not None and self._enough_now(out)):
+            out = stub_old_results(out, s.stub_groups)
+        return out
+
+    def _enough_now(self, reduced: list[Message]) -> bool:
+        """Eviction alone brought the load under ``enough_at``: nothing more is stubbed."""
+        load = estimate_tokens(reduced) + self.steps.framing * len(reduced)
+        return load <= self.steps.enough_at
 
     def _enough(self, reduced: Sequence[Message], before: int, after: int) -> bool:
         """The reduction alone lands under ``enough_at`` (counting each message's framing:
@@ -586,7 +592,11 @@ class HybridCompactor(Pipeline):
         preserved_share: float = PRESERVED_SHARE_HYBRID,
         recall_share: float = RECALL_SHARE,
         fallback: Compactor | None = None,
+        evict: bool = False,
     ) -> None:
+        """``evict``: old tool results are evicted by density down to the target (each
+        keeping its rule summary, error lines, names and paths) before the rest are
+        stubbed, instead of all being stubbed at once."""
         if context_window < 1:
             raise ValueError(f"context_window must be positive, got {context_window}")
         self.context_window = context_window
@@ -599,6 +609,8 @@ class HybridCompactor(Pipeline):
             STRATEGY_HYBRID,
             max(1, int(context_window * threshold)),
             stub_groups=keep_groups,
+            evict_to=target_tokens if evict else None,
+            keep_groups=keep_groups,
             enough_at=target_tokens,
             reduced_strategy=STRATEGY_STUBS,
             cut="fit",
