@@ -2,7 +2,7 @@
 
 Shared rules:
 - the input's first message must be the system message, otherwise the input
-  is returned unchanged (the seed's defensive check);
+  is returned unchanged (a defensive check);
 - a cut never separates tool results from the assistant message that called
   them (``find_cut``): where the kept part would begin with results, it is
   extended back over them to include the call;

@@ -1,6 +1,6 @@
 """Eviction: the least informative old tool results are replaced first.
 
-Each old tool result gets a density score (seed rules):
+Each old tool result gets a density score:
 
 * +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
 * -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;

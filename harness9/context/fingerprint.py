@@ -5,7 +5,7 @@ An LLM summary may drop a file path or an error. Before folding, the facts that
 must survive (paths, declared names, error lines, decisions, and the rules the
 user stated) are extracted by rules; after the model answers, ``validate_markers`` lists what it left out and
 ``repair_summary`` appends those under "Preserved facts". Every distinct fact is
-kept up to a token budget (EvictionSummaryCompactor: 15 % of the window); past it the
+kept up to a token budget (a share of the window); past it the
 best-ranked facts are written and the rest counted ("… and N more paths not
 shown") or handed to a ``spill`` that stores them. So no fingerprinted item is
 ever silently lost, however the model summarises.
@@ -41,7 +41,7 @@ STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
 MARKER_TEMPLATE = prompt("marker_template")
 
 PRESERVED_HEADING = "## Preserved facts"
-TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it (seed: 200 runes)
+TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it
 # The "Preserved facts" section may take up to this share of the compaction target.
 # Compaction fires at 80 % of the window; a summary that ate more than ~15 % would leave
 # too little of the remaining room for the verbatim tail and the next turns before
