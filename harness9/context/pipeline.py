@@ -56,7 +56,7 @@ from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, str
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
 from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
-from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.context.topics import TopicDetector, TopicSegment
@@ -93,6 +93,10 @@ DEFAULT_TARGET = 0.4
 PRESERVED_SHARE_HYBRID = 0.06
 RECALL_SHARE = 0.06
 EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold (or window)
+# Topic isolation folds once the history has more than this many messages and the newest
+# topic segment has at most NEW_TOPIC_MESSAGES: a new topic has just begun.
+TOPIC_MIN_HISTORY = 10
+NEW_TOPIC_MESSAGES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,6 @@ class Steps:
     target: int = 0  # tokens the cut aims for ("fit", "budget")
     min_tail: int = DEFAULT_MIN_TAIL  # newest messages always kept
     max_messages: int = 0  # "window": the window; also a gate when set
-    halve_forced: bool = True  # "budget": a forced cut aims for half the history
     fit_reserve: int = 0  # "fit": tokens kept free for the summary's facts and index
     summary: str = ""  # "" (the head is dropped) | "plain" | "structured"
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
@@ -208,7 +211,8 @@ class Pipeline:
             return unchanged_plan(s.strategy, msgs, s.threshold), list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        repaired = KeptSizer(msgs, sizes).kept_tokens(1)  # what is sent if nothing folds
+        # What is sent if nothing folds: the history as repaired (a valid one: itself).
+        repaired = before if is_valid_tool_sequence(msgs) else KeptSizer(msgs, sizes).kept_tokens(1)
         nothing = CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold)
         if not (force or self._over(msgs, max(before, repaired))):
             return nothing, list(msgs)
@@ -240,8 +244,8 @@ class Pipeline:
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
-            new_topic = len(segments) >= 2 and segments[-1].message_count <= 2
-            return new_topic and len(msgs) - 1 > 10
+            new_topic = len(segments) >= 2 and segments[-1].message_count <= NEW_TOPIC_MESSAGES
+            return new_topic and len(msgs) - 1 > TOPIC_MIN_HISTORY
         if s.max_messages and len(msgs) > s.max_messages:
             return True
         if s.threshold <= 0:
@@ -279,7 +283,7 @@ class Pipeline:
         """Step 3: where the kept tail begins in ``msgs`` (1: nothing is cut)."""
         s = self.steps
         if s.cut == "budget":
-            target = min(s.target, before // 2) if force and s.halve_forced else s.target
+            target = min(s.target, before // 2) if force else s.target
             return budget_cut(msgs, sizes, target, s.min_tail)
         if s.cut == "window":
             return window_cut(msgs, s.max_messages, s.min_tail, before > s.threshold > 0)
