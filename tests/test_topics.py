@@ -136,6 +136,8 @@ def test_selective_compressor_failure_keeps_history():
     msgs = long_db_then_css(1)
     result = topic_compactor(TopicDetector(), Failing()).compact(msgs)
     assert result.messages == msgs and result.error == "TimeoutError: slow model"
+    # Nothing folded: a checkpoint stored from this result would drop the topics unsummarised.
+    assert not result.plan.would_compact and result.plan.cut == 1
 
 
 def test_selective_compressor_returns_input_without_system_unchanged():
