@@ -211,11 +211,12 @@ class Pipeline:
             return unchanged_plan(s.strategy, msgs, s.threshold), list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        # What is sent if nothing folds: the history as repaired (a valid one: itself).
-        repaired = before if is_valid_tool_sequence(msgs) else KeptSizer(msgs, sizes).kept_tokens(1)
-        nothing = CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold)
-        if not (force or self._over(msgs, max(before, repaired))):
-            return nothing, list(msgs)
+        if not (force or self._over(msgs, before)):
+            repaired = _repaired_tokens(msgs, sizes, before)
+            if not self._over(msgs, repaired):
+                return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), list(
+                    msgs
+                )
         reduced = self._reduce(msgs, force, write)
         after, rsizes = before, sizes
         if reduced is not msgs:
@@ -228,7 +229,8 @@ class Pipeline:
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
         cut = self._cut(reduced, rsizes, before, force)
         if cut <= 1 and reduced is msgs:
-            return nothing, reduced
+            repaired = _repaired_tokens(msgs, sizes, before)
+            return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, rsizes, cut).kept_tokens(cut)
@@ -239,8 +241,8 @@ class Pipeline:
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
     def _over(self, msgs: Sequence[Message], tokens: int) -> bool:
-        """The gate: over the token threshold (``tokens``: the estimate, or the repaired
-        history's when larger), over the message window, or (topics) a new topic began."""
+        """The gate: over the token threshold (``tokens``: the estimate, or what the
+        repaired history measures), over the message window, or (topics) a new topic."""
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
@@ -372,6 +374,12 @@ class Pipeline:
         except (OSError, OffloadError):  # an unwritable store must not fail compaction
             return ""
         return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
+
+
+def _repaired_tokens(msgs: Sequence[Message], sizes: list[int], before: int) -> int:
+    """The estimate of ``msgs`` as repaired, what is sent if nothing folds (``before``,
+    the estimate as they are, when they need no repair)."""
+    return before if is_valid_tool_sequence(msgs) else KeptSizer(msgs, sizes).kept_tokens(1)
 
 
 def _failure_text(exc: BaseException) -> str:
