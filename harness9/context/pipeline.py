@@ -8,13 +8,14 @@ soon as the history fits:
    the compaction is forced. Offloaded results (``📂 [offload:``) are already small:
    no step ever rewrites them.
 2. **reduce**, keeping every message's position (no model call): old tool results are
-   stubbed (``stub_groups``: all but the newest tool groups, each stub recallable by
-   its handle) or evicted by density, least informative first (``evict_to``). When
-   that alone lands under ``enough_at``, the reduced history is the result.
+   evicted by density, least informative first, each keeping its rule summary and
+   facts (``evict_to``), then stubbed (``stub_groups``: all but the newest tool groups,
+   each stub recallable by its handle). When that alone lands under ``enough_at``, the
+   reduced history is the result.
 3. **cut**: where the kept tail begins: ``fit`` (as many newest messages as the target
    leaves room for), ``tail`` (all but ``min_tail``), ``budget`` (the largest suffix
    under ``target``), ``window`` (the newest ``max_messages - 1``), ``topic`` (the start
-   of the topic that has just begun), or none.
+   of the topic that has just begun), ``fallback`` (straight to step 5), or none.
 4. **fold** the head: a summary (``summary="plain"``: the five-section template;
    ``"structured"``: the marker prompt, its facts fingerprinted from the messages as
    they were before step 2 and repaired into it), or nothing (the head is dropped).
