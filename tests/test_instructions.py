@@ -11,7 +11,7 @@ from harness9.context.instructions import (
     with_notes,
 )
 from harness9.schema import SUMMARY_PREFIX, Message
-from harness9.store.lineage import ForkPoint, kept_checkpoints, moved_checkpoint
+from harness9.store.lineage import ForkPoint, kept_checkpoints
 from harness9.store.session import Checkpoint
 
 
@@ -88,12 +88,3 @@ def test_a_fork_keeps_the_checkpoints_made_before_the_next_message():
         cp(70, 99.0, {93: "stub"}),  # stubs a message after N
     ]
     assert [c.last_message_id for c in kept_checkpoints(cps, point)] == [50, 80]
-
-
-def test_a_moved_checkpoint_names_the_forks_messages_only():
-    c = cp(5, 1.0, {7: 'x; offload_recall(id="msg_7") for it'})
-    c.recall_index = "- msg_3 bash ls (10 tokens)\n- msg_999 elsewhere"
-    moved = moved_checkpoint(c, {5: 105, 7: 107, 3: 103}.get)
-    assert moved.id == 0 and moved.last_message_id == 105
-    assert moved.rewrites == {107: 'x; offload_recall(id="msg_107") for it'}
-    assert moved.recall_index == "- msg_103 bash ls (10 tokens)\n- msg_999 elsewhere"

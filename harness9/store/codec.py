@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.schema import ROLES, Message, ToolCall
+from harness9.schema import ROLES, Message, TodoItem, ToolCall
 from harness9.store.session import Checkpoint, StoredMessage
 
 TOOL_CALL_FIELDS = ("id", "name", "arguments")
@@ -221,3 +221,17 @@ def decode_rewrites(text: str) -> dict[int, str]:
         return {int(k): str(v) for k, v in raw.items()}
     except (ValueError, TypeError, AttributeError):
         return {}
+
+
+def encode_todos(items: list[TodoItem]) -> str:
+    """A todo list as ``todo_lists.items`` keeps it: JSON [{content, status}], in order."""
+    return json.dumps([{"content": t.content, "status": t.status} for t in items])
+
+
+def decode_todos(text: str) -> list[TodoItem]:
+    """``encode_todos``'s text back; CorruptValueError for anything else."""
+    try:
+        raw = json.loads(text)
+        return [TodoItem(str(t["content"]), str(t["status"])) for t in raw]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptValueError(f"todo list is not a JSON list of items ({exc})") from exc
