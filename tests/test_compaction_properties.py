@@ -37,8 +37,8 @@ from harness9.context.compaction import KeptSizer
 from harness9.context.pipeline import evict_summary_compactor, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
-from harness9.context.topics import TopicDetector
 from harness9.context.tokens import message_bytes
+from harness9.context.topics import TopicDetector
 from harness9.schema import SUMMARY_PREFIX, Message
 
 texts = st.one_of(
