@@ -289,15 +289,13 @@ def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
 
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
-STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict", "phase2")
-# Older names that mean a current strategy ("phase2" grew into "hybrid").
+STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict")
+# Older names a config file may still hold, and the strategy they mean now.
 STRATEGY_ALIASES = {"phase2": "hybrid"}
-# Names added by register_strategy (harness9.engine.setup): accepted like the built-in ones.
-EXTRA_STRATEGIES: list[str] = []
 
 
 def known_strategy(name: str) -> bool:
-    return name in STRATEGIES or name in EXTRA_STRATEGIES
+    return name in STRATEGIES or name in STRATEGY_ALIASES
 
 
 @dataclass(slots=True)
@@ -467,7 +465,7 @@ def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -
             raise error(f"{where} must be {check.describe()}, got {value!r}")
     elif check is not None and not check(value):
         if field == "strategy":
-            names = ", ".join((*STRATEGIES, *EXTRA_STRATEGIES))
+            names = ", ".join(STRATEGIES)
             raise error(f"{where} must be one of {names}, got {value!r}")
         raise error(f"{where} must be {_CHECK_WORDS.get(field, 'set')}, got {value!r}")
     setattr(opts, field, value)

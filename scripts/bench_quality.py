@@ -14,13 +14,16 @@ to fit the history into a ``--window``-token context. Strategies:
 
 * ``window``: SlidingWindowCompactor(100);
 * ``budget``: TokenBudgetCompactor(80 % of the window);
-* ``evict``: EvictionCompactor(window);
+* ``evict``: the pipeline's ``evict`` configuration (``eviction_compactor(window)``);
 * ``offload+evict``: every tool result over the offload limits goes through a real
-  OffloadStore (in a temp dir) as it is produced, then EvictionCompactor(window);
-* ``phase2``: EvictionSummaryCompactor.for_context_window(window) with a deterministic summariser that keeps
-  only the first line of each folded message, so what survives beyond first lines
-  is the fingerprint repair's doing;
-* ``offload+phase2``: the full phase-2 stack (offload, then EvictionSummaryCompactor).
+  OffloadStore (in a temp dir) as it is produced, then ``eviction_compactor(window)``;
+* ``evict+summary``: ``evict_summary_compactor(summariser, window)`` (density eviction,
+  then a structured summary) with a deterministic summariser that keeps only the first
+  line of each folded message, so what survives beyond first lines is the fingerprint
+  repair's doing; ``offload+evict+summary``: the same after offloading;
+* ``hybrid`` / ``offload+hybrid``: the default configuration (stubs, then a structured
+  summary), with the same summariser; ``hybrid+evict``: the default with density
+  eviction before the stubs (``HybridCompactor(..., evict=True)``).
 
 A fact is *reachable* when its text is in the compacted context, or in an
 offloaded file whose ``📂 [offload:<id>`` marker is still in the context (what
@@ -28,7 +31,7 @@ offloaded file whose ``📂 [offload:<id>`` marker is still in the context (what
 after / before, the fingerprinted and the all-facts reachable shares, and whether
 the output is a valid tool-call sequence.
 
-Target: phase 2 keeps 100 % of fingerprinted facts reachable while cutting tokens
+Target: evict+summary keeps 100 % of fingerprinted facts reachable while cutting tokens
 by at least 60 % on the 500K trajectories.
 
     .venv/bin/python scripts/bench_quality.py [--sizes 50000 200000 500000] [--window 32000]
@@ -49,13 +52,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness9.context import (
-    EvictionCompactor,
-    EvictionSummaryCompactor,
+    HybridCompactor,
     OffloadConfig,
     OffloadStore,
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     estimate_tokens,
+    evict_summary_compactor,
+    eviction_compactor,
     extract_fingerprint,
     is_valid_tool_sequence,
     validate_markers,
@@ -67,6 +71,9 @@ KINDS = FINGERPRINTED
 TARGET_FACTS_SHARE = 1.0
 TARGET_CUT = 0.60
 SESSION = "bench"
+SUMMARISING = frozenset(
+    {"evict+summary", "offload+evict+summary", "hybrid", "offload+hybrid", "hybrid+evict"}
+)
 
 PKGS = ["billing", "auth", "ingest", "search", "reports", "notify", "storage", "scheduler"]
 WORDS = [
@@ -355,31 +362,30 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
     strategies = [
         ("window", SlidingWindowCompactor(100), msgs, None),
         ("budget", TokenBudgetCompactor(window * 80 // 100), msgs, None),
-        ("evict", EvictionCompactor(window), msgs, None),
+        ("evict", eviction_compactor(window), msgs, None),
         (
             "offload+evict",
-            EvictionCompactor(window, offload=store, session_id=SESSION),
+            eviction_compactor(window, offload=store, session_id=SESSION),
             with_offload,
             store,
         ),
         (
-            "phase2",
-            EvictionSummaryCompactor.for_context_window(FirstLineSummarizer(), window),
+            "evict+summary",
+            evict_summary_compactor(FirstLineSummarizer(), window),
             msgs,
             None,
         ),
         (
-            "offload+phase2",
-            EvictionSummaryCompactor(
-                FirstLineSummarizer(),
-                window * 80 // 100,
-                context_window=window,
-                offload=store,
-                session_id=SESSION,
+            "offload+evict+summary",
+            evict_summary_compactor(
+                FirstLineSummarizer(), window, offload=store, session_id=SESSION
             ),
             with_offload,
             store,
         ),
+        ("hybrid", HybridCompactor(FirstLineSummarizer(), window), msgs, None),
+        ("offload+hybrid", HybridCompactor(FirstLineSummarizer(), window), with_offload, store),
+        ("hybrid+evict", HybridCompactor(FirstLineSummarizer(), window, evict=True), msgs, None),
     ]
     fp_idx = [i for i, f in enumerate(facts) if f.kind in FINGERPRINTED]
     rows = []
@@ -405,7 +411,7 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
                 },
                 is_valid_tool_sequence(out),
                 seconds,
-                fingerprint_coverage(msgs[1:], out, st) if name.endswith("phase2") else None,
+                fingerprint_coverage(msgs[1:], out, st) if name in SUMMARISING else None,
             )
         )
     return rows
@@ -422,7 +428,7 @@ def main() -> int:
         f"fingerprinted kinds: {', '.join(FINGERPRINTED)} (constraint = a rule the user"
         " stated, found by rule wording in user messages)"
     )
-    header = f"{'size':>8} {'strategy':<15} {'tokens after/before':>22} {'ratio':>6} "
+    header = f"{'size':>8} {'strategy':<21} {'tokens after/before':>22} {'ratio':>6} "
     header += f"{'fingerprinted':>13} {'via recall':>10} {'all facts':>9} {'valid':>5} {'time':>6}"
     print(header)
     print("-" * len(header))
@@ -435,18 +441,18 @@ def main() -> int:
             for r in run(size, args.window, args.seed, Path(tmp)):
                 all_rows.append(r)
                 print(
-                    f"{'':>8} {r.strategy:<15} {f'{r.after:,} / {r.before:,}':>22} "
+                    f"{'':>8} {r.strategy:<21} {f'{r.after:,} / {r.before:,}':>22} "
                     f"{r.after / r.before:>6.2f} {r.fp_share:>12.0%} {r.fp_recall_share:>10.0%} "
                     f"{r.all_share:>9.0%} "
                     f"{'yes' if r.valid else 'NO':>5} {r.seconds:>5.2f}s"
                 )
-    print("\nreachable by kind (phase2 rows):")
+    print("\nreachable by kind (summarising rows):")
     for r in all_rows:
-        if r.strategy.endswith("phase2"):
+        if r.strategy in SUMMARISING:
             kinds = "  ".join(f"{k} {v:.0%}" for k, v in r.by_kind.items())
-            print(f"{r.size:>8} {r.strategy:<15} {kinds}")
+            print(f"{r.size:>8} {r.strategy:<21} {kinds}")
     print(
-        "\nevery distinct fingerprinted item of the history (not only planted), phase2 rows:"
+        "\nevery distinct fingerprinted item of the history (not only planted), summarising rows:"
         "\nin context, only through offload_recall, or left out of a budgeted summary or eviction stub"
         ' (counted there as "… and N more … not shown"):'
     )
@@ -455,19 +461,19 @@ def main() -> int:
             c = r.coverage
             lost = c.total - c.in_context - c.via_recall
             print(
-                f"{r.size:>8} {r.strategy:<15} {c.total:>5} items: {c.in_context / c.total:>4.0%}"
+                f"{r.size:>8} {r.strategy:<21} {c.total:>5} items: {c.in_context / c.total:>4.0%}"
                 f" in context, {c.via_recall / c.total:>4.0%} via recall, {lost / c.total:>4.0%}"
                 f" left out ({lost})"
             )
     largest = max(args.sizes)
-    phase2 = [r for r in all_rows if r.size == largest and r.strategy == "phase2"]
+    stacked = [r for r in all_rows if r.size == largest and r.strategy == "evict+summary"]
     met = all(
         r.fp_share >= TARGET_FACTS_SHARE and 1 - r.after / r.before >= TARGET_CUT and r.valid
-        for r in phase2
+        for r in stacked
     )
-    r = phase2[0]
+    r = stacked[0]
     print(
-        f"target (phase2 at {largest:,}: 100 % fingerprinted facts reachable, tokens cut "
+        f"target (evict+summary at {largest:,}: 100 % fingerprinted facts reachable, tokens cut "
         f">= 60 %, valid): {'MET' if met else 'NOT MET'} "
         f"({r.fp_share:.0%} reachable, {1 - r.after / r.before:.0%} cut)"
     )

@@ -47,7 +47,7 @@ Measures per policy (the main session only; the final turn is the probe):
 - compactions (checkpoints stored) and summary calls; peak: largest request / window;
 - facts: planted facts reachable at the end.
 
-Peers' policies are compactors registered for this run only (``register_strategy``),
+Peers' policies are compactors the chat is given for this run (``POLICY_FACTORIES``),
 with offload and recall off, as the peers ship them. Their published parameters:
 - ``overflow``: no management until the server rejects a request, then a summary of
   everything but the last 6 messages (harness9's summariser).
@@ -84,6 +84,7 @@ Not part of the test suite: it takes minutes.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -113,6 +114,7 @@ from llm_server import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply 
 from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
+from harness9.cli.env import Environment  # noqa: E402
 from harness9.context.compaction import (  # noqa: E402
     CompactionPlan,
     CompactionResult,
@@ -120,9 +122,13 @@ from harness9.context.compaction import (  # noqa: E402
     starts_with_system,
 )
 from harness9.context.eviction import tool_groups  # noqa: E402
-from harness9.context.policy import register_strategy  # noqa: E402
+from harness9.context.pipeline import (  # noqa: E402
+    CompactorFactory,
+    HybridCompactor,
+    SummarizationCompactor,
+)
 from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
-from harness9.context.summarize import SpanSummarizer, SummarizationCompactor  # noqa: E402
+from harness9.context.summarize import SpanSummarizer  # noqa: E402
 from harness9.context.tokens import estimate_tokens  # noqa: E402
 from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message  # noqa: E402
 
@@ -337,13 +343,33 @@ class _Masking:
         return CompactionResult(repair_orphaned_tool_pairs(out), plan, None, self.strategy)
 
 
-def register_baselines() -> None:
-    # factory(summariser, window, threshold tokens): each peer brings its own trigger.
-    register_strategy("overflow", lambda s, w, t: _Overflow(s, w))
-    register_strategy("claude-code", lambda s, w, t: _SummaryAt("claude-code", s, w, 0.95))
-    register_strategy("codex", lambda s, w, t: _Codex("codex", s, w, 0.9))
-    register_strategy("opencode", lambda s, w, t: _OpenCode(s, w))
-    register_strategy("masking", lambda s, w, t: _Masking(w))
+# factory(summariser, window, threshold tokens): each peer brings its own trigger. The chat
+# runs with the factory's compactor in place of its strategy's (Environment.compactor_factory).
+POLICY_FACTORIES: dict[str, CompactorFactory] = {
+    # harness9's default with density eviction before the stubs (a configuration, measured)
+    "hybrid+evict": lambda s, w, t: HybridCompactor(s, w, threshold=t / w, evict=True),
+    "overflow": lambda s, w, t: _Overflow(s, w),
+    "claude-code": lambda s, w, t: _SummaryAt("claude-code", s, w, 0.95),
+    "codex": lambda s, w, t: _Codex("codex", s, w, 0.9),
+    "opencode": lambda s, w, t: _OpenCode(s, w),
+    "masking": lambda s, w, t: _Masking(w),
+}
+
+
+def _chat(
+    runner: CliRunner, argv: list[str], text: str, env: dict[str, str], policy: str
+) -> tuple[int, str]:
+    """``harness9 chat`` in-process on ``text`` as its piped input: (exit code, output)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    obj = Environment(
+        stdin=io.StringIO(text),
+        stdout=stdout,
+        stderr=stderr,
+        compactor_factory=POLICY_FACTORIES.get(policy),
+    )
+    strategy = "hybrid" if policy in POLICY_FACTORIES else policy
+    res = runner.invoke(app, [*argv, "--strategy", strategy], env=env, obj=obj)
+    return res.exit_code, res.output + stdout.getvalue() + stderr.getvalue()
 
 
 # -- the script ------------------------------------------------------------------------------
@@ -784,26 +810,20 @@ def run_one(
             "--no-stream",
             "--workdir",
             str(work),
-            "--strategy",
-            policy,
         ]
-        res = runner.invoke(app, base, input="\n".join(script.users) + "\n", env=env)
-        if res.exit_code != 0:
-            row.notes.append(f"chat exited {res.exit_code}: {res.output[-300:]}")
+        code, out = _chat(runner, base, "\n".join(script.users) + "\n", env, policy)
+        if code != 0:
+            row.notes.append(f"chat exited {code}: {out[-300:]}")
         db = home / "h9" / "sessions.db"
         con = sqlite3.connect(db)
         (session_id,) = con.execute("SELECT id FROM sessions").fetchone()
         con.close()
         model.probing = True
         keys = ", ".join(f.key for f in script.facts)
-        res = runner.invoke(
-            app,
-            [*base, "--resume", session_id],
-            input=f"Give me the values of {keys}.\n" + "Go on.\n" * (PROBE_TURNS - 1),
-            env=env,
-        )
-        if res.exit_code != 0:
-            row.notes.append(f"probe exited {res.exit_code}: {res.output[-300:]}")
+        probe = f"Give me the values of {keys}.\n" + "Go on.\n" * (PROBE_TURNS - 1)
+        code, out = _chat(runner, [*base, "--resume", session_id], probe, env, policy)
+        if code != 0:
+            row.notes.append(f"probe exited {code}: {out[-300:]}")
     row.seconds = time.perf_counter() - started
     if isinstance(server, ScriptedAnthropicServer):
         measure(model, db, session_id, row, server.usage_log)
@@ -882,7 +902,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provider", choices=PROVIDERS, default="openai")
     ap.add_argument("--openai-family", choices=sorted(OPENAI_DISCOUNTS), default="gpt-4o")
     args = ap.parse_args(argv)
-    register_baselines()
     lengths = [int(x) for x in args.lengths.split(",")]
     policies = [p for p in args.policies.split(",") if p]
     summarisers = [s for s in args.summarisers.split(",") if s]

@@ -34,10 +34,11 @@ from harness9.context import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.compaction import KeptSizer
-from harness9.context.hybrid import TailCompactor
+from harness9.context.pipeline import evict_summary_compactor, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
 from harness9.context.tokens import message_bytes
+from harness9.context.topics import TopicDetector
 from harness9.schema import SUMMARY_PREFIX, Message
 
 texts = st.one_of(
@@ -191,7 +192,16 @@ def test_kept_sizer_is_exact_for_every_cut_from_its_start(msgs, data):
         assert sizer.kept_bytes(cut) == sum(message_bytes(m) for m in kept)
 
 
-CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict"]
+# The strategies a user can select, then the pipeline's other configurations.
+CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict", "evict+summary", "topic"]
+
+
+def configuration(name: str, summarizer, window: int, threshold: int):
+    if name == "evict+summary":
+        return evict_summary_compactor(summarizer, window, max_tokens=max(1, threshold))
+    if name == "topic":
+        return topic_compactor(TopicDetector(min_segment_size=2), summarizer)
+    return build_compactor(name, summarizer, window, threshold_tokens=threshold)
 
 
 @given(
@@ -206,12 +216,12 @@ CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict"]
 def test_every_configuration_returns_a_valid_sequence_no_larger_than_its_input(
     msgs, strategy, window, share, force, fails, summary
 ):
-    """The default compactor and every strategy a user can select: whatever they
+    """The default compactor and every configuration of the pipeline: whatever they
     fold, the output is a valid tool sequence, the input is untouched, and the
     result is never larger than the input (repaired, as it would be sent)."""
     snapshot = copy.deepcopy(msgs)
     fake = ScriptedSummarizer("**Goal:** " + summary, error=RuntimeError("down") if fails else None)
-    compactor = build_compactor(strategy, fake, window, threshold_tokens=int(window * share))
+    compactor = configuration(strategy, fake, window, int(window * share))
 
     res = compactor.compact(msgs, force=force)
 
@@ -225,7 +235,7 @@ def test_every_configuration_returns_a_valid_sequence_no_larger_than_its_input(
 def test_the_last_resort_keeps_a_valid_sequence_and_never_grows(msgs, max_tokens):
     snapshot = copy.deepcopy(msgs)
 
-    res = TailCompactor(max_tokens).compact(msgs)
+    res = tail_compactor(max_tokens).compact(msgs)
 
     assert msgs == snapshot
     assert is_valid_tool_sequence(res.messages)

@@ -5,9 +5,9 @@ from history import ScriptedSummarizer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness9.context.compaction import CompactionPlan, CompactionResult, TokenBudgetCompactor
-from harness9.context.evict_summary import EvictionSummaryCompactor
+from harness9.context.compaction import CompactionPlan, CompactionResult
 from harness9.context.offload import OffloadConfig, OffloadStore
+from harness9.context.pipeline import TokenBudgetCompactor, evict_summary_compactor
 from harness9.context.repair import is_valid_tool_sequence
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall
@@ -15,11 +15,9 @@ from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message, ToolCall
 SYS = Message("system", "You are harness9.")
 
 
-def phase2(summarizer, window, **options):
-    """The phase-2 compactor for a ``window``-token context: its threshold is 80 % of it."""
-    return EvictionSummaryCompactor(
-        summarizer, max(1, window * 80 // 100), context_window=window, **options
-    )
+def evict_summary(summarizer, window, **options):
+    """The evict+summary configuration for a ``window``-token context: its threshold is 80 % of it."""
+    return evict_summary_compactor(summarizer, window, **options)
 
 
 class KeepLastTwo:
@@ -68,7 +66,7 @@ def chatty() -> list[Message]:
 def test_under_threshold_nothing_happens():
     msgs = tool_heavy()
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, estimate_tokens(msgs) * 2)
+    comp = evict_summary(s, estimate_tokens(msgs) * 2)
     result = comp.compact(msgs)
     assert not result.plan.would_compact and result.messages == msgs and s.calls == []
 
@@ -77,7 +75,7 @@ def test_eviction_alone_when_it_brings_history_under_threshold():
     msgs = tool_heavy()
     before = estimate_tokens(msgs)
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, before)  # threshold 80 % of before
+    comp = evict_summary(s, before)  # threshold 80 % of before
     result = comp.compact(msgs)
     assert result.strategy == "evict" and result.summary is None and s.calls == []
     assert len(result.messages) == len(msgs)
@@ -91,7 +89,7 @@ def test_eviction_alone_when_it_brings_history_under_threshold():
 def test_summarises_when_eviction_is_not_enough():
     msgs = chatty()
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, estimate_tokens(msgs), summarizer_window=10**6)
+    comp = evict_summary(s, estimate_tokens(msgs), summarizer_window=10**6)
     result = comp.compact(msgs)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
     assert result.messages[0] == SYS
@@ -102,7 +100,7 @@ def test_summarises_when_eviction_is_not_enough():
 
 def test_summary_is_repaired_with_facts_the_model_left_out():
     msgs = chatty()
-    result = phase2(
+    result = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs)
     ).compact(msgs)
     for i in range(7):  # src/mod0..6 were in the folded head
@@ -113,7 +111,7 @@ def test_summary_is_repaired_with_facts_the_model_left_out():
 def test_facts_from_evicted_results_survive_the_summary():
     msgs = tool_heavy() + chatty()[1:]
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, estimate_tokens(msgs) // 2, summarizer_window=10**6)
+    comp = evict_summary(s, estimate_tokens(msgs) // 2, summarizer_window=10**6)
     result = comp.compact(msgs)
     assert result.strategy == "evict+summary"
     # The model saw only the evicted stub, yet the error line is kept in the summary.
@@ -124,7 +122,7 @@ def test_facts_from_evicted_results_survive_the_summary():
 
 def test_cut_never_separates_a_tool_result_from_its_call():
     msgs = chatty() + [*group(1, "bash", "x" * 100), *group(2, "bash", "y" * 100)]
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"),
         estimate_tokens(msgs),
         min_tail_messages=3,
@@ -137,14 +135,14 @@ def test_cut_never_separates_a_tool_result_from_its_call():
 def test_force_summarises_under_the_threshold():
     msgs = chatty()
     s = ScriptedSummarizer("Progress: working on the loader")
-    result = phase2(s, 10**6).compact(msgs, force=True)
+    result = evict_summary(s, 10**6).compact(msgs, force=True)
     assert result.strategy == "evict+summary" and len(s.calls) == 1
 
 
 def test_head_larger_than_the_summarisers_window_is_summarised_in_chunks():
     msgs = chatty()  # a head of ~7,000 tokens
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, estimate_tokens(msgs), summarizer_window=2000)
+    comp = evict_summary(s, estimate_tokens(msgs), summarizer_window=2000)
     result = comp.compact(msgs)
     assert result.strategy == "evict+summary"
     assert len(s.calls) >= 5  # four or more parts, then the merge
@@ -155,15 +153,15 @@ def test_head_larger_than_the_summarisers_window_is_summarised_in_chunks():
 
 def test_summariser_window_defaults_to_the_context_window():
     s = ScriptedSummarizer("Progress: working on the loader")
-    assert phase2(s, 5000).span.window == 5000
-    assert phase2(s, 9000, summarizer_window=300).span.window == 300
+    assert evict_summary(s, 5000).span.window == 5000
+    assert evict_summary(s, 9000, summarizer_window=300).span.window == 300
 
 
 def test_previous_summary_at_the_head_is_merged_not_dropped():
     msgs = chatty()
     msgs[1] = Message("user", SUMMARY_PREFIX + "@file:old/legacy.py\nProgress: earlier work")
     s = ScriptedSummarizer("Progress: working on the loader")
-    comp = phase2(s, estimate_tokens(msgs), summarizer_window=10**6)
+    comp = evict_summary(s, estimate_tokens(msgs), summarizer_window=10**6)
     result = comp.compact(msgs)
     prompt = s.calls[0][1].content
     assert (
@@ -176,7 +174,7 @@ def test_previous_summary_at_the_head_is_merged_not_dropped():
 
 def test_summariser_failure_uses_fallback_and_records_error():
     msgs = chatty()
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer(error=ConnectionError("model unreachable")),
         estimate_tokens(msgs),
         fallback=KeepLastTwo(),
@@ -187,7 +185,7 @@ def test_summariser_failure_uses_fallback_and_records_error():
 
 
 def test_default_fallback_is_a_token_budget_at_80_percent():
-    comp = phase2(ScriptedSummarizer("Progress: working on the loader"), 10_000)
+    comp = evict_summary(ScriptedSummarizer("Progress: working on the loader"), 10_000)
     assert isinstance(comp.fallback, TokenBudgetCompactor)
     assert (comp.fallback.max_tokens, comp.fallback.min_tail_messages) == (8000, 6)
 
@@ -195,7 +193,7 @@ def test_default_fallback_is_a_token_budget_at_80_percent():
 def test_summariser_failure_truncates_the_evicted_history_to_the_budget():
     msgs = tool_heavy() + chatty()[1:]
     max_tokens = estimate_tokens(msgs) // 2
-    comp = phase2(ScriptedSummarizer(error=ConnectionError("model unreachable")), max_tokens)
+    comp = evict_summary(ScriptedSummarizer(error=ConnectionError("model unreachable")), max_tokens)
     result = comp.compact(msgs)
     assert result.strategy == "budget" and result.error == "ConnectionError: model unreachable"
     assert estimate_tokens(result.messages) <= int(max_tokens * 0.8)
@@ -204,7 +202,9 @@ def test_summariser_failure_truncates_the_evicted_history_to_the_budget():
 
 def test_empty_summary_falls_back_too():
     msgs = chatty()
-    comp = phase2(ScriptedSummarizer(reply="  "), estimate_tokens(msgs), summarizer_window=10**6)
+    comp = evict_summary(
+        ScriptedSummarizer(reply="  "), estimate_tokens(msgs), summarizer_window=10**6
+    )
     result = comp.compact(msgs)
     assert result.strategy == "budget" and result.summary is None
     assert result.error == "SummaryError: the summariser returned an empty summary"
@@ -213,16 +213,20 @@ def test_empty_summary_falls_back_too():
 def test_plan_is_a_dry_run_without_model_calls():
     msgs = chatty()
     s = ScriptedSummarizer("Progress: working on the loader")
-    plan = phase2(s, estimate_tokens(msgs)).plan(msgs)
+    plan = evict_summary(s, estimate_tokens(msgs)).plan(msgs)
     assert plan.would_compact and plan.strategy == "evict+summary" and s.calls == []
     assert plan.threshold == int(estimate_tokens(msgs) * 0.8)
-    assert plan.tokens_after == estimate_tokens([SYS, *msgs[-6:]])
+    # The tail as kept, plus the summary estimated at the head's size (at most 1,500).
+    head = min(estimate_tokens(msgs[1:-6]), 1500) + len(SUMMARY_PREFIX) // 4
+    assert plan.tokens_after == estimate_tokens([SYS, *msgs[-6:]]) + head
 
 
 def test_input_not_starting_with_system_is_returned_unchanged():
     msgs = chatty()[1:]
     assert (
-        phase2(ScriptedSummarizer("Progress: working on the loader"), 1).compact(msgs).messages
+        evict_summary(ScriptedSummarizer("Progress: working on the loader"), 1)
+        .compact(msgs)
+        .messages
         == msgs
     )
 
@@ -230,7 +234,7 @@ def test_input_not_starting_with_system_is_returned_unchanged():
 def test_input_is_not_mutated():
     msgs = tool_heavy() + chatty()[1:]
     snapshot = [(m.role, m.content) for m in msgs]
-    phase2(
+    evict_summary(
         ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs) // 2
     ).compact(msgs)
     assert [(m.role, m.content) for m in msgs] == snapshot
@@ -239,7 +243,7 @@ def test_input_is_not_mutated():
 def test_orphaned_call_in_tail_gets_a_stub():
     msgs = chatty() + [Message("assistant", "", [ToolCall("dangling", "bash", "{}")])]
     result = (
-        phase2(ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs))
+        evict_summary(ScriptedSummarizer("Progress: working on the loader"), estimate_tokens(msgs))
         .compact(msgs)
         .messages
     )
@@ -257,14 +261,14 @@ def test_orphaned_call_in_tail_gets_a_stub():
     st.integers(50, 5000),
     st.integers(1, 8),
 )
-def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
+def test_evict_summary_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
     msgs = [SYS]
     for n, (kind, size) in enumerate(specs):
         if kind == "chat":
             msgs.append(Message("user" if n % 2 else "assistant", "w" * size))
         else:
             msgs += group(n, "bash", "o" * size)
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"), max_tokens, min_tail_messages=tail
     )
     out = comp.compact(msgs).messages
@@ -273,11 +277,13 @@ def test_phase2_output_is_always_a_valid_tool_sequence(specs, max_tokens, tail):
 
 def test_preserved_facts_budget_is_15_percent_of_the_context_window():
     assert (
-        phase2(ScriptedSummarizer("Progress: working on the loader"), 32_000).preserved_budget
+        evict_summary(
+            ScriptedSummarizer("Progress: working on the loader"), 32_000
+        ).preserved_budget
         == 4800
     )
     assert (
-        phase2(
+        evict_summary(
             ScriptedSummarizer("Progress: working on the loader"), 32_000, preserved_share=0.05
         ).preserved_budget
         == 1600
@@ -292,7 +298,7 @@ def grep_wall_then_chat() -> list[Message]:
 
 def test_preserved_facts_that_overflow_are_counted_and_not_silently_lost():
     msgs = grep_wall_then_chat()
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"), 4000, summarizer_window=10**6
     )
     summary = comp.compact(msgs).summary
@@ -304,7 +310,7 @@ def test_preserved_facts_that_overflow_are_counted_and_not_silently_lost():
 
 def test_with_a_store_overflowing_facts_are_offloaded_and_recallable(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"),
         4000,
         summarizer_window=10**6,
@@ -323,12 +329,12 @@ def test_with_a_store_overflowing_facts_are_offloaded_and_recallable(tmp_path):
 def test_offload_without_a_valid_session_id_is_rejected(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
     with pytest.raises(ValueError, match="offload needs a valid session id"):
-        phase2(ScriptedSummarizer("Progress: working on the loader"), 4000, offload=store)
+        evict_summary(ScriptedSummarizer("Progress: working on the loader"), 4000, offload=store)
 
 
 def test_plan_writes_nothing_to_the_store(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
-    comp = phase2(
+    comp = evict_summary(
         ScriptedSummarizer("Progress: working on the loader"), 4000, offload=store, session_id="s1"
     )
     assert comp.plan(grep_wall_then_chat()).would_compact and store.entries("s1") == []

@@ -4,7 +4,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness9.context.eviction import (
-    EvictionCompactor,
     density_score,
     evict_by_density,
     is_large_code_dump,
@@ -12,6 +11,7 @@ from harness9.context.eviction import (
     tool_groups,
 )
 from harness9.context.offload import OffloadConfig, OffloadStore, is_offload_marker
+from harness9.context.pipeline import eviction_compactor
 from harness9.context.repair import is_valid_tool_sequence
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
@@ -132,7 +132,7 @@ def test_short_results_are_not_replaced_by_longer_summaries():
 def test_eviction_compactor_plans_and_compacts_over_budget():
     msgs = history()
     before = estimate_tokens(msgs)
-    comp = EvictionCompactor(max_tokens=before - 1, target_ratio=0.7)
+    comp = eviction_compactor(max_tokens=before - 1, target_ratio=0.7)
     plan = comp.plan(msgs)
     assert plan.would_compact and plan.strategy == "evict" and plan.cut == 1  # nothing folded
     assert plan.tokens_before == before and plan.threshold == before - 1
@@ -143,7 +143,7 @@ def test_eviction_compactor_plans_and_compacts_over_budget():
 
 def test_eviction_compactor_leaves_history_under_budget_alone_unless_forced():
     msgs = history()
-    comp = EvictionCompactor(max_tokens=10**6)
+    comp = eviction_compactor(max_tokens=10**6)
     assert not comp.plan(msgs).would_compact
     assert comp.compact(msgs).messages == msgs
     assert comp.plan(msgs, force=True).would_compact
@@ -151,7 +151,7 @@ def test_eviction_compactor_leaves_history_under_budget_alone_unless_forced():
 
 def test_eviction_compactor_returns_input_not_starting_with_system():
     msgs = history()[1:]
-    assert EvictionCompactor(max_tokens=1).compact(msgs).messages == msgs
+    assert eviction_compactor(max_tokens=1).compact(msgs).messages == msgs
 
 
 @given(
@@ -215,7 +215,7 @@ def test_with_a_store_an_evicted_result_is_offloaded_and_its_stub_names_it(tmp_p
 def test_eviction_compactor_plan_writes_nothing_to_the_store(tmp_path):
     store = OffloadStore(OffloadConfig(store_dir=tmp_path))
     msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
-    comp = EvictionCompactor(10, offload=store, session_id="s1")
+    comp = eviction_compactor(10, offload=store, session_id="s1")
     assert comp.plan(msgs).would_compact and store.entries("s1") == []
     assert (
         is_offload_marker(comp.compact(msgs).messages[2].content) and len(store.entries("s1")) == 1

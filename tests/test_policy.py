@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -10,14 +11,15 @@ from history import ScriptedSummarizer
 from typer.testing import CliRunner
 
 from harness9.cli import app
+from harness9.cli.env import Environment
 from harness9.config import STRATEGIES, ContextOptions, Settings, context_options, db_path
 from harness9.context import (
     Compactor,
-    SelectiveCompressor,
     SpanSummarizer,
     TopicDetector,
     format_token_count,
 )
+from harness9.context.pipeline import TokenBudgetCompactor, topic_compactor
 from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
@@ -27,6 +29,7 @@ from harness9.context.tokens import (
 )
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
+from harness9.errors import UsageError
 from harness9.schema import Message, ToolCall
 from harness9.store.sqlite import open_manager
 
@@ -147,6 +150,31 @@ def test_every_strategy_fills_in_the_compactor_seam(strategy):
 
 
 def test_topic_isolation_summarises_with_a_span_summariser_not_a_compactor():
-    topics = SelectiveCompressor(TopicDetector(), ScriptedSummarizer(), summarizer_window=4_000)
+    topics = topic_compactor(TopicDetector(), ScriptedSummarizer(), summarizer_window=4_000)
     assert isinstance(topics, Compactor) and topics.threshold_tokens == 0
     assert isinstance(topics.span, SpanSummarizer) and topics.span.window == 4_000
+
+
+def test_a_program_brings_its_own_compactor_to_chat_through_the_environment(llm_server):
+    """No registry: the compactor factory rides in the Environment a program passes, and
+    replaces the strategy's compactor (what scripts/bench_session.py does for its peers)."""
+    built: list[tuple[int, int]] = []
+
+    def factory(summarizer, window: int, threshold: int) -> Compactor:
+        built.append((window, threshold))
+        return TokenBudgetCompactor(threshold)
+
+    llm_server.reply_text("hello")
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment(stdin=io.StringIO(""), stdout=out, stderr=err, compactor_factory=factory)
+    argv = ["chat", "-p", "hi", "--model", "openai/test-model", "--api-base", llm_server.base_url]
+    res = runner.invoke(app, [*argv, "--context-window", str(WINDOW)], obj=env)
+
+    assert res.exit_code == 0, err.getvalue()
+    assert out.getvalue().strip() == "hello"
+    assert built == [(WINDOW, THRESHOLD)]
+
+
+def test_the_command_line_cannot_name_a_program_s_compactor():
+    with pytest.raises(UsageError, match="unknown compaction strategy 'codex'"):
+        build_compactor("codex", ScriptedSummarizer(), WINDOW, threshold_tokens=THRESHOLD)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness9.context.hybrid import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
+from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
 from harness9.context.recall import (
     IndexEntry,
     key_argument,

@@ -2,8 +2,8 @@ import pytest
 from history import ScriptedSummarizer
 
 from harness9.config import ContextOptions
+from harness9.context.pipeline import topic_compactor
 from harness9.context.topics import (
-    SelectiveCompressor,
     TopicDetector,
     cosine,
     terms,
@@ -99,7 +99,7 @@ def long_db_then_css(n_css: int) -> list[Message]:
 def test_selective_compressor_folds_finished_topic_when_new_topic_starts():
     s = ScriptedSummarizer("Progress: users.email migration done")
     msgs = long_db_then_css(2)
-    result = SelectiveCompressor(TopicDetector(), s).compact(msgs)
+    result = topic_compactor(TopicDetector(), s).compact(msgs)
     assert result.strategy == "topic" and result.plan.cut == 13
     assert result.messages[0] == SYS
     assert result.messages[1].content.startswith(
@@ -112,19 +112,19 @@ def test_selective_compressor_folds_finished_topic_when_new_topic_starts():
 
 def test_selective_compressor_waits_while_the_new_topic_is_longer_than_two():
     s = ScriptedSummarizer()
-    result = SelectiveCompressor(TopicDetector(), s).compact(long_db_then_css(3))
+    result = topic_compactor(TopicDetector(), s).compact(long_db_then_css(3))
     assert not result.plan.would_compact and s.calls == []
 
 
 def test_selective_compressor_needs_more_than_ten_messages():
     s = ScriptedSummarizer()
     msgs = [SYS, *DB, *CSS[:2]]  # 8 messages of history
-    assert not SelectiveCompressor(TopicDetector(), s).plan(msgs).would_compact
+    assert not topic_compactor(TopicDetector(), s).plan(msgs).would_compact
 
 
 def test_selective_compressor_force_folds_a_short_history():
     s = ScriptedSummarizer()
-    result = SelectiveCompressor(TopicDetector(), s).compact([SYS, *DB, *CSS], force=True)
+    result = topic_compactor(TopicDetector(), s).compact([SYS, *DB, *CSS], force=True)
     assert result.plan.would_compact and result.messages[2:] == CSS
 
 
@@ -134,10 +134,12 @@ def test_selective_compressor_failure_keeps_history():
             raise TimeoutError("slow model")
 
     msgs = long_db_then_css(1)
-    result = SelectiveCompressor(TopicDetector(), Failing()).compact(msgs)
+    result = topic_compactor(TopicDetector(), Failing()).compact(msgs)
     assert result.messages == msgs and result.error == "TimeoutError: slow model"
+    # Nothing folded: a checkpoint stored from this result would drop the topics unsummarised.
+    assert not result.plan.would_compact and result.plan.cut == 1
 
 
 def test_selective_compressor_returns_input_without_system_unchanged():
     msgs = long_db_then_css(1)[1:]
-    assert SelectiveCompressor(TopicDetector(), ScriptedSummarizer()).compact(msgs).messages == msgs
+    assert topic_compactor(TopicDetector(), ScriptedSummarizer()).compact(msgs).messages == msgs

@@ -240,6 +240,7 @@ class ChatRun:
             provider_opts=self.provider_opts,
             subagents=self.subagents,
             children=self.manager,
+            compactor_factory=self.env.compactor_factory,
         )
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:

@@ -198,7 +198,7 @@ def _show_result(
     if as_json:
         env.echo(json.dumps(_result_json(engine.session.session_id, notice, plan, view)))
     elif notice is None:
-        from harness9.context.compaction import SlidingWindowCompactor
+        from harness9.context.pipeline import SlidingWindowCompactor
 
         comp = engine.policy.compactor
         window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None

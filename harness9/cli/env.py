@@ -24,6 +24,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from harness9.context.pipeline import CompactorFactory
+
 
 def _isatty(stream: TextIO | None) -> bool:
     try:
@@ -54,6 +56,9 @@ class Environment:
     sleep: Callable[[float], None] = _sleep
     # Columns of the terminal stdout is, when it is one; None: do not wrap.
     columns: int | None = None
+    # A program embedding harness9 (scripts/bench_session.py) may bring its own compactor:
+    # factory(summarizer, context_window, threshold_tokens). Never set from the command line.
+    compactor_factory: CompactorFactory | None = None
     _consoles: dict[str, Console] = field(default_factory=dict, repr=False)
 
     @classmethod

@@ -1,8 +1,8 @@
-"""The Compactor seam, the truncating compactors (budget, window) and the rules all share.
+"""The Compactor seam and the rules every compactor shares (the pipeline: pipeline.py).
 
 Shared rules:
 - the input's first message must be the system message, otherwise the input
-  is returned unchanged (the seed's defensive check);
+  is returned unchanged (a defensive check);
 - a cut never separates tool results from the assistant message that called
   them (``find_cut``): where the kept part would begin with results, it is
   extended back over them to include the call;
@@ -17,11 +17,10 @@ all read), ``plan`` (pure, no model call: what ``compact --dry-run`` shows) and
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from harness9.context.repair import (
     is_valid_tool_sequence,
@@ -44,9 +43,6 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "ProgressCallback",
-    "SlidingWindowCompactor",
-    "TokenBudgetCompactor",
-    "TruncatingCompactor",
     "find_cut",
     "is_valid_tool_sequence",
 ]
@@ -204,23 +200,6 @@ def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> Co
     return CompactionPlan(False, strategy, 1, tokens, tokens, threshold)
 
 
-def first_look(
-    strategy: str, msgs: Sequence[Message], threshold: int, force: bool
-) -> tuple[CompactionPlan, bool]:
-    """The plan that changes nothing, and whether to look further: the history starts
-    with its system message and is at ``threshold`` tokens or over (or ``force``)."""
-    plan = unchanged_plan(strategy, msgs, threshold)
-    return plan, starts_with_system(msgs) and (force or plan.tokens_before >= threshold)
-
-
-def truncate(msgs: Sequence[Message], plan: CompactionPlan) -> CompactionResult:
-    """Apply a truncating plan: keep the system message and ``msgs[cut:]``, repaired."""
-    if not starts_with_system(msgs):
-        return CompactionResult(list(msgs), plan, None, plan.strategy)
-    kept = [msgs[0], *msgs[plan.cut :]] if plan.would_compact else msgs
-    return CompactionResult(repair_orphaned_tool_pairs(kept), plan, None, plan.strategy)
-
-
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
     """``res``, unless it is larger than its input repaired: then that input, folding
     nothing (a summary longer than what it replaces). No compaction grows the context."""
@@ -262,203 +241,3 @@ def run_fallback(
         plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
     kept = [system, previous, *res.messages[1:]]
     return CompactionResult(kept, plan, None, res.strategy, error, kept_previous_summary=True)
-
-
-Prepared = TypeVar("Prepared")
-
-
-class PlannedCompactor(ABC, Generic[Prepared]):
-    """A compactor whose ``plan`` and ``compact`` share one planning pass, ``_plan``.
-
-    ``strategy`` names it. Its output is always repaired and never larger than its input.
-
-    ``plan`` is its dry run; ``compact`` runs it with ``offload=True`` (writes to an
-    offload store are allowed) and hands the plan and what it prepared to ``_apply``.
-    """
-
-    strategy: str
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would happen, without a model call or a write (a summary's size is estimated)."""
-        return self._plan(msgs, force)[0]
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        plan, prepared = self._plan(msgs, force, offload=True)
-        if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), plan, None, self.strategy)
-        if not plan.would_compact:
-            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
-        return settled(msgs, self._apply(msgs, plan, prepared, force, instructions, on_progress))
-
-    @abstractmethod
-    def _plan(
-        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
-    ) -> tuple[CompactionPlan, Prepared]: ...
-
-    @abstractmethod
-    def _apply(
-        self,
-        msgs: Sequence[Message],
-        plan: CompactionPlan,
-        prepared: Prepared,
-        force: bool,
-        instructions: str | None,
-        on_progress: ProgressCallback | None,
-    ) -> CompactionResult: ...
-
-
-class TruncatingCompactor(ABC):
-    """A compactor that keeps the system message and a newest suffix: ``compact`` applies
-    ``plan`` (``truncate``). It calls no model, so ``instructions`` and ``on_progress`` go unused.
-    """
-
-    strategy: str
-
-    @property
-    @abstractmethod
-    def threshold_tokens(self) -> int: ...
-
-    @abstractmethod
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        return truncate(msgs, self.plan(msgs, force=force))
-
-
-class TokenBudgetCompactor(TruncatingCompactor):
-    """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``."""
-
-    strategy = "budget"
-
-    def __init__(self, max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if min_tail_messages < 0:
-            raise ValueError(f"min_tail_messages must be >= 0, got {min_tail_messages}")
-        self.max_tokens = max_tokens
-        self.min_tail_messages = min_tail_messages
-
-    @classmethod
-    def for_context_window(cls, context_window: int) -> TokenBudgetCompactor:
-        return cls(context_window * BUDGET_PERCENT // 100)
-
-    @property
-    def threshold_tokens(self) -> int:
-        return self.max_tokens
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        if not starts_with_system(msgs):
-            return unchanged_plan(self.strategy, msgs, self.max_tokens)
-        sizes = [message_bytes(m) for m in msgs]
-        before = sum(sizes) // BYTES_PER_TOKEN
-
-        def nothing() -> CompactionPlan:
-            after = KeptSizer(msgs, sizes).kept_tokens(1)
-            return CompactionPlan(False, self.strategy, 1, before, after, self.max_tokens)
-
-        n = len(msgs)
-        if n - 1 <= self.min_tail_messages:
-            return nothing()  # the protected tail is all there is
-        if not force and before <= self.max_tokens:
-            plan = nothing()
-            # Measured on the repaired history (stubs included): what would be sent.
-            if plan.tokens_after <= self.max_tokens:
-                return plan
-        target = min(self.max_tokens, before // 2) if force else self.max_tokens
-        # Every non-tool message of a kept suffix is sent, so once those alone
-        # exceed the target no earlier cut can fit: only the part after that
-        # point needs the exact (repair-aware) measure. On a long history this
-        # keeps the work beyond one size pass proportional to what is kept.
-        limit = target * BYTES_PER_TOKEN + BYTES_PER_TOKEN - 1 - sizes[0]
-        floor, acc = n, 0
-        while floor > 1:
-            if msgs[floor - 1].role != ROLE_TOOL:
-                acc += sizes[floor - 1]
-                if acc > limit:
-                    break
-            floor -= 1
-        min_cut = find_cut(msgs, self.min_tail_messages)
-        start = min(extend_cut(msgs, floor), min_cut)
-        sizer = KeptSizer(msgs, sizes, start)
-        # kept_tokens(find_cut(t)) never decreases as t grows, so bisect on t.
-        lo, hi, best = self.min_tail_messages, n - start, self.min_tail_messages
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if sizer.kept_tokens(find_cut(msgs, mid)) <= target:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        cut = find_cut(msgs, best)
-        if cut <= 1:
-            return nothing()
-        return CompactionPlan(
-            True, self.strategy, cut, before, sizer.kept_tokens(cut), self.max_tokens
-        )
-
-
-class SlidingWindowCompactor(TruncatingCompactor):
-    """Keep the system message and the newest ``max_messages - 1`` messages.
-
-    Where the window would begin on tool results, its start moves back over them to
-    the message before (the backtrack): their call when it is
-    adjacent, otherwise the message the repair keeps while it drops the orphaned
-    results. ``force`` keeps the same window: the window is the promise ("the last
-    100 messages"), so a history inside it has nothing to fold. With ``max_tokens``,
-    a history over that many tokens keeps max(``min_tail_messages``, half the
-    history), never more than the window, so the window strategy compacts at the
-    same threshold as the others; without it the compactor is blind to tokens
-    (``threshold_tokens`` 0).
-    """
-
-    strategy = "window"
-
-    def __init__(
-        self,
-        max_messages: int = 100,
-        *,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        max_tokens: int | None = None,
-    ) -> None:
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        self.max_messages = max_messages
-        self.min_tail_messages = min_tail_messages
-        self.max_tokens = max_tokens
-
-    @property
-    def threshold_tokens(self) -> int:
-        return self.max_tokens or 0
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        if not starts_with_system(msgs):
-            return unchanged_plan(self.strategy, msgs, self.threshold_tokens)
-        sizes, sizer = measure(msgs)
-        before = sum(sizes) // BYTES_PER_TOKEN
-        over_tokens = self.max_tokens is not None and before > self.max_tokens
-        tail = self.max_messages - 1
-        if over_tokens:
-            tail = min(tail, max(self.min_tail_messages, len(msgs) // 2))
-        elif len(msgs) <= self.max_messages:
-            tail = len(msgs)
-        cut = max(1, len(msgs) - tail)
-        while 1 < cut < len(msgs) and msgs[cut].role == ROLE_TOOL:
-            cut -= 1
-        return CompactionPlan(
-            cut > 1, self.strategy, cut, before, sizer.kept_tokens(cut), self.threshold_tokens
-        )

@@ -1,6 +1,6 @@
 """Eviction: the least informative old tool results are replaced first.
 
-Each old tool result gets a density score (seed rules):
+Each old tool result gets a density score:
 
 * +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
 * -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;
@@ -20,12 +20,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    ProgressCallback,
-    starts_with_system,
-)
 from harness9.context.fingerprint import error_lines
 from harness9.context.offload import OffloadError, OffloadStore
 from harness9.context.patterns import (
@@ -38,7 +32,7 @@ from harness9.context.patterns import (
     has_path,
     is_offload_marker,
 )
-from harness9.context.repair import match_tool_results, repair_orphaned_tool_pairs
+from harness9.context.repair import match_tool_results
 from harness9.context.rule_summary import stats_of, summarize_output
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
@@ -239,75 +233,3 @@ def evict_by_density(
         out[i] = replacement
         total -= saved
     return out
-
-
-class EvictionCompactor:
-    """Compacts by eviction alone when over ``max_tokens``, down to ``target_ratio`` of it.
-
-    ``force`` evicts every evictable result outside the newest ``keep_groups`` groups.
-    Nothing is folded, so ``plan.cut`` is always 1; the output is repaired like
-    every compactor's.
-    """
-
-    strategy = "evict"
-
-    def __init__(
-        self,
-        max_tokens: int,
-        target_ratio: float = 0.7,
-        keep_groups: int = 3,
-        *,
-        offload: OffloadStore | None = None,
-        session_id: str = "",
-    ) -> None:
-        """With ``offload``, evicted results are written there (see ``evict_by_density``)."""
-        self.max_tokens = max_tokens
-        self.target_ratio = target_ratio
-        self.keep_groups = keep_groups
-        self.offload = offload
-        self.session_id = session_id
-
-    @property
-    def target_tokens(self) -> int:
-        return int(self.max_tokens * self.target_ratio)
-
-    @property
-    def threshold_tokens(self) -> int:
-        return self.max_tokens
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self._run(msgs, force)[0]  # a dry run: nothing is written to the store
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        plan, out = self._run(msgs, force, offload=True)
-        if starts_with_system(msgs):
-            out = repair_orphaned_tool_pairs(out)
-        return CompactionResult(messages=out, plan=plan, summary=None, strategy=self.strategy)
-
-    def _run(
-        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
-    ) -> tuple[CompactionPlan, list[Message]]:
-        before = sum(message_bytes(m) for m in msgs) // BYTES_PER_TOKEN
-        plan = CompactionPlan(False, self.strategy, 1, before, before, self.max_tokens)
-        if not starts_with_system(msgs) or (not force and before <= self.max_tokens):
-            return plan, list(msgs)
-        # Forced (a manual /compact): evict every old result that can go.
-        target = 0 if force else self.target_tokens
-        out = evict_by_density(
-            msgs,
-            self.keep_groups,
-            target,
-            offload=self.offload if offload else None,
-            session_id=self.session_id,
-        )
-        after = sum(message_bytes(m) for m in out) // BYTES_PER_TOKEN
-        plan.tokens_after = after
-        plan.would_compact = after < before
-        return plan, out

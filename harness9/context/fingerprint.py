@@ -5,7 +5,7 @@ An LLM summary may drop a file path or an error. Before folding, the facts that
 must survive (paths, declared names, error lines, decisions, and the rules the
 user stated) are extracted by rules; after the model answers, ``validate_markers`` lists what it left out and
 ``repair_summary`` appends those under "Preserved facts". Every distinct fact is
-kept up to a token budget (EvictionSummaryCompactor: 15 % of the window); past it the
+kept up to a token budget (a share of the window); past it the
 best-ranked facts are written and the rest counted ("… and N more paths not
 shown") or handed to a ``spill`` that stores them. So no fingerprinted item is
 ever silently lost, however the model summarises.
@@ -15,17 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    Compactor,
-    PlannedCompactor,
     ProgressCallback,
-    run_fallback,
 )
 from harness9.context.patterns import (
     DECISION_RE,
@@ -37,8 +31,6 @@ from harness9.context.prompts import prompt
 from harness9.context.summarize import (
     SpanSummarizer,
     Summarizer,
-    failure_text,
-    summarized_result,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.errors import HarnessError
@@ -49,7 +41,7 @@ STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
 MARKER_TEMPLATE = prompt("marker_template")
 
 PRESERVED_HEADING = "## Preserved facts"
-TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it (seed: 200 runes)
+TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it
 # The "Preserved facts" section may take up to this share of the compaction target.
 # Compaction fires at 80 % of the window; a summary that ate more than ~15 % would leave
 # too little of the remaining room for the verbatim tail and the next turns before
@@ -469,50 +461,3 @@ def structured_summary(
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     return repair_summary(text, fp, budget_tokens=preserved_budget, spill=spill)
-
-
-class FoldingCompactor(PlannedCompactor[list[Message]]):
-    """A compactor that first reduces the history cheaply (stubs, eviction), keeping
-    every message's position, then folds the head into one ``structured_summary``."""
-
-    strategy: str
-    span: SpanSummarizer
-    fallback: Compactor
-
-    @property
-    @abstractmethod
-    def preserved_budget(self) -> int:
-        """Tokens the summary's "Preserved facts" section may take."""
-
-    def _fold(
-        self,
-        reduced: Sequence[Message],
-        originals: Sequence[Message],
-        plan: CompactionPlan,
-        force: bool,
-        on_progress: ProgressCallback | None,
-        *,
-        spill: Callable[[str], str] | None = None,
-        instructions: str | None = None,
-    ) -> CompactionResult:
-        """Fold ``reduced[1:plan.cut]`` into one summary and keep the rest.
-
-        The reduction keeps positions, so ``originals[1:plan.cut]`` are the same
-        messages before it: the fingerprint is taken from those. If the summariser
-        fails in any way, compaction must not: ``fallback`` runs (with ``force``) on
-        ``reduced``, so what the reduction saved is kept, and the error is recorded.
-        """
-        cut = plan.cut
-        try:
-            summary = structured_summary(
-                self.span,
-                reduced[1:cut],
-                fingerprint_from=originals[1:cut],
-                on_progress=on_progress,
-                preserved_budget=self.preserved_budget,
-                spill=spill,
-                instructions=instructions,
-            )
-        except Exception as exc:  # any provider failure
-            return run_fallback(self.fallback, reduced, force=force, error=failure_text(exc))
-        return summarized_result(reduced, cut, plan, summary, self.strategy)

@@ -32,13 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    Compactor,
-    SlidingWindowCompactor,
-    TokenBudgetCompactor,
-)
+from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor
 from harness9.context.events import (
     Compaction,
     CompactionProgress,
@@ -47,22 +41,32 @@ from harness9.context.events import (
     Notice,
     discard,
 )
-from harness9.context.eviction import EvictionCompactor
-from harness9.context.hybrid import DEFAULT_TARGET, RECALL_SHARE, HybridCompactor, TailCompactor
 from harness9.context.instructions import instruction_budget, with_notes
 from harness9.context.live_view import LiveViews
 from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
+from harness9.context.pipeline import (
+    DEFAULT_TARGET,
+    RECALL_SHARE,
+    CompactorFactory,
+    HybridCompactor,
+    SlidingWindowCompactor,
+    SummarizationCompactor,
+    TokenBudgetCompactor,
+    eviction_compactor,
+    tail_compactor,
+    topic_compactor,
+)
 from harness9.context.recall import state_note
 from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import SummarizationCompactor, Summarizer
+from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
     estimate_tokens,
     estimate_tool_tokens,
     format_token_count,
 )
-from harness9.context.topics import SelectiveCompressor, TopicDetector
+from harness9.context.topics import TopicDetector
 from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
@@ -82,7 +86,6 @@ __all__ = [
     "TokenCounter",
     "MODEL_FREE_STRATEGIES",
     "build_compactor",
-    "register_strategy",
 ]
 
 # A compaction is announced (and stored) only when it cuts more than this share.
@@ -139,26 +142,6 @@ class SessionContextState:
     futile: tuple[str, int | None, int, int] | None = None
 
 
-# A strategy a program adds (``scripts/bench_session.py`` compares peers' policies through
-# the real chat this way): factory(summarizer, context_window, threshold_tokens) -> Compactor.
-StrategyFactory = Callable[[Summarizer, int, int], Compactor]
-_EXTRA_FACTORIES: dict[str, StrategyFactory] = {}
-
-
-def register_strategy(name: str, factory: StrategyFactory) -> None:
-    """Make ``--strategy name`` (and ``compaction.strategy``) build ``factory``'s compactor.
-
-    For programs embedding harness9; the built-in names cannot be replaced.
-    """
-    from harness9.config import EXTRA_STRATEGIES, STRATEGIES
-
-    if name in STRATEGIES:
-        raise ValueError(f"{name!r} is a built-in strategy")
-    _EXTRA_FACTORIES[name] = factory
-    if name not in EXTRA_STRATEGIES:
-        EXTRA_STRATEGIES.append(name)
-
-
 def build_compactor(
     strategy: str,
     summarizer: Summarizer,
@@ -172,9 +155,8 @@ def build_compactor(
     Summarising ones fall back to ``budget`` on errors. ``target`` (a share of the
     window) is where ``hybrid`` compacts down to.
     """
-    from harness9.config import EXTRA_STRATEGIES, STRATEGIES, STRATEGY_ALIASES
+    from harness9.config import STRATEGIES
 
-    strategy = STRATEGY_ALIASES.get(strategy, strategy)
     if strategy == "hybrid":
         return HybridCompactor(
             summarizer,
@@ -191,11 +173,9 @@ def build_compactor(
     if strategy == "window":
         return SlidingWindowCompactor(max_tokens=threshold_tokens)
     if strategy == "evict":
-        return EvictionCompactor(threshold_tokens)
-    if strategy in _EXTRA_FACTORIES:
-        return _EXTRA_FACTORIES[strategy](summarizer, context_window, threshold_tokens)
-    names = (*STRATEGIES, *EXTRA_STRATEGIES)
-    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {', '.join(names)}")
+        return eviction_compactor(threshold_tokens)
+    names = ", ".join(STRATEGIES)
+    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {names}")
 
 
 class ContextPolicy:
@@ -257,11 +237,14 @@ class ContextPolicy:
         *,
         token_counter: TokenCounter | None = None,
         blobs: BlobStore | None = None,
+        compactor_factory: CompactorFactory | None = None,
     ) -> ContextPolicy:
         """The policy ``chat`` and ``compact`` use, from the resolved options.
 
         ``blobs`` is where offloaded outputs go: the session store's own (a database
         store keeps them with the sessions), or None for files in $HARNESS9_HOME.
+        ``compactor_factory(summarizer, context_window, threshold_tokens)`` replaces the
+        strategy's compactor: for programs that compare their own (a benchmark's peers).
         """
         threshold = opts.threshold_tokens(context_window)
         offload = None
@@ -280,15 +263,19 @@ class ContextPolicy:
                 cosine_threshold=opts.topic_similarity_threshold,
                 min_segment_size=opts.topic_min_segment_size,
             )
-            topics = SelectiveCompressor(detector, summarizer, summarizer_window=context_window)
-        return cls(
-            build_compactor(
+            topics = topic_compactor(detector, summarizer, summarizer_window=context_window)
+        if compactor_factory is not None:
+            compactor = compactor_factory(summarizer, context_window, threshold)
+        else:
+            compactor = build_compactor(
                 opts.strategy,
                 summarizer,
                 context_window,
                 threshold_tokens=threshold,
                 target=opts.target,
-            ),
+            )
+        return cls(
+            compactor,
             context_window,
             auto=opts.auto,
             trigger=(
@@ -403,7 +390,7 @@ class ContextPolicy:
         if notice is None and force and over:
             # Asked for, over the threshold, and the strategy folded nothing: the
             # protected tail goes, as a last resort, rather than the next turn overflowing.
-            tail = TailCompactor(self.threshold_tokens)
+            tail = tail_compactor(self.threshold_tokens)
             notice, _ = self._compact(
                 session, system, measured, tail, tools or [], emit, force=True
             )

@@ -7,12 +7,7 @@ so repeated compactions do not lose what earlier ones kept. When even the
 compact rendering is too large for the summariser's own window, it is
 summarised in chunks and the partial summaries are merged, hierarchically if
 need be: compaction must still work once the context has already overflowed.
-``SummarizationCompactor``, the evict+summary compactor and topic isolation all
-compose one.
-
-``SummarizationCompactor`` folds the head (everything before the protected
-tail) into one summary. Any failure (exception or empty reply) falls back to a
-truncating compactor with the same budget.
+Every configuration of the pipeline (pipeline.py) that summarises composes one.
 """
 
 from __future__ import annotations
@@ -21,26 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from harness9.context.compaction import (
-    BUDGET_PERCENT,
-    DEFAULT_MIN_TAIL,
-    CompactionPlan,
-    CompactionResult,
-    Compactor,
     ProgressCallback,
-    TokenBudgetCompactor,
-    find_cut,
-    measure,
-    nothing_new,
-    run_fallback,
-    settled,
-    starts_with_system,
-    unchanged_plan,
 )
 from harness9.context.patterns import is_offload_marker
 from harness9.context.prompts import prompt
 from harness9.context.recall import split_summary
-from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
+from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import (
     ROLE_SYSTEM,
     ROLE_TOOL,
@@ -56,7 +37,6 @@ __all__ = [
     "SUMMARY_ESTIMATE_CAP",
     "SUMMARY_TEMPLATE",
     "SpanSummarizer",
-    "SummarizationCompactor",
     "Summarizer",
     "render_for_summary",
 ]
@@ -293,120 +273,3 @@ class SpanSummarizer:
             items = [_split_bytes(m, half)[0] for m in merged if m]
             if not items:
                 raise ValueError("the summariser returned empty merged summaries")
-
-
-def summarized_history(msgs: Sequence[Message], cut: int, summary: str) -> list[Message]:
-    """The compacted history: ``msgs[0]``, ``summary`` for ``msgs[1:cut]``, then ``msgs[cut:]``."""
-    return repair_orphaned_tool_pairs(
-        [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *msgs[cut:]]
-    )
-
-
-def summarized_result(
-    msgs: Sequence[Message], cut: int, plan: CompactionPlan, summary: str, strategy: str
-) -> CompactionResult:
-    """A summarising compactor's success: ``summarized_history``, with ``plan.tokens_after``
-    set to what it measures."""
-    out = summarized_history(msgs, cut, summary)
-    plan.tokens_after = estimate_tokens(out)
-    return CompactionResult(out, plan, summary, strategy)
-
-
-def failure_text(exc: BaseException) -> str:
-    """How a summariser's failure is recorded in ``CompactionResult.error``."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-class SummarizationCompactor:
-    """Replace the head of the history with ``Message("user", SUMMARY_PREFIX + summary)``.
-
-    The summary comes from ``span`` (default: a ``SpanSummarizer`` over
-    ``summarizer`` with ``summarizer_window``); on any failure ``fallback`` runs.
-    """
-
-    strategy = "summarize"
-
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        max_tokens: int,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        fallback: Compactor | None = None,
-        *,
-        summarizer_window: int | None = None,
-        span: SpanSummarizer | None = None,
-    ) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        self.summarizer = summarizer
-        self.span = span or SpanSummarizer(summarizer, window=summarizer_window)
-        self.max_tokens = max_tokens
-        self.min_tail_messages = min_tail_messages
-        self.fallback: Compactor = fallback or TokenBudgetCompactor(max_tokens, min_tail_messages)
-
-    @classmethod
-    def for_context_window(
-        cls, summarizer: Summarizer, context_window: int
-    ) -> SummarizationCompactor:
-        return cls(
-            summarizer,
-            context_window * BUDGET_PERCENT // 100,
-            summarizer_window=context_window,
-        )
-
-    @property
-    def summarizer_window(self) -> int | None:
-        return self.span.window
-
-    @property
-    def threshold_tokens(self) -> int:
-        return self.max_tokens
-
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What would be folded; ``tokens_after`` assumes a summary of min(head, 1500) tokens."""
-        if not starts_with_system(msgs):
-            return unchanged_plan(self.strategy, msgs, self.max_tokens)
-        sizes, sizer = measure(msgs)
-        before = sum(sizes) // BYTES_PER_TOKEN
-        nothing = CompactionPlan(
-            False, self.strategy, 1, before, sizer.kept_tokens(1), self.max_tokens
-        )
-        if not force and nothing.tokens_after <= self.max_tokens:
-            # Measured on the repaired history: that is what would be sent.
-            return nothing
-        cut = find_cut(msgs, self.min_tail_messages)
-        if cut <= 1 or nothing_new(msgs, cut):
-            return nothing  # no head to summarise, or only the summary already made
-        head_tokens = estimate_tokens(msgs[1:cut])
-        summary_tokens = (
-            min(head_tokens, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
-        )
-        after = sizer.kept_tokens(cut) + summary_tokens
-        return CompactionPlan(True, self.strategy, cut, before, after, self.max_tokens)
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        plan = self.plan(msgs, force=force)
-        if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), plan, None, self.strategy)
-        if not plan.would_compact:
-            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
-        try:
-            summary = self.span.summarize(
-                msgs[1 : plan.cut], focus=instructions, on_progress=on_progress
-            )
-        except Exception as exc:  # any provider failure: truncation still keeps us going
-            return self._fall_back(msgs, force, failure_text(exc))
-        if not summary:
-            return self._fall_back(msgs, force, "the summariser returned an empty summary")
-        kept = summarized_history(msgs, plan.cut, summary)
-        return settled(msgs, CompactionResult(kept, plan, summary, self.strategy))
-
-    def _fall_back(self, msgs: Sequence[Message], force: bool, error: str) -> CompactionResult:
-        return run_fallback(self.fallback, msgs, force=force, error=error)

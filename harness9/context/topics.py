@@ -20,16 +20,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    PlannedCompactor,
-    ProgressCallback,
-    starts_with_system,
-)
-from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.summarize import Summarizer, failure_text, summarized_result
-from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, Message
 
 _TERM_RE = re.compile(r"[a-z][a-z0-9_]+|[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -122,76 +112,3 @@ class TopicDetector:
                 )
             )
         return segments
-
-
-class SelectiveCompressor(PlannedCompactor[list[TopicSegment]]):
-    """Folds finished topics into one summary when a new topic has just begun.
-
-    ``threshold_tokens`` (and ``plan().threshold``) is 0: this compactor is triggered
-    by a topic change, not a budget.
-    """
-
-    strategy = "topic"
-
-    def __init__(
-        self,
-        detector: TopicDetector,
-        summarizer: Summarizer,
-        *,
-        min_history: int = 10,
-        max_new_topic_messages: int = 2,
-        summarizer_window: int | None = None,
-    ) -> None:
-        self.detector = detector
-        self.summarizer = summarizer
-        self.span = marker_summarizer(summarizer, window=summarizer_window)
-        self.min_history = min_history
-        self.max_new_topic_messages = max_new_topic_messages
-
-    @property
-    def threshold_tokens(self) -> int:
-        return 0
-
-    def _apply(
-        self,
-        msgs: Sequence[Message],
-        plan: CompactionPlan,
-        segments: list[TopicSegment],
-        force: bool,
-        instructions: str | None,
-        on_progress: ProgressCallback | None,
-    ) -> CompactionResult:
-        """``instructions`` is not used: the fingerprint is the focus of the summary."""
-        if not plan.would_compact:
-            return CompactionResult(list(msgs), plan, None, self.strategy)
-        cut = plan.cut
-        try:
-            summary = structured_summary(self.span, msgs[1:cut], on_progress=on_progress)
-        except Exception as exc:  # provider errors of any kind: keep the history as it is
-            plan.tokens_after = plan.tokens_before
-            return CompactionResult(list(msgs), plan, None, self.strategy, error=failure_text(exc))
-        topics = "; ".join(
-            f"{s.id} ({', '.join(s.keywords)})" for s in segments if not s.is_current
-        )
-        summary = f"Finished topics: {topics}\n{summary}"
-        return summarized_result(msgs, cut, plan, summary, self.strategy)
-
-    def _plan(
-        self, msgs: Sequence[Message], force: bool, *, offload: bool = False
-    ) -> tuple[CompactionPlan, list[TopicSegment]]:
-        """``offload`` is not used: nothing is written."""
-        before = estimate_tokens(msgs)
-        plan = CompactionPlan(False, self.strategy, 1, before, before, 0)
-        if not starts_with_system(msgs):
-            return plan, []
-        segments = self.detector.detect(msgs)
-        if len(segments) < 2:
-            return plan, segments
-        new_topic = segments[-1].message_count <= self.max_new_topic_messages
-        if not (force or (len(msgs) - 1 > self.min_history and new_topic)):
-            return plan, segments
-        plan.would_compact = True
-        plan.cut = segments[-1].start_idx
-        # The summary's size is unknown until the model answers: a lower bound.
-        plan.tokens_after = estimate_tokens([msgs[0], *msgs[plan.cut :]])
-        return plan, segments

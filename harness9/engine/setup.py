@@ -12,6 +12,7 @@ from harness9.errors import UsageError
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
+    from harness9.context.pipeline import CompactorFactory
     from harness9.context.policy import ContextPolicy
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
@@ -51,6 +52,7 @@ def build_engine(
     subagents: SubAgentOptions | None = None,
     children: ChildSessions | None = None,
     provider_opts: ProviderOptions | None = None,
+    compactor_factory: CompactorFactory | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options.
 
@@ -58,7 +60,9 @@ def build_engine(
     ``provider_opts``; the compaction threshold keeps that much of the window free.
 
     With ``subagents`` (enabled) and ``children`` (where their sessions go), the agent
-    also has the `task` tool; its sub-agents are built here the same way."""
+    also has the `task` tool; its sub-agents are built here the same way.
+    ``compactor_factory(summarizer, window, threshold_tokens)`` replaces the strategy's
+    compactor (a benchmark comparing its own policies); the command line never sets it."""
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
 
@@ -74,6 +78,7 @@ def build_engine(
         confirm=confirm,
         assume_yes=assume_yes,
         auto_approve=auto_approve,
+        compactor_factory=compactor_factory,
     )
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
@@ -118,6 +123,8 @@ class _Parts:
     confirm: Callable[[Approval], ApprovalAnswer] | None = None
     assume_yes: bool = False
     auto_approve: tuple[str, ...] = ()
+    # A program's own compactor (``build_engine``'s ``compactor_factory``), if any.
+    compactor_factory: CompactorFactory | None = None
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -144,6 +151,7 @@ class _Parts:
             self.context_window,
             token_counter=make_token_counter(self.settings.model),
             blobs=self.blobs,
+            compactor_factory=self.compactor_factory,
         )
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
