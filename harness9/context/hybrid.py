@@ -45,8 +45,9 @@ from harness9.context.compaction import (
 )
 from harness9.context.eviction import tool_groups
 from harness9.context.fingerprint import FoldingCompactor, marker_summarizer
-from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
+from harness9.context.recall import stub_for
 from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
 from harness9.context.summarize import (
     SUMMARY_ESTIMATE_CAP,
     Summarizer,
@@ -105,7 +106,7 @@ def _bytes(msgs: Sequence[Message]) -> int:
     total = 0
     for m in msgs:
         total += message_bytes(m)
-        if m.role == ROLE_TOOL and is_stub(m.content) and "offload_recall(" not in m.content:
+        if m.role == ROLE_TOOL and awaits_handle(m.content):
             total += HANDLE_ALLOWANCE_BYTES
     return total
 

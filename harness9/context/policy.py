@@ -53,7 +53,7 @@ from harness9.context.instructions import instruction_budget, with_notes
 from harness9.context.live_view import LiveViews
 from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
-from harness9.context.recall import state_note
+from harness9.context.recall import state_items
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SummarizationCompactor, Summarizer
 from harness9.context.tokens import (
@@ -757,7 +757,7 @@ class ContextPolicy:
             result,
             previous=session.latest_checkpoint(),
             recall_budget=self.recall_budget,
-            state_note=state_note(session),
+            state=state_items(session),
             instruction_budget=self.instruction_budget,
         )
         if cp is None:

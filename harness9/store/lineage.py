@@ -4,8 +4,9 @@ A fork is a new session holding the origin's messages 1..N (as ``sessions show``
 numbers them), copied with one set-based ``INSERT … SELECT`` in id order, so the
 fork's messages get new ids in the same order. The checkpoints the origin had when
 message N was its newest come along (``kept_checkpoints``), moved to the new ids
-(``moved_checkpoint``: the anchor, the stubs' keys and the ``msg_<id>`` recall handles
-written in their texts), so resuming the fork sends the view the origin had at N.
+(``moved_checkpoint``: the anchor, the stubs' keys, the recall handles and the
+``msg_<id>`` handles the summary's prose mentions), so resuming the fork sends the
+view the origin had at N.
 The origin is only read. Driver-neutral helpers; the manager runs them in one
 transaction.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from harness9.errors import UsageError
-from harness9.store.session import Checkpoint
+from harness9.store.session import Checkpoint, checkpoint_message_ids, move_checkpoint_ids
 
 # A recall handle as harness9.context.recall writes it (msg_<message id>).
 _HANDLE_RE = re.compile(r"\bmsg_(\d+)\b")
@@ -60,7 +61,7 @@ def kept_checkpoints(checkpoints: Iterable[Checkpoint], point: ForkPoint) -> lis
     for cp in checkpoints:
         if cp.last_message_id > point.last_id:
             continue
-        if any(k > point.last_id for k in cp.rewrites):
+        if any(k > point.last_id for k in cp.stubs):
             continue
         if point.next_created is not None and cp.created_at > point.next_created:
             continue
@@ -69,10 +70,10 @@ def kept_checkpoints(checkpoints: Iterable[Checkpoint], point: ForkPoint) -> lis
 
 
 def referenced_ids(cp: Checkpoint) -> set[int]:
-    """Every message id ``cp`` names: its anchor, its stubs and the handles in its texts."""
-    ids = {cp.last_message_id, *cp.rewrites}
-    for text in (cp.summary, cp.recall_index, *cp.rewrites.values()):
-        ids.update(int(m) for m in _HANDLE_RE.findall(text))
+    """Every message id ``cp`` names: its data's (anchor, stubs, recall handles) and the
+    handles the summary's prose mentions."""
+    ids = checkpoint_message_ids(cp)
+    ids.update(int(m) for m in _HANDLE_RE.findall(cp.summary))
     ids.discard(0)
     return ids
 
@@ -81,23 +82,9 @@ def moved_checkpoint(cp: Checkpoint, new_id: Callable[[int], int | None]) -> Che
     """``cp`` for the fork: every message id it names moved by ``new_id`` (None: not
     copied; a handle to such a message is left as written)."""
 
-    def move_text(text: str) -> str:
-        def one(m: re.Match[str]) -> str:
-            moved = new_id(int(m.group(1)))
-            return f"msg_{moved}" if moved is not None else m.group(0)
+    def one(m: re.Match[str]) -> str:
+        moved = new_id(int(m.group(1)))
+        return f"msg_{moved}" if moved is not None else m.group(0)
 
-        return _HANDLE_RE.sub(one, text)
-
-    rewrites = {}
-    for k, v in cp.rewrites.items():
-        moved = new_id(k)
-        if moved is not None:
-            rewrites[moved] = move_text(v)
-    return replace(
-        cp,
-        id=0,
-        last_message_id=(new_id(cp.last_message_id) or 0) if cp.last_message_id else 0,
-        summary=move_text(cp.summary),
-        recall_index=move_text(cp.recall_index),
-        rewrites=rewrites,
-    )
+    moved = move_checkpoint_ids(cp, new_id)
+    return replace(moved, id=0, summary=_HANDLE_RE.sub(one, cp.summary))
