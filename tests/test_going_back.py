@@ -283,13 +283,13 @@ def test_a_fork_before_two_checkpoints_resumes_with_that_message_and_nothing_lat
 def test_fork_moves_stubs_and_recall_handles_to_the_forks_own_messages(
     llm_server: ScriptedLLMServer,
 ):
-    from harness9.store.session import Checkpoint
+    from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry, Stub
 
     with Manager(db_path()) as m:
         sid, ids = conversation(m, 3)
         cp = Checkpoint(ids[3], "", "evict", 900, 300, 9, 3)
-        cp.recall_index = f"- msg_{ids[2]} read_file a (50 tokens)"
-        cp.rewrites = {ids[6]: f'[stubbed]; offload_recall(id="msg_{ids[6]}") for it'}
+        cp.recall = [RecallEntry(f"msg_{ids[2]}", "read_file", "a", 50)]
+        cp.stubs = {ids[6]: Stub(STUB_STUBBED, 40)}
         m.open_session(sid).add_checkpoint(cp)
 
     fork = cli("sessions", "fork", sid).stdout.strip()
@@ -300,10 +300,8 @@ def test_fork_moves_stubs_and_recall_handles_to_the_forks_own_messages(
         [moved] = f.list_checkpoints()
     assert len(new_ids) == 12 and not set(new_ids) & set(ids)
     assert moved.last_message_id == new_ids[3]
-    assert moved.recall_index == f"- msg_{new_ids[2]} read_file a (50 tokens)"
-    assert moved.rewrites == {
-        new_ids[6]: f'[stubbed]; offload_recall(id="msg_{new_ids[6]}") for it'
-    }
+    assert moved.recall == [RecallEntry(f"msg_{new_ids[2]}", "read_file", "a", 50)]
+    assert moved.stubs == {new_ids[6]: Stub(STUB_STUBBED, 40)}
     # A handle copied verbatim (inside a message, say) reaches the fork's own copy.
     with Manager(db_path()) as m:
         f = m.open_session(fork)

@@ -21,7 +21,13 @@ from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession
-from harness9.store.session import Checkpoint, CheckpointedSession, StoreBusyError
+from harness9.store.session import (
+    STUB_STUBBED,
+    Checkpoint,
+    CheckpointedSession,
+    StoreBusyError,
+    Stub,
+)
 
 SYSTEM = Message("system", "You are a test agent.")
 
@@ -46,9 +52,9 @@ def checkpoint_at(session: CheckpointedSession, *, stub_newest: bool = False) ->
     """A checkpoint folding the older half of the log (and stubbing its newest result)."""
     ids = [r.id for r in session.get_records()]
     last = ids[len(ids) // 2 - 1]
-    rewrites = {ids[-1]: "[stubbed] 9 tokens stubbed"} if stub_newest else {}
+    stubs = {ids[-1]: Stub(STUB_STUBBED, 9)} if stub_newest else {}
     return session.add_checkpoint(
-        Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, rewrites=rewrites)
+        Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, stubs=stubs)
     )
 
 
@@ -78,7 +84,10 @@ def test_a_compaction_replaces_the_view(tmp_path: Path) -> None:
         assert views.rebuilds == 2
         view = views.load(s, SYSTEM).view
         assert view.messages[1].content.startswith("[Conversation Summary]\nsummary up to")
-        assert view.messages[-1].content == "[stubbed] 9 tokens stubbed"
+        newest = view.ids[-1]
+        assert view.messages[-1].content == (
+            f'[stubbed] 9 tokens stubbed; offload_recall(id="msg_{newest}") for it'
+        )
         s.add_messages(exchange(3))
         assert_fresh(views, s)
 

@@ -655,7 +655,7 @@ def _big_export(n: int, sid: str) -> SessionSnapshot:
         messages_before=n,
         messages_after=n // 2,
         created_at=1000.0,
-        state_note="todos: none",
+        state=[TodoItem("todos: none")],
     )
     return SessionSnapshot(SessionInfo(sid, 1000.0, 2000.0, n, "quagga"), records, [], [cp])
 
@@ -674,7 +674,7 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
     ):
         chat = other.new_session()
         blocker.execute("BEGIN")
-        blocker.execute("LOCK TABLE harness9.compaction_details IN ACCESS EXCLUSIVE MODE")
+        blocker.execute("LOCK TABLE harness9.compaction_data IN ACCESS EXCLUSIVE MODE")
         errors: list[BaseException] = []
 
         def run_import() -> None:
@@ -693,7 +693,7 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
             # Not ``blocker``: inside a transaction pg_stat_activity is one frozen snapshot.
             importer = watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = 'harness9' "
-                "AND wait_event_type = 'Lock' AND query LIKE '%compaction_details%'"
+                "AND wait_event_type = 'Lock' AND query LIKE '%compaction_data%'"
             ).fetchone()
             time.sleep(0.02)
         # Held with every message written: nobody sees any of it, and others write freely.
