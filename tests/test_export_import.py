@@ -518,7 +518,9 @@ def test_an_export_written_before_checkpoints_were_data_imports_with_them_conver
     assert cp.state == [TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")]
     # The view shows what the old checkpoint showed, byte for byte.
     view = build_view(Message("system", "sys"), records, cp)
-    assert view.messages[1].content == f"[Conversation Summary]\nGoal: list files\n\n{index}\n\n{note}"
+    assert (
+        view.messages[1].content == f"[Conversation Summary]\nGoal: list files\n\n{index}\n\n{note}"
+    )
     assert view.messages[2].content == stub
 
 

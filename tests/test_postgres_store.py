@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import use_database_url
 from harness9.context.offload import OffloadConfig, OffloadNotFoundError, OffloadStore
-from harness9.schema import Message, ToolCall
+from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import open_url
 from harness9.store.export import SessionSnapshot
