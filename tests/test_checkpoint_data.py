@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from harness9.context.recall import folded_entries
+from harness9.context.recall import folded_entries, summary_of
 from harness9.context.stubs import StubMessage, is_stub, render_stub
 from harness9.context.view import build_view, load_view
 from harness9.schema import Message, TodoItem, ToolCall
@@ -264,3 +264,14 @@ def test_the_index_takes_sizes_and_handles_from_stub_data_not_from_their_text():
         RecallEntry("msg_5", "bash", "make", 4321),
         RecallEntry("ofl_0123456789ab", "read_file", "a.py", 5000),
     ]
+
+
+def test_the_summariser_gets_the_checkpoints_summary_even_if_it_quotes_a_heading():
+    """The view's summary message carries the summary proper as data: a summary that
+    itself mentions "## Recall index" is merged whole, not cut where the text says so."""
+    prose = "**Goal:** x.\n\n## Recall index\nthe model wrote this heading itself"
+    cp = Checkpoint(3, prose, "hybrid", 9, 5, 4, 4, recall=[RecallEntry("msg_2", "bash", "", 7)])
+    view = build_view(SYSTEM, [], cp)
+    assert view.messages[1].content.endswith("- msg_2 bash (7 tokens)")
+    assert summary_of(view.messages[1]) == prose
+    assert summary_of(Message("user", "[Conversation Summary]\n**Goal:** y.")) == "**Goal:** y."

@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
     STUBBED_PREFIX,
+    RenderedMessage,
     is_stub,
     offload_source,
     stub_message,
@@ -31,7 +33,7 @@ from harness9.context.stubs import (
     with_handle,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, format_token_count
-from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message, TodoItem
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, SUMMARY_PREFIX, Message, TodoItem
 from harness9.store.session import (
     MESSAGE_HANDLE_PREFIX,
     RecallEntry,
@@ -46,6 +48,7 @@ __all__ = [
     "STATE_HEADING",
     "STUB_PREFIX",
     "IndexEntry",
+    "SummaryMessage",
     "budget_recall",
     "entry_line",
     "folded_entries",
@@ -58,6 +61,7 @@ __all__ = [
     "split_summary",
     "state_items",
     "stub_for",
+    "summary_of",
     "with_handle",
 ]
 
@@ -154,12 +158,27 @@ def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
     return "\n".join(parts)
 
 
-def split_summary(text: str) -> str:
-    """The summary proper of a summary message's text, without the sections the view adds.
+@dataclass(slots=True, eq=False)
+class SummaryMessage(RenderedMessage):
+    """The view's summary message; ``summary`` is the checkpoint's prose alone (the recall
+    index and the state the view renders after it are the checkpoint's, kept by code)."""
 
-    The summary of a checkpoint is ``Checkpoint.summary`` itself; this is for the
-    compactors, which see only the messages of the view.
+    summary: str = ""
+
+
+def summary_of(msg: Message) -> str:
+    """The summary proper of a summary message, for a summariser to merge.
+
+    The view's own summary message carries it as data; any other (a compactor's output,
+    say) is read by ``split_summary``.
     """
+    if isinstance(msg, SummaryMessage):
+        return msg.summary
+    return split_summary(msg.content[len(SUMMARY_PREFIX) :])
+
+
+def split_summary(text: str) -> str:
+    """The summary proper of a summary message's text, without the sections the view adds."""
     cut = len(text)
     for heading in (RECALL_HEADING, STATE_HEADING):
         at = text.find("\n\n" + heading)

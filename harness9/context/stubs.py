@@ -33,6 +33,7 @@ __all__ = [
     "HANDLE_ALLOWANCE_BYTES",
     "OFFLOAD_MARKER",
     "STUBBED_PREFIX",
+    "RenderedMessage",
     "TRUNCATED_STUB",
     "UNFINISHED_STUB",
     "StubMessage",
@@ -109,14 +110,12 @@ def with_handle(content: str, message_id: int) -> str:
 
 
 @dataclass(slots=True, eq=False)
-class StubMessage(Message):
-    """A tool result shown as ``stub``: its content is ``render_stub(stub, message_id)``.
+class RenderedMessage(Message):
+    """A message whose text harness9 rendered from data it carries along (subclasses).
 
-    Equal to any Message with the same fields: the stub is where the text came from,
+    Equal to any Message with the same fields: the data is where the text came from,
     not part of what the model sees.
     """
-
-    stub: Stub = field(default_factory=lambda: Stub(STUB_VERBATIM))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -129,6 +128,13 @@ class StubMessage(Message):
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like Message
+
+
+@dataclass(slots=True, eq=False)
+class StubMessage(RenderedMessage):
+    """A tool result shown as ``stub``: its content is ``render_stub(stub, message_id)``."""
+
+    stub: Stub = field(default_factory=lambda: Stub(STUB_VERBATIM))
 
 
 def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> StubMessage:

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 from harness9.context.compaction import CompactionResult
 from harness9.context.instructions import carry_instructions, with_notes
-from harness9.context.recall import budget_recall, folded_entries, render_recall, render_state
+from harness9.context.recall import (
+    SummaryMessage,
+    budget_recall,
+    folded_entries,
+    render_recall,
+    render_state,
+)
 from harness9.context.stubs import StubMessage, stub_message, with_handle
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message, TodoItem
@@ -58,7 +64,8 @@ def build_view(
         stubs = checkpoint.stubs
         text = summary_text(checkpoint)
         if text:
-            messages.append(Message(ROLE_USER, SUMMARY_PREFIX + text))
+            summary = SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
+            messages.append(summary)
             ids.append(None)
     for rec in records:
         if rec.id > last:
