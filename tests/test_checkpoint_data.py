@@ -155,42 +155,9 @@ def test_a_store_from_before_the_migration_reads_its_old_checkpoints_as_data(
     ]
 
 
-def test_a_new_checkpoint_is_stored_as_json_and_read_back_whole(backend: str, store_url: str):
-    with open_url(store_url) as store:
-        sid, ids = history(store)
-        cp = Checkpoint(
-            ids[3],
-            "**Goal:** fix the test.",
-            "hybrid",
-            900,
-            300,
-            9,
-            5,
-            recall=[RecallEntry(f"msg_{ids[2]}", "read_file", "src/app.py", 1200)],
-            recall_overflow=3,
-            stubs={ids[6]: Stub(STUB_STUBBED, 300)},
-            state=[TodoItem("ship", "pending")],
-        )
-        store.open_session(sid).add_checkpoint(cp)
-        [back] = store.open_session(sid).list_checkpoints()
-    assert (back.recall, back.recall_overflow, back.stubs, back.state) == (
-        cp.recall,
-        cp.recall_overflow,
-        cp.stubs,
-        cp.state,
-    )
-    with driver(backend, store_url) as (conn, _, prefix):
-        details = conn.execute(f"SELECT count(*) FROM {prefix}compaction_details").fetchone()
-        data = conn.execute(f"SELECT data FROM {prefix}compaction_data").fetchone()
-    assert details == (0,)  # nothing new is written as prose
-    assert f'"stubs":{{"{ids[6]}":{{"kind":"stubbed","tokens":300' in data[0]
-
-
-def test_the_view_renders_the_data_as_the_prose_it_replaced():
-    """Rendered from data, the summary message and the stub are the texts harness9
-    stored before (same bytes: prompt caches and the benchmarks' figures stay put)."""
-    ids = list(range(1, 9))
-    cp = Checkpoint(
+def as_data(ids: list[int]) -> Checkpoint:
+    """The old checkpoint of ``old_checkpoint_row`` as data."""
+    return Checkpoint(
         ids[3],
         "**Goal:** fix the test.",
         "hybrid",
@@ -210,6 +177,32 @@ def test_the_view_renders_the_data_as_the_prose_it_replaced():
             TodoItem("ship"),
         ],
     )
+
+
+def test_a_new_checkpoint_is_stored_as_json_and_read_back_whole(backend: str, store_url: str):
+    with open_url(store_url) as store:
+        sid, ids = history(store)
+        cp = as_data(ids)
+        store.open_session(sid).add_checkpoint(cp)
+        [back] = store.open_session(sid).list_checkpoints()
+    assert (back.recall, back.recall_overflow, back.stubs, back.state) == (
+        cp.recall,
+        cp.recall_overflow,
+        cp.stubs,
+        cp.state,
+    )
+    with driver(backend, store_url) as (conn, _, prefix):
+        details = conn.execute(f"SELECT count(*) FROM {prefix}compaction_details").fetchone()
+        data = conn.execute(f"SELECT data FROM {prefix}compaction_data").fetchone()
+    assert details == (0,)  # nothing new is written as prose
+    assert f'"stubs":{{"{ids[6]}":{{"kind":"stubbed","tokens":300' in data[0]
+
+
+def test_the_view_renders_the_data_as_the_prose_it_replaced():
+    """Rendered from data, the summary message and the stub are the texts harness9
+    stored before (same bytes: prompt caches and the benchmarks' figures stay put)."""
+    ids = list(range(1, 9))
+    cp = as_data(ids)
     records = [
         StoredMessage(ids[4], Message("user", "and run it"), 1.0),
         StoredMessage(ids[6], Message("tool", "F" * 1200, tool_call_id="c2"), 1.0),
