@@ -268,3 +268,30 @@ def test_the_summariser_gets_the_checkpoints_summary_even_if_it_quotes_a_heading
     assert view.messages[1].content.endswith("- msg_2 bash (7 tokens)")
     assert summary_of(view.messages[1]) == prose
     assert summary_of(Message("user", "[Conversation Summary]\n**Goal:** y.")) == "**Goal:** y."
+
+
+def test_an_eviction_is_stored_as_stub_data_and_the_view_rebuilds_its_text():
+    from harness9.context.eviction import EvictionCompactor
+    from harness9.context.view import ModelView, checkpoint_for
+
+    msgs = [SYSTEM]
+    for i in range(6):
+        call = ToolCall(f"c{i}", "bash", f'{{"command": "cat big{i}.log"}}')
+        msgs += [
+            Message("assistant", "", [call]),
+            Message("tool", f"line {i}\n" * 400, tool_call_id=f"c{i}"),
+        ]
+    ids = list(range(len(msgs)))
+    res = EvictionCompactor(max_tokens=1000, keep_groups=2).compact(msgs, force=True)
+    cp = checkpoint_for(ModelView(msgs, [None, *ids[1:]]), res)
+
+    assert cp is not None and cp.last_message_id == 0
+    assert sorted(cp.stubs) == [2, 4, 6, 8]  # all but the newest two groups' results
+    assert {s.kind for s in cp.stubs.values()} == {STUB_EVICTED}
+    assert all(s.tokens == len(msgs[k].content) // 4 for k, s in cp.stubs.items())
+    records = [StoredMessage(i, m, 1.0) for i, m in enumerate(msgs) if i]
+    view = build_view(SYSTEM, records, cp)
+    for k in cp.stubs:  # the compactor's text, with the handle the checkpoint adds
+        assert view.messages[k].content == (
+            res.messages[k].content + f'; offload_recall(id="msg_{k}") for it'
+        )
