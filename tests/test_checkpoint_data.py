@@ -295,3 +295,17 @@ def test_an_eviction_is_stored_as_stub_data_and_the_view_rebuilds_its_text():
         assert view.messages[k].content == (
             res.messages[k].content + f'; offload_recall(id="msg_{k}") for it'
         )
+
+
+def test_moving_a_checkpoints_ids_moves_its_data_and_leaves_its_prose():
+    """What an import under new ids (and a held save) applies: anchor, stubs and recall
+    handles follow their messages; a message not copied loses its stub."""
+    from harness9.store.session import checkpoint_message_ids, move_checkpoint_ids
+
+    cp = as_data([0, 1, 2, 3, 4, 5, 6, 7])
+    cp.summary = "see msg_2"
+    moved = move_checkpoint_ids(cp, {3: 103, 2: 102}.get)
+    assert checkpoint_message_ids(cp) == {3, 6, 2}
+    assert moved.last_message_id == 103 and moved.stubs == {}  # message 6 was not copied
+    assert [e.handle for e in moved.recall] == ["msg_102", "ofl_0123456789ab"]
+    assert moved.summary == "see msg_2" and cp.last_message_id == 3  # input untouched

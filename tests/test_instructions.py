@@ -11,8 +11,8 @@ from harness9.context.instructions import (
     with_notes,
 )
 from harness9.schema import SUMMARY_PREFIX, Message
-from harness9.store.lineage import ForkPoint, kept_checkpoints, moved_checkpoint
-from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry, Stub
+from harness9.store.lineage import ForkPoint, kept_checkpoints
+from harness9.store.session import STUB_STUBBED, Checkpoint, Stub
 
 
 def user(text: str) -> Message:
@@ -88,18 +88,3 @@ def test_a_fork_keeps_the_checkpoints_made_before_the_next_message():
         cp(70, 99.0, (93,)),  # stubs a message after N
     ]
     assert [c.last_message_id for c in kept_checkpoints(cps, point)] == [50, 80]
-
-
-def test_a_moved_checkpoint_names_the_forks_messages_only():
-    c = cp(5, 1.0, (7, 8))
-    c.recall = [
-        RecallEntry("msg_3", "bash", "ls", 10),
-        RecallEntry("msg_999", "bash", "", 1),
-        RecallEntry("ofl_0123456789ab", "read_file", "a", 5),
-    ]
-    c.summary = "see msg_3, not msg_999"
-    moved = moved_checkpoint(c, {5: 105, 7: 107, 3: 103}.get)
-    assert moved.id == 0 and moved.last_message_id == 105
-    assert moved.stubs == {107: Stub(STUB_STUBBED, 9)}  # message 8 was not copied
-    assert [e.handle for e in moved.recall] == ["msg_103", "msg_999", "ofl_0123456789ab"]
-    assert moved.summary == "see msg_103, not msg_999"

@@ -103,6 +103,13 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                     for t in ("session_pins", "session_forks", "compaction_instructions")
                 ],
                 "subagent_sessions": ["DROP TABLE subagent_sessions"],
+                "forks_share_their_origins_messages": [
+                    "DROP TRIGGER sessions_hand_over_shared",
+                    *(
+                        f"DROP TABLE {t}"
+                        for t in ("shared_hand_overs", "inherited_messages", "todo_lists")
+                    ),
+                ],
                 "checkpoint_data_as_json": ["DROP TABLE compaction_data"],
                 "session_usage_summary_calls": [
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns

@@ -92,6 +92,9 @@ def test_final_schema(manager: Manager, db: Path):
         "session_forks",
         "compaction_instructions",
         "subagent_sessions",
+        "inherited_messages",
+        "shared_hand_overs",
+        "todo_lists",
     }
     assert columns(conn, "session_pins") == [
         ("id", "INTEGER", 0),
@@ -217,7 +220,14 @@ def test_final_schema(manager: Manager, db: Path):
         "idx_session_pins",
         "idx_session_forks_origin",
         "subagent_sessions_parent",
+        "idx_inherited_messages_base",
+        "idx_todo_lists_session",
     }
+    # A fork's base is never deleted under it (the hand-over trigger goes first).
+    assert sorted(
+        (r[2], r[3], r[4], r[6])
+        for r in conn.execute("PRAGMA foreign_key_list(inherited_messages)")
+    ) == [("sessions", "base_id", "id", "NO ACTION"), ("sessions", "session_id", "id", "CASCADE")]
     assert sorted(
         (r[2], r[3], r[4], r[6]) for r in conn.execute("PRAGMA foreign_key_list(subagent_sessions)")
     ) == [("sessions", "parent_id", "id", "CASCADE"), ("sessions", "session_id", "id", "CASCADE")]
@@ -236,6 +246,8 @@ def test_final_schema(manager: Manager, db: Path):
         ("messages_fts_update", "messages"),
         ("messages_cjk_delete", "messages"),
         ("messages_cjk_update", "messages"),
+        ("sessions_hand_over_shared", "sessions"),
+        ("shared_hand_over", "shared_hand_overs"),
     }
     assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_cjk'").fetchone() == (
         "CREATE VIRTUAL TABLE messages_cjk USING fts5(body, tokenize = 'trigram')",

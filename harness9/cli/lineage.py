@@ -30,8 +30,9 @@ def fork_command(
         ),
     ] = None,
 ) -> None:
-    """Fork a session: a new one with its messages up to N and the checkpoints it had
-    then. Prints the new id; the original is not changed."""
+    """Fork a session: a new one with its messages up to N, the checkpoints and the todo
+    list it had then (a session last saved by an older harness9: its list as it is now),
+    its pins and settings. Prints the new id; the original is not changed."""
     from harness9.ui.goback import fork_with_outputs
 
     env = environment(ctx)

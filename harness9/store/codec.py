@@ -289,3 +289,17 @@ def decode_instructions(text: str | list[Any] | None) -> list[str]:
     except ValueError:
         return []
     return [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
+
+
+def encode_todos(items: list[TodoItem]) -> str:
+    """A todo list as ``todo_lists.items`` keeps it: JSON [{content, status}], in order."""
+    return json.dumps([{"content": t.content, "status": t.status} for t in items])
+
+
+def decode_todos(text: str) -> list[TodoItem]:
+    """``encode_todos``'s text back; CorruptValueError for anything else."""
+    try:
+        raw = json.loads(text)
+        return [TodoItem(str(t["content"]), str(t["status"])) for t in raw]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptValueError(f"todo list is not a JSON list of items ({exc})") from exc

@@ -364,6 +364,90 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # A fork shares its origin's rows instead of copying them (harness9.store.lineage):
+        # this row says that ``session_id`` also holds the messages ``base_id`` holds (its
+        # own and those it inherits in turn) with ids up to ``upto_id``. A fork's own rows
+        # all have larger ids, so ordering by id gives the fork's order. Deleting a base
+        # first hands its shared rows to the fork that sees most of them (the trigger);
+        # REFERENCES without a cascade: a base is never deleted under its forks.
+        "forks_share_their_origins_messages",
+        f"""
+        CREATE TABLE inherited_messages (
+            session_id TEXT    PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            base_id    TEXT    NOT NULL REFERENCES sessions(id),
+            upto_id    INTEGER NOT NULL  -- the newest message id of the base it sees
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_inherited_messages_base ON inherited_messages(base_id, upto_id);
+        -- A hand-over of ``session_id``'s shared rows to the fork that sees most of them
+        -- (the heir, recorded in the row): it takes the session's own rows that it sees
+        -- (same ids), the session's other forks inherit them from it instead, and it
+        -- inherits what the session inherited, as far as it saw. Inserted before a
+        -- session is deleted (below), and by an /undo or clear of rows forks still see.
+        CREATE TABLE shared_hand_overs (
+            id         INTEGER PRIMARY KEY,
+            session_id TEXT    NOT NULL,
+            heir_id    TEXT
+        );
+        CREATE TRIGGER shared_hand_over AFTER INSERT ON shared_hand_overs BEGIN
+            UPDATE shared_hand_overs SET heir_id = (
+                SELECT i.session_id FROM inherited_messages AS i
+                JOIN sessions AS s ON s.id = i.session_id
+                WHERE i.base_id = new.session_id ORDER BY i.upto_id DESC, i.session_id LIMIT 1)
+            WHERE id = new.id;
+            UPDATE messages SET session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+            WHERE session_id = new.session_id AND id <= (
+                SELECT i.upto_id FROM inherited_messages AS i WHERE i.session_id = (
+                    SELECT heir_id FROM shared_hand_overs WHERE id = new.id));
+            UPDATE inherited_messages SET base_id = (
+                SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+            WHERE base_id = new.session_id
+              AND session_id <> (SELECT heir_id FROM shared_hand_overs WHERE id = new.id);
+            UPDATE inherited_messages SET
+                base_id = (SELECT b.base_id FROM inherited_messages AS b
+                           WHERE b.session_id = new.session_id),
+                upto_id = min(upto_id, (SELECT b.upto_id FROM inherited_messages AS b
+                                        WHERE b.session_id = new.session_id))
+            WHERE session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id)
+              AND EXISTS (SELECT 1 FROM inherited_messages AS b
+                          WHERE b.session_id = new.session_id);
+            DELETE FROM inherited_messages WHERE base_id = new.session_id
+              AND session_id = (SELECT heir_id FROM shared_hand_overs WHERE id = new.id);
+        END;
+        CREATE TRIGGER sessions_hand_over_shared BEFORE DELETE ON sessions
+        WHEN EXISTS (SELECT 1 FROM inherited_messages WHERE base_id = old.id)
+        BEGIN
+            INSERT INTO shared_hand_overs (session_id) VALUES (old.id);
+            DELETE FROM shared_hand_overs WHERE session_id = old.id;
+        END;
+        -- Every todo list a session saved, with when (a JSON list of content and status):
+        -- a fork at message N gets the list as it was when N was written.
+        CREATE TABLE todo_lists (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            saved_at   REAL    NOT NULL,
+            items      TEXT    NOT NULL
+        );
+        CREATE INDEX idx_todo_lists_session ON todo_lists(session_id, id);
+        -- A hand-over moves rows to another session_id, which changes no indexed text:
+        -- the search indexes' update triggers now fire only when the text does (they
+        -- re-indexed every moved row, and deleting a 100,000-message origin took 8 s).
+        DROP TRIGGER messages_fts_update;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, tool_calls ON messages
+        BEGIN
+            DELETE FROM messages_fts WHERE rowid = old.id;
+            INSERT INTO messages_fts (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT indexed_upto FROM fts_state);
+        END;
+        DROP TRIGGER messages_cjk_update;
+        CREATE TRIGGER messages_cjk_update AFTER UPDATE OF content, tool_calls ON messages
+        BEGIN
+            DELETE FROM messages_cjk WHERE rowid = old.id;
+            INSERT INTO messages_cjk (rowid, body) SELECT new.id, {_FTS_BODY_V4}
+                WHERE new.id <= (SELECT cjk_indexed_upto FROM fts_state) AND {CJK_ROW};
+        END;
+        """,
+    ),
+    (
         # The checkpoint as data (issue 20): its recall entries, stubs and state items as
         # one JSON value (harness9.store.codec details_to_json), rendered only by the view.
         # compaction_details stays: rows written before this are read from it and

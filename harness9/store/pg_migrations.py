@@ -336,6 +336,75 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        # As SQLite's forks_share_their_origins_messages: a fork sees its base's messages
+        # up to ``upto_id`` instead of holding copies (harness9.store.lineage); deleting a
+        # base first hands its shared rows to the fork that sees most of them.
+        "forks_share_their_origins_messages",
+        """
+        CREATE TABLE harness9.inherited_messages (
+            session_id text   PRIMARY KEY REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            base_id    text   NOT NULL REFERENCES harness9.sessions(id),
+            upto_id    bigint NOT NULL
+        );
+        CREATE INDEX inherited_messages_base ON harness9.inherited_messages (base_id, upto_id);
+        -- Hands ``base``'s shared rows to the fork that sees most of them (the heir, which
+        -- it returns; NULL: no fork left): it takes base's own rows that it sees (same
+        -- ids), base's other forks inherit them from it instead, and it inherits what
+        -- base inherited, as far as it saw. Run before a session is deleted (below), and
+        -- by an /undo or clear of rows forks still see.
+        CREATE FUNCTION harness9.hand_over_shared(base text) RETURNS text
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            heir text;
+            seen bigint;
+            own  harness9.inherited_messages%ROWTYPE;
+        BEGIN
+            -- Among forks still there: one deleted earlier in the same statement is gone
+            -- (its link goes by the cascade at the statement's end).
+            SELECT i.session_id, i.upto_id INTO heir, seen FROM harness9.inherited_messages AS i
+                JOIN harness9.sessions AS s ON s.id = i.session_id
+                WHERE i.base_id = base ORDER BY i.upto_id DESC, i.session_id LIMIT 1;
+            IF heir IS NULL THEN
+                RETURN NULL;
+            END IF;
+            UPDATE harness9.messages SET session_id = heir
+                WHERE session_id = base AND id <= seen;
+            UPDATE harness9.inherited_messages SET base_id = heir
+                WHERE base_id = base AND session_id <> heir;
+            SELECT * INTO own FROM harness9.inherited_messages WHERE session_id = base;
+            IF own.session_id IS NULL THEN
+                DELETE FROM harness9.inherited_messages WHERE session_id = heir;
+            ELSE
+                UPDATE harness9.inherited_messages
+                    SET base_id = own.base_id, upto_id = least(upto_id, own.upto_id)
+                    WHERE session_id = heir;
+            END IF;
+            RETURN heir;
+        END
+        $fn$;
+        CREATE FUNCTION harness9.sessions_hand_over_shared() RETURNS trigger
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            PERFORM harness9.hand_over_shared(OLD.id);
+            RETURN OLD;
+        END
+        $fn$;
+        CREATE TRIGGER sessions_hand_over_shared BEFORE DELETE ON harness9.sessions
+            FOR EACH ROW EXECUTE FUNCTION harness9.sessions_hand_over_shared();
+        -- Every todo list a session saved, with when: a fork at N gets the list at N.
+        CREATE TABLE harness9.todo_lists (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id text   NOT NULL REFERENCES harness9.sessions(id) ON DELETE CASCADE,
+            saved_at   double precision NOT NULL,
+            items      text   NOT NULL
+        );
+        CREATE INDEX todo_lists_session ON harness9.todo_lists (session_id, id);
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
         # As SQLite's checkpoint_data_as_json: a checkpoint's recall entries, stubs and
         # state items as one JSON value; older rows stay in compaction_details.
         "checkpoint_data_as_json",

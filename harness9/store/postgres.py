@@ -26,6 +26,7 @@ import psycopg
 
 from harness9.schema import Message
 from harness9.store.codec import message_values, select_checkpoints
+from harness9.store.lineage import read_scope
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
@@ -240,8 +241,11 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         where = "m.search @@ q.q"
         args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
-            where += " AND m.session_id = %s"
-            args.append(session_id)
+            # A fork's inherited messages too (harness9.store.lineage).
+            with self.read() as conn:
+                mine, scoped = read_scope(conn, "%s", session_id).where("%s", "m.")
+            where += f" AND {mine}"
+            args += scoped
         limit_sql = ""
         if limit > 0:
             limit_sql = " LIMIT %s"
@@ -259,7 +263,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
             rows = conn.execute(sql, args).fetchall()
         return [
             SearchHit(
-                sid,
+                session_id or sid,  # one session's search: its hits, inherited ones too
                 mid,
                 role,
                 created,
@@ -390,24 +394,6 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
                 copy.write_row((rid, session_id, *message_values(m), r.created_at))
         return {r.id: rid for r, rid in zip(records, ids, strict=True)}
 
-    def _copy_messages(
-        self, conn: psycopg.Connection, origin: str, fork: str, last_id: int
-    ) -> None:
-        # Ids drawn in the ordered subquery's order: the fork's messages keep their order.
-        # The search documents are copied, not computed again (pins_forks_and_...).
-        conn.execute(
-            "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, "
-            "created_at, search) SELECT nextval(%s::regclass), "
-            "%s, role, content, tool_calls, tool_call_id, created_at, search FROM (SELECT * FROM "
-            "messages WHERE session_id = %s AND id <= %s ORDER BY id) AS o",
-            (self._messages_sequence(conn), fork, origin, last_id),
-        )
-
-    def _messages_sequence(self, conn: psycopg.Connection) -> str:
-        """The messages id sequence's name, looked up once (not once per copied row)."""
-        row = conn.execute("SELECT pg_get_serial_sequence('harness9.messages', 'id')").fetchone()
-        return str(row[0]) if row is not None else "harness9.messages_id_seq"
-
     def _copy_blobs(self, conn: psycopg.Connection, origin: str, fork: str) -> None:
         conn.execute(
             "INSERT INTO blobs (session_id, blob_id, chunk, data, written_at) "
@@ -487,6 +473,10 @@ class PostgresSession(SqlSessionBase):
                 for rid, row in zip(ids, rows, strict=True):
                     copy.write_row((rid, *row))
         return ids
+
+    def _hand_over(self, conn: psycopg.Connection) -> str | None:
+        row = conn.execute("SELECT hand_over_shared(%s)", (self._id,)).fetchone()
+        return str(row[0]) if row is not None and row[0] is not None else None
 
     def _lock_session(self, conn: psycopg.Connection) -> None:
         # The row lock makes concurrent pops (and appends) of this session queue: each

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from harness9.errors import HarnessError
 from harness9.store.codec import (
+    decode_todos,
     encode_details,
     encode_instructions,
 )
@@ -29,8 +30,7 @@ from harness9.store.lineage import (
     ForkPoint,
     check_fork_number,
     kept_checkpoints,
-    moved_checkpoint,
-    referenced_ids,
+    read_scope,
 )
 from harness9.store.rows import (
     USAGE_COLUMNS,
@@ -69,7 +69,6 @@ INFO_SQL = (
 TOP_LEVEL_SQL = "parent_id IS NULL"
 # What a fork copies of its origin as it is (table, columns after session_id, order).
 _FORK_COPIES = (
-    ("todos", "position, content, status", ""),
     ("session_pins", "text, created_at", " ORDER BY id"),  # pins keep their order
     ("session_settings", "model, context_window, api_base, workdir", ""),
 )
@@ -347,16 +346,14 @@ class SqlManagerBase(Generic[S]):
     def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
         """The hits with ``number`` set: how many messages of its session come up to it
         (`sessions show` numbers them that way; row ids are global to the store)."""
-        sql = (
-            f"SELECT count(*) FROM messages WHERE session_id = {self.PARAM} AND id <= {self.PARAM}"
-        )
+        out = []
         with self.read() as conn:
-            return [
-                replace(
-                    h, number=int(conn.execute(sql, (h.session_id, h.message_id)).fetchone()[0])
-                )
-                for h in hits
-            ]
+            for h in hits:
+                mine, args = read_scope(conn, self.PARAM, h.session_id).where(self.PARAM)
+                sql = f"SELECT count(*) FROM messages WHERE {mine} AND id <= {self.PARAM}"
+                (n,) = conn.execute(sql, (*args, h.message_id)).fetchone()
+                out.append(replace(h, number=int(n)))
+        return out
 
     def session_info(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
@@ -447,10 +444,11 @@ class SqlManagerBase(Generic[S]):
         check_session_id(session_id)
         p = self.PARAM
         with self.transaction() as conn:
+            mine, args = read_scope(conn, p, session_id).where(p)
             gone = conn.execute(
                 f"DELETE FROM sessions WHERE id = {p} AND NOT EXISTS "
-                f"(SELECT 1 FROM messages WHERE session_id = {p})",
-                (session_id, session_id),
+                f"(SELECT 1 FROM messages WHERE {mine})",
+                (session_id, *args),
             ).rowcount
         if gone:
             self._deleted([session_id])
@@ -609,40 +607,63 @@ class SqlManagerBase(Generic[S]):
 
     # -- forks (harness9.store.lineage) ------------------------------------------------
 
-    def _copy_messages(self, conn: Any, origin: str, fork: str, last_id: int) -> None:
-        """Copy ``origin``'s messages up to ``last_id`` to ``fork`` in one statement, in id
-        order (new ids in the same order)."""
-        p = self.PARAM
-        conn.execute(
-            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, "
-            f"created_at) SELECT {p}, role, content, tool_calls, tool_call_id, created_at "
-            f"FROM messages WHERE session_id = {p} AND id <= {p} ORDER BY id",
-            (fork, origin, last_id),
-        )
-
     def _copy_blobs(self, conn: Any, origin: str, fork: str) -> None:
         """Copy the offloaded outputs a database store keeps (none by default)."""
 
     def _fork_point(self, conn: Any, session_id: str, at: int | None) -> ForkPoint:
+        """Where the fork ends. Nothing here reads the whole session: the newest id of
+        each level of the scope by the index (all of it: the count is the session's
+        ``message_count``, which every write keeps), or message ``at`` by an offset in
+        id order (only ids: the index is enough)."""
         p = self.PARAM
-        (total,) = conn.execute(
-            f"SELECT count(*) FROM messages WHERE session_id = {p}", (session_id,)
-        ).fetchone()
-        n = check_fork_number(at, int(total))
-        rows = conn.execute(
-            f"SELECT id, created_at FROM messages WHERE session_id = {p} "
-            f"ORDER BY id LIMIT 2 OFFSET {p}",
-            (session_id, max(n - 1, 0)),
-        ).fetchall()
-        if n == 0:
-            return ForkPoint(0, 0, rows[0][1] if rows else None)
-        return ForkPoint(n, int(rows[0][0]), rows[1][1] if len(rows) > 1 else None)
+        scope = read_scope(conn, p, session_id)
+        mine, args = scope.where(p)
+        if at is None:
+            (count,) = conn.execute(
+                f"SELECT message_count FROM sessions WHERE id = {p}", (session_id,)
+            ).fetchone()
+            tops = [
+                conn.execute(
+                    f"SELECT max(id) FROM messages WHERE session_id = {p}"
+                    + ("" if bound is None else f" AND id <= {p}"),
+                    (sid,) if bound is None else (sid, bound),
+                ).fetchone()[0]
+                for sid, bound in scope.levels
+            ]
+            ids = [int(max(t for t in tops if t is not None))] if any(tops) else []
+            number = int(count) if ids else 0
+        else:
+            number = at if not isinstance(at, bool) and isinstance(at, int) and at > 0 else 0
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM messages WHERE {mine} ORDER BY id LIMIT 2 OFFSET {p}",
+                    (*args, max(number - 1, 0)),
+                ).fetchall()
+            ]
+            if not number or not ids:
+                (total,) = conn.execute(
+                    f"SELECT count(*) FROM messages WHERE {mine}", args
+                ).fetchone()
+                check_fork_number(at, int(total))  # raises: there is no message ``at``
+        if not ids:
+            return ForkPoint(0, 0, None)
+        times = dict(
+            conn.execute(
+                f"SELECT id, created_at FROM messages WHERE id IN ({', '.join([p] * len(ids))})",
+                tuple(ids),
+            ).fetchall()
+        )
+        after = times[ids[1]] if len(ids) > 1 else None
+        return ForkPoint(number, ids[0], after, float(times[ids[0]]))
 
     def fork_session(self, session_id: str, at: int | None = None) -> str:
-        """A new session with messages 1..``at`` of ``session_id`` (all without ``at``) and
+        """A new session with messages 1..``at`` of ``session_id`` (all without it) and
         the checkpoints it had then; its id. One transaction; the origin is only read.
 
-        Its pins, todo list, model settings and offloaded outputs come along too.
+        The messages are shared, not copied (harness9.store.lineage): one row, whatever
+        the session's length, and they keep their ids, so the checkpoints come along as
+        they are. Its pins, todo list, model settings and offloaded outputs come along too.
         """
         import uuid
 
@@ -654,14 +675,23 @@ class SqlManagerBase(Generic[S]):
             ).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
+            # An /undo in the origin meanwhile must see this fork's share (PostgreSQL).
+            self._session(session_id)._lock_session(conn)
             point = self._fork_point(conn, session_id, at)
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
                 f"VALUES ({p}, {p}, {p}, {p}, {p})",
                 (sid, now, now, row[0] if point.number else "", point.number),
             )
-            self._copy_messages(conn, session_id, sid, point.last_id)
-            self._fork_checkpoints(conn, session_id, sid, point)
+            if point.last_id:
+                conn.execute(
+                    "INSERT INTO inherited_messages (session_id, base_id, upto_id) "
+                    f"VALUES ({p}, {p}, {p})",
+                    (sid, session_id, point.last_id),
+                )
+            for cp in kept_checkpoints(self._session(session_id).list_checkpoints(), point):
+                self._store_checkpoint(conn, sid, replace(cp, id=0))
+            self._fork_todos(conn, session_id, sid, point)
             for table, columns, order in _FORK_COPIES:
                 conn.execute(
                     f"INSERT INTO {table} (session_id, {columns}) SELECT {p}, {columns} "
@@ -676,29 +706,41 @@ class SqlManagerBase(Generic[S]):
             self._copy_blobs(conn, session_id, sid)
         return sid
 
-    def _fork_checkpoints(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
+    def _fork_todos(self, conn: Any, origin: str, fork: str, point: ForkPoint) -> None:
+        """The fork's todo list as it was when message N was written: the last list saved
+        up to then (none: no list yet; a list a tool call in N saved belongs to the call's
+        result, N+1). Its saved lists up to then come along, so a fork of the fork knows
+        them too. With N the newest message, or a session whose lists were all saved
+        before harness9 kept them (none kept at all), the list as it is now."""
         p = self.PARAM
-        session = self._session(origin)
-        kept = kept_checkpoints(session.list_checkpoints(), point)
-        wanted = sorted({i for cp in kept for i in referenced_ids(cp) if i <= point.last_id})
-        moved: dict[int, int] = {}
-        for old in wanted:
-            # Only the origin's own messages move (a text may quote another session's).
-            mine = f"SELECT 1 FROM messages WHERE id = {p} AND session_id = {p}"
-            if conn.execute(mine, (old, origin)).fetchone() is None:
-                continue
-            (rank,) = conn.execute(
-                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
-                (origin, old),
-            ).fetchone()
-            new = conn.execute(
-                f"SELECT id FROM messages WHERE session_id = {p} ORDER BY id LIMIT 1 OFFSET {p}",
-                (fork, int(rank) - 1),
-            ).fetchone()
-            if new is not None and rank:
-                moved[old] = int(new[0])
-        for cp in kept:
-            self._store_checkpoint(conn, fork, moved_checkpoint(cp, moved.get))
+        bound = point.created if point.next_created is not None else None
+        cond, args = ("", ()) if bound is None else (f" AND saved_at <= {p}", (bound,))
+        conn.execute(
+            "INSERT INTO todo_lists (session_id, saved_at, items) "
+            f"SELECT {p}, saved_at, items FROM todo_lists WHERE session_id = {p}{cond} ORDER BY id",
+            (fork, origin, *args),
+        )
+        known = conn.execute(
+            f"SELECT 1 FROM todo_lists WHERE session_id = {p} LIMIT 1", (origin,)
+        ).fetchone()
+        if bound is None or known is None:
+            conn.execute(
+                "INSERT INTO todos (session_id, position, content, status) "
+                f"SELECT {p}, position, content, status FROM todos WHERE session_id = {p}",
+                (fork, origin),
+            )
+            return
+        row = conn.execute(
+            f"SELECT items FROM todo_lists WHERE session_id = {p} ORDER BY id DESC LIMIT 1",
+            (fork,),
+        ).fetchone()
+        items = decode_todos(str(row[0])) if row is not None else []
+        if items:
+            conn.cursor().executemany(
+                "INSERT INTO todos (session_id, position, content, status) "
+                f"VALUES ({p}, {p}, {p}, {p})",
+                [(fork, i, t.content, t.status) for i, t in enumerate(items)],
+            )
 
     def fork_origin(self, session_id: str) -> ForkOrigin | None:
         """Where ``session_id`` was forked from; None for an original."""

@@ -22,8 +22,10 @@ from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
     CorruptValueError,
     checkpoint_from_values,
+    encode_todos,
     message_from_values,
 )
+from harness9.store.lineage import Scope, read_scope
 from harness9.store.rows import records_from_rows
 from harness9.store.search import SearchHit
 from harness9.store.session import (
@@ -85,61 +87,29 @@ class SqlSessionBase:
         if isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1:
             return None
         recs = self._read_records(after_id=message_id - 1, upto_id=message_id)
-        if recs:
-            return recs[0]
-        copy = self._forked_copy(message_id)
-        return self._read_records(after_id=copy - 1, upto_id=copy)[0] if copy else None
+        return recs[0] if recs else None
 
-    def _forked_copy(self, message_id: int) -> int | None:
-        """In a fork, the id of its copy of origin message ``message_id``, if it has one.
-
-        Texts copied into a fork (a history_search result, say) still name the origin's
-        messages; a handle to one of those reaches the fork's own copy. None otherwise.
-        """
-        p = self.PARAM
-        with self._m.read() as conn:
-            fork = conn.execute(
-                f"SELECT origin_id, origin_message FROM session_forks WHERE session_id = {p}",
-                (self._id,),
-            ).fetchone()
-            if fork is None:
-                return None
-            origin, upto = fork
-            found = conn.execute(
-                f"SELECT content FROM messages WHERE id = {p} AND session_id = {p}",
-                (message_id, origin),
-            ).fetchone()
-            if found is None:
-                return None
-            (rank,) = conn.execute(
-                f"SELECT count(*) FROM messages WHERE session_id = {p} AND id <= {p}",
-                (origin, message_id),
-            ).fetchone()
-            copy = conn.execute(
-                f"SELECT id, content FROM messages WHERE session_id = {p} "
-                f"ORDER BY id LIMIT 1 OFFSET {p}",
-                (self._id, int(rank) - 1),
-            ).fetchone()
-        # The copy is still there unless the fork undid it (then the rank names another).
-        if copy is None or int(rank) > int(upto) or copy[1] != found[0]:
-            return None
-        return int(copy[0])
+    def scope(self, conn: Any) -> Scope:
+        """The messages rows this session holds, its own and a fork's inherited ones
+        (harness9.store.lineage), read in ``conn``."""
+        return read_scope(conn, self.PARAM, self._id)
 
     def _read_records(
         self, limit: int = 0, after_id: int = 0, upto_id: int | None = None
     ) -> list[StoredMessage]:
         p = self.PARAM
-        sql = f"{SELECT_RECORDS} WHERE session_id = {p} AND id > {p}"
-        args: tuple[object, ...] = (self._id, after_id)
-        if upto_id is not None:
-            sql += f" AND id <= {p}"
-            args += (upto_id,)
-        if limit > 0:
-            sql += f" ORDER BY id DESC LIMIT {p}"
-            args += (limit,)
-        else:
-            sql += " ORDER BY id"
         with self._m.read() as conn:
+            mine, args = self.scope(conn).where(p)
+            sql = f"{SELECT_RECORDS} WHERE {mine} AND id > {p}"
+            args += (after_id,)
+            if upto_id is not None:
+                sql += f" AND id <= {p}"
+                args += (upto_id,)
+            if limit > 0:
+                sql += f" ORDER BY id DESC LIMIT {p}"
+                args += (limit,)
+            else:
+                sql += " ORDER BY id"
             rows = self._fetch_records(conn, sql, args)
         if limit > 0:
             rows.reverse()
@@ -259,9 +229,10 @@ class SqlSessionBase:
         """Name the session after its first user message that makes a title."""
         p = self.PARAM
         title = ""
+        mine, args = self.scope(conn).where(p)
         for (content,) in conn.execute(
-            f"SELECT content FROM messages WHERE session_id = {p} AND role = {p} ORDER BY id",
-            (self._id, ROLE_USER),
+            f"SELECT content FROM messages WHERE {mine} AND role = {p} ORDER BY id",
+            (*args, ROLE_USER),
         ).fetchall():
             if not isinstance(content, str):
                 continue  # a damaged row names nothing
@@ -271,9 +242,11 @@ class SqlSessionBase:
         conn.execute(f"UPDATE sessions SET title = {p} WHERE id = {p}", (title, self._id))
 
     def _drop_newest(self, conn: Any, rid: int, role: str, now: float) -> None:
-        """Delete message ``rid`` (the newest) and the checkpoints that covered it."""
+        """Take message ``rid`` (the newest) out of this session, and the checkpoints that
+        covered it. A row of its own that no fork sees is deleted; otherwise the session
+        stops seeing it (``_see_below``) and whoever shares it keeps it."""
         p = self.PARAM
-        conn.execute(f"DELETE FROM messages WHERE id = {p}", (rid,))
+        self._see_below(conn, rid)
         conn.execute(
             f"DELETE FROM compactions WHERE session_id = {p} AND last_message_id >= {p}",
             (self._id, rid),
@@ -282,6 +255,45 @@ class SqlSessionBase:
         if role == ROLE_USER:
             self._retitle(conn)
 
+    def _seen_by_forks(self, conn: Any, rid: int) -> bool:
+        p = self.PARAM
+        return (
+            conn.execute(
+                f"SELECT 1 FROM inherited_messages WHERE base_id = {p} AND upto_id >= {p}",
+                (self._id, rid),
+            ).fetchone()
+            is not None
+        )
+
+    def _see_below(self, conn: Any, rid: int) -> None:
+        """From now on this session holds only what it held below message ``rid``.
+
+        Forks that see ``rid`` keep it: the session first hands its rows to the one that
+        sees most (``_hand_over``) and becomes a fork of that heir, below ``rid``.
+        Otherwise its own rows from ``rid`` on are deleted and it inherits less.
+        """
+        p = self.PARAM
+        heir = self._hand_over(conn) if self._seen_by_forks(conn, rid) else None
+        conn.execute(f"DELETE FROM messages WHERE session_id = {p} AND id >= {p}", (self._id, rid))
+        if heir is not None:
+            conn.execute(
+                "INSERT INTO inherited_messages (session_id, base_id, upto_id) "
+                f"VALUES ({p}, {p}, {p}) ON CONFLICT (session_id) DO UPDATE SET "
+                "base_id = excluded.base_id, upto_id = excluded.upto_id",
+                (self._id, heir, rid - 1),
+            )
+        else:
+            conn.execute(
+                f"UPDATE inherited_messages SET upto_id = {p} "
+                f"WHERE session_id = {p} AND upto_id >= {p}",
+                (rid - 1, self._id, rid),
+            )
+
+    def _hand_over(self, conn: Any) -> str | None:
+        """Hand this session's shared rows to the fork that sees most of them, as a delete
+        does first (the store's ``hand_over_shared``); that fork's id (None: no fork)."""
+        raise NotImplementedError
+
     def _lock_session(self, conn: Any) -> None:
         """Keep other writers of this session out until ``conn``'s transaction ends."""
 
@@ -289,10 +301,11 @@ class SqlSessionBase:
         p = self.PARAM
         with self._m.transaction() as conn:
             self._lock_session(conn)
+            mine, args = self.scope(conn).where(p)
             row = conn.execute(
                 "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
-                f"WHERE session_id = {p} ORDER BY id DESC LIMIT 1",
-                (self._id,),
+                f"WHERE {mine} ORDER BY id DESC LIMIT 1",
+                args,
             ).fetchone()
             if row is None:
                 return None
@@ -306,11 +319,14 @@ class SqlSessionBase:
         return message
 
     def clear(self) -> None:
-        """Delete every message and checkpoint; the todo list stays (it is not history)."""
+        """Delete every message and checkpoint; the todo list stays (it is not history).
+
+        Rows a fork shares stay with the fork (``_see_below`` the first id)."""
         p = self.PARAM
         with self._m.transaction() as conn:
             self._touch(conn, time.time())
-            conn.execute(f"DELETE FROM messages WHERE session_id = {p}", (self._id,))
+            self._see_below(conn, 1)
+            conn.execute(f"DELETE FROM inherited_messages WHERE session_id = {p}", (self._id,))
             conn.execute(f"DELETE FROM compactions WHERE session_id = {p}", (self._id,))
             conn.execute(
                 f"UPDATE sessions SET message_count = 0, title = '' WHERE id = {p}", (self._id,)
@@ -318,11 +334,13 @@ class SqlSessionBase:
 
     def _check_checkpoint_owner(self, conn: Any, cp: Checkpoint) -> None:
         """Raise ValueError unless ``cp`` names a message of this session (or none, 0)."""
-        owner = conn.execute(
-            f"SELECT session_id FROM messages WHERE id = {self.PARAM}", (cp.last_message_id,)
+        mine, args = self.scope(conn).where(self.PARAM)
+        held = conn.execute(
+            f"SELECT 1 FROM messages WHERE id = {self.PARAM} AND {mine}",
+            (cp.last_message_id, *args),
         ).fetchone()
         # 0: a compaction that folded nothing (it only stubbed old tool results).
-        if cp.last_message_id != 0 and (owner is None or owner[0] != self._id):
+        if cp.last_message_id != 0 and held is None:
             raise ValueError(
                 f"checkpoint names message {cp.last_message_id}, not a message of this session"
             )
@@ -347,9 +365,15 @@ class SqlSessionBase:
         rows = [
             (self._id, i, self._m._stored_text(t.content), t.status) for i, t in enumerate(items)
         ]
+        now = time.time()
         with self._m.transaction() as conn:
-            self._touch(conn, time.time())
+            self._touch(conn, now)
             conn.execute(f"DELETE FROM todos WHERE session_id = {p}", (self._id,))
+            # And when: a fork at an earlier message takes the list as it was then.
+            conn.execute(
+                f"INSERT INTO todo_lists (session_id, saved_at, items) VALUES ({p}, {p}, {p})",
+                (self._id, now, self._m._stored_text(encode_todos(items))),
+            )
             if rows:
                 conn.cursor().executemany(
                     "INSERT INTO todos (session_id, position, content, status) "

@@ -32,6 +32,7 @@ from harness9.store.codec import (
     checkpoint_values,
     message_values,
 )
+from harness9.store.lineage import read_scope
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.scrub import map_message, scrub_surrogates
@@ -386,8 +387,9 @@ class Manager(SqlManagerBase["SQLiteSession"]):
         sql = self._SEARCH_SQL
         args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
         if session_id is not None:
-            sql += " AND m.session_id = ?"
-            args.append(session_id)
+            mine, scoped = self._scope_of(session_id, "m.")
+            sql += f" AND {mine}"
+            args += scoped
         sql += " ORDER BY bm25(messages_fts), m.id DESC"
         if limit > 0:
             sql += " LIMIT ?"
@@ -405,7 +407,12 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                 raise StoreError(
                     f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
                 ) from exc
-        return _hits(rows, clean_snippet)
+        return _hits(rows, clean_snippet, session_id)
+
+    def _scope_of(self, session_id: str, alias: str) -> tuple[str, tuple[object, ...]]:
+        """The condition "a message ``session_id`` holds" (a fork's inherited ones too)."""
+        with self.read() as conn:
+            return read_scope(conn, "?", session_id).where("?", alias)
 
     def _search_cjk(self, query: str, *, limit: int, session_id: str | None) -> list[SearchHit]:
         """A query with CJK text: substring matches in the trigram index of CJK rows.
@@ -425,8 +432,9 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             conds.append("(c.body || '') LIKE ? ESCAPE '\\'")
             args.append(pattern)
         if session_id is not None:
-            conds.append("m.session_id = ?")
-            args.append(session_id)
+            mine, scoped = self._scope_of(session_id, "m.")
+            conds.append(mine)
+            args += scoped
         rank = "bm25(messages_cjk)" if match is not None else "0.0"
         sql = (
             "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, "
@@ -440,7 +448,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             args.append(limit)
         with self.read() as conn:
             rows = conn.execute(sql, args).fetchall()
-        return _hits(rows, lambda body: substring_snippet(clean_snippet(body), terms))
+        return _hits(rows, lambda body: substring_snippet(clean_snippet(body), terms), session_id)
 
     def unindexed_count(self) -> int:
         """Messages the search index has not caught up with (a read-only store cannot)."""
@@ -629,6 +637,15 @@ class SQLiteSession(SqlSessionBase):
             rows.append((rid, *texts, created))
         return rows
 
+    def _hand_over(self, conn: sqlite3.Connection) -> str | None:
+        # The shared_hand_over trigger does the work and records the heir in the row.
+        cur = conn.execute("INSERT INTO shared_hand_overs (session_id) VALUES (?)", (self._id,))
+        row = conn.execute(
+            "SELECT heir_id FROM shared_hand_overs WHERE id = ?", (cur.lastrowid,)
+        ).fetchone()
+        conn.execute("DELETE FROM shared_hand_overs WHERE id = ?", (cur.lastrowid,))
+        return str(row[0]) if row is not None and row[0] is not None else None
+
     def remember_model(self, settings: SessionSettings) -> None:
         """Record how the session runs (does not count as activity: updated_at stays)."""
         with self._m.transaction() as conn:
@@ -694,11 +711,15 @@ def open_manager(path: Path, *, on_session_deleted: Callable[[str], None] | None
     return Manager(path, on_session_deleted=on_session_deleted)
 
 
-def _hits(rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str]) -> list[SearchHit]:
-    """Search rows (session, id, role, time, title, text, score) as hits; ``snippet`` cuts the text."""
+def _hits(
+    rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str], session_id: str | None = None
+) -> list[SearchHit]:
+    """Search rows (session, id, role, time, title, text, score) as hits; ``snippet`` cuts the
+    text. A search of one session reports its hits as that session's (a fork's inherited
+    rows belong to its origin)."""
     return [
         SearchHit(
-            sid,
+            session_id or sid,
             mid,
             clean_snippet(role),
             created,

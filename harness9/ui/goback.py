@@ -1,8 +1,8 @@
 """Going back in chat: /pin, /pins, /unpin, /fork and /rewind (ARCHITECTURE decision 9).
 
 Nothing here deletes anything: a fork or a rewind is a new session made from a point
-of the current one (the store copies the messages and the checkpoints up to it), and
-the chat switches to it; the line left behind stays resumable. ``fork_with_outputs``
+of the current one (the store shares the messages and copies the checkpoints up to
+it), and the chat switches to it; the line left behind stays resumable. ``fork_with_outputs``
 is also what ``harness9 sessions fork`` runs.
 """
 
