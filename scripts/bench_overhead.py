@@ -12,7 +12,16 @@ litellm's share of a gap: from the server's last byte to ``LLMProvider.generate`
 returning (litellm reading and converting the reply), plus from the end of
 ``LLMProvider._request`` (harness9's messages handed over) to the request's arrival
 (litellm preparing and sending it). Both are timed by wrapping harness9's own
-provider methods for this process; litellm itself is not touched.
+provider methods for this process; litellm itself is not touched. "harness9 alone"
+is the gap less litellm's share. The CPU column is
+the CPU time the whole process (harness9, litellm and its logging thread, the server,
+idle in a gap) spent in each gap: unlike the wall-clock figures it hardly moves when
+other processes load the machine.
+
+The server sets TCP_NODELAY, as hosted APIs' servers and httpcore's client sockets
+do. Before it did, each reply's body waited ~40 ms in the kernel for a delayed ACK
+after its headers, and this benchmark counted that wait in every gap (in litellm's
+share): 56 ms measured then was ~16 ms of work.
 
 Targets (issue 23): the median gap over the last 100 calls at most 1.5x the median
 over the first 100, at every window, and the median gap at most 60 ms.
@@ -43,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
+from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply, _Handler  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
@@ -91,6 +100,20 @@ class Clock:
         return undo
 
 
+class CpuClock(_Handler):
+    """The scripted server's handler, noting the process's CPU time (all its threads) when
+    each request arrives and when its reply is sent, beside the server's own timings."""
+
+    marks: list[tuple[float, float]] = []  # replaced per run (run_one)
+
+    def _handle_post(self) -> None:
+        arrived = time.process_time()
+        try:
+            super()._handle_post()
+        finally:
+            type(self).marks.append((arrived, time.process_time()))
+
+
 class Model:
     """Calls read_file ``per_turn`` times per user turn, ``calls`` times in all."""
 
@@ -127,6 +150,10 @@ class Row:
     median_ms: float = 0.0
     litellm_first_ms: float = 0.0
     litellm_last_ms: float = 0.0
+    own_first_ms: float = 0.0  # the gap less litellm's share: harness9's own time
+    own_last_ms: float = 0.0
+    cpu_first_ms: float = 0.0
+    cpu_last_ms: float = 0.0
     messages_last: int = 0
     summary_calls: int = 0
     seconds: float = 0.0
@@ -136,17 +163,25 @@ class Row:
     def ratio(self) -> float:
         return self.last_ms / self.first_ms if self.first_ms > 0 else math.inf
 
+    @property
+    def cpu_ratio(self) -> float:
+        return self.cpu_last_ms / self.cpu_first_ms if self.cpu_first_ms > 0 else math.inf
+
 
 def _median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000 if values else 0.0
 
 
 def gaps(
-    timings: list[tuple[float, float]], clock: Clock, tool_reply: list[bool]
-) -> tuple[list[float], list[float]]:
-    """(gap, litellm's part of it) for every request that follows a tool-call reply."""
-    n = min(len(timings), len(clock.handed), len(clock.returned), len(tool_reply))
-    total, litellm = [], []
+    timings: list[tuple[float, float]],
+    clock: Clock,
+    tool_reply: list[bool],
+    cpu: list[tuple[float, float]],
+) -> tuple[list[float], list[float], list[float]]:
+    """(gap, litellm's part of it, CPU time the process spent in it) for every request
+    that follows a tool-call reply."""
+    n = min(len(timings), len(clock.handed), len(clock.returned), len(tool_reply), len(cpu))
+    total, litellm, used = [], [], []
     for k in range(1, n):
         if not tool_reply[k - 1]:
             continue
@@ -156,7 +191,8 @@ def gaps(
         sending = max(0.0, arrived - clock.handed[k])
         total.append(arrived - answered_prev)
         litellm.append(reading + sending)
-    return total, litellm
+        used.append(cpu[k][0] - cpu[k - 1][1])
+    return total, litellm, used
 
 
 def run_one(window: int, calls: int, per_turn: int, tmp: Path) -> Row:
@@ -171,9 +207,12 @@ def run_one(window: int, calls: int, per_turn: int, tmp: Path) -> Row:
     turns = math.ceil(calls / per_turn) + 1
     row = Row(window)
     undo = clock.install()
+    CpuClock.marks = cpu = []
     started = time.perf_counter()
     try:
-        with ScriptedLLMServer() as server:
+        server = ScriptedLLMServer()
+        server.handler_class = CpuClock
+        with server:
             server.respond_with(model)
             args = ["chat", "--model", "openai/bench", "--api-base", server.base_url]
             args += ["--context-window", str(window), "--yes", "--no-stream"]
@@ -185,7 +224,7 @@ def run_one(window: int, calls: int, per_turn: int, tmp: Path) -> Row:
     row.seconds = time.perf_counter() - started
     if res.exit_code != 0:
         row.notes.append(f"chat exited {res.exit_code}: {res.output[-300:]}")
-    total, litellm = gaps(timings, clock, model.tool_reply)
+    total, litellm, used = gaps(timings, clock, model.tool_reply, cpu)
     row.calls = model.done
     row.summary_calls = sum(1 for s in model.tool_reply if not s) - turns
     if len(total) < 2 * WINDOW:
@@ -196,6 +235,9 @@ def run_one(window: int, calls: int, per_turn: int, tmp: Path) -> Row:
     row.p95_ms = sorted(total)[int(len(total) * 0.95)] * 1000
     row.litellm_first_ms = _median_ms(litellm[:WINDOW])
     row.litellm_last_ms = _median_ms(litellm[-WINDOW:])
+    own = [t - x for t, x in zip(total, litellm, strict=True)]
+    row.own_first_ms, row.own_last_ms = _median_ms(own[:WINDOW]), _median_ms(own[-WINDOW:])
+    row.cpu_first_ms, row.cpu_last_ms = _median_ms(used[:WINDOW]), _median_ms(used[-WINDOW:])
     row.messages_last = max(model.sizes[-WINDOW:]) if model.sizes else 0
     return row
 
@@ -208,16 +250,19 @@ def print_table(rows: list[Row]) -> None:
     print(
         "| window | calls | first 100 (litellm) | last 100 (litellm) | last/first "
         f"(<= {RATIO_TARGET}) | median (<= {MEDIAN_TARGET_MS:.0f} ms) | p95 | "
-        "messages sent, last 100 | seconds |"
+        "harness9 alone, first / last 100 | CPU first / last 100 | messages sent, last 100 "
+        "| seconds |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r.window:,} | {r.calls:,} | {r.first_ms:.0f} ms ({r.litellm_first_ms:.0f}) "
             f"| {r.last_ms:.0f} ms ({r.litellm_last_ms:.0f}) "
             f"| {r.ratio:.2f} {_ok(r.ratio <= RATIO_TARGET)} "
             f"| {r.median_ms:.0f} ms {_ok(r.median_ms <= MEDIAN_TARGET_MS)} "
-            f"| {r.p95_ms:.0f} ms | {r.messages_last:,} | {r.seconds:.0f} |"
+            f"| {r.p95_ms:.0f} ms | {r.own_first_ms:.1f} / {r.own_last_ms:.1f} ms "
+            f"| {r.cpu_first_ms:.1f} / {r.cpu_last_ms:.1f} ms "
+            f"({r.cpu_ratio:.2f}) | {r.messages_last:,} | {r.seconds:.0f} |"
         )
     for r in rows:
         for note in r.notes:

@@ -312,6 +312,11 @@ class _QuietServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked streams, so an abrupt close is detectable
+    # TCP_NODELAY, as hosted APIs' servers and httpcore's client sockets set it. Without it
+    # a reply's body (written after its headers) waits in the kernel for the client's
+    # delayed ACK, ~40 ms per call, and timings taken here (bench_overhead.py) count that
+    # wait as harness9's or litellm's.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # keep test output clean

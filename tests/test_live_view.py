@@ -10,7 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REPO_ROOT, cli_env
@@ -48,14 +50,20 @@ def assert_fresh(views: LiveViews, session: CheckpointedSession) -> None:
     assert measured.tokens == estimate_tokens(expected.messages)
 
 
-def checkpoint_at(session: CheckpointedSession, *, stub_newest: bool = False) -> Checkpoint:
-    """A checkpoint folding the older half of the log (and stubbing its newest result)."""
+def checkpoint_at(
+    session: CheckpointedSession,
+    *,
+    stub_newest: bool = False,
+    instructions: list[str] | None = None,
+) -> Checkpoint:
+    """A checkpoint folding the older half of the log (and stubbing its newest result),
+    keeping ``instructions`` verbatim."""
     ids = [r.id for r in session.get_records()]
     last = ids[len(ids) // 2 - 1]
     stubs = {ids[-1]: Stub(STUB_STUBBED, 9)} if stub_newest else {}
-    return session.add_checkpoint(
-        Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, stubs=stubs)
-    )
+    cp = Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, stubs=stubs)
+    cp.instructions = list(instructions or [])
+    return session.add_checkpoint(cp)
 
 
 def test_appends_are_read_as_new_rows_only(tmp_path: Path) -> None:
@@ -177,8 +185,73 @@ def test_messages_held_by_a_locked_database_are_never_kept(tmp_path: Path) -> No
     ]
 
 
+class CountingMemorySession(MemorySession):
+    """Counts the reads of a whole checkpoint (summary, recall index, instructions)."""
+
+    reads = 0
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        self.reads += 1
+        return super().latest_checkpoint()
+
+
+def test_the_checkpoint_is_read_whole_only_when_another_one_replaces_it() -> None:
+    views = LiveViews()
+    s = CountingMemorySession("count")
+    s.add_messages([Message("user", "go"), *exchange(0), *exchange(1)])
+    checkpoint_at(s, instructions=["always answer in French"])
+    system = views.load(s, SYSTEM).view.messages[0]
+    assert s.reads == 1 and "always answer in French" in system.content
+    for i in range(2, 8):
+        s.add_messages(exchange(i))
+        measured = views.load(s, SYSTEM)
+        # Its key alone told the view nothing changed; the kept words are still sent.
+        assert measured.view.messages[0] == system
+        assert measured.noted(SYSTEM) == system
+    assert s.reads == 1
+    checkpoint_at(s, instructions=["and keep it short"])
+    assert "and keep it short" in views.load(s, SYSTEM).view.messages[0].content
+    assert s.reads == 2
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory", "postgresql"])
+def test_every_store_names_its_latest_checkpoint_without_reading_it(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if store == "memory":
+        s: Any = MemorySession("mem")
+        manager = None
+    elif store == "sqlite":
+        manager = Manager(tmp_path / "s.db")
+        s = manager.new_session()
+    else:
+        from harness9.store.postgres import PostgresManager
+
+        manager = PostgresManager(request.getfixturevalue("pg_url"))
+        s = manager.new_session()
+    try:
+        assert s.latest_checkpoint_key() is None
+        s.add_messages([Message("user", "go"), *exchange(0), *exchange(1)])
+        first = checkpoint_at(s, instructions=["keep this"])
+        s.add_messages(exchange(2))
+        second = checkpoint_at(s)
+        latest = s.latest_checkpoint()
+        assert latest.id == second.id != first.id
+        assert s.latest_checkpoint_key() == (latest.id, latest.last_message_id, latest.created_at)
+        while s.get_records()[-1].id >= second.last_message_id:
+            s.pop_message()  # /undo of the rows the newest checkpoint covers drops it
+        previous = s.latest_checkpoint()
+        assert previous is not None and previous.id == first.id
+        assert s.latest_checkpoint_key() == (first.id, first.last_message_id, previous.created_at)
+    finally:
+        if manager is not None:
+            manager.close()
+
+
 EVENTS = st.lists(
-    st.sampled_from(["append", "append", "append", "checkpoint", "undo", "elsewhere"]),
+    st.sampled_from(
+        ["append", "append", "append", "checkpoint", "undo", "elsewhere", "checkpoint elsewhere"]
+    ),
     min_size=1,
     max_size=25,
 )
@@ -204,7 +277,11 @@ def test_any_sequence_of_events_leaves_the_kept_view_equal_to_a_fresh_one(
                 elsewhere.add_messages([Message("user", f"note {n}")])
             elif event == "undo":
                 s.pop_message()
-            elif len(s.get_records()) >= 2:
+            elif len(s.get_records()) < 2:
+                pass
+            elif event == "checkpoint elsewhere":
+                checkpoint_at(elsewhere, instructions=[f"instruction {n}"])
+            else:
                 checkpoint_at(s, stub_newest=n % 2 == 0)
             assert_fresh(views, s)
 

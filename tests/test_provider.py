@@ -429,3 +429,17 @@ def test_importing_the_provider_package_does_not_import_litellm() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_litellm_copies_no_message_for_a_logging_payload_nobody_reads() -> None:
+    """After every call litellm builds a logging payload in a background thread; with its
+    base64 shortening off it keeps the request's messages as they are instead of copying
+    every one of them (issue 23), and the setting does not reach the agent's commands."""
+    load_litellm()
+    from litellm import constants
+    from litellm.litellm_core_utils.logging_utils import truncate_base64_in_messages
+
+    assert constants.MAX_BASE64_LENGTH_FOR_LOGGING == 0
+    messages = [{"role": "user", "content": "data:image/png;base64," + "A" * 500}]
+    assert truncate_base64_in_messages(messages) is messages
+    assert "MAX_BASE64_LENGTH_FOR_LOGGING" not in os.environ

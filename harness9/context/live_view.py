@@ -6,8 +6,10 @@ The stored log is append-only: a new row's id is larger than every id before it
 the view. So a session's view (``view.load_view``) is kept here with its size, and
 each model call asks the store three small questions instead of reading the log:
 
-- the latest checkpoint: a different one (a compaction here or in another process,
-  or one ``/undo`` removed with the rows it covered) means the view is rebuilt;
+- the latest checkpoint's key (its id, last row and time; its summary and recall index,
+  which grow with the session, are read only when the key changed): a different one (a
+  compaction here or in another process, or one ``/undo`` removed with the rows it
+  covered) means the view is rebuilt;
 - whether the newest row the view holds is still stored: ``/undo`` removed it, so
   the view is rebuilt;
 - the rows after it (appended by this process or another one): added to the view.
@@ -20,7 +22,7 @@ checks it after every kind of event). Messages a locked database holds in memory
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness9.context.instructions import with_notes
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
@@ -40,15 +42,24 @@ class MeasuredView:
 
     view: ModelView
     nbytes: int
+    # What the system message carries after the prompt (``with_notes``), as read for it.
+    pins: list[str] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
         return self.nbytes // BYTES_PER_TOKEN
 
+    def noted(self, system: Message) -> Message:
+        """``system`` with the same pins and kept instructions as the view's system message
+        (``policy.noted_system`` without reading them again)."""
+        return with_notes(system, self.pins, self.instructions)
+
 
 @dataclass(slots=True)
 class _Kept:
     checkpoint: _CheckpointKey
+    instructions: list[str]  # the checkpoint's kept instructions
     messages: list[Message]  # the view after its system message
     ids: list[int | None]
     nbytes: int  # of ``messages``
@@ -59,6 +70,18 @@ class _Kept:
 
 def _key(cp: Checkpoint | None) -> _CheckpointKey:
     return None if cp is None else (cp.id, cp.last_message_id, cp.created_at)
+
+
+def _latest_key(session: CheckpointedSession) -> tuple[_CheckpointKey, Checkpoint | None, bool]:
+    """(the latest checkpoint's key, the checkpoint when it had to be read for it, whether
+    it was). The stores answer the key alone (``latest_checkpoint_key``); a session that
+    cannot (a test's double) has its checkpoint read."""
+    inner = session.inner if isinstance(session, HoldingSession) else session
+    probe = getattr(inner, "latest_checkpoint_key", None)
+    if probe is not None:
+        return probe(), None, False
+    checkpoint = session.latest_checkpoint()
+    return _key(checkpoint), checkpoint, True
 
 
 class LiveViews:
@@ -79,30 +102,31 @@ class LiveViews:
         sid = session.session_id
         with self._lock:
             kept = self._kept.pop(sid, None)
-        checkpoint = session.latest_checkpoint()
-        if isinstance(session, HoldingSession) and session.held:
-            kept = None  # provisional ids: build from scratch, keep nothing
+        key, checkpoint, read = _latest_key(session)
+        held = isinstance(session, HoldingSession) and bool(session.held)
+        if held or kept is None or not self._still_valid(session, kept, key):
+            if not read:
+                checkpoint = session.latest_checkpoint()
+            # Held messages carry provisional ids: build from scratch, keep nothing.
             fresh = self._build(session, checkpoint)
-        elif kept is None or not self._still_valid(session, kept, checkpoint):
-            fresh = kept = self._build(session, checkpoint)
+            kept = None if held else fresh
         else:
             fresh = kept
             self._extend(session, kept)
-        if kept is not None and not (isinstance(session, HoldingSession) and session.held):
+        if kept is not None:
             with self._lock:
                 self._kept[sid] = kept
         # The session's pins and the checkpoint's kept instructions follow the prompt.
-        kept_words = checkpoint.instructions if checkpoint is not None else []
-        system = with_notes(system, session.pins(), kept_words)
+        pins = session.pins()
+        system = with_notes(system, pins, fresh.instructions)
         nbytes = message_bytes(system) + fresh.nbytes
-        return MeasuredView(ModelView([system, *fresh.messages], [None, *fresh.ids]), nbytes)
+        view = ModelView([system, *fresh.messages], [None, *fresh.ids])
+        return MeasuredView(view, nbytes, pins, fresh.instructions)
 
     # -- internals -------------------------------------------------------------------------
 
-    def _still_valid(
-        self, session: CheckpointedSession, kept: _Kept, checkpoint: Checkpoint | None
-    ) -> bool:
-        if _key(checkpoint) != kept.checkpoint:
+    def _still_valid(self, session: CheckpointedSession, kept: _Kept, key: _CheckpointKey) -> bool:
+        if key != kept.checkpoint:
             return False
         return not kept.anchored or session.get_record(kept.last_id) is not None
 
@@ -116,7 +140,8 @@ class LiveViews:
         messages, ids = view.messages[1:], view.ids[1:]
         last_id = records[-1].id if records else after
         nbytes = sum(message_bytes(m) for m in messages)
-        return _Kept(_key(checkpoint), messages, ids, nbytes, last_id, bool(records))
+        instructions = list(checkpoint.instructions) if checkpoint is not None else []
+        return _Kept(_key(checkpoint), instructions, messages, ids, nbytes, last_id, bool(records))
 
     def _extend(self, session: CheckpointedSession, kept: _Kept) -> None:
         records = session.get_records(after_id=kept.last_id)

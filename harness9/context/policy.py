@@ -484,7 +484,7 @@ class ContextPolicy:
         # system message is padded by the tools' weight so every decision counts them.
         live = self.views.load(session, measured_system(system, tools))
         measured = live.view
-        outgoing = [noted_system(session, system), *measured.messages[1:]]
+        outgoing = [live.noted(system), *measured.messages[1:]]
         comp = self.compactor
         st = self.state(session.session_id)
         decision = None

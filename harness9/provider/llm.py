@@ -16,7 +16,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -91,7 +91,8 @@ def load_litellm() -> ModuleType:
             # Our own timeout and the user's Ctrl-C already bound a runaway stream. The
             # variable is litellm's documented way to set the limit; it is read at import.
             os.environ.setdefault("REPEATED_STREAMING_CHUNK_LIMIT", str(2**31 - 1))
-            import litellm
+            with _import_setting("MAX_BASE64_LENGTH_FOR_LOGGING", "0"):
+                import litellm
 
             litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" prints
             litellm.set_verbose = False
@@ -99,6 +100,27 @@ def load_litellm() -> ModuleType:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
             _litellm = litellm
     return _litellm
+
+
+@contextlib.contextmanager
+def _import_setting(name: str, value: str) -> Iterator[None]:
+    """``name=value`` in the environment while litellm is imported (it reads its constants
+    then), unless the user set it; afterwards the environment is as it was, so the
+    commands the agent runs do not inherit it.
+
+    MAX_BASE64_LENGTH_FOR_LOGGING=0: after every call litellm builds a logging payload
+    in a background thread, copying every message of the request to shorten base64
+    images in it. harness9 registers no logging callback, so that payload goes nowhere,
+    and at a few hundred messages the copy took ~2 ms of CPU from the next request
+    (issue 23). 0 is litellm's own "leave the messages as they are"."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 def preload_in_background() -> threading.Thread:

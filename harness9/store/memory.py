@@ -108,6 +108,12 @@ class MemorySession:
         with self._lock:
             return replace(self._checkpoints[-1]) if self._checkpoints else None
 
+    def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
+        """(id, last_message_id, created_at) of the latest checkpoint (see SqlSessionBase)."""
+        with self._lock:
+            cp = self._checkpoints[-1] if self._checkpoints else None
+        return None if cp is None else (cp.id, cp.last_message_id, cp.created_at)
+
     def get_record(self, message_id: int) -> StoredMessage | None:
         with self._lock:
             for r in self._records:

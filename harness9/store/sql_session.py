@@ -140,6 +140,18 @@ class SqlSessionBase:
     def latest_checkpoint(self) -> Checkpoint | None:
         return next(self._checkpoints("ORDER BY id DESC LIMIT 1"), None)
 
+    def latest_checkpoint_key(self) -> tuple[Any, Any, Any] | None:
+        """The latest checkpoint's (id, last_message_id, created_at), as ``latest_checkpoint``
+        reads them, without its summary, recall index and instructions, which grow with the
+        session: the live view asks it before every model call (issue 23)."""
+        with self._m.read() as conn:
+            row = conn.execute(
+                "SELECT id, last_message_id, created_at FROM compactions "
+                f"WHERE session_id = {self.PARAM} ORDER BY id DESC LIMIT 1",
+                (self._id,),
+            ).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
     def list_checkpoints(self) -> list[Checkpoint]:
         return list(self._checkpoints("ORDER BY id"))
 
