@@ -36,7 +36,6 @@ every write a writer saw committed. "Found" counts those present afterwards.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -66,6 +65,7 @@ from llm_server import (  # noqa: E402
     TextReply,
     ToolCallsReply,
 )
+from pg_server import database as pg_database  # noqa: E402
 
 from harness9.context import is_valid_tool_sequence  # noqa: E402
 from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT  # noqa: E402
@@ -96,6 +96,12 @@ class Row:
     @property
     def lost(self) -> int:
         return self.written - self.found
+
+    def saw(self, stderr: str) -> None:
+        """Count the error lines and tracebacks a run printed."""
+        errors, tracebacks = count_errors(stderr)
+        self.user_errors += errors
+        self.tracebacks += tracebacks
 
 
 # -- shared helpers ------------------------------------------------------------------------
@@ -134,6 +140,20 @@ def chat_argv(server: ScriptedLLMServer, *args: str) -> list[str]:
         *window,
         *args,
     ]
+
+
+def run_chat(
+    server: ScriptedLLMServer, home: Path, text: str, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``harness9 chat`` against ``server`` with ``text`` as its input, run to the end."""
+    return subprocess.run(
+        chat_argv(server, *args),
+        input=text,
+        capture_output=True,
+        text=True,
+        env=env_for(home),
+        timeout=timeout,
+    )
 
 
 def cli(home: Path, *args: str, input: str = "", **env: str) -> subprocess.CompletedProcess[str]:
@@ -680,9 +700,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
             row.failed_checks.append(f"{tag}: only {len(acked)} of 50 writes committed")
     for name, (code, _out, err) in results.items():
         sid = chats[name][0]
-        e, t = count_errors(err)
-        row.user_errors += e
-        row.tracebacks += t
+        row.saw(err)
         if code != 0:
             row.failed_checks.append(f"{name}: exit {code}: {err.strip()[-200:]}")
         mine = [c for c in contents[sid] if c.startswith(name + " turn ")]
@@ -778,9 +796,7 @@ def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds:
         while True:
             r = cli(home, *argv)
             runs[kind] += 1
-            e, t = count_errors(r.stderr)
-            row.user_errors += e
-            row.tracebacks += t
+            row.saw(r.stderr)
             if r.returncode != 0:
                 failures.append(f"{kind}: exit {r.returncode}: {r.stderr.strip()[-200:]}")
             if kind == "search" and runs[kind] == 1:
@@ -934,22 +950,10 @@ def scenario_damaged(base: Path, server: ScriptedLLMServer) -> Row:
         path, commands, advice = make(home)
         before = digest(path)
         for argv in commands:
-            if argv == ["chat-x"]:
-                r = subprocess.run(
-                    chat_argv(server),
-                    input="hi\n",
-                    capture_output=True,
-                    text=True,
-                    env=env_for(home),
-                    timeout=300,
-                )
-            else:
-                r = cli(home, *argv)
+            r = run_chat(server, home, "hi\n") if argv == ["chat-x"] else cli(home, *argv)
             row.runs += 1
             row.faults += 1
-            e, t = count_errors(r.stderr)
-            row.user_errors += e
-            row.tracebacks += t
+            row.saw(r.stderr)
             problem = one_line_with_advice(
                 r,
                 path,
@@ -986,9 +990,7 @@ def scenario_damaged(base: Path, server: ScriptedLLMServer) -> Row:
         )
         row.runs += 1
         row.faults += 1
-        e, t = count_errors(r.stderr)
-        row.user_errors += e
-        row.tracebacks += t
+        row.saw(r.stderr)
         problem = one_line_with_advice(r, home / "sessions.db", "check that you own it")
         if problem:
             row.failed_checks.append(f"unreadable home: {problem}")
@@ -1032,22 +1034,13 @@ def damaged_rows(base: Path, server: ScriptedLLMServer, row: Row) -> None:
         (["sessions", "search", "m1"], False),
     ]
     results = [(argv, cli(home, *argv), warns) for argv, warns in runs]
-    chat = subprocess.run(
-        chat_argv(server, "--resume", sid),
-        input="next\n",
-        capture_output=True,
-        text=True,
-        env=env_for(home),
-        timeout=300,
-    )
+    chat = run_chat(server, home, "next\n", "--resume", sid)
     server.respond_with(None)
     results.append((["chat", "--resume"], chat, True))
     for argv, r, warns in results:
         row.runs += 1
         row.faults += len(damage)
-        e, t = count_errors(r.stderr)
-        row.user_errors += e
-        row.tracebacks += t
+        row.saw(r.stderr)
         if r.returncode != 0:
             row.failed_checks.append(f"damaged rows: {argv} exit {r.returncode} {r.stderr!r}")
         if "internal error" in r.stderr or "HTTP 500" in r.stderr:
@@ -1094,20 +1087,11 @@ def scenario_full_disk(base: Path, server: ScriptedLLMServer, row: Row) -> str:
                 os.truncate(filler, max(0, filler.stat().st_size - room))
             big = " ".join(f"word{i}" for i in range(25_000))  # ~200 KB, no repeated chunk
             server.respond_with(lambda body, big=big: TextReply(big, chunk_size=4096))
-            r = subprocess.run(
-                chat_argv(server, "--resume", sid),
-                input="a long answer please\n",
-                capture_output=True,
-                text=True,
-                env=env_for(home),
-                timeout=300,
-            )
+            r = run_chat(server, home, "a long answer please\n", "--resume", sid)
             server.respond_with(None)
             row.runs += 1
             row.faults += 1
-            e, t = count_errors(r.stderr)
-            row.user_errors += e
-            row.tracebacks += t
+            row.saw(r.stderr)
             problem = one_line_with_advice(r, db, "free some disk space")
             if problem:
                 row.failed_checks.append(f"full disk {case}: {problem}")
@@ -1169,14 +1153,7 @@ def scenario_provider(base: Path, server: ScriptedLLMServer, stream: bool) -> Ro
 
     server.respond_with(respond)
     args = ["--timeout", "1", "--workdir", str(home)] + ([] if stream else ["--no-stream"])
-    r = subprocess.run(
-        chat_argv(server, *args),
-        input="".join(f"{n}\n" for n in FAULT_SCRIPT),
-        capture_output=True,
-        text=True,
-        env=env_for(home),
-        timeout=600,
-    )
+    r = run_chat(server, home, "".join(f"{n}\n" for n in FAULT_SCRIPT), *args, timeout=600)
     server.respond_with(None)
     row.runs = 1
     row.faults = sum(
@@ -1272,9 +1249,7 @@ def scenario_hostile(base: Path, server: ScriptedLLMServer, big_mb: int) -> tupl
     server.respond_with(None)
     row.runs += 1
     row.faults += len(calls) + 2
-    e, t = count_errors(err)
-    row.user_errors += e
-    row.tracebacks += t
+    row.saw(err)
     sent = json.dumps([[m.content for m in r] for r in requests])
     if "TOPSECRET" in sent:
         row.failed_checks.append("a file outside the workdir reached the model")
@@ -1358,9 +1333,7 @@ def hostile_imports(home: Path, sid: str, row: Row) -> None:
         r = cli(home, "sessions", "import", "-", "--new-id", input=json.dumps(d))
         row.runs += 1
         row.faults += 1
-        e, t = count_errors(r.stderr)
-        row.user_errors += e
-        row.tracebacks += t
+        row.saw(r.stderr)
         if r.returncode != 1 or r.stderr.count("\n") != 1 or "cannot import" not in r.stderr:
             row.failed_checks.append(f"import {name}: exit {r.returncode} {r.stderr!r}")
     after = [i.id for i in Manager(home / "sessions.db").list_sessions()]
@@ -1450,28 +1423,10 @@ def main() -> int:
     only = set((ns.only or "kill,concurrency,search-cleanup,damaged,provider,hostile").split(","))
     if ns.database_url:
         only &= {"kill", "concurrency"}
-        with pg_database(ns.database_url) as url:
+        with pg_database(ns.database_url, "chaos") as url:
             os.environ["HARNESS9_DATABASE_URL"] = url
             return run(ns, only, kills, writes)
     return run(ns, only, kills, writes)
-
-
-@contextlib.contextmanager
-def pg_database(url: str):  # noqa: ANN201
-    if url != "temp":
-        yield url
-        return
-    from pg_server import PgCluster, find_binaries
-
-    bin_dir, why = find_binaries()
-    if bin_dir is None:
-        raise SystemExit(why)
-    cluster = PgCluster(bin_dir)
-    try:
-        cluster.start()
-        yield cluster.create_database("chaos")
-    finally:
-        cluster.stop()
 
 
 def run(ns: argparse.Namespace, only: set[str], kills: int, writes: int) -> int:

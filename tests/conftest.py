@@ -40,6 +40,14 @@ def harness9_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty directory for the agent to work in (its real path: the tools resolve it)."""
+    d = tmp_path / "work"
+    d.mkdir()
+    return d.resolve()
+
+
+@pytest.fixture
 def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLMServer]:
     """A started scripted OpenAI-compatible server; OPENAI_API_KEY is set to "sk-test"."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -16,6 +16,17 @@ from harness9.schema import Message, ToolCall, ToolDefinition, Usage
 SYSTEM = Message("system", "You are harness9.")
 
 
+def exchanges(n: int, size: int = 400, start: int = 0) -> list[Message]:
+    """``n`` question/answer pairs of ``size`` filler bytes each, numbered from ``start``."""
+    msgs: list[Message] = []
+    for i in range(start, start + n):
+        msgs += [
+            Message("user", f"question {i} " + "q" * size),
+            Message("assistant", f"answer {i} " + "a" * size),
+        ]
+    return msgs
+
+
 def user(text: str) -> Message:
     return Message("user", text)
 

@@ -10,12 +10,14 @@ owns. When the server binaries are missing, ``find_binaries`` installs Debian's
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 PREFERRED_VERSION = "15"
@@ -130,14 +132,26 @@ class PgCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-if __name__ == "__main__":
+@contextlib.contextmanager
+def database(url: str, name: str, *, durable: bool = False) -> Iterator[str]:
+    """``url`` as it is, or for "temp" database ``name`` on a throwaway cluster, removed
+    on exit: what the scripts' ``--database-url temp`` means. SystemExit (saying why)
+    when there is no server to run."""
+    if url != "temp":
+        yield url
+        return
     bin_dir, why = find_binaries()
     if bin_dir is None:
         raise SystemExit(why)
-    cluster = PgCluster(bin_dir)
+    cluster = PgCluster(bin_dir, durable=durable)
     try:
         cluster.start()
-        print(cluster.create_database("harness9"), flush=True)
-        input()
+        yield cluster.create_database(name)
     finally:
         cluster.stop()
+
+
+if __name__ == "__main__":
+    with database("temp", "harness9") as temp_url:
+        print(temp_url, flush=True)
+        input()

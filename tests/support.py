@@ -15,6 +15,9 @@ from typer.testing import CliRunner, Result
 
 from harness9.cli import app
 from harness9.cli.env import Environment
+from harness9.config import db_path
+from harness9.schema import Message
+from harness9.store import open_manager
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The `usage.summaries` of `sessions list/show --json` for a session no compaction summarised.
@@ -88,6 +91,13 @@ def run_cli(
     )
 
 
+def run_python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in a fresh interpreter on this checkout: what an import costs."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=timeout
+    )
+
+
 # -- the in-process entry point: the same app `harness9` runs, through Typer's CliRunner ----
 
 runner = CliRunner()
@@ -138,3 +148,11 @@ class BackgroundProcess:
         out, err = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode == 0, err
         return json.loads(out)
+
+
+def stored_session(*msgs: Message) -> str:
+    """A new session holding ``msgs`` in the store of $HARNESS9_HOME; its id."""
+    with open_manager(db_path()) as m:
+        s = m.new_session()
+        s.add_messages(list(msgs))
+        return s.session_id

@@ -7,28 +7,19 @@ import re
 import sqlite3
 
 import pytest
-from support import terminal
+from history import exchanges
+from support import stored_session, terminal
 from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.schema import Message
 from harness9.store import Checkpoint, Manager
 
 runner = CliRunner()
 
 
 def make_session(pairs: int = 20, size: int = 400) -> str:
-    with Manager(db_path()) as m:
-        s = m.new_session()
-        for i in range(pairs):
-            s.add_messages(
-                [
-                    Message("user", f"question {i} " + "q" * size),
-                    Message("assistant", f"answer {i} " + "a" * size),
-                ]
-            )
-        return s.session_id
+    return stored_session(*exchanges(pairs, size))
 
 
 def row_counts() -> tuple[int, int]:

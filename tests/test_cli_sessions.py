@@ -10,18 +10,12 @@ import pytest
 import typer
 from freezegun import freeze_time
 from support import NO_SUBAGENTS, NO_SUMMARIES, cli, run_cli, runner, terminal
+from support import stored_session as make_session
 
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
-
-
-def make_session(*msgs: Message) -> str:
-    with open_manager(db_path()) as m:
-        s = m.new_session()
-        s.add_messages(list(msgs))
-        return s.session_id
 
 
 def stored_ids() -> set[str]:

@@ -8,12 +8,11 @@ import sys
 
 import pytest
 from support import cli_env
+from support import stored_session as make_session
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.config import db_path
 from harness9.schema import Message
-from harness9.store import open_manager
 from harness9.ui.status import tool_result_line
 
 runner = CliRunner()
@@ -21,13 +20,6 @@ runner = CliRunner()
 
 def cli(*args: str, input: str | None = None):
     return runner.invoke(app, list(args), input=input)
-
-
-def make_session(*msgs: Message) -> str:
-    with open_manager(db_path()) as m:
-        s = m.new_session()
-        s.add_messages(list(msgs))
-        return s.session_id
 
 
 def test_one_extra_line_is_singular():

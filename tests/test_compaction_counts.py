@@ -10,28 +10,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from history import exchanges
+from support import stored_session
 from typer.testing import CliRunner
 
 from harness9.cli import app
-from harness9.config import db_path
-from harness9.schema import Message
-from harness9.store import Manager
 
 runner = CliRunner()
 WINDOW = ["--context-window", "4000"]
 
 
 def make_session(pairs: int = 12, size: int = 400) -> str:
-    with Manager(db_path()) as m:
-        s = m.new_session()
-        for i in range(pairs):
-            s.add_messages(
-                [
-                    Message("user", f"question {i} " + "q" * size),
-                    Message("assistant", f"answer {i} " + "a" * size),
-                ]
-            )
-        return s.session_id
+    return stored_session(*exchanges(pairs, size))
 
 
 def compact_json(*args: str) -> dict:

@@ -7,7 +7,7 @@ threshold compacts the protected tail as a last resort, or says what would help.
 
 from __future__ import annotations
 
-from history import ScriptedSummarizer
+from history import ScriptedSummarizer, exchanges
 from llm_server import TextReply
 from typer.testing import CliRunner
 
@@ -29,13 +29,7 @@ def policy(summarizer: ScriptedSummarizer, strategy: str = "summarize") -> Conte
 
 
 def add_pairs(session, start: int, n: int, size: int = 400) -> None:
-    for i in range(start, start + n):
-        session.add_messages(
-            [
-                Message("user", f"question {i} " + "q" * size),
-                Message("assistant", f"answer {i} " + "a" * size),
-            ]
-        )
+    session.add_messages(exchanges(n, size, start))
 
 
 def test_a_failed_summary_keeps_the_previous_summary_and_truncates_after_it():

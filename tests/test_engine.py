@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from history import exchanges
 
 from harness9.config import ContextOptions
 from harness9.context import is_valid_tool_sequence
@@ -173,13 +174,7 @@ def test_a_401_ends_the_turn_with_one_line_naming_the_key_variable(llm_server, m
 
 
 def _fill(session, pairs: int, size: int = 400) -> None:
-    for i in range(pairs):
-        session.add_messages(
-            [
-                Message("user", f"question {i} " + "q" * size),
-                Message("assistant", f"answer {i} " + "a" * size),
-            ]
-        )
+    session.add_messages(exchanges(pairs, size))
 
 
 def test_over_threshold_the_turn_compacts_once_and_stores_a_checkpoint(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from support import cli_env, run_cli
+from support import cli_env, run_cli, run_python
 from typer.testing import CliRunner
 
 from harness9.cli import app
@@ -134,9 +134,7 @@ def test_sessions_list_on_sqlite_does_not_import_psycopg(harness9_home):
         "assert r.exit_code == 0, r.output\n"
         "print('psycopg' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=120
-    )
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 

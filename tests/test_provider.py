@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 from llm_server import ScriptedLLMServer
-from support import cli_env
+from support import run_python
 
 from harness9.provider import (
     AuthenticationError,
@@ -424,9 +423,7 @@ def test_importing_the_provider_package_does_not_import_litellm() -> None:
         "p.get_model_limits('openrouter/openai/gpt-4o'); "
         "print(sorted(m for m in ('litellm', 'openai', 'httpx') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=60
-    )
+    out = run_python(code, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

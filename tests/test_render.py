@@ -8,8 +8,10 @@ from rich.console import Console
 
 from harness9.schema import Message, ToolCall
 from harness9.store import SessionInfo, StoredMessage
+from harness9.store.session import UsageTotals
 from harness9.ui.listing import session_lines
 from harness9.ui.render import render_message
+from harness9.ui.status import calls_line, summaries_line
 from harness9.ui.text import inert
 
 SID = "0b6c7a2e-0000-4000-8000-000000000001"
@@ -59,3 +61,24 @@ def test_message_markup_is_printed_literally():
     assert "#7 assistant" in text
     assert "[bold]hi[/bold] :smile:" in text
     assert '→ bash({"cmd": "[red]rm[/red]"})  [c1]' in text
+
+
+def test_the_summaries_usage_line_counts_only_summary_calls_and_their_unpriced_ones():
+    u = UsageTotals(
+        model_calls=9,
+        input_tokens=90_000,
+        output_tokens=4_000,
+        cost_usd=0.5,
+        summary_calls=3,
+        summary_input_tokens=12_300,
+        summary_output_tokens=800,
+        summary_cost_usd=0.0021,
+        summary_unpriced_calls=1,
+    )
+    assert summaries_line(u) == "3 calls, 12.3K in, 800 out, $0.0021 (1 unpriced)"
+
+
+def test_a_usage_line_of_calls_none_of_them_priced_shows_no_cost():
+    assert calls_line(UsageTotals(1, 500, 20, unpriced_calls=1)) == "1 call, 500 in, 20 out"
+    u = UsageTotals(summary_calls=2, summary_input_tokens=100, summary_unpriced_calls=2)
+    assert summaries_line(u) == "2 calls, 100 in, 0 out"

@@ -112,13 +112,6 @@ def manager(harness9_home: Path):
         yield m
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d.resolve()
-
-
 # -- Markdown ------------------------------------------------------------------------------
 
 

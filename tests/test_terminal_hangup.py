@@ -63,13 +63,6 @@ def stored_sessions() -> list[tuple[str, int]]:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d.resolve()
-
-
-@pytest.fixture
 def env(harness9_home: Path) -> dict[str, str]:
     return {"HARNESS9_HOME": str(harness9_home), "OPENAI_API_KEY": "sk-test"}
 

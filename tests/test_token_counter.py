@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
+from support import run_python
 
 from harness9.context.tokens import estimate_tokens
 from harness9.provider import tokenizer as tokenizer_module
@@ -23,8 +20,6 @@ from harness9.provider.tokenizer import (
     tokenizer_for,
 )
 from harness9.schema import Message, ToolCall
-
-ROOT = Path(__file__).resolve().parent.parent
 
 CHINESE = (
     "上下文工程决定了智能体能否在长时间的会话中保持连贯。当历史记录接近模型的上下文窗口时，"
@@ -290,8 +285,5 @@ def test_choosing_a_counter_does_not_import_litellm() -> None:
         "c = make_token_counter('gpt-4o-mini')\n"
         "print(type(c).__name__, 'litellm' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
+    out = run_python(code, timeout=60)
     assert out.stdout.strip() == "TokenizerCounter False"

@@ -5,15 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from support import chat
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d.resolve()
 
 
 def run_bash(llm_server, workdir: Path, command: str):

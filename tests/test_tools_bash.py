@@ -33,13 +33,6 @@ def wait_gone(pid: int, within: float = 3.0) -> bool:
     return False
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d.resolve()
-
-
 def test_command_runs_in_the_working_directory(workdir: Path) -> None:
     result = run_tool(make_ctx(workdir, assume_yes=True), "bash", command="pwd")
     assert not result.is_error

@@ -13,13 +13,6 @@ from harness9.tools.files import MAX_READ_BYTES
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d.resolve()
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     d = tmp_path / "outside"
     d.mkdir()

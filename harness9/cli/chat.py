@@ -103,7 +103,7 @@ def chat(
         plain=plain,
         workdir=workdir,
         stream=not no_stream,
-        timeout=float(timeout or 120),
+        timeout=float(timeout or options.DEFAULT_TIMEOUT_S),
         strategy=strategy,
         summary_model=summary_model,
         cache_ttl=cache_ttl,

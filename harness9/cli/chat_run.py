@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from harness9.cli.env import Environment
 from harness9.cli.session_settings import resolve_settings
 from harness9.errors import UsageError
-from harness9.ui.text import inert
+from harness9.ui.text import corrupt_row_warning, inert, plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -139,7 +139,7 @@ def _open_session(manager: Any, flags: ChatFlags, work: Path, err: Console) -> t
     session.get_records()  # resuming: say which damaged rows the model will not see
     for row in session.corrupt_rows:
         err.print(
-            f"warning: message row {row.id} is corrupt ({row.reason}); skipped",
+            corrupt_row_warning(row.id, row.reason),
             style="yellow",
             markup=False,
         )
@@ -309,9 +309,8 @@ class ChatRun:
         except StoreError as exc:  # e.g. the disk filled up while a lock held them back
             unsaved, reason = len(engine.session.held), str(exc)
         if unsaved:
-            what = "1 message" if unsaved == 1 else f"{unsaved} messages"
             self.err.print(
-                f"error: {what} of this session could not be saved: {reason}",
+                f"error: {plural(unsaved, 'message')} of this session could not be saved: {reason}",
                 style="red",
                 markup=False,
             )

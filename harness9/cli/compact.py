@@ -12,6 +12,7 @@ from harness9.cli import options
 from harness9.cli.env import Environment, environment
 from harness9.cli.session_settings import given_on_command_line, resolve_settings
 from harness9.errors import HarnessError, UsageError
+from harness9.ui.text import plural
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, Settings
@@ -78,7 +79,9 @@ def compact(
             context_window=context_window,
             explicit=explicit,
         )
-        engine = _engine(env, manager, sess, settings, opts, work, float(timeout or 120))
+        engine = _engine(
+            env, manager, sess, settings, opts, work, float(timeout or options.DEFAULT_TIMEOUT_S)
+        )
         if dry_run:
             _dry_run(env, engine, sess.session_id, as_json=as_json, force=force)
             return
@@ -155,10 +158,6 @@ def _compact(
     env: Environment, manager: Any, engine: Any, strategy: str, *, as_json: bool, force: bool
 ) -> int:
     """Run the compaction, showing progress and retries on stderr; the result on stdout."""
-    from rich.text import Text
-
-    from harness9.ui.status import compaction_notice
-
     view, plan = engine.plan_compaction(force=force)
     assert plan is not None
     if strategy in ("hybrid", "summarize"):
@@ -175,7 +174,26 @@ def _compact(
     finally:
         if status is not None:
             status.stop()
-    # A summary was asked for and could not be made: what was kept is a truncation.
+    return _show_result(env, err, engine, notice, plan, view, as_json=as_json, force=force)
+
+
+def _show_result(
+    env: Environment,
+    err: Any,
+    engine: Any,
+    notice: Any,
+    plan: CompactionPlan,
+    view: Any,
+    *,
+    as_json: bool,
+    force: bool,
+) -> int:
+    """What the compaction did (or why it did nothing); exit code 1 when a summary asked
+    for could not be made and what was kept is a truncation."""
+    from rich.text import Text
+
+    from harness9.ui.status import compaction_notice
+
     code = 1 if notice is not None and notice.fallback_reason else 0
     if as_json:
         env.echo(json.dumps(_result_json(engine.session.session_id, notice, plan, view)))
@@ -242,13 +260,9 @@ def _nothing_to_compact(
     if window is not None:
         # The window keeps the last N messages, forced or not ("the last 100 messages").
         fits = (
-            f"nothing to compact: {_plural(messages, 'message')} fit in the {window}-message window"
+            f"nothing to compact: {plural(messages, 'message')} fit in the {window}-message window"
         )
         return f"{fits} and {under}" if plan.threshold > 0 else fits
     if force or plan.would_compact:
         return "nothing to compact: nothing left to fold"
     return f"nothing to compact: {under} (use --force to compact anyway)"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"

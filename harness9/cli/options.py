@@ -45,6 +45,8 @@ ContextWindow = Annotated[
         help="Context window in tokens; overrides the model map.",
     ),
 ]
+# Seconds a model call may take before it is given up and retried, unless --timeout says.
+DEFAULT_TIMEOUT_S = 120
 Timeout = Annotated[
     int | None,
     typer.Option(
@@ -53,7 +55,7 @@ Timeout = Annotated[
         metavar="SECONDS",
         envvar="HARNESS9_TIMEOUT",
         show_default=False,
-        help="Give up on a model call after this long, then retry (default 120).",
+        help=f"Give up on a model call after this long, then retry (default {DEFAULT_TIMEOUT_S}).",
     ),
 ]
 Strategy = Annotated[

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -16,20 +17,24 @@ from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
 from harness9.config import store_location, use_database_url
 from harness9.errors import HarnessError, UsageError
+from harness9.schema import TodoItem
 from harness9.store.backend import SessionStore, open_existing_store
 from harness9.store.codec import checkpoint_to_json, record_to_json
 from harness9.store.export import fork_origin_to_json
 from harness9.store.search import SearchHit, snippet_parts, to_fts_query
 from harness9.store.session import (
     Checkpoint,
+    CorruptRow,
     ForkOrigin,
     Lineage,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    SubAgentLink,
     UsageTotals,
 )
 from harness9.ui.listing import iso_utc
+from harness9.ui.text import corrupt_row_warning, plural
 
 sessions_app = typer.Typer(
     no_args_is_help=True,
@@ -92,10 +97,6 @@ def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
 
 def _print_json(env: Environment, data: Any) -> None:
     env.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _info_json(
@@ -232,43 +233,78 @@ def show_session(
     if store is None:
         raise SessionNotFoundError(session_id)
     with store:
-        full_id = store.resolve_id(session_id)
-        session = store.open_session(full_id)
-        info = store.session_info(full_id)
-        records = session.get_records(limit)
-        corrupt = session.corrupt_rows
-        todos = session.get_todos() or []
-        checkpoints = session.list_checkpoints()
-        usage = store.usage_totals(full_id)
-        lineage = Lineage(store.fork_origin(full_id), store.forks_of(full_id), session.pins())
-        link = store.subagent_link(full_id)
-        children = store.children(full_id)
-        subagents = store.subagent_usage(full_id)
-    for row in corrupt:
-        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        shown = _read_shown(store, store.resolve_id(session_id), limit)
+    for row in shown.corrupt:
+        env.echo(corrupt_row_warning(row.id, row.reason), err=True)
     if as_json:
-        data = _info_json(info, usage, lineage.origin, subagents)
-        data["forks"] = [{"session_id": f, "message": n} for f, n in lineage.forks]
-        data["pins"] = lineage.pins
-        data["tool_call_id"] = link.tool_call_id if link is not None else None
-        data["messages"] = [_message_json(r) for r in records]
-        data["todos"] = [t.to_dict() for t in todos]
-        data["checkpoints"] = [_checkpoint_json(c) for c in checkpoints]
-        data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in corrupt]
-        data["children"] = [
-            {**_info_json(i), "tool_call_id": k.tool_call_id, "description": k.description}
-            for k, i in children
-        ]
-        for child in data["children"]:
-            del child["usage"]  # `sessions show CHILD` has it
-        _print_json(env, data)
+        _print_json(env, _shown_json(shown))
         return
     from harness9.ui.render import render_family, render_session
 
     # Piped output is for programs: never hard-wrapped at an imagined 80 columns.
     console = env.console()
-    render_session(console, info, records, todos, checkpoints, limited=limit > 0, lineage=lineage)
-    render_family(console, link, children)
+    render_session(
+        console,
+        shown.info,
+        shown.records,
+        shown.todos,
+        shown.checkpoints,
+        limited=limit > 0,
+        lineage=shown.lineage,
+    )
+    render_family(console, shown.link, shown.children)
+
+
+@dataclass(slots=True)
+class _Shown:
+    """Everything ``sessions show`` prints of a session, read in one go."""
+
+    info: SessionInfo
+    records: list[StoredMessage]
+    corrupt: list[CorruptRow]
+    todos: list[TodoItem]
+    checkpoints: list[Checkpoint]
+    usage: UsageTotals
+    lineage: Lineage
+    link: SubAgentLink | None
+    children: list[tuple[SubAgentLink, SessionInfo]]
+    subagents: UsageTotals
+
+
+def _read_shown(store: SessionStore, full_id: str, limit: int) -> _Shown:
+    session = store.open_session(full_id)
+    info = store.session_info(full_id)
+    records = session.get_records(limit)
+    return _Shown(
+        info,
+        records,
+        list(session.corrupt_rows),
+        session.get_todos() or [],
+        session.list_checkpoints(),
+        store.usage_totals(full_id),
+        Lineage(store.fork_origin(full_id), store.forks_of(full_id), session.pins()),
+        store.subagent_link(full_id),
+        store.children(full_id),
+        store.subagent_usage(full_id),
+    )
+
+
+def _shown_json(shown: _Shown) -> dict[str, Any]:
+    data = _info_json(shown.info, shown.usage, shown.lineage.origin, shown.subagents)
+    data["forks"] = [{"session_id": f, "message": n} for f, n in shown.lineage.forks]
+    data["pins"] = shown.lineage.pins
+    data["tool_call_id"] = shown.link.tool_call_id if shown.link is not None else None
+    data["messages"] = [_message_json(r) for r in shown.records]
+    data["todos"] = [t.to_dict() for t in shown.todos]
+    data["checkpoints"] = [_checkpoint_json(c) for c in shown.checkpoints]
+    data["corrupt_rows"] = [{"id": c.id, "reason": c.reason} for c in shown.corrupt]
+    data["children"] = [
+        {**_info_json(i), "tool_call_id": k.tool_call_id, "description": k.description}
+        for k, i in shown.children
+    ]
+    for child in data["children"]:
+        del child["usage"]  # `sessions show CHILD` has it
+    return data
 
 
 @sessions_app.command("delete", cls=HarnessCommand)
@@ -329,13 +365,13 @@ def delete_sessions(
         )
     skipped = len(targets) - len(deleted)
     note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
-    env.echo(f"Deleted {_plural(len(deleted), 'session')}.{note}")
+    env.echo(f"Deleted {plural(len(deleted), 'session')}.{note}")
 
 
 def _confirm_or_refuse(
     env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool
 ) -> None:
-    what = _plural(len(targets), "session")
+    what = plural(len(targets), "session")
     if dry_run:
         env.echo(f"Would delete {what}:")
         _print_lines(env, targets)
@@ -397,7 +433,7 @@ def search_sessions(
             missed = store.unindexed_count() if store.read_only else 0
     if missed:
         env.echo(
-            f"warning: the store is read-only, so the {_plural(missed, 'message')} stored "
+            f"warning: the store is read-only, so the {plural(missed, 'message')} stored "
             "since the last search could not be indexed and were not searched",
             err=True,
         )

@@ -18,10 +18,11 @@ import typer
 from harness9.cli.env import Environment, environment
 from harness9.errors import HarnessError, UsageError
 from harness9.store.session import SessionNotFoundError
+from harness9.ui.text import corrupt_row_warning, plural
 
 if TYPE_CHECKING:
     from harness9.store.backend import SessionStore
-    from harness9.store.export import OffloadedText
+    from harness9.store.export import OffloadedText, SessionSnapshot
 
 
 class ExportFormat(StrEnum):
@@ -31,10 +32,6 @@ class ExportFormat(StrEnum):
 
 class OutputExistsError(HarnessError):
     """-o names a file that exists and --force was not given."""
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def write_file_atomically(path: Path, text: str, *, force: bool) -> None:
@@ -159,7 +156,7 @@ def export_command(
         else:
             snap = store.snapshot(full_id)
     for row in snap.corrupt_rows:
-        env.echo(f"warning: message row {row.id} is corrupt ({row.reason}); skipped", err=True)
+        env.echo(corrupt_row_warning(row.id, row.reason), err=True)
     if fmt is ExportFormat.json:
         text = export_json(snap)
     else:
@@ -193,49 +190,66 @@ def import_command(
 ) -> None:
     """Import a session from a JSON export (all of it or nothing)."""
     from harness9.config import store_location
+    from harness9.context.offload import remove_session_offloads
     from harness9.store.backend import open_store
-    from harness9.store.export import ImportFormatError, parse_export
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
     env = environment(ctx)
-    text = _read_input(env, source)
+    snap = _parse_import(source, _read_input(env, source))
+    # The hook removes a half-restored offload directory if the import is undone.
+    with open_store(store_location(), on_session_deleted=remove_session_offloads) as store:
+        sid, sessions = _restore_with_offloads(store, snap, source, new_id=new_id)
+    what = plural(len(snap.records), "message")
+    if sessions > 1:
+        what += f", {plural(sessions - 1, 'sub-agent session')}"
+    note = f", a copy of {snap.info.id}" if new_id else ""
+    env.echo(f"Imported session {sid} ({what}{note}).")
+
+
+def _parse_import(source: str, text: str) -> SessionSnapshot:
+    """The export in ``text``, its offload ids checked; ImportFormatError naming ``source``."""
+    from harness9.context.offload import OffloadStore
+    from harness9.store.export import ImportFormatError, parse_export
+    from harness9.store.family import family_members
+
     try:
         snap = parse_export(text)
     except ImportFormatError as exc:
         raise ImportFormatError(f"cannot import {source}: {exc}") from None
-    from harness9.context.offload import OffloadStore, remove_session_offloads
-    from harness9.store.family import family_members, restore_family
-
-    members = family_members(snap)  # the session and its sub-agents' sessions
-    offloads = [o for m in members for o in m.offloads]
+    offloads = [o for m in family_members(snap) for o in m.offloads]
     bad = next((o.id for o in offloads if not OffloadStore.valid_id(o.id)), None)
     if bad is not None:
         raise ImportFormatError(
             f"cannot import {source}: offload id {bad[:40]!r} is not ofl_ and 12 hex digits"
         )
-    # The hook removes a half-restored offload directory if the import is undone below.
-    with open_store(store_location(), on_session_deleted=remove_session_offloads) as store:
-        ids = restore_family(store, snap, new_id=new_id)
-        sid = ids[0]
-        try:
-            for member_id, member in zip(ids, members, strict=True):
-                OffloadStore(blobs=store.blob_store()).restore_session(
-                    member_id, [(o.id, o.content) for o in member.offloads]
-                )
-        except (OSError, HarnessError) as exc:
-            # All or nothing: a session whose offloaded results are missing is not imported.
-            store.delete_session(sid)  # its sub-agents' sessions go with it
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise HarnessError(
-                f"cannot import {source}: writing its offloaded results failed "
-                f"({reason}); nothing was imported"
-            ) from exc
-    what = _plural(len(snap.records), "message")
-    if len(members) > 1:
-        what += f", {_plural(len(members) - 1, 'sub-agent session')}"
-    note = f", a copy of {snap.info.id}" if new_id else ""
-    env.echo(f"Imported session {sid} ({what}{note}).")
+    return snap
+
+
+def _restore_with_offloads(
+    store: SessionStore, snap: SessionSnapshot, source: str, *, new_id: bool
+) -> tuple[str, int]:
+    """Store ``snap``, its sub-agents' sessions and their offloaded results, or nothing:
+    the new session's id and how many sessions were stored."""
+    from harness9.context.offload import OffloadStore
+    from harness9.store.family import family_members, restore_family
+
+    members = family_members(snap)  # the session and its sub-agents' sessions
+    ids = restore_family(store, snap, new_id=new_id)
+    try:
+        for member_id, member in zip(ids, members, strict=True):
+            OffloadStore(blobs=store.blob_store()).restore_session(
+                member_id, [(o.id, o.content) for o in member.offloads]
+            )
+    except (OSError, HarnessError) as exc:
+        # All or nothing: a session whose offloaded results are missing is not imported.
+        store.delete_session(ids[0])  # its sub-agents' sessions go with it
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise HarnessError(
+            f"cannot import {source}: writing its offloaded results failed "
+            f"({reason}); nothing was imported"
+        ) from exc
+    return ids[0], len(members)
 
 
 def migrate_command(
@@ -279,11 +293,11 @@ def migrate_command(
         if _same_store(source.location, dest.location):
             raise UsageError("--to names the store the sessions are already in")
         report = migrate_sessions(source, dest, offload_dir=_offload_dir())
-    skipped = f", {_plural(report.skipped, 'session')} already there" if report.skipped else ""
-    blobs = f", {_plural(report.blobs, 'offloaded output')}" if report.blobs else ""
+    skipped = f", {plural(report.skipped, 'session')} already there" if report.skipped else ""
+    blobs = f", {plural(report.blobs, 'offloaded output')}" if report.blobs else ""
     env.echo(
-        f"Copied {_plural(report.copied, 'session')} "
-        f"({_plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
+        f"Copied {plural(report.copied, 'session')} "
+        f"({plural(report.messages, 'message')}{blobs}) to {dest.location}{skipped}."
     )
 
 

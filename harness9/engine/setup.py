@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,24 +62,26 @@ def build_engine(
     from harness9.engine.engine import AgentEngine, EngineOptions
     from harness9.engine.prompt import PromptBuilder
 
-    parts = _Parts(settings, opts, workdir, context_window, timeout, sleep, blobs, provider_opts)
+    parts = _Parts(
+        settings,
+        opts,
+        workdir,
+        context_window,
+        timeout,
+        sleep,
+        blobs,
+        provider_opts,
+        confirm=confirm,
+        assume_yes=assume_yes,
+        auto_approve=auto_approve,
+    )
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
     policy = parts.policy(lambda event: engine.on_event(event))
     sub = subagents if subagents is not None and subagents.enabled else None
     registry = parts.registry(policy, children if sub is not None else None)
     if sub is not None and children is not None:
-        registry.register(
-            parts.task_tool(
-                sub,
-                children,
-                lambda event: engine.on_event(event),
-                depth=1,
-                confirm=confirm,
-                assume_yes=assume_yes,
-                auto_approve=auto_approve,
-            )
-        )
+        registry.register(parts.task_tool(sub, children, lambda event: engine.on_event(event)))
     engine = AgentEngine(
         provider,
         registry,
@@ -100,28 +102,22 @@ def build_engine(
     return engine
 
 
+@dataclass(slots=True)
 class _Parts:
     """The pieces of an engine, made the same way for the agent and its sub-agents."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        opts: ContextOptions,
-        workdir: Path,
-        context_window: int,
-        timeout: float,
-        sleep: Callable[[float], None],
-        blobs: BlobStore | None,
-        provider_opts: ProviderOptions | None,
-    ) -> None:
-        self.settings = settings
-        self.opts = opts
-        self.workdir = workdir
-        self.context_window = context_window
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blobs = blobs
-        self.provider_opts = provider_opts
+    settings: Settings
+    opts: ContextOptions
+    workdir: Path
+    context_window: int
+    timeout: float
+    sleep: Callable[[float], None]
+    blobs: BlobStore | None
+    provider_opts: ProviderOptions | None
+    # How tool calls are approved: the user's agent's, and every sub-agent's below it.
+    confirm: Callable[[Approval], ApprovalAnswer] | None = None
+    assume_yes: bool = False
+    auto_approve: tuple[str, ...] = ()
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -175,11 +171,7 @@ class _Parts:
         sub: SubAgentOptions,
         children: ChildSessions,
         report: EventSink,
-        *,
-        depth: int,
-        confirm: Callable[[Approval], ApprovalAnswer] | None,
-        assume_yes: bool,
-        auto_approve: tuple[str, ...],
+        depth: int = 1,
     ) -> TaskTool:
         """The `task` tool of an agent at ``depth`` (1: the user's agent); its sub-agents
         have the same tools minus `task`, unless ``sub.nested`` allows one more level."""
@@ -189,7 +181,7 @@ class _Parts:
         from harness9.tools.task import TaskTool
 
         bounds = Bounds(sub.max_model_calls, sub.max_tokens, sub.max_seconds)
-        asking = _serialized(confirm, report)
+        asking = _serialized(self.confirm, report)
 
         def spawn(session: CheckpointedSession, model: ModelProvider, level: int) -> AgentEngine:
             def child_report(event: Event) -> None:
@@ -198,17 +190,7 @@ class _Parts:
             policy = self.policy(child_report)
             registry = self.registry(policy, children)
             if sub.nested and level < 2:
-                registry.register(
-                    self.task_tool(
-                        sub,
-                        children,
-                        child_report,
-                        depth=level + 1,
-                        confirm=confirm,
-                        assume_yes=assume_yes,
-                        auto_approve=auto_approve,
-                    )
-                )
+                registry.register(self.task_tool(sub, children, child_report, level + 1))
             child = AgentEngine(
                 model,
                 registry,
@@ -220,9 +202,9 @@ class _Parts:
                     # The bound on model calls is the runner's (it says so); this is a backstop.
                     max_iterations=bounds.max_model_calls + 1,
                     stream=False,
-                    assume_yes=assume_yes,
+                    assume_yes=self.assume_yes,
                     confirm=asking,
-                    auto_approve=auto_approve,
+                    auto_approve=self.auto_approve,
                     parallel_tasks=sub.parallel,
                     api_base=self.settings.api_base or "",
                 ),

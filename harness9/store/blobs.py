@@ -15,6 +15,8 @@ import io
 import os
 import re
 import shutil
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -142,13 +144,7 @@ class FileBlobStore:
         return _FileWriter(self._path(session_id, blob_id, create=True))
 
     def put(self, session_id: str, blob_id: str, data: bytes) -> None:
-        writer = self.open_writer(session_id, blob_id)
-        try:
-            writer.write(data)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
+        write_blob(self, session_id, blob_id, (data,))
 
     def append(self, session_id: str, blob_id: str, data: bytes) -> None:
         path = self._path(session_id, blob_id)
@@ -218,21 +214,41 @@ def bytes_reader(data: bytes) -> BinaryIO:
     return io.BytesIO(data)
 
 
-def copy_session_blobs(blobs: BlobStore, origin: str, fork: str) -> int:
-    """Copy every blob of ``origin`` to ``fork`` (a fork's offloaded outputs); how many."""
+def copy_session_blobs(
+    blobs: BlobStore,
+    origin: str,
+    fork: str,
+    *,
+    dest: BlobStore | None = None,
+    skip_failed: bool = False,
+) -> int:
+    """Copy every blob of ``origin`` to ``fork`` (a fork's offloaded outputs), streamed; how
+    many. ``dest``: another store to copy into (a migration); ``skip_failed``: a blob that
+    cannot be written there (already there from an earlier run) is passed over."""
+    target = blobs if dest is None else dest
     copied = 0
     for blob_id in blobs.names(origin):
         stream = blobs.read(origin, blob_id)
         if stream is None:
             continue
         with stream:
-            writer = blobs.open_writer(fork, blob_id)
             try:
-                while chunk := stream.read(1 << 20):
-                    writer.write(chunk)
-            except BaseException:
-                writer.abort()
-                raise
-            writer.close()
+                write_blob(target, fork, blob_id, iter(partial(stream.read, 1 << 20), b""))
+            except BlobError:
+                if not skip_failed:
+                    raise
+                continue
         copied += 1
     return copied
+
+
+def write_blob(blobs: BlobStore, session_id: str, blob_id: str, chunks: Iterable[bytes]) -> None:
+    """A new blob made of ``chunks``, through the store's writer; none at all on failure."""
+    writer = blobs.open_writer(session_id, blob_id)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness9.store.backend import SessionStore
-from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
+from harness9.store.blobs import BlobStore, FileBlobStore, copy_session_blobs
 from harness9.store.export import SessionExistsError
 
 
@@ -53,21 +53,8 @@ def migrate_sessions(
             report.copied += 1
             report.messages += len(snap.records)
         if dest_blobs is not None:
-            report.blobs += _copy_blobs(src_blobs, dest_blobs, info.id)
+            # A blob already there (a second run), or named as we never write: passed over.
+            report.blobs += copy_session_blobs(
+                src_blobs, info.id, info.id, dest=dest_blobs, skip_failed=True
+            )
     return report
-
-
-def _copy_blobs(src: BlobStore, dest: BlobStore, session_id: str) -> int:
-    copied = 0
-    for name in src.names(session_id):
-        stream = src.read(session_id, name)
-        if stream is None:
-            continue
-        with stream:
-            data = stream.read()
-        try:
-            dest.put(session_id, name, data)
-        except BlobError:
-            continue  # already there (a second run), or the name is not one we write
-        copied += 1
-    return copied

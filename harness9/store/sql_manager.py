@@ -315,33 +315,28 @@ class SqlManagerBase(Generic[S]):
 
     def with_parents(self, session_ids: Iterable[str]) -> list[str]:
         """``session_ids`` and the sessions above them (whose sub-agents they are)."""
-        out = list(session_ids)
-        level = list(out)
         with self.read() as conn:
-            while level:
-                marks = ", ".join([self.PARAM] * len(level))
-                rows = conn.execute(
-                    f"SELECT parent_id FROM subagent_sessions WHERE session_id IN ({marks})",
-                    tuple(level),
-                ).fetchall()
-                level = [r[0] for r in rows if r[0] not in out]
-                out += level
-        return out
+            return self._linked(conn, list(session_ids), "parent_id", "session_id")
 
     def _family(self, conn: Any, session_ids: Sequence[str]) -> list[str]:
         """``session_ids`` and every sub-agent session below them, parents first."""
-        family, level = list(session_ids), list(session_ids)
-        seen = set(family)
+        return self._linked(conn, session_ids, "session_id", "parent_id")
+
+    def _linked(self, conn: Any, session_ids: Sequence[str], found: str, known: str) -> list[str]:
+        """``session_ids``, then level by level the sessions whose ``subagent_sessions`` row
+        links them (``found`` of the rows whose ``known`` is one of the level before)."""
+        out, level = list(session_ids), list(session_ids)
+        seen = set(out)
         while level:
             marks = ", ".join([self.PARAM] * len(level))
             rows = conn.execute(
-                f"SELECT session_id FROM subagent_sessions WHERE parent_id IN ({marks})",
+                f"SELECT {found} FROM subagent_sessions WHERE {known} IN ({marks})",
                 tuple(level),
             ).fetchall()
-            level = [r[0] for r in rows if r[0] not in seen]
+            level = list(dict.fromkeys(r[0] for r in rows if r[0] not in seen))
             seen.update(level)
-            family += level
-        return family
+            out += level
+        return out
 
     def number_hits(self, hits: Sequence[SearchHit]) -> list[SearchHit]:
         """The hits with ``number`` set: how many messages of its session come up to it

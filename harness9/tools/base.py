@@ -66,6 +66,18 @@ def declined(message: str, answer: ApprovalAnswer) -> str:
     return message
 
 
+def refusal(
+    ctx: ToolContext, approval: Callable[[], Approval], *, refused: str, declined_as: str
+) -> str | None:
+    """Why an action that needs the user's approval may not go ahead, None when it may:
+    ``refused`` with nobody to ask, ``declined_as`` (with their reason) when they say no.
+    ``approval`` is made only when there is someone to ask (a diff costs reading a file)."""
+    if ctx.confirm is None:
+        return refused
+    answer = ctx.confirm(approval())
+    return None if answer else declined(declined_as, answer)
+
+
 @dataclass(slots=True)
 class ToolContext:
     workdir: Path  # resolved absolute working directory

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, declined
+from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, refusal
 from harness9.tools.sandbox import display_path, resolve_in_workdir
 
 DEFAULT_LIMIT = 2000  # lines per read
@@ -167,15 +167,19 @@ class WriteFileTool:
             raise ToolError(f"{raw} is a directory; give a file path")
         data = content.encode("utf-8")
         if not ctx.assume_yes:
-            if ctx.confirm is None:
-                return ToolResult(content=REFUSED_WRITE_NO_TTY, is_error=True)
-            verb = "Overwrite" if target.exists() else "Create"
-            approval = Approval(
-                "write_file", rel, f"{verb} {rel}?", write_preview(target, rel, content)
+            why = refusal(
+                ctx,
+                lambda: Approval(
+                    "write_file",
+                    rel,
+                    f"{'Overwrite' if target.exists() else 'Create'} {rel}?",
+                    write_preview(target, rel, content),
+                ),
+                refused=REFUSED_WRITE_NO_TTY,
+                declined_as=DECLINED_WRITE,
             )
-            answer = ctx.confirm(approval)
-            if not answer:
-                return ToolResult(content=declined(DECLINED_WRITE, answer), is_error=True)
+            if why is not None:
+                return ToolResult(content=why, is_error=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, data)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness9.schema import ToolDefinition
-from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, declined
+from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, refusal
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
@@ -97,12 +97,14 @@ class BashTool:
         command: str = args["command"]
         timeout: int = args.get("timeout", DEFAULT_TIMEOUT)
         if not ctx.assume_yes and not is_auto_approved(command, ctx.auto_approve):
-            if ctx.confirm is None:
-                return ToolResult(content=REFUSED_NO_TTY, is_error=True, metadata={"ran": False})
-            answer = ctx.confirm(Approval("bash", command, f"Run: {command}?"))
-            if not answer:
-                content = declined(DECLINED, answer)
-                return ToolResult(content=content, is_error=True, metadata={"ran": False})
+            why = refusal(
+                ctx,
+                lambda: Approval("bash", command, f"Run: {command}?"),
+                refused=REFUSED_NO_TTY,
+                declined_as=DECLINED,
+            )
+            if why is not None:
+                return ToolResult(content=why, is_error=True, metadata={"ran": False})
         return run_command(command, ctx, timeout)
 
 

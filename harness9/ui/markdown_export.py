@@ -17,6 +17,7 @@ import re
 from harness9.store.export import SessionSnapshot
 from harness9.store.session import Checkpoint, StoredMessage
 from harness9.ui.listing import iso_utc
+from harness9.ui.text import plural
 
 _BACKTICKS_RE = re.compile(r"`+")
 _TODO_MARKS = {"pending": "[ ]", "in_progress": "[ ]", "completed": "[x]"}
@@ -40,10 +41,6 @@ def _pretty_arguments(arguments: str) -> tuple[str, str]:
         return arguments, ""
 
 
-def _lines(n: int) -> str:
-    return "1 line" if n == 1 else f"{n} lines"
-
-
 def _message(rec: StoredMessage, call_names: dict[str, str]) -> str:
     msg = rec.message
     role = _ROLE_NAMES.get(msg.role, msg.role.capitalize() or "Message")
@@ -52,7 +49,7 @@ def _message(rec: StoredMessage, call_names: dict[str, str]) -> str:
         name = call_names.get(msg.tool_call_id, "")
         of = f"`{name}` " if name else ""
         summary = html.escape(
-            f"Result of {of}({msg.tool_call_id}) · {_lines(len(msg.content.splitlines()))}"
+            f"Result of {of}({msg.tool_call_id}) · {plural(len(msg.content.splitlines()), 'line')}"
         )
         parts.append(_details(summary, fence(msg.content)))
     elif msg.content:

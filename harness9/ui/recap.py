@@ -32,7 +32,7 @@ def age(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600} h ago"
     days = s // 86400
-    return "1 day ago" if days == 1 else f"{days} days ago"
+    return f"{plural(days, 'day')} ago"
 
 
 def abbreviate(text: str, lines: int = RECAP_LINES, chars: int = RECAP_CHARS) -> str:

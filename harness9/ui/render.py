@@ -21,7 +21,7 @@ from harness9.store.session import (
     SubAgentLink,
 )
 from harness9.ui.listing import local_time
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
 
 _ROLE_STYLES = {
     "user": "bold cyan",
@@ -54,7 +54,7 @@ def render_session(
     console.print(
         Text(
             f"created {local_time(info.created_at)} · updated {local_time(info.updated_at)} · "
-            f"{_plural(info.message_count, 'message')}",
+            f"{plural(info.message_count, 'message')}",
             style="dim",
         )
     )
@@ -93,10 +93,6 @@ def render_lineage(console: Console, lineage: Lineage) -> None:
             console.print(Text(f"  {i}. {inert(pin)}"))
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def render_message(console: Console, rec: StoredMessage, number: int | None = None) -> None:
     msg = rec.message
     console.print()
@@ -122,7 +118,7 @@ def render_checkpoint(console: Console, cp: Checkpoint, number: int | None = Non
     line = Text(
         f"  up to {upto} · {inert(cp.strategy)} · "
         f"{cp.tokens_before} → {cp.tokens_after} tokens · "
-        f"{cp.messages_before} → {_plural(cp.messages_after, 'message')} · "
+        f"{cp.messages_before} → {plural(cp.messages_after, 'message')} · "
         f"{local_time(cp.created_at)}"
     )
     console.print(line)
@@ -153,7 +149,7 @@ def render_family(
         line = Text(f"  {info.id}  ", style="bold")
         line.append(inert(k.description or info.title))
         line.append(
-            f"  · {_plural(info.message_count, 'message')} · call {inert(k.tool_call_id)}",
+            f"  · {plural(info.message_count, 'message')} · call {inert(k.tool_call_id)}",
             style="dim",
         )
         console.print(line)

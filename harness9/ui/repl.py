@@ -34,10 +34,10 @@ from harness9.ui.picker import PAGE_SIZE, SessionPicker
 from harness9.ui.recap import recap
 from harness9.ui.search_view import IndexProgress, render_hits
 from harness9.ui.status import (
+    calls_line,
     compaction_notice,
     format_cost,
     input_breakdown,
-    subagents_line,
     summaries_line,
     token_line,
     tool_call_line,
@@ -565,7 +565,7 @@ class ChatLoop:
             if u.summary_calls:
                 table.add_row("of which summaries", summaries_line(u))
             if self.subagent_usage.model_calls:
-                table.add_row("of which sub-agents", subagents_line(self.subagent_usage))
+                table.add_row("of which sub-agents", calls_line(self.subagent_usage))
         self.io.err.print(table)
         self.io.err.print(
             token_line(

@@ -34,23 +34,22 @@ def format_cost(dollars: float) -> str:
 
 def summaries_line(u: UsageTotals) -> str:
     """``2 calls, 12.0K in, 800 out, $0.0021``: the compaction summaries' part of the usage."""
-    calls = "1 call" if u.summary_calls == 1 else f"{u.summary_calls} calls"
-    line = (
-        f"{calls}, {format_token_count(u.summary_input_tokens)} in, "
-        f"{format_token_count(u.summary_output_tokens)} out"
+    return calls_line(
+        UsageTotals(
+            model_calls=u.summary_calls,
+            input_tokens=u.summary_input_tokens,
+            output_tokens=u.summary_output_tokens,
+            cost_usd=u.summary_cost_usd,
+            unpriced_calls=u.summary_unpriced_calls,
+        )
     )
-    if u.summaries_priced:
-        line += f", {format_cost(u.summary_cost_usd)}"
-        if u.summary_unpriced_calls:
-            line += f" ({u.summary_unpriced_calls} unpriced)"
-    return line
 
 
-def subagents_line(u: UsageTotals) -> str:
-    """``5 calls, 40.1K in, 900 out, $0.0100``: the sub-agents' part of a session's usage."""
-    calls = "1 call" if u.model_calls == 1 else f"{u.model_calls} calls"
+def calls_line(u: UsageTotals) -> str:
+    """``5 calls, 40.1K in, 900 out, $0.0100``: what some calls consumed (the sub-agents'
+    part of a session's usage, or the summaries' through ``summaries_line``)."""
     line = (
-        f"{calls}, {format_token_count(u.input_tokens)} in, "
+        f"{plural(u.model_calls, 'call')}, {format_token_count(u.input_tokens)} in, "
         f"{format_token_count(u.output_tokens)} out"
     )
     if u.priced:

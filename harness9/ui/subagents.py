@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from harness9.engine import events as ev
-from harness9.ui.text import inert
+from harness9.ui.text import inert, plural
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -41,7 +41,7 @@ def elapsed_text(seconds: float) -> str:
 def finished_line(description: str, outcome: str, elapsed: float, calls: int) -> Text:
     """``  ↳ find the config loader: done in 3.2s (4 model calls)``."""
     style = "green" if outcome == "done" else "yellow"
-    what = "1 model call" if calls == 1 else f"{calls} model calls"
+    what = plural(calls, "model call")
     text = Text("  ↳ ", style=style)
     text.append(inert(description), style=f"bold {style}")
     text.append(f": {outcome} in {elapsed_text(elapsed)} ({what})", style=style)

@@ -28,3 +28,8 @@ def inert(text: str) -> str:
 def plural(n: int, word: str) -> str:
     """``1 message``, ``2 messages``: every count shown to a person goes through this."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def corrupt_row_warning(row_id: int, reason: str) -> str:
+    """The line each command that read a damaged message row prints about it (on stderr)."""
+    return f"warning: message row {row_id} is corrupt ({reason}); skipped"
