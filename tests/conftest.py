@@ -135,8 +135,8 @@ def pg_url(pg_database: str) -> str:
             "harness9.compactions, harness9.blobs, harness9.session_usage, "
             "harness9.compaction_details, harness9.session_settings, harness9.session_pins, "
             "harness9.session_forks, harness9.compaction_instructions, "
-            "harness9.subagent_sessions, harness9.inherited_messages, harness9.todo_lists "
-            "RESTART IDENTITY"
+            "harness9.subagent_sessions, harness9.inherited_messages, harness9.todo_lists, "
+            "harness9.compaction_data RESTART IDENTITY"
         )
     return pg_database
 

@@ -196,9 +196,10 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "messages_before": 3,
                 "messages_after": 2,
                 "created_at": t,
-                "recall_index": "",
-                "rewrites": {},
-                "state_note": "",
+                "recall": [],
+                "recall_overflow": 0,
+                "stubs": {},
+                "state": [],
                 "instructions": [],
             }
         ],

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from harness9.schema import Message, ToolCall
+from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store.codec import (
-    CHECKPOINT_DETAIL_FIELDS,
     CHECKPOINT_FIELDS,
     CorruptValueError,
     calls_from_text,
@@ -20,7 +19,14 @@ from harness9.store.codec import (
     message_values,
     record_to_json,
 )
-from harness9.store.session import Checkpoint, StoredMessage
+from harness9.store.session import (
+    STUB_EVICTED,
+    STUB_STUBBED,
+    Checkpoint,
+    RecallEntry,
+    StoredMessage,
+    Stub,
+)
 
 CALL = ToolCall("c1", "bash", '{"command": "ls é"}')
 CP = Checkpoint(7, "sum", "summarize", 900, 300, 12, 4, created_at=1.5, id=3)
@@ -66,27 +72,90 @@ def test_a_checkpoint_round_trips_in_field_order_through_values_and_json():
     assert checkpoint_from_values(values) == CP
     assert list(checkpoint_to_json(CP)) == [
         *CHECKPOINT_FIELDS,
-        *CHECKPOINT_DETAIL_FIELDS,
+        "recall",
+        "recall_overflow",
+        "stubs",
+        "state",
         "instructions",
     ]
-    assert checkpoint_from_values(list(checkpoint_to_json(CP).values())) == CP
 
 
 def test_an_unnumbered_checkpoint_leaves_the_id_to_sqlite():
     assert checkpoint_values(Checkpoint(1, "", "budget", 1, 1, 1, 1))[0] is None
 
 
-def test_a_checkpoints_details_round_trip_through_their_table_values():
-    from harness9.store.codec import checkpoint_details
-
-    cp = Checkpoint(0, "", "hybrid:stubs", 9, 5, 4, 4, 1.5, 3, recall_index="## Recall index")
-    cp.rewrites = {12: "[stubbed] 3 tokens", 7: "[stubbed] 9 tokens"}
-    details = checkpoint_details(cp)
-    assert details is not None and details[1] == (
-        '{"7": "[stubbed] 9 tokens", "12": "[stubbed] 3 tokens"}'
+def data_checkpoint() -> Checkpoint:
+    return Checkpoint(
+        0,
+        "",
+        "hybrid:stubs",
+        9,
+        5,
+        4,
+        4,
+        1.5,
+        3,
+        recall=[RecallEntry("msg_4", "bash", "cat é.log", 1200)],
+        recall_overflow=2,
+        stubs={12: Stub(STUB_STUBBED, 3), 7: Stub(STUB_EVICTED, 9, "ofl_0123456789ab", "x")},
+        state=[TodoItem("ship it", "in_progress")],
     )
-    assert checkpoint_from_values([*checkpoint_values(cp), *details]) == cp
-    assert checkpoint_details(Checkpoint(1, "s", "summarize", 1, 1, 1, 1)) is None
+
+
+def test_a_checkpoints_data_is_one_json_value_in_its_row():
+    from harness9.store.codec import encode_details
+
+    cp = data_checkpoint()
+    data = encode_details(cp)
+    assert data is not None and json.loads(data) == {
+        "recall": [
+            {"handle": "msg_4", "tool": "bash", "key_argument": "cat é.log", "tokens": 1200}
+        ],
+        "recall_overflow": 2,
+        "stubs": {
+            "7": {"kind": "evicted", "tokens": 9, "offload_id": "ofl_0123456789ab", "text": "x"},
+            "12": {"kind": "stubbed", "tokens": 3, "offload_id": "", "text": ""},
+        },
+        "state": [{"content": "ship it", "status": "in_progress"}],
+    }
+    assert checkpoint_from_values([*checkpoint_values(cp), data, None, None, None, None]) == cp
+    assert encode_details(Checkpoint(1, "s", "summarize", 1, 1, 1, 1)) is None
+
+
+def test_a_damaged_data_value_reads_as_no_data():
+    cp = data_checkpoint()
+    for bad in ("{damaged", '{"stubs": {"7": {"kind": "shouted"}}}', '{"recall": [3]}'):
+        read = checkpoint_from_values([*checkpoint_values(cp), bad, None, None, None, None])
+        assert read.recall == [] and read.stubs == {} and read.state == []
+
+
+def test_a_checkpoints_data_round_trips_through_json():
+    from harness9.store.codec import details_from_json
+
+    cp = data_checkpoint()
+    doc = json.loads(json.dumps(checkpoint_to_json(cp)))
+    assert details_from_json(doc) == (cp.recall, cp.recall_overflow, cp.stubs, cp.state)
+
+
+def test_a_row_stored_before_checkpoints_were_data_is_converted_on_read():
+    cp = data_checkpoint()
+    index = (
+        "## Recall index\nTool results folded out of this context, oldest first. …\n"
+        "… and 2 earlier tool results not listed: history_search finds them.\n"
+        "- msg_4 bash `cat é.log` (1.2K tokens)\n- ofl_0123456789ab read_file (45.2K tokens)"
+    )
+    rewrites = '{"12": "[stubbed] 3 tokens stubbed; offload_recall(id=\\"msg_12\\") for it"}'
+    note = "## State at the last compaction\nTodo list:\n[~] ship it\n[x] plan"
+    read = checkpoint_from_values([*checkpoint_values(cp), None, index, rewrites, note, None])
+    assert read.recall == [
+        RecallEntry("msg_4", "bash", "cat é.log", 1200),
+        RecallEntry("ofl_0123456789ab", "read_file", "", 45200),
+    ]
+    assert read.recall_overflow == 2
+    assert read.stubs == {
+        12: Stub("verbatim", text='[stubbed] 3 tokens stubbed; offload_recall(id="msg_12") for it')
+    }
+    assert read.state == [TodoItem("ship it", "in_progress"), TodoItem("plan", "completed")]
 
 
 def test_a_checkpoints_kept_instructions_round_trip_through_their_row_and_json():
@@ -94,9 +163,8 @@ def test_a_checkpoints_kept_instructions_round_trip_through_their_row_and_json()
 
     cp = Checkpoint(7, "sum", "summarize", 900, 300, 12, 4, created_at=1.5, id=3)
     cp.instructions = ["use tabs", 'say "oui"']
-    row = [*checkpoint_values(cp), "", "", "", encode_instructions(cp.instructions)]
+    row = [*checkpoint_values(cp), None, "", "", "", encode_instructions(cp.instructions)]
     assert checkpoint_from_values(row).instructions == ["use tabs", 'say "oui"']
-    assert checkpoint_from_values(list(checkpoint_to_json(cp).values())) == cp
-    assert (
-        checkpoint_from_values([*checkpoint_values(cp), "", "", "", "{damaged"]).instructions == []
-    )
+    assert checkpoint_to_json(cp)["instructions"] == ["use tabs", 'say "oui"']
+    damaged = [*checkpoint_values(cp), None, "", "", "", "{damaged"]
+    assert checkpoint_from_values(damaged).instructions == []

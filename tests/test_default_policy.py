@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 from llm_server import TextReply, ToolCallsReply
@@ -17,9 +18,11 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.context.instructions import render_instructions
-from harness9.context.view import build_view
+from harness9.context.stubs import render_stub
+from harness9.context.view import build_view, summary_text
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
+from harness9.store.session import RecallEntry
 
 runner = CliRunner()
 HANDLE_RE = re.compile(r"\b(msg_\d+|ofl_[0-9a-f]{12})\b")
@@ -142,10 +145,14 @@ def test_a_result_folded_by_three_compactions_is_recalled_by_handle_and_found_by
     assert len(checkpoints) >= 3
     if strategy == "budget":
         assert all(c.last_message_id > secret_id for c in checkpoints)
-        assert f"msg_{secret_id} bash `cat first.log`" in checkpoints[-1].recall_index
+        assert f"msg_{secret_id} bash `cat first.log`" in summary_text(checkpoints[-1])
+        assert RecallEntry(f"msg_{secret_id}", "bash", "cat first.log", 1) in [
+            replace(e, tokens=1) for e in checkpoints[-1].recall
+        ]
     else:  # stubbed first, folded once stubs are not enough
         assert all(
-            c.last_message_id > secret_id or f'id="msg_{secret_id}"' in c.rewrites[secret_id]
+            c.last_message_id > secret_id
+            or f'id="msg_{secret_id}"' in render_stub(c.stubs[secret_id], secret_id)
             for c in checkpoints
         )
     last = chat_requests(llm_server)[-1]
@@ -242,7 +249,7 @@ def test_compact_stores_what_the_resumed_chat_sends(llm_server, strategy):
         (v.role, v.content) for v in view.messages[:-1]
     ]
     # Something was folded (the checkpoint covers old messages) or stubbed (and sent so).
-    stubs = set(cp.rewrites.values())
+    stubs = {render_stub(s, k) for k, s in cp.stubs.items()}
     assert cp.last_message_id > 0 or stubs & {x.get("content") for x in sent}
 
 

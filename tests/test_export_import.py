@@ -86,9 +86,10 @@ def test_json_export_is_versioned_and_complete():
             "messages_before": 3,
             "messages_after": 2,
             "created_at": 1779028290.0,
-            "recall_index": "",
-            "rewrites": {},
-            "state_note": "",
+            "recall": [],
+            "recall_overflow": 0,
+            "stubs": {},
+            "state": [],
             "instructions": [],
         }
     ]
@@ -451,8 +452,8 @@ def test_export_and_import_through_a_pipe_in_real_processes(harness9_home: Path,
     assert stat.S_IMODE(os.stat(other_home / "sessions.db").st_mode) == 0o600
 
 
-def test_recall_index_and_stubs_survive_export_and_import():
-    from harness9.store.session import Checkpoint
+def test_recall_entries_stubs_and_state_survive_export_and_import():
+    from harness9.store.session import STUB_EVICTED, RecallEntry, Stub
 
     with open_manager(store_location()) as m:
         s = m.new_session()
@@ -468,9 +469,10 @@ def test_recall_index_and_stubs_survive_export_and_import():
                 5,
                 3,
                 3,
-                rewrites={ids[1]: "[stubbed] 3 tokens"},
-                recall_index="## Recall index\n- msg_1 bash `ls` (3 tokens)",
-                state_note="## State",
+                recall=[RecallEntry(f"msg_{ids[0]}", "bash", "ls", 3)],
+                recall_overflow=4,
+                stubs={ids[1]: Stub(STUB_EVICTED, 3, "", "bash: 1 line")},
+                state=[TodoItem("ship", "pending")],
             )
         )
         sid = s.session_id
@@ -480,8 +482,46 @@ def test_recall_index_and_stubs_survive_export_and_import():
 
     with open_manager(store_location()) as m:
         [cp] = m.open_session(sid).list_checkpoints()
-    assert cp.rewrites == {ids[1]: "[stubbed] 3 tokens"} and cp.last_message_id == 0
-    assert cp.recall_index.endswith("(3 tokens)") and cp.state_note == "## State"
+    assert cp.stubs == {ids[1]: Stub(STUB_EVICTED, 3, "", "bash: 1 line")}
+    assert cp.recall == [RecallEntry(f"msg_{ids[0]}", "bash", "ls", 3)]
+    assert cp.recall_overflow == 4 and cp.state == [TodoItem("ship", "pending")]
+    assert cp.last_message_id == 0
+    assert export_json(sid) == text
+
+
+def test_an_export_written_before_checkpoints_were_data_imports_with_them_converted():
+    from harness9.context.view import build_view
+    from harness9.store.session import STUB_VERBATIM, RecallEntry, Stub
+
+    doc = json.loads(export_json(full_session()))
+    cli("sessions", "delete", doc["id"], "--yes")
+    [c] = doc["checkpoints"]
+    for key in ("recall", "recall_overflow", "stubs", "state"):
+        del c[key]
+    stub = '[stubbed] 30 tokens stubbed; offload_recall(id="msg_3") for it'
+    index = (
+        "## Recall index\nTool results folded out of this context, oldest first. "
+        'offload_recall(id="<handle>") pages one back in full; '
+        "history_search finds any text of this session.\n- msg_2 bash `ls` (12 tokens)"
+    )
+    note = "## State at the last compaction\nTodo list:\n[x] read a.py\n[~] fix b.py"
+    c.update(recall_index=index, rewrites={"3": stub}, state_note=note)
+
+    assert cli("sessions", "import", "-", input=json.dumps(doc)).exit_code == 0
+
+    with open_manager(store_location()) as m:
+        session = m.open_session(doc["id"])
+        [cp] = session.list_checkpoints()
+        records = session.get_records(after_id=cp.last_message_id)
+    assert cp.recall == [RecallEntry("msg_2", "bash", "ls", 12)]
+    assert cp.stubs == {3: Stub(STUB_VERBATIM, text=stub)}
+    assert cp.state == [TodoItem("read a.py", "completed"), TodoItem("fix b.py", "in_progress")]
+    # The view shows what the old checkpoint showed, byte for byte.
+    view = build_view(Message("system", "sys"), records, cp)
+    assert (
+        view.messages[1].content == f"[Conversation Summary]\nGoal: list files\n\n{index}\n\n{note}"
+    )
+    assert view.messages[2].content == stub
 
 
 # -- offloaded tool results travel with the session ----------------------------------------

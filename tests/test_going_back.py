@@ -283,13 +283,13 @@ def test_a_fork_before_two_checkpoints_resumes_with_that_message_and_nothing_lat
 def test_a_fork_shares_the_messages_so_stubs_and_recall_handles_name_them_as_written(
     llm_server: ScriptedLLMServer,
 ):
-    from harness9.store.session import Checkpoint
+    from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry, Stub
 
     with Manager(db_path()) as m:
         sid, ids = conversation(m, 3)
         cp = Checkpoint(ids[3], "", "evict", 900, 300, 9, 3)
-        cp.recall_index = f"- msg_{ids[2]} read_file a (50 tokens)"
-        cp.rewrites = {ids[6]: f'[stubbed]; offload_recall(id="msg_{ids[6]}") for it'}
+        cp.recall = [RecallEntry(f"msg_{ids[2]}", "read_file", "a", 50)]
+        cp.stubs = {ids[6]: Stub(STUB_STUBBED, 40)}
         m.open_session(sid).add_checkpoint(cp)
         other, other_ids = conversation(m, 1)
 
@@ -300,8 +300,8 @@ def test_a_fork_shares_the_messages_so_stubs_and_recall_handles_name_them_as_wri
         assert [r.id for r in f.get_records()] == ids  # the same rows, not copies
         [kept] = f.list_checkpoints()
         assert kept.last_message_id == ids[3]
-        assert kept.recall_index == f"- msg_{ids[2]} read_file a (50 tokens)"
-        assert kept.rewrites == {ids[6]: f'[stubbed]; offload_recall(id="msg_{ids[6]}") for it'}
+        assert kept.recall == [RecallEntry(f"msg_{ids[2]}", "read_file", "a", 50)]
+        assert kept.stubs == {ids[6]: Stub(STUB_STUBBED, 40)}
         # A handle reaches the shared message; one to another session's message does not.
         shared = f.get_record(ids[2])
         assert shared is not None and shared.message.content.startswith("result 0 ")

@@ -12,7 +12,7 @@ from harness9.context.instructions import (
 )
 from harness9.schema import SUMMARY_PREFIX, Message
 from harness9.store.lineage import ForkPoint, kept_checkpoints
-from harness9.store.session import Checkpoint
+from harness9.store.session import STUB_STUBBED, Checkpoint, Stub
 
 
 def user(text: str) -> Message:
@@ -72,9 +72,9 @@ def test_pins_come_before_the_instructions_after_the_system_prompt():
     assert with_notes(Message("system", "x"), [], []) == Message("system", "x")
 
 
-def cp(last: int, created: float, rewrites: dict[int, str] | None = None) -> Checkpoint:
+def cp(last: int, created: float, stubbed: tuple[int, ...] = ()) -> Checkpoint:
     c = Checkpoint(last, f"sum {last}", "summarize", 1, 1, 1, 1, created_at=created)
-    c.rewrites = rewrites or {}
+    c.stubs = {k: Stub(STUB_STUBBED, 9) for k in stubbed}
     return c
 
 
@@ -85,6 +85,6 @@ def test_a_fork_keeps_the_checkpoints_made_before_the_next_message():
         cp(80, 99.0),  # made right after message 9, before message 10: kept
         cp(85, 120.0),  # ends before 90 but was made after message 10: not at N
         cp(95, 99.0),  # covers message 95: after N
-        cp(70, 99.0, {93: "stub"}),  # stubs a message after N
+        cp(70, 99.0, (93,)),  # stubs a message after N
     ]
     assert [c.last_message_id for c in kept_checkpoints(cps, point)] == [50, 80]

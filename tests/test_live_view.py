@@ -23,7 +23,13 @@ from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession
-from harness9.store.session import Checkpoint, CheckpointedSession, StoreBusyError
+from harness9.store.session import (
+    STUB_STUBBED,
+    Checkpoint,
+    CheckpointedSession,
+    StoreBusyError,
+    Stub,
+)
 
 SYSTEM = Message("system", "You are a test agent.")
 
@@ -54,8 +60,8 @@ def checkpoint_at(
     keeping ``instructions`` verbatim."""
     ids = [r.id for r in session.get_records()]
     last = ids[len(ids) // 2 - 1]
-    rewrites = {ids[-1]: "[stubbed] 9 tokens stubbed"} if stub_newest else {}
-    cp = Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, rewrites=rewrites)
+    stubs = {ids[-1]: Stub(STUB_STUBBED, 9)} if stub_newest else {}
+    cp = Checkpoint(last, f"summary up to {last}", "test", 100, 50, len(ids), 3, stubs=stubs)
     cp.instructions = list(instructions or [])
     return session.add_checkpoint(cp)
 
@@ -86,7 +92,10 @@ def test_a_compaction_replaces_the_view(tmp_path: Path) -> None:
         assert views.rebuilds == 2
         view = views.load(s, SYSTEM).view
         assert view.messages[1].content.startswith("[Conversation Summary]\nsummary up to")
-        assert view.messages[-1].content == "[stubbed] 9 tokens stubbed"
+        newest = view.ids[-1]
+        assert view.messages[-1].content == (
+            f'[stubbed] 9 tokens stubbed; offload_recall(id="msg_{newest}") for it'
+        )
         s.add_messages(exchange(3))
         assert_fresh(views, s)
 

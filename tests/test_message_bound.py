@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.context.message_bound import FOLDED_HEADING, MessageBound
+from harness9.context.view import summary_text
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 
@@ -99,7 +100,7 @@ def test_every_folded_result_is_recalled_by_handle_and_found_by_search(long_sess
     folded_upto = checkpoints[-1].last_message_id
     folded = [r for r in records if r.message.role == "tool" and r.id <= folded_upto]
     assert len(folded) >= 20
-    index = checkpoints[-1].recall_index
+    index = summary_text(checkpoints[-1])
     listed = re.findall(r"- (msg_\d+) read_file `(f\d+\.txt)`", index)
     assert listed, index
     # Every folded result is in the index, or counted there and left to history_search.

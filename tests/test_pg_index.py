@@ -198,7 +198,8 @@ def test_an_upgraded_database_keeps_its_documents_and_indexes_bulk_writes_later(
             "CREATE TABLE harness9.schema_migrations (version integer PRIMARY KEY, "
             "name text NOT NULL, applied_at double precision NOT NULL)"
         )
-        for number, (name, sql) in enumerate(MIGRATIONS[:-1], start=1):
+        before = [name for name, _ in MIGRATIONS].index("index_bulk_writes_at_the_next_search")
+        for number, (name, sql) in enumerate(MIGRATIONS[:before], start=1):
             conn.execute(sql.encode())
             conn.execute(
                 "INSERT INTO harness9.schema_migrations VALUES (%s, %s, 0)", (number, name)

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import use_database_url
 from harness9.context.offload import OffloadConfig, OffloadNotFoundError, OffloadStore
-from harness9.schema import Message, ToolCall
+from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import open_url
 from harness9.store.export import SessionSnapshot
@@ -653,7 +653,7 @@ def _big_export(n: int, sid: str) -> SessionSnapshot:
         messages_before=n,
         messages_after=n // 2,
         created_at=1000.0,
-        state_note="todos: none",
+        state=[TodoItem("todos: none")],
     )
     return SessionSnapshot(SessionInfo(sid, 1000.0, 2000.0, n, "quagga"), records, [], [cp])
 
@@ -672,7 +672,7 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
     ):
         chat = other.new_session()
         blocker.execute("BEGIN")
-        blocker.execute("LOCK TABLE harness9.compaction_details IN ACCESS EXCLUSIVE MODE")
+        blocker.execute("LOCK TABLE harness9.compaction_data IN ACCESS EXCLUSIVE MODE")
         errors: list[BaseException] = []
 
         def run_import() -> None:
@@ -691,7 +691,7 @@ def test_an_import_held_half_way_is_invisible_and_blocks_no_other_writer(pg_url)
             # Not ``blocker``: inside a transaction pg_stat_activity is one frozen snapshot.
             importer = watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = 'harness9' "
-                "AND wait_event_type = 'Lock' AND query LIKE '%compaction_details%'"
+                "AND wait_event_type = 'Lock' AND query LIKE '%compaction_data%'"
             ).fetchone()
             time.sleep(0.02)
         # Held with every message written: nobody sees any of it, and others write freely.

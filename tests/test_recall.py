@@ -6,16 +6,17 @@ import re
 
 from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
 from harness9.context.recall import (
-    IndexEntry,
+    budget_recall,
     key_argument,
     parse_message_handle,
-    render_index,
+    render_recall,
     split_summary,
     stub_for,
     with_handle,
 )
-from harness9.context.view import ModelView, checkpoint_for
+from harness9.context.view import ModelView, checkpoint_for, summary_text
 from harness9.schema import Message, ToolCall, Usage
+from harness9.store.session import STUB_STUBBED, RecallEntry
 
 
 class Summariser:
@@ -55,18 +56,28 @@ def test_key_argument_is_the_command_or_path_on_one_line():
     assert key_argument("not json") == "not json"
 
 
-def test_the_index_keeps_the_newest_lines_within_budget_and_counts_the_rest():
-    entries = [IndexEntry(f"msg_{i}", "bash", f"cat f{i}", 1000) for i in range(1, 201)]
+def test_the_index_keeps_the_newest_entries_within_budget_and_counts_the_rest():
+    entries = [RecallEntry(f"msg_{i}", "bash", f"cat f{i}", 1000) for i in range(1, 201)]
 
-    text = render_index("", entries, budget_tokens=400)
+    kept, overflow = budget_recall(entries, 0, budget_tokens=400)
 
+    assert kept[-1] == entries[-1] and kept == entries[len(entries) - len(kept) :]
+    assert 0 < len(kept) < 200 and overflow == 200 - len(kept)
+    text = render_recall(kept, overflow)
     lines = [x for x in text.splitlines() if x.startswith("- ")]
-    assert lines[-1].startswith("- msg_200 bash `cat f200`") and len(lines) < 200
-    assert f"… and {200 - len(lines)} earlier tool results not listed" in text
-    again = render_index(text, [IndexEntry("msg_201", "bash", "ls", 10)], budget_tokens=400)
-    assert "- msg_201 bash `ls`" in again  # carried over and extended
-    listed = sum(1 for x in again.splitlines() if x.startswith("- "))
-    assert f"… and {201 - listed} earlier" in again
+    assert lines[-1] == "- msg_200 bash `cat f200` (1K tokens)" and len(lines) == len(kept)
+    assert f"… and {overflow} earlier tool results not listed" in text
+    again, more = budget_recall([*kept, RecallEntry("msg_201", "bash", "ls", 10)], overflow, 400)
+    assert again[-1] == RecallEntry("msg_201", "bash", "ls", 10)  # carried over and extended
+    assert more == 201 - len(again)
+    assert "- msg_201 bash `ls` (10 tokens)" in render_recall(again, more)
+
+
+def test_an_empty_index_renders_as_nothing():
+    assert render_recall([], 0) == ""
+    assert render_recall([], 3).endswith(
+        "history_search finds them (its hits carry their handles)."
+    )
 
 
 def test_the_summariser_never_sees_the_index_or_the_state_as_summary():
@@ -107,9 +118,13 @@ def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds()
     assert res.strategy == STRATEGY_HYBRID and res.summary
     cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=comp.recall_budget)
     assert cp is not None and cp.last_message_id > 0
-    assert re.search(r"^- msg_\d+ bash `cat f\d+` \(152 tokens\)$", cp.recall_index, re.M)
-    assert "earlier tool results not listed" in cp.recall_index  # the rest: counted
-    assert all('offload_recall(id="msg_' in v for v in cp.rewrites.values())
+    assert cp.recall and cp.recall_overflow > 0  # the newest listed, the rest counted
+    assert all(e.handle.startswith("msg_") and e.tool == "bash" for e in cp.recall)
+    assert {e.tokens for e in cp.recall} == {152}
+    text = summary_text(cp)
+    assert re.search(r"^- msg_\d+ bash `cat f\d+` \(152 tokens\)$", text, re.M)
+    assert "earlier tool results not listed" in text
+    assert cp.stubs and {s.kind for s in cp.stubs.values()} == {STUB_STUBBED}
 
 
 def test_hybrid_falls_back_to_truncation_when_the_summariser_fails():

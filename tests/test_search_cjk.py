@@ -110,6 +110,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                         for t in ("shared_hand_overs", "inherited_messages", "todo_lists")
                     ),
                 ],
+                "checkpoint_data_as_json": ["DROP TABLE compaction_data"],
                 "session_usage_summary_calls": [
                     f"ALTER TABLE session_usage DROP COLUMN summary_{c}" for c in summary_columns
                 ],

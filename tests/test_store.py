@@ -85,6 +85,7 @@ def test_final_schema(manager: Manager, db: Path):
         "fts_state",
         "session_usage",
         "session_settings",
+        "compaction_data",
         "compaction_details",
         "session_imports",
         "session_pins",
@@ -196,6 +197,10 @@ def test_final_schema(manager: Manager, db: Path):
         ("recall_index", "TEXT", 1),
         ("rewrites", "TEXT", 1),
         ("state_note", "TEXT", 1),
+    ]
+    assert columns(conn, "compaction_data") == [
+        ("compaction_id", "INTEGER", 0),
+        ("data", "TEXT", 1),
     ]
     fks = {
         t: [(r[2], r[3], r[4], r[6]) for r in conn.execute(f"PRAGMA foreign_key_list({t})")]

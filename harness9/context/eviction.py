@@ -24,7 +24,6 @@ from harness9.context.fingerprint import error_lines
 from harness9.context.offload import OffloadError, OffloadStore
 from harness9.context.patterns import (
     GREP_LINE_RE,
-    OFFLOAD_MARKER,
     find_declarations,
     find_paths,
     has_decision,
@@ -34,10 +33,11 @@ from harness9.context.patterns import (
 )
 from harness9.context.repair import match_tool_results
 from harness9.context.rule_summary import stats_of, summarize_output
+from harness9.context.stubs import EVICTED_PREFIX as EVICTED_PREFIX
+from harness9.context.stubs import evicted_stub, is_stub, stub_message
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
-from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
 
-EVICTED_PREFIX = "[evicted] "
 EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its eviction stub
 # Bytes of declared names and paths a stub may list beyond its rule summary (~80
 # tokens): small next to the results worth evicting (usually thousands of bytes),
@@ -115,11 +115,7 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
 
 
 def _evictable(content: str) -> bool:
-    return not (
-        is_offload_marker(content)
-        or content.startswith(EVICTED_PREFIX)
-        or content == TRUNCATED_STUB
-    )
+    return not (is_offload_marker(content) or is_stub(content))
 
 
 def _fact_lines(content: str, body: str, budget: int = EVICTED_FACT_BYTES) -> list[str]:
@@ -159,15 +155,7 @@ def _stub(msg: Message, name: str, args: str, offload_id: str | None) -> Message
     facts = _fact_lines(msg.content, body)
     if facts:
         body += "\n" + "\n".join(facts)
-    if offload_id is None:
-        content = f"{EVICTED_PREFIX}{body} ({stats.tokens} tokens evicted)"
-    else:
-        # Starts with the marker: never evicted again, and summarisers keep it whole.
-        content = (
-            f"{OFFLOAD_MARKER}{offload_id}] {EVICTED_PREFIX}{stats.tokens} tokens evicted\n"
-            f'{body}\nuse offload_recall(id="{offload_id}") for the full content'
-        )
-    return Message(ROLE_TOOL, content, tool_call_id=msg.tool_call_id)
+    return stub_message(evicted_stub(body, stats.tokens, offload_id or ""), msg)
 
 
 def _offload(store: OffloadStore, session_id: str, name: str, args: str, content: str) -> str:

@@ -29,7 +29,7 @@ from harness9.context.compaction import (
     starts_with_system,
     unchanged_plan,
 )
-from harness9.context.recall import split_summary
+from harness9.context.recall import summary_of
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_ASSISTANT, ROLE_USER, SUMMARY_PREFIX, Message
@@ -107,7 +107,7 @@ def folded_summary(msgs: Sequence[Message], cut: int) -> str:
     lines: list[str] = []
     for m in msgs[1:cut]:
         if m.is_summary:
-            previous = split_summary(m.content[len(SUMMARY_PREFIX) :]).strip()
+            previous = summary_of(m).strip()
         elif m.role == ROLE_USER and m.content.strip():
             lines.append(f"User: {m.content.strip()}")
         elif m.role == ROLE_ASSISTANT and m.content.strip():

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.patterns import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
+from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker, offload_header
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.store.blobs import BlobError, BlobStore, BlobWriter, FileBlobStore
 from harness9.store.offloads import (
@@ -133,7 +133,7 @@ class OffloadWriter:
         stats = self._stats.finish()
         body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
         summary = (
-            f"{OFFLOAD_MARKER}{self.id}] {stats.tokens} tokens offloaded\n{body}\n"
+            f"{offload_header(self.id, stats.tokens)}\n{body}\n"
             f'use offload_recall(id="{self.id}") for the full content'
         )
         self._result = OffloadedResult(

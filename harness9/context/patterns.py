@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-# What an offloaded tool result starts with (context/offload.py writes it). Lives here
-# because the summarisers and the eviction scorer recognise it without touching disk.
-OFFLOAD_MARKER = "📂 [offload:"
+# What an offloaded tool result starts with: the stub vocabulary owns it.
+from harness9.context.stubs import OFFLOAD_MARKER as OFFLOAD_MARKER
+from harness9.context.stubs import is_offload_marker as is_offload_marker
 
 # Extensions of files an agent commonly reads or edits.
 _EXTS = (
@@ -97,10 +97,6 @@ def has_decision(text: str) -> bool:
 
 def has_path(text: str) -> bool:
     return any(looks_like_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
-
-
-def is_offload_marker(content: str) -> bool:
-    return content.startswith(OFFLOAD_MARKER)
 
 
 # ---- user constraints ("never touch migrations/", "只能修改 src/") ------------------

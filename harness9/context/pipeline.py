@@ -56,8 +56,9 @@ from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, structured_summary
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
-from harness9.context.recall import HANDLE_ALLOWANCE_BYTES, is_stub, stub_for
+from harness9.context.recall import stub_for
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
+from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.context.topics import TopicDetector, TopicSegment
@@ -408,11 +409,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
 
 def _new_stubs(msgs: Sequence[Message]) -> int:
     """Stubs without a handle yet (the checkpoint adds one to each)."""
-    return sum(
-        1
-        for m in msgs
-        if m.role == ROLE_TOOL and is_stub(m.content) and "offload_recall(" not in m.content
-    )
+    return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m.content))
 
 
 def _stubbed_bytes(msgs: Sequence[Message]) -> int:

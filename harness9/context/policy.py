@@ -57,7 +57,7 @@ from harness9.context.pipeline import (
     tail_compactor,
     topic_compactor,
 )
-from harness9.context.recall import state_note
+from harness9.context.recall import state_items
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
@@ -744,7 +744,7 @@ class ContextPolicy:
             result,
             previous=session.latest_checkpoint(),
             recall_budget=self.recall_budget,
-            state_note=state_note(session),
+            state=state_items(session),
             instruction_budget=self.instruction_budget,
         )
         if cp is None:

@@ -8,9 +8,11 @@ the tool results it folds, one line each with a *recall handle*:
   out of the session's own log;
 - ``ofl_<12 hex>``: an offloaded output, paged back from the offload store.
 
-The index is budgeted like the summary's "Preserved facts": the newest entries are
-listed, the rest are counted and point to ``history_search``. A result that stays in
-the view but is stubbed (eviction) carries its handle in the stub itself.
+The index is data (``RecallEntry`` records in the checkpoint), budgeted like the
+summary's "Preserved facts": the newest entries are listed, the rest are counted and
+point to ``history_search``. A result that stays in the view but is stubbed carries its
+handle in the stub itself (harness9.context.stubs). The texts the model sees are made
+here from that data (``render_recall``, ``render_state``) and never read back.
 """
 
 from __future__ import annotations
@@ -20,47 +22,62 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.patterns import OFFLOAD_MARKER
+from harness9.context.stubs import (
+    HANDLE_ALLOWANCE_BYTES,
+    STUBBED_PREFIX,
+    RenderedMessage,
+    is_stub,
+    offload_source,
+    stub_message,
+    stubbed_stub,
+    with_handle,
+)
 from harness9.context.tokens import BYTES_PER_TOKEN, format_token_count
-from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
-from harness9.store.session import Session
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, SUMMARY_PREFIX, Message, TodoItem
+from harness9.store.session import (
+    MESSAGE_HANDLE_PREFIX,
+    RecallEntry,
+    Session,
+    message_handle,
+)
 
 __all__ = [
+    "HANDLE_ALLOWANCE_BYTES",
     "MESSAGE_HANDLE_PREFIX",
     "RECALL_HEADING",
     "STATE_HEADING",
     "STUB_PREFIX",
     "IndexEntry",
+    "SummaryMessage",
+    "budget_recall",
+    "entry_line",
+    "folded_entries",
+    "is_stub",
     "key_argument",
     "message_handle",
     "parse_message_handle",
-    "render_index",
+    "render_recall",
+    "render_state",
     "split_summary",
-    "state_note",
+    "state_items",
     "stub_for",
+    "summary_of",
     "with_handle",
 ]
 
-MESSAGE_HANDLE_PREFIX = "msg_"
 RECALL_HEADING = "## Recall index"
 STATE_HEADING = "## State at the last compaction"
-STUB_PREFIX = "[stubbed] "
+STUB_PREFIX = STUBBED_PREFIX
+IndexEntry = RecallEntry  # the name the index's entries had before they were stored as data
 _RECALL_INTRO = (
     "Tool results folded out of this context, oldest first. "
     'offload_recall(id="<handle>") pages one back in full; '
     "history_search finds any text of this session."
 )
-_OVERFLOW_RE = re.compile(r"^… and (\d+) earlier tool results not listed")
+# A handle the model passes to offload_recall (input, not harness9's own output).
 _HANDLE_RE = re.compile(r"^msg_([1-9][0-9]{0,17})$")
-_OFFLOAD_ID_RE = re.compile(re.escape(OFFLOAD_MARKER) + r"(ofl_[0-9a-f]{12})\]")
-_STUB_OFFLOAD_RE = re.compile(r'offload_recall\(id="(ofl_[0-9a-f]{12})"\)')
-_TOKENS_RE = re.compile(r"(\d+) tokens (?:offloaded|evicted|stubbed)")
 _KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id", "description")
 _KEY_CHARS = 80
-
-
-def message_handle(message_id: int) -> str:
-    return f"{MESSAGE_HANDLE_PREFIX}{message_id}"
 
 
 def parse_message_handle(handle: str) -> int | None:
@@ -84,93 +101,84 @@ def key_argument(arguments: str) -> str:
     return text if len(text) <= _KEY_CHARS else text[: _KEY_CHARS - 1] + "…"
 
 
-@dataclass(slots=True)
-class IndexEntry:
-    handle: str
-    tool: str
-    key: str
-    tokens: int
-
-    def line(self) -> str:
-        key = f" `{self.key}`" if self.key else ""
-        return f"- {self.handle} {self.tool}{key} ({format_token_count(self.tokens)} tokens)"
-
-
-def _handle_and_size(content: str, message_id: int | None) -> tuple[str | None, int]:
-    """Where a result's full text lives, and its size in tokens."""
-    m = _OFFLOAD_ID_RE.match(content) or _STUB_OFFLOAD_RE.search(content[:400])
-    sized = _TOKENS_RE.search(content[:300])
-    tokens = int(sized.group(1)) if sized else len(content.encode()) // BYTES_PER_TOKEN
-    if m is not None:  # an offloaded output (or a stub of one): the full text is on disk
-        return m.group(1), tokens
-    if message_id is None:
-        return None, tokens
-    return message_handle(message_id), tokens
+def entry_line(entry: RecallEntry) -> str:
+    key = f" `{entry.key_argument}`" if entry.key_argument else ""
+    return f"- {entry.handle} {entry.tool}{key} ({format_token_count(entry.tokens)} tokens)"
 
 
 def folded_entries(
     msgs: Sequence[Message], ids: Sequence[int | None], start: int, stop: int
-) -> list[IndexEntry]:
+) -> list[RecallEntry]:
     """Index entries for the tool results among ``msgs[start:stop]`` (ids: their row ids)."""
     calls: dict[str, tuple[str, str]] = {}
-    out: list[IndexEntry] = []
+    out: list[RecallEntry] = []
     for i in range(start, stop):
         m = msgs[i]
         if m.role == ROLE_ASSISTANT:
             for tc in m.tool_calls:
                 calls[tc.id] = (tc.name, tc.arguments)
         elif m.role == ROLE_TOOL:
-            handle, tokens = _handle_and_size(m.content, ids[i])
-            if handle is None:
+            offload_id, tokens = offload_source(m)
+            handle = offload_id or (message_handle(mid) if (mid := ids[i]) is not None else "")
+            if not handle:
                 continue
             name, args = calls.get(m.tool_call_id, ("tool", ""))
-            out.append(IndexEntry(handle, name, key_argument(args), tokens))
+            out.append(RecallEntry(handle, name, key_argument(args), tokens))
     return out
 
 
-def _parse_index(text: str) -> tuple[list[str], int]:
-    """(entry lines, overflow count) of a rendered index."""
-    lines, overflow = [], 0
-    for line in text.splitlines():
-        if line.startswith("- "):
-            lines.append(line)
-        elif m := _OVERFLOW_RE.match(line):
-            overflow = int(m.group(1))
-    return lines, overflow
-
-
-def render_index(previous: str, entries: Sequence[IndexEntry], budget_tokens: int) -> str:
-    """The index after ``previous`` (a rendered index) gains ``entries``; "" when empty.
-
-    Keeps the newest lines within ``budget_tokens``; older ones are counted on a line
-    that points to ``history_search``.
-    """
-    lines, overflow = _parse_index(previous)
-    lines += [e.line() for e in entries]
-    if not lines and not overflow:
-        return ""
+def budget_recall(
+    listed: Sequence[RecallEntry], overflow: int, budget_tokens: int
+) -> tuple[list[RecallEntry], int]:
+    """The newest of ``listed`` whose lines fit ``budget_tokens``, and the new overflow
+    count (``overflow`` plus those left out)."""
     room = max(0, budget_tokens * BYTES_PER_TOKEN - len(_RECALL_INTRO) - 120)
-    kept: list[str] = []
-    for line in reversed(lines):
-        cost = len(line.encode()) + 1
+    kept: list[RecallEntry] = []
+    for entry in reversed(listed):
+        cost = len(entry_line(entry).encode()) + 1
         if cost > room:
             break
         room -= cost
-        kept.append(line)
+        kept.append(entry)
     kept.reverse()
-    overflow += len(lines) - len(kept)
+    return kept, overflow + len(listed) - len(kept)
+
+
+def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
+    """The index section of the summary message; "" when there is nothing to list."""
+    if not entries and not overflow:
+        return ""
     parts = [RECALL_HEADING, _RECALL_INTRO]
     if overflow:
         parts.append(
             f"… and {overflow} earlier tool results not listed: "
             "history_search finds them (its hits carry their handles)."
         )
-    parts += kept
+    parts += [entry_line(e) for e in entries]
     return "\n".join(parts)
 
 
+@dataclass(slots=True, eq=False)
+class SummaryMessage(RenderedMessage):
+    """The view's summary message; ``summary`` is the checkpoint's prose alone (the recall
+    index and the state the view renders after it are the checkpoint's, kept by code)."""
+
+    summary: str = ""
+
+
+def summary_of(msg: Message) -> str:
+    """The summary proper of a summary message, for a summariser to merge.
+
+    The view's own summary message carries it as data; any other (a compactor's output,
+    say) is read by ``split_summary``.
+    """
+    if isinstance(msg, SummaryMessage):
+        return msg.summary
+    return split_summary(msg.content[len(SUMMARY_PREFIX) :])
+
+
 def split_summary(text: str) -> str:
-    """The summary proper, without the recall index and state sections the view adds."""
+    """The summary proper of a summary message's text, without the sections the view adds."""
     cut = len(text)
     for heading in (RECALL_HEADING, STATE_HEADING):
         at = text.find("\n\n" + heading)
@@ -183,43 +191,27 @@ def split_summary(text: str) -> str:
 
 def stub_for(msg: Message) -> Message:
     """An eviction stub for a tool result; the checkpoint appends its recall handle."""
-    m = _OFFLOAD_ID_RE.match(msg.content)
-    tokens = _handle_and_size(msg.content, None)[1]
-    if m is not None:
-        content = f'{STUB_PREFIX}{tokens} tokens stubbed; offload_recall(id="{m.group(1)}") for it'
-    else:
-        content = f"{STUB_PREFIX}{tokens} tokens stubbed"
-    return Message(ROLE_TOOL, content, tool_call_id=msg.tool_call_id)
-
-
-# What ``with_handle`` adds to a stub, for size estimates made before ids are known.
-HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
-
-
-def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable: its handle appended unless it already names one."""
-    if "offload_recall(" in content:
-        return content
-    return f'{content}; offload_recall(id="{message_handle(message_id)}") for it'
-
-
-def is_stub(content: str) -> bool:
-    return content.startswith(STUB_PREFIX)
+    return stub_message(stubbed_stub(msg), msg)
 
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
-def state_note(session: Session | None) -> str:
-    """The state that changes during a session (the todo list) as a checkpoint shows it.
+def state_items(session: Session | None) -> list[TodoItem]:
+    """The state that changes during a session (the todo list), for a checkpoint to keep.
 
     It never goes into the system prompt (that would break every cached prefix on each
     change, decision 7): between compactions ``write_todos`` results carry it in the
     conversation; a compaction that folds them keeps the list as it is now.
     """
     todos = session.get_todos() if session is not None else None
-    if not todos:
+    return list(todos or [])
+
+
+def render_state(items: Sequence[TodoItem]) -> str:
+    """The state section of the summary message; "" without items."""
+    if not items:
         return ""
     lines = [STATE_HEADING, "Todo list:"]
-    lines += [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in todos]
+    lines += [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in items]
     return "\n".join(lines)

@@ -20,13 +20,12 @@ from harness9.context.compaction import (
 )
 from harness9.context.patterns import is_offload_marker
 from harness9.context.prompts import prompt
-from harness9.context.recall import split_summary
+from harness9.context.recall import summary_of
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import (
     ROLE_SYSTEM,
     ROLE_TOOL,
     ROLE_USER,
-    SUMMARY_PREFIX,
     Message,
     ToolDefinition,
     Usage,
@@ -210,7 +209,7 @@ class SpanSummarizer:
         if head and head[0].is_summary:
             # The recall index and state note are the checkpoint's, carried by code: the
             # summariser gets the summary proper.
-            previous = split_summary(head[0].content[len(SUMMARY_PREFIX) :])
+            previous = summary_of(head[0])
             head = head[1:]
         blocks = render_for_summary(head, tool_result_chars=self.tool_result_chars)
         if previous is not None and self._too_big_to_carry(previous):

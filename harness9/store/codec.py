@@ -8,8 +8,10 @@ in one place.
   (``ToolCall.to_flat``), and NULL when there are none; JSON output uses the
   same flat objects.
 - A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order;
-  its recall index, stubs and state note (``CHECKPOINT_DETAIL_FIELDS``) live in the
-  ``compaction_details`` table, one row when any is set, and follow in JSON.
+  its data (recall entries, stubs, state items: ``details_to_json``) is one JSON value
+  in the ``compaction_data`` table, one row when any is set, and the same keys follow
+  in JSON. Rows stored before that keep prose in ``compaction_details``, read by
+  harness9.store.legacy_checkpoint.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.schema import ROLES, Message, TodoItem, ToolCall
-from harness9.store.session import Checkpoint, StoredMessage
+from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
+from harness9.store.legacy_checkpoint import read_legacy_details
+from harness9.store.session import STUB_KINDS, Checkpoint, RecallEntry, StoredMessage, Stub
 
 TOOL_CALL_FIELDS = ("id", "name", "arguments")
 # The compactions table's columns (after session_id) and the JSON keys, in one order.
@@ -50,20 +53,27 @@ INSERT_CHECKPOINT = (
     f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
     f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
 )
-CHECKPOINT_DETAIL_FIELDS = ("recall_index", "rewrites", "state_note")
-# A session's checkpoints with their details (``compaction_details`` has no column named
-# like one of ``compactions``, so the plain names stay unambiguous); append ORDER BY.
-SELECT_CHECKPOINTS = (
-    f"SELECT {CHECKPOINT_COLUMNS}, d.recall_index, d.rewrites, d.state_note, i.messages "
+# A session's checkpoints with their data, then (for rows stored before checkpoints were
+# data) their old prose details, then the kept instructions; append ORDER BY. No joined
+# table has a column named like one of ``compactions``, so the plain names are unambiguous.
+SELECT_CHECKPOINTS_FROM = (
     "FROM compactions "
+    "LEFT JOIN compaction_data AS s ON s.compaction_id = compactions.id "
     "LEFT JOIN compaction_details AS d ON d.compaction_id = compactions.id "
     "LEFT JOIN compaction_instructions AS i ON i.compaction_id = compactions.id "
-    "WHERE session_id = ?"
 )
-INSERT_CHECKPOINT_DETAILS = (
-    "INSERT INTO compaction_details (compaction_id, recall_index, rewrites, state_note) "
-    "VALUES (?, ?, ?, ?)"
-)
+CHECKPOINT_EXTRA_COLUMNS = "s.data, d.recall_index, d.rewrites, d.state_note, i.messages"
+
+
+def select_checkpoints(param: str) -> str:
+    """The statement reading a session's checkpoints (``checkpoint_from_values`` decodes)."""
+    return (
+        f"SELECT {CHECKPOINT_COLUMNS}, {CHECKPOINT_EXTRA_COLUMNS} {SELECT_CHECKPOINTS_FROM}"
+        f"WHERE session_id = {param}"
+    )
+
+
+SELECT_CHECKPOINTS = select_checkpoints("?")
 
 
 class CorruptValueError(ValueError):
@@ -160,31 +170,106 @@ def checkpoint_values(cp: Checkpoint) -> tuple[Any, ...]:
 
 def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
     """A checkpoint from its values in ``CHECKPOINT_FIELDS`` order (a row, for one),
-    optionally followed by its ``CHECKPOINT_DETAIL_FIELDS`` values (NULL: none)."""
+    optionally followed by the ``CHECKPOINT_EXTRA_COLUMNS`` values (NULL: none)."""
     base = len(CHECKPOINT_FIELDS)
     cp = Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values[:base], strict=True)))
     if len(values) > base:
-        index, rewrites, state, *instructions = values[base:]
-        cp.recall_index = index or ""
-        cp.rewrites = decode_rewrites(rewrites or "")
-        cp.state_note = state or ""
-        cp.instructions = decode_instructions(instructions[0] if instructions else "")
+        data, index, rewrites, note, instructions = values[base:]
+        if data:
+            read_details(cp, data)
+        elif index or rewrites or note:  # stored before checkpoints were data
+            read_legacy_details(cp, index or "", rewrites or "", note or "")
+        cp.instructions = decode_instructions(instructions or "")
     return cp
 
 
-def checkpoint_details(cp: Checkpoint) -> tuple[str, str, str] | None:
-    """The ``compaction_details`` values, or None when the checkpoint has none."""
-    if not (cp.recall_index or cp.rewrites or cp.state_note):
+def details_to_json(cp: Checkpoint) -> dict[str, Any]:
+    """The checkpoint's data (recall, stubs, state) as JSON: stored, exported, shown."""
+    return {
+        "recall": [
+            {"handle": e.handle, "tool": e.tool, "key_argument": e.key_argument, "tokens": e.tokens}
+            for e in cp.recall
+        ],
+        "recall_overflow": cp.recall_overflow,
+        "stubs": {
+            str(k): {"kind": s.kind, "tokens": s.tokens, "offload_id": s.offload_id, "text": s.text}
+            for k, s in sorted(cp.stubs.items())
+        },
+        "state": [{"content": t.content, "status": t.status} for t in cp.state],
+    }
+
+
+def encode_details(cp: Checkpoint) -> str | None:
+    """The ``compaction_data`` value (JSON text), or None when the checkpoint has none."""
+    if not cp.has_details:
         return None
-    return cp.recall_index, encode_rewrites(cp.rewrites), cp.state_note
+    return json.dumps(details_to_json(cp), ensure_ascii=False, separators=(",", ":"))
+
+
+def details_from_json(
+    data: object,
+) -> tuple[list[RecallEntry], int, dict[int, Stub], list[TodoItem]]:
+    """The inverse of ``details_to_json``; raises CorruptValueError naming the first fault."""
+    if not isinstance(data, dict):
+        raise CorruptValueError("the checkpoint data is not an object")
+    try:
+        recall = [
+            RecallEntry(
+                _text(e["handle"]), _text(e["tool"]), _text(e["key_argument"]), _int(e["tokens"])
+            )
+            for e in data.get("recall", [])
+        ]
+        overflow = _int(data.get("recall_overflow", 0))
+        stubs = {
+            int(k): Stub(
+                _kind(s["kind"]), _int(s["tokens"]), _text(s["offload_id"]), _text(s["text"])
+            )
+            for k, s in data.get("stubs", {}).items()
+        }
+        state = [TodoItem(_text(t["content"]), _status(t["status"])) for t in data.get("state", [])]
+    except (TypeError, KeyError, AttributeError, ValueError) as exc:
+        raise CorruptValueError(f"the checkpoint data is damaged ({exc})") from None
+    return recall, overflow, stubs, state
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r:.40} is not text")
+    return value
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r:.40} is not a count")
+    return value
+
+
+def _kind(value: object) -> str:
+    if value not in STUB_KINDS:
+        raise ValueError(f"{value!r:.40} is not a stub kind")
+    return str(value)
+
+
+def _status(value: object) -> str:
+    if value not in TODO_STATUSES:
+        raise ValueError(f"{value!r:.40} is not a todo status")
+    return str(value)
+
+
+def read_details(cp: Checkpoint, data: str | dict[str, Any]) -> None:
+    """Fill ``cp``'s data from its stored JSON text; a damaged value reads as none (the
+    view then shows the summary alone and the original messages)."""
+    try:
+        raw = json.loads(data) if isinstance(data, str) else data
+        cp.recall, cp.recall_overflow, cp.stubs, cp.state = details_from_json(raw)
+    except (ValueError, CorruptValueError):
+        return
 
 
 def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
     """A checkpoint as JSON: export files and ``sessions show --json`` alike."""
     out = {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
-    out["recall_index"] = cp.recall_index
-    out["rewrites"] = {str(k): v for k, v in sorted(cp.rewrites.items())}
-    out["state_note"] = cp.state_note
+    out.update(details_to_json(cp))
     out["instructions"] = list(cp.instructions)
     return out
 
@@ -204,23 +289,6 @@ def decode_instructions(text: str | list[Any] | None) -> list[str]:
     except ValueError:
         return []
     return [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
-
-
-def encode_rewrites(rewrites: dict[int, str]) -> str:
-    if not rewrites:
-        return ""
-    return json.dumps({str(k): v for k, v in sorted(rewrites.items())}, ensure_ascii=False)
-
-
-def decode_rewrites(text: str) -> dict[int, str]:
-    """The stored stubs; a damaged value reads as none (the view then shows the originals)."""
-    if not text:
-        return {}
-    try:
-        raw = json.loads(text)
-        return {int(k): str(v) for k, v in raw.items()}
-    except (ValueError, TypeError, AttributeError):
-        return {}
 
 
 def encode_todos(items: list[TodoItem]) -> str:

@@ -15,6 +15,9 @@ Format (version 1)::
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
                       "tokens_after", "messages_before", "messages_after", "created_at",
+                      "recall": [{"handle", "tool", "key_argument", "tokens"}],
+                      "recall_overflow", "stubs": {"<message id>": {"kind", "tokens",
+                      "offload_id", "text"}}, "state": [{"content", "status"}],
                       "instructions": [text]}],
      "offloads": [{"id", "content"}],
      "pins": [text], "forked_from": {"session_id", "message"} or null,
@@ -26,6 +29,11 @@ an ``[offload:<id>]`` summary, so ``offload_recall`` works on the imported copy.
 The store only carries them: the CLI fills and restores them through the context
 layer's OffloadStore (the store never reads offload files). A file without the key
 (written before it existed) imports with no offloads.
+
+A checkpoint's ``recall``, ``recall_overflow``, ``stubs`` and ``state`` are its data
+(harness9.store.codec ``details_to_json``). A file written before checkpoints were data
+has the rendered ``recall_index`` and ``state_note`` and the stub texts ``rewrites``
+instead; they are converted on import (harness9.store.legacy_checkpoint).
 
 ``usage`` is what the session's model calls consumed (the totals ``sessions list
 --json`` shows; its keys are the columns of ``session_usage``, harness9.store.rows
@@ -50,10 +58,13 @@ from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CHECKPOINT_TYPES,
     TOOL_CALL_FIELDS,
+    CorruptValueError,
     checkpoint_from_values,
     checkpoint_to_json,
+    details_from_json,
     record_to_json,
 )
+from harness9.store.legacy_checkpoint import read_legacy_details
 from harness9.store.rows import USAGE_COLUMNS, usage_row
 from harness9.store.session import (
     MAX_TIMESTAMP,
@@ -193,15 +204,27 @@ def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: st
     return value
 
 
-def _rewrites(obj: dict[str, Any], where: str) -> dict[int, str]:
-    raw = _get(obj, "rewrites", dict, where) if "rewrites" in obj else {}
-    try:
-        out = {int(k): v for k, v in raw.items()}
-    except ValueError:
-        raise ImportFormatError(f"{where}.rewrites has a key that is not a message id") from None
-    if not all(isinstance(v, str) for v in out.values()):
+_DETAIL_KEYS = ("recall", "recall_overflow", "stubs", "state")
+
+
+def _details(cp: Checkpoint, c: dict[str, Any], where: str) -> None:
+    """The checkpoint's data: its own keys, or (a file written before checkpoints were
+    data) the old prose keys, converted; none of them (older still): none."""
+    if any(k in c for k in _DETAIL_KEYS):
+        try:
+            cp.recall, cp.recall_overflow, cp.stubs, cp.state = details_from_json(
+                {k: c[k] for k in _DETAIL_KEYS if k in c}
+            )
+        except CorruptValueError as exc:
+            raise ImportFormatError(f"{where}: {exc}") from None
+        return
+    index, note = (_get(c, k, str, where) if k in c else "" for k in ("recall_index", "state_note"))
+    rewrites = _get(c, "rewrites", dict, where) if "rewrites" in c else {}
+    if not all(isinstance(v, str) for v in rewrites.values()):
         raise ImportFormatError(f"{where}.rewrites has a value that is not text")
-    return out
+    if not all(k.isascii() and k.isdigit() for k in rewrites):
+        raise ImportFormatError(f"{where}.rewrites has a key that is not a message id")
+    read_legacy_details(cp, index, json.dumps(rewrites) if rewrites else "", note)
 
 
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
@@ -292,10 +315,7 @@ def from_document(doc: object) -> SessionSnapshot:
     for i, c in enumerate(_list(doc, "checkpoints", "session")):
         where = f"checkpoints[{i}]"
         cp = checkpoint_from_values([_checkpoint_field(c, key, where) for key in CHECKPOINT_FIELDS])
-        # Optional: files written before checkpoints carried them have none.
-        cp.recall_index = _get(c, "recall_index", str, where) if "recall_index" in c else ""
-        cp.rewrites = _rewrites(c, where)
-        cp.state_note = _get(c, "state_note", str, where) if "state_note" in c else ""
+        _details(cp, c, where)  # optional: files written before checkpoints had it have none
         cp.instructions = _strings(c, "instructions", where)
         if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from harness9.schema import Message, TodoItem
 from harness9.store.search import SearchHit
@@ -25,6 +24,7 @@ from harness9.store.session import (
     StoreBusyError,
     StoredMessage,
     StoreError,
+    move_checkpoint_ids,
 )
 
 SAVE_RETRY_S = 15.0  # retries after the first attempt's own wait for the lock
@@ -162,10 +162,8 @@ class HoldingSession:
                 k = mid - base - 1
                 return real[k] if 0 <= k < len(real) else mid
 
-            if cp.last_message_id > base:
-                cp = replace(cp, last_message_id=moved(cp.last_message_id))
-            if any(k > base for k in cp.rewrites):  # stubs of held messages follow them
-                cp = replace(cp, rewrites={moved(k): v for k, v in cp.rewrites.items()})
+            # The anchor, stubs and recall handles naming held messages follow them.
+            cp = move_checkpoint_ids(cp, lambda mid: moved(mid) if mid > base else mid)
         return self.inner.add_checkpoint(cp)
 
     def _last_stored_id(self) -> int:

@@ -121,7 +121,7 @@ def kept_checkpoints(checkpoints: Iterable[Checkpoint], point: ForkPoint) -> lis
     for cp in checkpoints:
         if cp.last_message_id > point.last_id:
             continue
-        if any(k > point.last_id for k in cp.rewrites):
+        if any(k > point.last_id for k in cp.stubs):
             continue
         if point.next_created is not None and cp.created_at > point.next_created:
             continue

@@ -447,6 +447,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        # The checkpoint as data (issue 20): its recall entries, stubs and state items as
+        # one JSON value (harness9.store.codec details_to_json), rendered only by the view.
+        # compaction_details stays: rows written before this are read from it and
+        # converted on read (harness9.store.legacy_checkpoint); new rows are written here.
+        # A table of its own for the reason compaction_details has one.
+        "checkpoint_data_as_json",
+        """
+        CREATE TABLE compaction_data (
+            compaction_id INTEGER PRIMARY KEY REFERENCES compactions(id) ON DELETE CASCADE,
+            data          TEXT    NOT NULL   -- JSON {recall, recall_overflow, stubs, state}
+        );
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -426,6 +426,21 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's checkpoint_data_as_json: a checkpoint's recall entries, stubs and
+        # state items as one JSON value; older rows stay in compaction_details.
+        "checkpoint_data_as_json",
+        """
+        CREATE TABLE harness9.compaction_data (
+            compaction_id bigint PRIMARY KEY
+                                 REFERENCES harness9.compactions(id) ON DELETE CASCADE,
+            data          text   NOT NULL
+        );
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

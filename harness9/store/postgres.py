@@ -26,7 +26,7 @@ import psycopg
 
 from harness9.schema import Message
 from harness9.store import pg_index
-from harness9.store.codec import CHECKPOINT_FIELDS, message_values
+from harness9.store.codec import message_values, select_checkpoints
 from harness9.store.lineage import read_scope
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
@@ -466,13 +466,8 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
 _SEQUENCES = {"messages": "messages_id_seq", "compactions": "compactions_id_seq"}
 
 
-# A session's checkpoints with their details, as the SQLite store reads them.
-_SELECT_CHECKPOINTS = (
-    f"SELECT {', '.join('c.' + f for f in CHECKPOINT_FIELDS)}, "
-    "d.recall_index, d.rewrites, d.state_note, i.messages FROM compactions AS c "
-    "LEFT JOIN compaction_details AS d ON d.compaction_id = c.id "
-    "LEFT JOIN compaction_instructions AS i ON i.compaction_id = c.id WHERE c.session_id = %s"
-)
+# A session's checkpoints with their data, as the SQLite store reads them.
+_SELECT_CHECKPOINTS = select_checkpoints("%s")
 
 
 _ADD_ONE = (

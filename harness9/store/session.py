@@ -8,7 +8,8 @@ message id), and the view sent to the model is rebuilt from the latest one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeGuard, runtime_checkable
 
 from harness9.errors import HarnessError
@@ -154,17 +155,61 @@ class CorruptRow:
     reason: str
 
 
+# A recall handle naming a stored message: ``msg_<row id>`` (``offload_recall`` pages it back).
+MESSAGE_HANDLE_PREFIX = "msg_"
+
+
+def message_handle(message_id: int) -> str:
+    return f"{MESSAGE_HANDLE_PREFIX}{message_id}"
+
+
+def handle_message_id(handle: str) -> int | None:
+    """The row id a ``msg_<id>`` handle this store wrote names; None for any other handle."""
+    digits = handle[len(MESSAGE_HANDLE_PREFIX) :]
+    if handle.startswith(MESSAGE_HANDLE_PREFIX) and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return None
+
+
+@dataclass(slots=True, frozen=True)
+class RecallEntry:
+    """A tool result a compaction folded: where its full text is and what it was."""
+
+    handle: str  # msg_<id> (the stored log) or ofl_<12 hex> (the offload store)
+    tool: str
+    key_argument: str  # the argument that says what the call did, on one line ("" if none)
+    tokens: int  # the result's size
+
+
+# How a kept tool result is shown in the view instead of its full text.
+STUB_STUBBED = "stubbed"  # only its size and handle
+STUB_EVICTED = "evicted"  # its rule summary and fact lines (``text``)
+STUB_VERBATIM = "verbatim"  # ``text`` as it is: a stub stored before stubs were data
+STUB_KINDS = (STUB_STUBBED, STUB_EVICTED, STUB_VERBATIM)
+
+
+@dataclass(slots=True, frozen=True)
+class Stub:
+    """What the view needs to render a kept tool result as a stub (context.stubs renders)."""
+
+    kind: str  # one of STUB_KINDS
+    tokens: int = 0  # the full result's size
+    offload_id: str = ""  # where the full text was offloaded; "" : the log holds it
+    text: str = ""  # evicted: its summary and facts; verbatim: the whole stub
+
+
 @dataclass(slots=True)
 class Checkpoint:
     """One compaction: everything up to ``last_message_id`` is replaced by ``summary``.
 
     ``summary`` is empty for truncating strategies (budget, window): the folded
     messages are then simply not sent any more. ``last_message_id`` is 0 for a
-    compaction that folded nothing and only stubbed old tool results (``rewrites``).
+    compaction that folded nothing and only stubbed old tool results (``stubs``).
+    Everything but the summary is data; the view (harness9.context.view) renders it.
     """
 
     last_message_id: int
-    summary: str
+    summary: str  # the model's prose, without the sections the view adds
     strategy: str
     tokens_before: int
     tokens_after: int
@@ -172,15 +217,47 @@ class Checkpoint:
     messages_after: int
     created_at: float = 0.0
     id: int = 0
-    # The folded tool results, one line each with its recall handle (shown after the
-    # summary); the eviction stubs replacing kept messages in the view, by message id;
-    # the state (todo list) as it was at the compaction, shown after the index.
-    recall_index: str = ""
-    rewrites: dict[int, str] = field(default_factory=dict)
-    state_note: str = ""
+    # The folded tool results listed with their handles, oldest first, and how many
+    # earlier ones no longer fit the index's budget (history_search finds them).
+    recall: list[RecallEntry] = field(default_factory=list)
+    recall_overflow: int = 0
+    # Kept messages the view shows as stubs, by message id (the log is never rewritten).
+    stubs: dict[int, Stub] = field(default_factory=dict)
+    # The todo list as it was at the compaction, shown after the index.
+    state: list[TodoItem] = field(default_factory=list)
     # The user's messages this and earlier compactions folded, verbatim, oldest first
     # (within a budget, newest kept): the view repeats them as earlier instructions.
     instructions: list[str] = field(default_factory=list)
+
+    @property
+    def has_details(self) -> bool:
+        """True when anything beyond the summary row is set (recall, stubs, state)."""
+        return bool(self.recall or self.recall_overflow or self.stubs or self.state)
+
+
+def checkpoint_message_ids(cp: Checkpoint) -> set[int]:
+    """The message ids ``cp`` names as data: its anchor, its stubs, its ``msg_`` handles."""
+    ids = {cp.last_message_id, *cp.stubs}
+    ids.update(i for e in cp.recall if (i := handle_message_id(e.handle)) is not None)
+    ids.discard(0)
+    return ids
+
+
+def move_checkpoint_ids(cp: Checkpoint, new_id: Callable[[int], int | None]) -> Checkpoint:
+    """``cp`` with every message id its data names moved by ``new_id`` (a fork, an import).
+
+    ``new_id`` returns None for a message not copied: its stub goes, a recall handle to
+    it is left as written, an anchor on it becomes 0. The summary (prose) is not touched.
+    """
+
+    def handle(entry: RecallEntry) -> RecallEntry:
+        old = handle_message_id(entry.handle)
+        moved = new_id(old) if old is not None else None
+        return entry if moved is None else replace(entry, handle=message_handle(moved))
+
+    stubs = {m: s for k, s in cp.stubs.items() if (m := new_id(k)) is not None}
+    last = (new_id(cp.last_message_id) or 0) if cp.last_message_id else 0
+    return replace(cp, last_message_id=last, stubs=stubs, recall=[handle(e) for e in cp.recall])
 
 
 @dataclass(slots=True, frozen=True)

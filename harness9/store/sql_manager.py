@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from harness9.errors import HarnessError
 from harness9.store.codec import (
-    CHECKPOINT_DETAIL_FIELDS,
-    checkpoint_details,
     decode_todos,
+    encode_details,
     encode_instructions,
 )
 from harness9.store.lineage import (
@@ -49,6 +48,7 @@ from harness9.store.session import (
     SubAgentLink,
     UsageTotals,
     check_session_id,
+    move_checkpoint_ids,
 )
 from harness9.store.sql_session import SqlSessionBase
 
@@ -481,13 +481,12 @@ class SqlManagerBase(Generic[S]):
     def _store_checkpoint(self, conn: Any, session_id: str, cp: Checkpoint) -> int:
         """Insert ``cp`` and its details (if any) in ``conn``'s transaction; its id."""
         new_id = self._insert_checkpoint(conn, session_id, cp)
-        details = checkpoint_details(cp)
+        data = encode_details(cp)
         p = self.PARAM
-        if details is not None:
+        if data is not None:
             conn.execute(
-                f"INSERT INTO compaction_details (compaction_id, "
-                f"{', '.join(CHECKPOINT_DETAIL_FIELDS)}) VALUES ({p}, {p}, {p}, {p})",
-                (new_id, *(self._stored_text(x) for x in details)),
+                f"INSERT INTO compaction_data (compaction_id, data) VALUES ({p}, {p})",
+                (new_id, self._stored_text(data)),
             )
         if cp.instructions:
             conn.execute(
@@ -582,14 +581,9 @@ class SqlManagerBase(Generic[S]):
                 ],
             )
         for cp in snap.checkpoints:
-            moved = replace(
-                cp,
-                id=cp.id if keep else 0,
-                last_message_id=new_ids.get(cp.last_message_id, 0),
-                # Stubs follow their messages to new ids. (Handles written inside the
-                # index and stub texts keep the file's ids: kept when free.)
-                rewrites={new_ids[k]: v for k, v in cp.rewrites.items() if k in new_ids},
-            )
+            # The anchor, stubs and recall handles follow their messages to new ids.
+            # (Handles written in the summary's prose keep the file's ids: kept when free.)
+            moved = move_checkpoint_ids(replace(cp, id=cp.id if keep else 0), new_ids.get)
             self._store_checkpoint(conn, sid, moved)
         if snap.usage != UsageTotals():
             conn.execute(usage_insert_sql(p), usage_row(sid, snap.usage))

@@ -73,7 +73,7 @@ class HistorySearchTool:
             return ToolResult.error(f"history_search: {exc}")
         cp = session.latest_checkpoint()
         floor = cp.last_message_id if cp is not None else 0
-        stubbed = cp.rewrites if cp is not None else {}
+        stubbed = cp.stubs if cp is not None else {}
         words = query_words(query)
         out_of_view: list[str] = []
         in_view: list[str] = []

@@ -1,0 +1,177 @@
+"""The one stub vocabulary: every text harness9 puts in place of a tool result.
+
+- ``[context truncated]`` (TRUNCATED_STUB): a call whose result was cut (repair);
+- ``[interrupted: …]`` (UNFINISHED_STUB): a call that never got a result;
+- ``[stubbed] N tokens stubbed``: an old result shown by size and recall handle only;
+- ``[evicted] <summary> (N tokens evicted)``: an old result shown by its rule summary;
+- ``📂 [offload:<id>] …`` (OFFLOAD_MARKER): a result whose full text is in the offload
+  store, written when the tool ran (an offloaded output) or at eviction.
+
+A stub of a kept message is data (harness9.store.session ``Stub``, stored in the
+checkpoint); ``render_stub`` is the one place its text is made, so compactors and the
+view agree byte for byte. A ``StubMessage`` is a tool result carrying the stub it
+renders, so whoever meets it later (the checkpoint, the recall index) reads the data,
+never the text. ``is_stub`` is the one test for "this is a stand-in, not a result".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message
+from harness9.store.session import (
+    STUB_EVICTED,
+    STUB_STUBBED,
+    STUB_VERBATIM,
+    Stub,
+    message_handle,
+)
+
+__all__ = [
+    "EVICTED_PREFIX",
+    "HANDLE_ALLOWANCE_BYTES",
+    "OFFLOAD_MARKER",
+    "STUBBED_PREFIX",
+    "RenderedMessage",
+    "TRUNCATED_STUB",
+    "UNFINISHED_STUB",
+    "StubMessage",
+    "awaits_handle",
+    "evicted_stub",
+    "is_offload_marker",
+    "is_stub",
+    "offload_header",
+    "offload_source",
+    "render_stub",
+    "stub_message",
+    "stubbed_stub",
+    "with_handle",
+]
+
+OFFLOAD_MARKER = "📂 [offload:"
+STUBBED_PREFIX = "[stubbed] "
+EVICTED_PREFIX = "[evicted] "
+_STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)
+_OFFLOAD_ID_CHARS = 16  # ofl_ + 12 hex
+_RECALL_CALL = "offload_recall("
+# What a handle adds to a stub, for size estimates made before ids are known.
+HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
+
+
+def is_stub(content: str) -> bool:
+    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted)."""
+    return content.startswith(_STUB_STARTS) or content in (TRUNCATED_STUB, UNFINISHED_STUB)
+
+
+def is_offload_marker(content: str) -> bool:
+    return content.startswith(OFFLOAD_MARKER)
+
+
+def awaits_handle(content: str) -> bool:
+    """A stub made in this compaction: the checkpoint adds its recall handle."""
+    return content.startswith(_STUB_STARTS) and _RECALL_CALL not in content
+
+
+def offload_header(offload_id: str, tokens: int) -> str:
+    """The first line of an offloaded output (context.offload writes the rest)."""
+    return f"{OFFLOAD_MARKER}{offload_id}] {tokens} tokens offloaded"
+
+
+def _handle_suffix(handle: str) -> str:
+    return f'; offload_recall(id="{handle}") for it'
+
+
+def render_stub(stub: Stub, message_id: int | None = None) -> str:
+    """The text the model sees for ``stub``; with ``message_id``, its recall handle too
+    (a stub whose full text is offloaded names the offload id instead)."""
+    if stub.kind == STUB_STUBBED:
+        text = f"{STUBBED_PREFIX}{stub.tokens} tokens stubbed"
+        handle = stub.offload_id or (message_handle(message_id) if message_id else "")
+        return text + _handle_suffix(handle) if handle else text
+    if stub.kind == STUB_EVICTED and stub.offload_id:
+        oid = stub.offload_id
+        # Starts with the marker: never evicted again, and summarisers keep it whole.
+        return (
+            f"{OFFLOAD_MARKER}{oid}] {EVICTED_PREFIX}{stub.tokens} tokens evicted\n"
+            f'{stub.text}\nuse offload_recall(id="{oid}") for the full content'
+        )
+    if stub.kind == STUB_EVICTED:
+        text = f"{EVICTED_PREFIX}{stub.text} ({stub.tokens} tokens evicted)"
+        return with_handle(text, message_id) if message_id else text
+    return stub.text
+
+
+def with_handle(content: str, message_id: int) -> str:
+    """A stub made recallable: its handle appended unless it already names one."""
+    if _RECALL_CALL in content:
+        return content
+    return content + _handle_suffix(message_handle(message_id))
+
+
+@dataclass(slots=True, eq=False)
+class RenderedMessage(Message):
+    """A message whose text harness9 rendered from data it carries along (subclasses).
+
+    Equal to any Message with the same fields: the data is where the text came from,
+    not part of what the model sees.
+    """
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.role, self.content, self.tool_calls, self.tool_call_id) == (
+            other.role,
+            other.content,
+            other.tool_calls,
+            other.tool_call_id,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like Message
+
+
+@dataclass(slots=True, eq=False)
+class StubMessage(RenderedMessage):
+    """A tool result shown as ``stub``: its content is ``render_stub(stub, message_id)``."""
+
+    stub: Stub = field(default_factory=lambda: Stub(STUB_VERBATIM))
+
+
+def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> StubMessage:
+    """``original`` shown as ``stub`` (its role and ids kept)."""
+    text = render_stub(stub, message_id)
+    return StubMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
+
+
+def offload_source(msg: Message) -> tuple[str, int]:
+    """(offload id or "", size in tokens) of a tool result: where its full text is.
+
+    A stub knows it from its data. An offloaded output is read by its first line,
+    ``offload_header``'s fixed format (the log stores the message, not the offload's
+    record); anything else is its own size and lives in the log.
+    """
+    if isinstance(msg, StubMessage) and msg.stub.kind != STUB_VERBATIM:
+        return msg.stub.offload_id, msg.stub.tokens
+    content = msg.content
+    own = len(content.encode()) // BYTES_PER_TOKEN
+    if not is_offload_marker(content):
+        return "", own
+    oid = content[len(OFFLOAD_MARKER) : len(OFFLOAD_MARKER) + _OFFLOAD_ID_CHARS]
+    rest = content[len(OFFLOAD_MARKER) + _OFFLOAD_ID_CHARS :]
+    if not (oid.startswith("ofl_") and rest.startswith("] ")):
+        return "", own
+    words = rest[2:].removeprefix(EVICTED_PREFIX).split(" ", 2)
+    if len(words) == 3 and words[0].isascii() and words[0].isdigit() and words[1] == "tokens":
+        return oid, int(words[0])
+    return oid, own
+
+
+def stubbed_stub(msg: Message) -> Stub:
+    """The size-and-handle stub of a tool result (hybrid's stubbing)."""
+    offload_id, tokens = offload_source(msg)
+    return Stub(STUB_STUBBED, tokens, offload_id)
+
+
+def evicted_stub(summary: str, tokens: int, offload_id: str = "") -> Stub:
+    """The eviction stub of a result of ``tokens`` tokens: its rule summary and facts."""
+    return Stub(STUB_EVICTED, tokens, offload_id, summary)
