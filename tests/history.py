@@ -11,9 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness9.context import estimate_tokens
+from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle
+from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import Message, ToolCall, ToolDefinition, Usage
 
 SYSTEM = Message("system", "You are harness9.")
+
+
+def seen_tokens(msgs: list[Message]) -> int:
+    """A compaction's messages as the model will see them, in estimated tokens: each new
+    stub counted with the recall handle the checkpoint adds to it."""
+    stubs = sum(1 for m in msgs if m.role == "tool" and awaits_handle(m.content))
+    size = sum(message_bytes(m) for m in msgs) + stubs * HANDLE_ALLOWANCE_BYTES
+    return size // BYTES_PER_TOKEN
 
 
 def exchanges(n: int, size: int = 400, start: int = 0) -> list[Message]:
