@@ -139,7 +139,7 @@ class AgentEngine:
     def context_window(self) -> int:
         return self.policy.context_window
 
-    # -- session switching (the REPL's /new and /resume; seed §8.4) ---------------
+    # -- session switching (the REPL's /new and /resume) -----------------------------
 
     @property
     def session(self) -> HoldingSession:

@@ -1,4 +1,4 @@
-"""The system prompt, rebuilt every turn and never stored (seed §8.3).
+"""The system prompt, rebuilt every turn and never stored.
 
 Rebuilding it means an edited AGENTS.md reaches the model on the next turn, and
 old sessions never lock in an old prompt. It holds nothing that changes within a

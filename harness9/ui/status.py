@@ -12,7 +12,7 @@ from harness9.ui.text import inert, plural
 
 
 def usage_style(tokens: int, window: int) -> str:
-    """green below 50 %, yellow 50-80 %, red from 80 % (seed §10.1)."""
+    """green below 50 %, yellow 50-80 %, red from 80 %."""
     if window <= 0:
         return "green"
     share = tokens / window
