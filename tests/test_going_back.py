@@ -427,11 +427,14 @@ def test_lineage_is_in_list_and_show_json_and_survives_export_import_and_deletio
     assert cli("sessions", "import", "-", input=exported).exit_code == 0
     assert cli("sessions", "delete", sid, "--yes").exit_code == 0
     after = json.loads(cli("sessions", "show", fork, "--json").stdout)
+    after_shown = cli("sessions", "show", fork).stdout
 
     assert listed == {sid: None, fork: {"session_id": sid, "message": 4}}
     assert origin_json["forked_from"] is None
     assert origin_json["forks"] == [{"session_id": fork, "message": 4}]
     assert f"forked from {sid} at message 4" in shown
+    assert "deleted" not in shown
+    assert f"forked from {sid} at message 4 (since deleted)" in after_shown
     assert f"fork {fork} at message 4" in origin_shown
     assert after["forked_from"] == {"session_id": sid, "message": 4}  # the origin is gone
     assert after["message_count"] == 4

@@ -282,11 +282,22 @@ def _read_shown(store: SessionStore, full_id: str, limit: int) -> _Shown:
         session.get_todos() or [],
         session.list_checkpoints(),
         store.usage_totals(full_id),
-        Lineage(store.fork_origin(full_id), store.forks_of(full_id), session.pins()),
+        _lineage(store, full_id, session.pins()),
         store.subagent_link(full_id),
         store.children(full_id),
         store.subagent_usage(full_id),
     )
+
+
+def _lineage(store: SessionStore, full_id: str, pins: list[str]) -> Lineage:
+    origin = store.fork_origin(full_id)
+    gone = False
+    if origin is not None:
+        try:
+            store.session_info(origin.session_id)
+        except SessionNotFoundError:
+            gone = True
+    return Lineage(origin, store.forks_of(full_id), pins, origin_deleted=gone)
 
 
 def _shown_json(shown: _Shown) -> dict[str, Any]:

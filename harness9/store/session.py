@@ -276,6 +276,7 @@ class Lineage:
     origin: ForkOrigin | None
     forks: list[tuple[str, int]]  # (fork id, the message number it was forked at)
     pins: list[str]
+    origin_deleted: bool = False  # the origin no longer exists (its fork keeps the messages)
 
 
 @runtime_checkable

@@ -84,7 +84,8 @@ def render_lineage(console: Console, lineage: Lineage) -> None:
     """Where the session was forked from, the forks made from it, and its pins."""
     if lineage.origin is not None:
         o = lineage.origin
-        console.print(Text(f"forked from {o.session_id} at message {o.message}", style="dim"))
+        gone = " (since deleted)" if lineage.origin_deleted else ""
+        console.print(Text(f"forked from {o.session_id} at message {o.message}{gone}", style="dim"))
     for fork, number in lineage.forks:
         console.print(Text(f"fork {fork} at message {number}", style="dim"))
     if lineage.pins:
