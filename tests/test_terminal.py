@@ -726,8 +726,11 @@ def drive_pty(
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if pending and pending[0][0].encode() in seen[mark:]:
-                mark = len(seen)
+            found = seen.find(pending[0][0].encode(), mark) if pending else -1
+            if found >= 0:
+                # The next step looks only after this match: a prompt printed in the same
+                # read as the text waited for still counts for the step after it.
+                mark = found + len(pending[0][0].encode())
                 os.write(master, pending.pop(0)[1])
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
@@ -759,7 +762,7 @@ def test_at_a_terminal_the_prompt_does_not_wait_for_the_servers_window(llm_serve
     # No cursor-position request: nothing on this pty would answer it.
     env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     steps = [("›", b"/context\r"), ("compaction threshold", b""), ("›", b"\x04")]
-    printed, code = drive_pty(argv, env, steps, timeout=60)
+    printed, code = drive_pty(argv, env, steps, timeout=90)
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed)
 
     assert code == 0  # Ctrl-D at the second prompt left
