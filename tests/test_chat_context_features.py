@@ -296,7 +296,7 @@ def test_the_smart_trigger_compacts_before_the_threshold_when_growth_predicts_it
             default_registry(),
             tmp_path,
             session=session,
-            policy=ContextPolicy.from_options(
+            policy=ContextPolicy(
                 ContextOptions(strategy="budget", offload=False), provider, 10_000
             ),
             prompt_builder=PromptBuilder(tmp_path),

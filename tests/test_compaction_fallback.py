@@ -25,7 +25,7 @@ WINDOW = 4000
 
 def policy(summarizer: ScriptedSummarizer, strategy: str = "summarize") -> ContextPolicy:
     opts = ContextOptions(strategy=strategy, smart_triggers=False, offload=False)
-    return ContextPolicy.from_options(opts, summarizer, WINDOW)
+    return ContextPolicy(opts, summarizer, WINDOW)
 
 
 def add_pairs(session, start: int, n: int, size: int = 400) -> None:

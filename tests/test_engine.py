@@ -60,7 +60,7 @@ def make_engine(
         kw.pop("registry", None) or default_registry(),
         workdir,
         session=session,
-        policy=ContextPolicy.from_options(opts, provider, context_window),
+        policy=ContextPolicy(opts, provider, context_window),
         prompt_builder=PromptBuilder(workdir),
         on_event=seen.append,
         options=EngineOptions(assume_yes=True, **kw),

@@ -165,7 +165,7 @@ def test_a_chat_reply_saved_into_a_locked_database_is_kept_shown_and_saved_next_
         default_registry(),
         tmp_path,
         session=session,
-        policy=ContextPolicy.from_options(opts, provider, 128_000),
+        policy=ContextPolicy(opts, provider, 128_000),
         prompt_builder=PromptBuilder(tmp_path),
         on_event=seen.append,
         options=EngineOptions(assume_yes=True, save_retry_s=0.3),

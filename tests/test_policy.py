@@ -107,13 +107,12 @@ def test_context_the_trigger_and_dry_run_report_the_same_threshold(strategy, llm
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_takes_its_threshold_from_the_options(strategy):
     opts = ContextOptions(strategy=strategy, threshold=0.5)
-    policy = ContextPolicy.from_options(opts, ScriptedSummarizer(), WINDOW)
-    assert policy.compactor is not None
+    policy = ContextPolicy(opts, ScriptedSummarizer(), WINDOW)
     assert policy.threshold_tokens == policy.compactor.threshold_tokens == WINDOW // 2
 
 
 def test_each_session_gets_its_own_state_and_forget_resets_it():
-    policy = ContextPolicy(None, 50_000)
+    policy = ContextPolicy(ContextOptions(), ScriptedSummarizer(), 50_000)
     a = policy.state("s1")
     a.trigger.iterations = 4
     a.trigger.compacted()
@@ -123,8 +122,8 @@ def test_each_session_gets_its_own_state_and_forget_resets_it():
     assert fresh is not a and not fresh.trigger.cooldown.in_cooldown(5)
 
 
-def test_the_cooldown_length_comes_from_the_policy():
-    policy = ContextPolicy(None, 50_000, cooldown_iterations=7)
+def test_the_cooldown_length_comes_from_the_options():
+    policy = ContextPolicy(ContextOptions(cooldown_iterations=7), ScriptedSummarizer(), 50_000)
     assert policy.state("s1").trigger.cooldown.cooldown_iterations == 7
 
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.cli.env import Environment
-from harness9.config import db_path
+from harness9.config import ContextOptions, db_path
 from harness9.context import is_valid_tool_sequence
 from harness9.context.policy import ContextPolicy
 from harness9.engine.engine import AgentEngine
@@ -275,7 +275,7 @@ def test_a_model_that_never_answers_times_out_retries_and_ends_the_turn_cleanly(
             default_registry(),
             tmp_path,
             session=session,
-            policy=ContextPolicy(None, 128_000),
+            policy=ContextPolicy(ContextOptions(), provider, 128_000),
             prompt_builder=PromptBuilder(tmp_path),
         )
 

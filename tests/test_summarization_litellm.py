@@ -6,6 +6,7 @@ from pathlib import Path
 
 from llm_server import ErrorReply
 
+from harness9.config import ContextOptions
 from harness9.context import (
     SummarizationCompactor,
     estimate_tokens,
@@ -124,7 +125,7 @@ def test_displayed_estimates_use_the_tokenizer_and_are_calibrated_by_real_usage(
         registry,
         tmp_path,
         session=session,
-        policy=ContextPolicy(None, 128_000, token_counter=counter),
+        policy=ContextPolicy(ContextOptions(), provider, 128_000, token_counter=counter),
         prompt_builder=PromptBuilder(tmp_path),
         on_event=seen.append,
     )

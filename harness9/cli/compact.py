@@ -132,7 +132,6 @@ def _engine(
 
 def _dry_run(env: Environment, engine: Any, session_id: str, *, as_json: bool, force: bool) -> None:
     view, plan = engine.plan_compaction(force=force)
-    assert plan is not None
     summary = {
         "session": session_id,
         "would_compact": plan.would_compact,
@@ -159,7 +158,6 @@ def _compact(
 ) -> int:
     """Run the compaction, showing progress and retries on stderr; the result on stdout."""
     view, plan = engine.plan_compaction(force=force)
-    assert plan is not None
     if strategy in ("hybrid", "summarize"):
         from harness9.provider import LLMProvider
 

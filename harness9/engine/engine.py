@@ -182,7 +182,7 @@ class AgentEngine:
         sess = self.session
         return self.policy.breakdown(sess, self.system_message(sess), self.registry.definitions())
 
-    def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan | None]:
+    def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan]:
         """What a compaction would fold right now, without calling any model (--dry-run)."""
         sess = self.session
         return self.policy.plan(

@@ -145,7 +145,7 @@ class _Parts:
         opts = self.opts
         summarizer = self.provider(opts.summary_model)
         _report_to(summarizer, report, summary=True)
-        return ContextPolicy.from_options(
+        return ContextPolicy(
             opts,
             MeteredSummarizer(summarizer, report),
             self.context_window,
