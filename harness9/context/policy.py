@@ -1,9 +1,9 @@
 """ContextPolicy: what the model is shown, decided before every model call.
 
-Read ``prepare`` → ``_decide`` → ``_compact`` to learn what the model sees next. A policy
-owns the compactor (its ``threshold_tokens`` is the one threshold ``/context``, the trigger
-and ``compact --dry-run`` show), the smart trigger and each session's state, the offload
-store, and the token count shown to the user. The engine, per turn::
+Read ``prepare`` → ``_decide`` → ``_compact`` to learn what the model sees next. The policy
+owns the compactor (whose ``threshold_tokens`` is the one threshold the trigger, ``/context``
+and ``--dry-run`` use), the smart trigger and each session's state, the offload store and
+the token count the user sees. The engine, per turn::
 
     policy.begin_turn(session, system, emit)          # topic isolation, when enabled
     each model call:
@@ -76,10 +76,10 @@ __all__ = [
     "build_compactor",
 ]
 
-# A compaction is announced (and stored) only when it cuts more than this share.
+# A compaction is stored (and announced) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
-# What a result's strategy says when producing it called no model: a dry run computes
-# it exactly, and one left over the threshold is recomputed with a larger cut.
+# What a result's strategy says when it was made without a model: a dry run computes it
+# exactly, and one left over the threshold is made again with a larger cut.
 MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
 
 
@@ -137,15 +137,14 @@ def build_compactor(
     threshold_tokens: int,
     target: float = DEFAULT_TARGET,
 ) -> Compactor:
-    """The compactor of a strategy name, compacting at ``threshold_tokens``; ``hybrid``
-    compacts down to ``target`` (a share of the window)."""
+    """The strategy's compactor, compacting at ``threshold_tokens`` (``hybrid``: down to
+    ``target``, a share of the window)."""
     if strategy == "hybrid":
         threshold = threshold_tokens / context_window
         return HybridCompactor(summarizer, context_window, threshold=threshold, target=target)
     if strategy == "summarize":
-        return SummarizationCompactor(
-            summarizer, threshold_tokens, summarizer_window=context_window
-        )
+        window = context_window
+        return SummarizationCompactor(summarizer, threshold_tokens, summarizer_window=window)
     if strategy == "budget":
         return TokenBudgetCompactor(threshold_tokens)
     if strategy == "window":
@@ -169,10 +168,9 @@ class ContextPolicy:
         blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
     ) -> None:
-        """The policy of the resolved options. ``blobs``: where offloaded outputs go (the
-        session store's, or None for files in $HARNESS9_HOME). ``compactor_factory(
-        summarizer, context_window, threshold_tokens)`` replaces the strategy's compactor
-        (a benchmark's peers)."""
+        """``blobs``: where offloaded outputs go (the session store's; None: files in
+        $HARNESS9_HOME). ``compactor_factory(summarizer, context_window, threshold_tokens)``
+        replaces the strategy's compactor (a benchmark's peers)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
         self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
@@ -187,8 +185,8 @@ class ContextPolicy:
         )
         self.offload = OffloadStore(config, blobs) if opts.offload else None
         self.trigger = SmartTrigger(opts.lookahead_iterations) if opts.smart_triggers else None
-        # Displayed counts: the model's tokenizer when known, calibrated by each call's real
-        # input tokens; decisions keep the byte estimate the threshold's head-room is for.
+        # The displayed count: the model's tokenizer when known, calibrated by each call's
+        # input tokens. Decisions keep the byte estimate, whose head-room the threshold is for.
         self.token_counter = token_counter
         self._calibrated = False
         # Tokens per message the server counted beyond the byte estimate in the last call
@@ -216,10 +214,7 @@ class ContextPolicy:
         may_compact: bool = True,
     ) -> Request:
         """The messages of the next model call: the view, compacted when it is time.
-
-        ``may_compact`` False: this model call already had its compaction (the model
-        rejected the context and it was compacted): never two for one call.
-        """
+        ``may_compact`` False: this call already had its compaction (after an overflow)."""
         # The live view reads only the rows stored since the last call (issue 23); its
         # system message is padded by the tools' weight so every decision counts them.
         sized = measured_system(system, tools)
@@ -245,12 +240,12 @@ class ContextPolicy:
         """The compaction this model call runs, and whether it is forced; None: none.
 
         The view is measured (its system message carries the tool definitions), so the
-        threshold is compared with what the request costs: it compacts whether the estimate
-        or the server's expected count (``served``: plus the framing the last call showed)
-        crosses it. The smart trigger may compact early, when growth predicts the threshold
-        within a few calls (its cooldown limits only those). A compaction that could not get
-        under the threshold (the protected tail alone is too big) is not repeated until the
-        context grew by another 5 %. Past the message bound, old messages fold anyway.
+        threshold is compared with what the request costs, by the estimate or by the
+        server's expected count (``served``: plus the framing the last call showed). The
+        smart trigger may compact early, when growth predicts the threshold within a few
+        calls; its cooldown limits only those. A compaction that could not get under the
+        threshold (the protected tail alone is too big) is not repeated until the context
+        grew by another 5 %. Past the message bound, old messages fold whatever their tokens.
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
@@ -258,7 +253,7 @@ class ContextPolicy:
         if not self.opts.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True
-                emit(Notice(_off_notice(comp, plan, tokens)))
+                emit(Notice(_off_notice(plan, tokens)))
             return None
         limit, early = comp.threshold_tokens, False
         if self.trigger is not None and limit > 0:  # 0: blind to tokens
@@ -268,13 +263,13 @@ class ContextPolicy:
             early = self.trigger.should_compress_dynamic(info)
         last = st.last_compaction_tokens
         again = last is not None and tokens <= last * (1 + MIN_COMPACTION_GAIN)
-        # Over by the server's count or the trigger only: forced, since the compactor's own
-        # check counts the estimate alone. Again over, no bigger: it would fold nothing new.
+        # Over by the server's count or the trigger only: forced, as the compactor's own
+        # check counts the estimate alone. Over again, no larger: it would fold nothing new.
         if (plan.would_compact or early or 0 < limit <= served) and not (
             again and served >= plan.threshold
         ):
             return comp, not plan.would_compact
-        bound = self.opts.max_messages  # past it old messages fold, whatever their tokens
+        bound = self.opts.max_messages
         if bound and len(view.messages) > bound:
             return MessageBound(bound, bound // 2), True
         return None
@@ -289,10 +284,10 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
     ) -> Compaction | None:
-        """Runs ``comp`` on the measured ``view`` and stores the checkpoint when it cuts
-        enough: the notice, or None. Every result that changes the view is stored, stubs
-        included (ARCHITECTURE decision 7): the view is a pure function of the log and the
-        latest checkpoint, the same bytes on every request and on ``--resume``."""
+        """Runs ``comp`` on the measured ``view``; stores its checkpoint when it cuts enough
+        and returns the notice. Every result that changes the view is stored, stubs included
+        (ARCHITECTURE decision 7): the view is a pure function of the log and the latest
+        checkpoint, the same bytes on every request until the next one and on --resume."""
         before = estimate_tokens(view.messages)
         st = self.state(session.session_id)
         tried = (comp.strategy, view.ids[-1] if view.ids else None, len(view.messages), before)
@@ -319,18 +314,18 @@ class ContextPolicy:
         instructions: str | None = None,
         emit: ContextEventSink = discard,
     ) -> tuple[CompactionResult, Checkpoint | None]:
-        """``comp``'s result on the measured ``view`` and the checkpoint it would store (None:
-        it changes nothing), with the figures the notice, ``sessions show`` and ``--dry-run``
-        print. ``sized`` is the system message ``view`` was built with. Stores nothing.
+        """``comp``'s result on ``view`` (built with the system message ``sized``) and the
+        checkpoint it would store, None when it changes nothing; stores nothing. The
+        checkpoint's figures are those the notice, ``sessions show`` and --dry-run print.
 
         The user's messages a compaction folds are kept verbatim beside the summary
         (``instructions.py``), so the view after it can be larger than what the compactor
-        kept. A compaction that needs no model is then run again with that excess counted
+        kept. A compaction that needs no model is then made again with that excess counted
         in the system message, so that it lands under the threshold as every compaction
         must; one with a summary is not repeated (a model call each).
         """
         window, pins = self.context_window, session.pins()
-        record = partial(  # the checkpoint of a result: its recall index, kept user messages
+        record = partial(  # a result's checkpoint: its recall index and kept user messages
             checkpoint_for,
             previous=session.latest_checkpoint(),
             recall_budget=max(1, int(window * RECALL_SHARE)) if self.opts.recall else 0,
@@ -390,17 +385,14 @@ class ContextPolicy:
         may_compact: bool = True,
     ) -> str | None:
         """The model rejected the request as too long (``reason``) although the estimate
-        said it fits. Compacts harder, once per model call, and returns None for the
-        caller to retry; or returns the error to report when it may not compact."""
+        said it fits: compacts harder, once per model call, and returns None for the caller
+        to retry; or returns the error to report when it may not compact."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
             return reason
-        emit(
-            Notice(
-                f"the model rejected the context as too long ({reason}); compacting and retrying"
-            )
-        )
+        what = f"the model rejected the context as too long ({reason})"
+        emit(Notice(f"{what}; compacting and retrying"))
         self.compact(session, system, tools=tools, emit=emit)
         return None
 
@@ -425,9 +417,8 @@ class ContextPolicy:
         tools: list[ToolDefinition] | None = None,
         emit: ContextEventSink = discard,
     ) -> Compaction | None:
-        """Compact now (/compact, ``harness9 compact``, a context-window error): the notice,
-        or None when nothing was folded (under the threshold without ``force``, or nothing
-        left to fold)."""
+        """Compact now (/compact, ``harness9 compact``, an overflow): the notice, or None when
+        nothing was folded (under the threshold without ``force``, or nothing left)."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
         if not force and not self.compactor.plan(view.messages).would_compact:
@@ -448,13 +439,10 @@ class ContextPolicy:
         force: bool = False,
         tools: list[ToolDefinition] | None = None,
     ) -> tuple[ModelView, CompactionPlan]:
-        """What ``compact`` would do now, calling no model and storing nothing (--dry-run).
-
-        The figures are chat's: the messages sent plus the tool definitions. A compaction
-        that needs no model is run, under the rule ``compact`` applies, so the figures are
-        exactly what ``compact`` then does; a summary's size is known only once the model
-        answers, so it stays an estimate, never above the size now.
-        """
+        """What ``compact`` would do now, calling no model and storing nothing (--dry-run),
+        in chat's figures (messages plus tool definitions). A compaction that needs no
+        model is made, so its figures are exactly ``compact``'s; a summary's size is known
+        only once the model answers: an estimate, never above the size now."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
         plan = self.compactor.plan(view.messages, force=force)
@@ -532,11 +520,9 @@ def _gained(before: int, after: int, force: bool) -> bool:
     return after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
 
 
-def _off_notice(comp: Compactor, plan: CompactionPlan, tokens: int) -> str:
-    limit = f"{format_token_count(plan.threshold)} tokens"
-    if plan.threshold <= 0 and isinstance(comp, SlidingWindowCompactor):
-        limit = f"{comp.max_messages} messages"  # a window blind to tokens counts messages
+def _off_notice(plan: CompactionPlan, tokens: int) -> str:
     return (
         f"the context ({format_token_count(tokens)} tokens) is over the compaction "
-        f"threshold ({limit}); automatic compaction is off: run /compact"
+        f"threshold ({format_token_count(plan.threshold)} tokens); automatic compaction "
+        "is off: run /compact"
     )
