@@ -51,8 +51,8 @@ class MeasuredView:
         return self.nbytes // BYTES_PER_TOKEN
 
     def noted(self, system: Message) -> Message:
-        """``system`` with the same pins and kept instructions as the view's system message
-        (``policy.noted_system`` without reading them again)."""
+        """``system`` with the same pins and kept instructions as the view's system message,
+        without reading them again."""
         return with_notes(system, self.pins, self.instructions)
 
 

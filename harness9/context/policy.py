@@ -261,13 +261,12 @@ class ContextPolicy:
                 tokens, recent, max_tokens=self.context_window, threshold_tokens=limit
             )
             early = self.trigger.should_compress_dynamic(info)
+        # Over by the server's count or by the trigger only: forced, as the compactor's own
+        # check counts the estimate alone.
+        due = plan.would_compact or early or 0 < limit <= served
         last = st.last_compaction_tokens
-        again = last is not None and tokens <= last * (1 + MIN_COMPACTION_GAIN)
-        # Over by the server's count or the trigger only: forced, as the compactor's own
-        # check counts the estimate alone. Over again, no larger: it would fold nothing new.
-        if (plan.would_compact or early or 0 < limit <= served) and not (
-            again and served >= plan.threshold
-        ):
+        grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
+        if due and (grown or served < plan.threshold):  # else it would fold nothing new
             return comp, not plan.would_compact
         bound = self.opts.max_messages
         if bound and len(view.messages) > bound:
@@ -453,9 +452,10 @@ class ContextPolicy:
             )
             if cp is not None and plan.would_compact:
                 plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        # A summary's size is estimated; a compaction that would grow is not stored.
+        plan.tokens_after = min(plan.tokens_after, plan.tokens_before)
         if not plan.would_compact:
             plan.tokens_after = plan.tokens_before
-        plan.tokens_after = min(plan.tokens_after, plan.tokens_before)
         return view, plan
 
     def breakdown(
