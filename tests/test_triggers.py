@@ -75,7 +75,7 @@ def test_growth_prediction_compacts_at_30k_of_50k_before_40k_threshold():
         state.info(tokens, [], max_tokens=10**9, threshold_tokens=10**9)
     ti = state.info(30_000, [], max_tokens=50_000, threshold_tokens=40_000)
     assert ti.current_tokens == 30_000 and ti.growth_rate == 10_000.0
-    assert ti.iteration_count == 4
+    assert state.iterations == 4
     assert SmartTrigger().should_compress_dynamic(ti)
 
 
@@ -109,8 +109,8 @@ def test_engine_loop_compress_at_5_then_6_7_skip_8_compacts():
     decisions = {}
     for _ in range(5, 9):  # 45K of 50K at every model call
         ti = state.info(45_000, [], max_tokens=50_000, threshold_tokens=40_000)
-        decisions[ti.iteration_count] = trig.should_compress_dynamic(ti)
-        if decisions[ti.iteration_count]:
+        decisions[state.iterations] = trig.should_compress_dynamic(ti)
+        if decisions[state.iterations]:
             state.compacted()
     assert decisions == {5: True, 6: False, 7: False, 8: True}
 
@@ -130,4 +130,4 @@ def test_trigger_info_reads_the_last_five_tools():
     tools = ["task", "bash", "read_file", "grep", "read_file", "read_file"]
     ti = state.info(1_000, tools, max_tokens=100_000, threshold_tokens=80_000)
     assert ti.read_heavy is True
-    assert ti.iteration_count == 1 and ti.in_cooldown is False
+    assert state.iterations == 1 and ti.in_cooldown is False

@@ -1,26 +1,18 @@
 """The smart trigger: compact a little *before* the fixed threshold is crossed.
 
-Per model call (``ContextPolicy`` does this)::
+Per model call the policy asks ``trigger.should_compress_dynamic(state.info(...))``
+and, when it compacted, calls ``state.compacted()``. The rule, with the defaults
+lookahead 2 calls (3 when the recent tools mostly read) and cooldown 3 calls:
 
-    info = state.info(tokens, recent_tools, max_tokens=window, threshold_tokens=t)
-    if trigger.should_compress_dynamic(info):
-        ...compact...
-        state.compacted()
-
-The rule, with the defaults lookahead 2 model calls (3 when the recent tools mostly
-read) and cooldown 3 calls:
-
-1. ``current >= max_tokens`` (the window) -> True, always (a hard overflow
-   compacts even in cooldown).
-2. In cooldown (a compaction happened fewer than 3 calls ago) -> False.
-   Compacted at call 5: no compaction at 6 or 7 below the hard limit, allowed at 8.
-3. ``current + growth * lookahead >= threshold_tokens`` -> True: the fixed threshold,
-   or its predicted crossing. Window 50K (threshold 40K), calls at 10K, 20K, 30K:
+1. At the window (``max_tokens``) -> True, even in cooldown (a hard overflow).
+2. In cooldown -> False: compacted at call 5, no compaction at 6 or 7 below the
+   window, allowed at 8.
+3. ``current + growth * lookahead >= threshold_tokens`` -> True: the threshold, or
+   its predicted crossing. Window 50K (threshold 40K), calls at 10K, 20K, 30K:
    growth 10K a call, and 30K + 2 * 10K = 50K >= 40K, so it compacts at 30K.
 
 Growth is the average over the last 10 calls, restarted by a drop. Calls count up
-for the whole session; a smaller number than the last compaction's is taken as a new
-numbering and ends the cooldown.
+for the whole session; one numbered below the last compaction ends the cooldown.
 """
 
 from __future__ import annotations
@@ -50,7 +42,6 @@ class TriggerInfo:
     max_tokens: int  # the hard limit (the context window)
     threshold_tokens: int  # the compactor's threshold
     current_tokens: int
-    iteration_count: int = 0
     growth_rate: float = 0.0  # tokens added per call, over the calls before this one
     read_heavy: bool = False
     in_cooldown: bool = False
@@ -81,7 +72,6 @@ class SessionTriggerState:
             max_tokens,
             threshold_tokens,
             tokens,
-            self.iterations,
             growth,
             read_heavy(recent_tools[-RECENT_TOOLS:]),
             self.in_cooldown(self.iterations),
