@@ -4,8 +4,8 @@ Each old tool result gets a density score:
 
 * +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
 * -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;
-* an offload marker (``📂 [offload:``) scores a neutral 1.0 and is never evicted: it is
-  already a summary, and its id is what ``offload_recall`` needs.
+* an offload marker (``📂 [offload:``) or a stub is never evicted: it is already a
+  summary, and its id is what ``offload_recall`` needs.
 
 ``evict_by_density`` keeps the newest ``keep_groups`` tool groups (an assistant
 message with tool calls plus its results) intact and, lowest score first (ties:
@@ -71,8 +71,6 @@ def is_repetitive_grep(content: str) -> bool:
 def density_score(msg: Message) -> float:
     """The rules in the module docstring (booleans count 1 or 0)."""
     c = msg.content
-    if is_offload_marker(c):
-        return 1.0
     return (
         3.0 * has_error(c)
         + 2.5 * has_decision(c)
