@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness9.context.prompts import prompt
 from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import ROLE_SYSTEM, ROLE_USER, Message
 
@@ -25,14 +26,8 @@ INSTRUCTION_SHARE = 0.075
 # most likely) is kept by its head, and history_search finds the rest.
 MESSAGE_SHARE = 0.25
 
-INSTRUCTIONS_HEADER = (
-    "## Earlier instructions\n"
-    "The user's own messages from the part of this conversation that was summarised, "
-    "verbatim, oldest first. What they ask still applies unless a later message changed it."
-)
-PINS_HEADER = (
-    "## Pinned notes\nThe user pinned these notes; they apply to the whole session until unpinned."
-)
+INSTRUCTIONS_HEADER = prompt("earlier_instructions")
+PINS_HEADER = prompt("pinned_notes")
 
 
 def instruction_budget(context_window: int) -> int:
