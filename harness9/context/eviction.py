@@ -9,9 +9,10 @@ Each old tool result gets a density score:
 
 ``evict_by_density`` keeps the newest ``keep_groups`` tool groups (an assistant
 message with tool calls plus its results) intact and, lowest score first (ties:
-oldest first), replaces older results with eviction stubs until the estimate is at
-or under the target. Roles, ids and order never change, so the call/result sequence
-stays valid; the input is not mutated.
+oldest first), replaces older results with eviction stubs (the rule summary, the
+last error lines, the names and paths it declares) until the estimate is at or under
+the target. Roles, ids and order never change, so the call/result sequence stays
+valid; the input is not mutated.
 """
 
 from __future__ import annotations
