@@ -60,7 +60,7 @@ from harness9.context.tokens import (
     format_token_count,
 )
 from harness9.context.topics import TopicDetector
-from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
+from harness9.context.triggers import SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
@@ -473,7 +473,7 @@ class ContextPolicy:
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault`` is atomic)."""
-        trigger = SessionTriggerState(cooldown=CompressCooldown(self.opts.cooldown_iterations))
+        trigger = SessionTriggerState(self.opts.cooldown_iterations)
         return self._states.setdefault(session_id, SessionContextState(trigger))
 
     def forget(self, session_id: str) -> None:
