@@ -56,23 +56,6 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
-__all__ = [
-    "DEFAULT_TARGET",
-    "RECALL_SHARE",
-    "STRATEGY_HYBRID",
-    "STRATEGY_STUBS",
-    "HybridCompactor",
-    "MessageBound",
-    "Pipeline",
-    "SlidingWindowCompactor",
-    "Steps",
-    "SummarizationCompactor",
-    "TokenBudgetCompactor",
-    "eviction_compactor",
-    "tail_compactor",
-    "topic_compactor",
-]
-
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
 MIN_GAIN = 0.05  # a reduction that saves less than this share is not worth a cache break
@@ -168,8 +151,7 @@ class Pipeline:
         if not plan.would_compact:
             res = CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, s.strategy)
         elif s.cut == "fallback":
-            assert self.fallback is not None
-            res = run_fallback(self.fallback, reduced, force=False, error=None)
+            res = self._failed(reduced, plan, False, None)
             res.plan.strategy = res.strategy = s.strategy
             res.plan.tokens_before = plan.tokens_before
             res.plan.tokens_after = estimate_tokens(res.messages)
@@ -191,7 +173,12 @@ class Pipeline:
         force = force and not s.max_messages  # a bound in messages is the promise
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        repaired = _repaired(msgs, sizes)  # what is sent if nothing folds
+        # What is sent if nothing folds: the history repaired.
+        repaired = (
+            before
+            if is_valid_tool_sequence(msgs)
+            else estimate_tokens(repair_orphaned_tool_pairs(msgs))
+        )
         if not (force or self._over(msgs, before) or self._over(msgs, repaired)):
             return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), list(msgs)
         history = msgs if isinstance(msgs, list) else list(msgs)
@@ -317,7 +304,7 @@ class Pipeline:
         return CompactionResult(out, plan, summary, s.strategy)
 
     def _failed(
-        self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str
+        self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
     ) -> CompactionResult:
         """Step 5: the fallback's truncation of ``reduced`` (without one: nothing folds)."""
         if self.fallback is not None:
@@ -325,13 +312,6 @@ class Pipeline:
         plan.would_compact, plan.cut, plan.tokens_after = False, 1, plan.tokens_before
         out = repair_orphaned_tool_pairs(reduced)
         return CompactionResult(out, plan, None, self.strategy, error)
-
-
-def _repaired(msgs: Sequence[Message], sizes: list[int]) -> int:
-    """The estimate of ``msgs`` as repaired, what is sent if nothing folds."""
-    if is_valid_tool_sequence(msgs):
-        return sum(sizes) // BYTES_PER_TOKEN
-    return KeptSizer(msgs, sizes).kept_tokens(1)
 
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
@@ -625,7 +605,6 @@ class HybridCompactor(Pipeline):
     ) -> None:
         if context_window < 1:
             raise ValueError(f"context_window must be positive, got {context_window}")
-        self.context_window = context_window
         self.target_tokens = max(1, int(context_window * min(target, threshold)))
         preserved = max(1, int(context_window * preserved_share))
         self.recall_budget = max(1, int(context_window * recall_share))
