@@ -73,11 +73,6 @@ EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold
 # topic segment has at most NEW_TOPIC_MESSAGES: a new topic has just begun.
 TOPIC_MIN_HISTORY = 10
 NEW_TOPIC_MESSAGES = 2
-# A few hundred messages: far more than any turn needs, few enough that a request costs
-# the same at call 100 and call 10,000. Folding down to half means one fold (one cache
-# break) per ~100 tool calls.
-DEFAULT_MAX_VIEW_MESSAGES = 400
-DEFAULT_KEEP_MESSAGES = 200
 FOLDED_HEADING = "## Earlier messages (tool calls folded into the recall index)"
 ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
@@ -520,14 +515,12 @@ class MessageBound(Pipeline):
     window a long session's view grows to thousands of messages, and every request pays
     for walking them. The folded tool results go into the checkpoint's recall index (the
     policy adds them, as for every compaction); the folded user and assistant text is
-    carried into the summary (``folded_summary``), so no instruction is lost.
+    carried into the summary (``folded_summary``), so no instruction is lost. The option's
+    400, folded to half, is far more than any turn needs, few enough that a request costs
+    the same at call 100 and call 10,000, and one fold (one cache break) per ~100 calls.
     """
 
-    def __init__(
-        self,
-        max_messages: int = DEFAULT_MAX_VIEW_MESSAGES,
-        keep_messages: int = DEFAULT_KEEP_MESSAGES,
-    ) -> None:
+    def __init__(self, max_messages: int, keep_messages: int) -> None:
         if not 1 <= keep_messages < max_messages:
             raise ValueError(
                 f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
@@ -551,18 +544,17 @@ class SummarizationCompactor(Pipeline):
         fallback: Compactor | None = None,
         *,
         summarizer_window: int | None = None,
-        span: SpanSummarizer | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         super().__init__(
             Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain"),
-            span or SpanSummarizer(summarizer, window=summarizer_window),
+            SpanSummarizer(summarizer, window=summarizer_window),
             fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
         )
         self.max_tokens = max_tokens
         self.min_tail_messages = min_tail_messages
-        self.summarizer_window = self.span.window if self.span else None
+        self.summarizer_window = summarizer_window
 
     @classmethod
     def for_context_window(
@@ -579,7 +571,7 @@ class HybridCompactor(Pipeline):
     When the context passes the trigger (``threshold`` × the window, 80 %), one
     compaction brings it down to ``target`` × the window (40 %), well below the trigger,
     so compactions are rare and each one buys many appended requests (ARCHITECTURE
-    decision 7). Stubbing every tool result older than the newest ``keep_groups`` groups
+    decision 7). Stubbing every tool result older than the newest three tool groups
     comes first; if that lands under the target no model is called. Otherwise the head
     before a tail sized to the target (less room for the summary's facts and the recall
     index) is folded into one structured summary; the checkpoint indexes what it folds
@@ -595,38 +587,27 @@ class HybridCompactor(Pipeline):
         *,
         threshold: float = 0.8,
         target: float = DEFAULT_TARGET,
-        keep_groups: int = 3,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        summarizer_window: int | None = None,
-        preserved_share: float = PRESERVED_SHARE_HYBRID,
-        recall_share: float = RECALL_SHARE,
-        fallback: Compactor | None = None,
         evict: bool = False,
     ) -> None:
         if context_window < 1:
             raise ValueError(f"context_window must be positive, got {context_window}")
-        self.target_tokens = max(1, int(context_window * min(target, threshold)))
-        preserved = max(1, int(context_window * preserved_share))
-        self.recall_budget = max(1, int(context_window * recall_share))
-        reserve = (
-            preserved + self.recall_budget + min(SUMMARY_ESTIMATE_CAP, self.target_tokens // 8)
-        )
+        self.target_tokens = goal = max(1, int(context_window * min(target, threshold)))
+        preserved = max(1, int(context_window * PRESERVED_SHARE_HYBRID))
+        self.recall_budget = max(1, int(context_window * RECALL_SHARE))
+        reserve = preserved + self.recall_budget + min(SUMMARY_ESTIMATE_CAP, goal // 8)
         steps = Steps(
             STRATEGY_HYBRID,
             max(1, int(context_window * threshold)),
-            evict_to=self.target_tokens if evict else None,
+            evict_to=goal if evict else None,
             stub=True,
-            keep_groups=keep_groups,
-            enough_at=self.target_tokens,
+            enough_at=goal,
             cut="fit",
-            target=self.target_tokens - reserve,
-            min_tail=min_tail_messages,
+            target=goal - reserve,
             summary="structured",
             preserved_budget=preserved,
         )
-        span = marker_summarizer(summarizer, window=summarizer_window or context_window)
-        fallback = fallback or TokenBudgetCompactor(self.target_tokens, min_tail_messages)
-        super().__init__(steps, span, fallback=fallback)
+        span = marker_summarizer(summarizer, window=context_window)
+        super().__init__(steps, span, fallback=TokenBudgetCompactor(goal))
 
 
 def eviction_compactor(
