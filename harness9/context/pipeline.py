@@ -151,12 +151,12 @@ class Pipeline:
             res.plan.tokens_before = plan.tokens_before
             res.plan.tokens_after = estimate_tokens(res.messages)
             res.plan.would_compact = res.plan.tokens_after < plan.tokens_before
-        elif plan.cut > 1 and s.summary:
-            res = self._fold(msgs, reduced, plan, force, instructions, on_progress)
+        elif plan.cut > 1 and s.summary:  # a summary can be longer than what it replaces
+            return settled(msgs, self._fold(msgs, reduced, plan, force, instructions, on_progress))
         else:
             out = repair_orphaned_tool_pairs([reduced[0], *reduced[plan.cut :]])
             res = CompactionResult(out, plan, None, plan.strategy)
-        return settled(msgs, res)
+        return res
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, write: bool
@@ -168,14 +168,10 @@ class Pipeline:
         force = force and not s.max_messages  # a bound in messages is the promise
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        # What is sent if nothing folds: the history repaired.
-        repaired = (
-            before
-            if is_valid_tool_sequence(msgs)
-            else estimate_tokens(repair_orphaned_tool_pairs(msgs))
-        )
-        if not (force or self._over(msgs, before) or self._over(msgs, repaired)):
-            return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), list(msgs)
+        if not (force or self._over(msgs, before) or self._over(msgs, _repaired(msgs, before))):
+            return CompactionPlan(
+                False, s.strategy, 1, before, _repaired(msgs, before), s.threshold
+            ), list(msgs)
         history = msgs if isinstance(msgs, list) else list(msgs)
         reduced = self._reduce(history, force, write)
         after, rsizes, name = before, sizes, s.strategy
@@ -189,7 +185,9 @@ class Pipeline:
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
         cut = self._cut(reduced, rsizes, before, force)
         if cut <= 1 and reduced is history:
-            return CompactionPlan(False, name, 1, before, repaired, s.threshold), reduced
+            return CompactionPlan(
+                False, name, 1, before, _repaired(msgs, before), s.threshold
+            ), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, rsizes, cut).kept_tokens(cut)
@@ -307,6 +305,14 @@ class Pipeline:
         plan.would_compact, plan.cut, plan.tokens_after = False, 1, plan.tokens_before
         out = repair_orphaned_tool_pairs(reduced)
         return CompactionResult(out, plan, None, self.strategy, error)
+
+
+def _repaired(msgs: Sequence[Message], before: int) -> int:
+    """The estimate of ``msgs`` as repaired, what is sent if nothing folds (``before``,
+    the estimate as they are, when they need no repair)."""
+    if is_valid_tool_sequence(msgs):
+        return before
+    return estimate_tokens(repair_orphaned_tool_pairs(msgs))
 
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
