@@ -10,13 +10,14 @@ from harness9.context.recall import (
     key_argument,
     parse_message_handle,
     render_recall,
-    split_summary,
     stub_for,
-    with_handle,
+    summary_message,
+    summary_of,
 )
-from harness9.context.view import ModelView, checkpoint_for, summary_text
-from harness9.schema import Message, ToolCall, Usage
-from harness9.store.session import STUB_STUBBED, RecallEntry
+from harness9.context.stubs import with_handle
+from harness9.context.view import ModelView, build_view, checkpoint_for, summary_text
+from harness9.schema import Message, TodoItem, ToolCall, Usage
+from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry
 
 
 class Summariser:
@@ -81,8 +82,18 @@ def test_an_empty_index_renders_as_nothing():
 
 
 def test_the_summariser_never_sees_the_index_or_the_state_as_summary():
-    text = "**Goal:** x.\n\n## Recall index\n- msg_1 bash\n\n## State at the last compaction\n[ ] a"
-    assert split_summary(text) == "**Goal:** x."
+    recall = [RecallEntry("msg_1", "bash", "", 7)]
+    cp = Checkpoint(3, "**Goal:** x.", "hybrid", 9, 5, 4, 4, recall=recall, state=[TodoItem("a")])
+    shown = build_view(Message("system", "sys"), [], cp).messages[1]
+    assert "## Recall index" in shown.content and "## State at the last compaction" in shown.content
+    assert summary_of(shown) == "**Goal:** x."
+
+
+def test_a_compactors_summary_message_carries_its_summary_as_data():
+    prose = "**Goal:** y.\n\n## Recall index\nquoted by the model"
+    msg = summary_message(prose)
+    assert msg == Message("user", "[Conversation Summary]\n" + prose)
+    assert msg.is_summary and summary_of(msg) == prose
 
 
 def test_a_stub_points_to_its_offloaded_output_or_gets_its_message_handle():

@@ -29,10 +29,10 @@ from harness9.context.compaction import (
     starts_with_system,
     unchanged_plan,
 )
-from harness9.context.recall import summary_of
+from harness9.context.recall import summary_message, summary_of
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.tokens import estimate_tokens
-from harness9.schema import ROLE_ASSISTANT, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_ASSISTANT, ROLE_USER, Message
 
 __all__ = [
     "DEFAULT_KEEP_MESSAGES",
@@ -94,7 +94,7 @@ class MessageBound:
         if not plan.would_compact:
             return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
         summary = folded_summary(msgs, plan.cut)
-        head = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary)] if summary else [msgs[0]]
+        head = [msgs[0], summary_message(summary)] if summary else [msgs[0]]
         out = repair_orphaned_tool_pairs([*head, *msgs[plan.cut :]])
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)

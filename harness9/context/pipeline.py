@@ -56,13 +56,13 @@ from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, structured_summary
 from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
 from harness9.context.patterns import OFFLOAD_MARKER
-from harness9.context.recall import stub_for
+from harness9.context.recall import stub_for, summary_message
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.context.topics import TopicDetector, TopicSegment
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_TOOL, SUMMARY_PREFIX, Message
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -340,9 +340,7 @@ class Pipeline:
             return self._truncated(reduced, force=force, error=error, plan=plan)
         if s.cut == "topic":
             summary = f"Finished topics: {self._finished_topics(msgs)}\n{summary}"
-        out = repair_orphaned_tool_pairs(
-            [reduced[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *reduced[cut:]]
-        )
+        out = repair_orphaned_tool_pairs([reduced[0], summary_message(summary), *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, s.strategy)
 

@@ -1,12 +1,10 @@
-"""The model view: what is sent to the model, rebuilt from the log and its latest checkpoint.
+"""What the model is sent: the log after the latest checkpoint, its data rendered as text.
 
-The message log is append-only; a compaction is recorded as a checkpoint
-(ARCHITECTURE decision 1). The view is ``[system] + [summary of the latest
-checkpoint, if it has one] + messages after it``, so a resumed session sees
-exactly what the live one saw. The checkpoint is data (its summary prose, recall
-entries, stubs and state items); this module is where it becomes text, and
-``checkpoint_for`` is where a compaction's result becomes that data again. The repair
-is not applied here: the context policy repairs the messages of each request.
+The log is append-only and a compaction is recorded as a checkpoint (ARCHITECTURE decision
+1), so the view is ``[system] + [summary message] + messages after it``, and a resumed
+session sees exactly what the live one saw. ``build_view`` is where the checkpoint's data
+(summary, recall entries, stubs, state, kept instructions) becomes text, ``checkpoint_for``
+where a compaction's result becomes that data. The policy repairs each request's messages.
 """
 
 from __future__ import annotations
@@ -49,11 +47,8 @@ def build_view(
     checkpoint: Checkpoint | None,
     pins: Sequence[str] = (),
 ) -> ModelView:
-    """The view from the session's records (all of them, or only those after the checkpoint).
-
-    The system message carries the session's ``pins`` and the checkpoint's earlier
-    instructions (harness9.context.instructions): never folded, never lost.
-    """
+    """The view from the session's records (all, or those after the checkpoint); the system
+    message carries the session's ``pins`` and the checkpoint's kept instructions."""
     kept = checkpoint.instructions if checkpoint is not None else []
     messages: list[Message] = [with_notes(system, pins, kept)]
     ids: list[int | None] = [None]
@@ -64,8 +59,9 @@ def build_view(
         stubs = checkpoint.stubs
         text = summary_text(checkpoint)
         if text:
-            summary = SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
-            messages.append(summary)
+            messages.append(
+                SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
+            )
             ids.append(None)
     for rec in records:
         if rec.id > last:
@@ -92,12 +88,9 @@ def load_view(session: CheckpointedSession, system: Message) -> ModelView:
 
 
 def kept_stubs(view: ModelView, result: CompactionResult) -> dict[int, Stub]:
-    """Kept messages the compactor replaced by stubs, by stored id.
-
-    The kept part ``view.messages[cut:]`` is matched to the end of ``result.messages``;
-    a repair that changed its shape means no stub can be placed safely: none is kept.
-    A kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``).
-    """
+    """Kept messages the compactor replaced by stubs, by stored id: ``view.messages[cut:]``
+    matched to the end of ``result.messages`` (a repair that changed its shape: none). A
+    kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``)."""
     cut = max(1, result.plan.cut) if result.plan.would_compact else 1
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
@@ -124,19 +117,13 @@ def checkpoint_for(
     state: list[TodoItem] | None = None,
     instruction_budget: int = 0,
 ) -> Checkpoint | None:
-    """The checkpoint recording ``result`` (computed on ``view.messages``); None if it changed nothing.
-
-    It covers up to the largest stored id among the folded messages. When
-    only the previous summary was folded (re-summarised), or nothing was folded
-    and old tool results were only stubbed, the previous checkpoint's id still
-    holds (0 without one). Stubs of kept messages are stored as data, together with
-    the previous checkpoint's stubs still in view, so the view is rebuilt the same way
-    on every request and on ``--resume``. With ``recall_budget`` (tokens) the folded
-    tool results are added to the recall entries carried over from ``previous``. With
-    ``instruction_budget`` (tokens) the folded user messages are kept verbatim, added
-    to those ``previous`` kept. ``state`` (the todo list now) replaces the previous
-    state; None or empty keeps it.
-    """
+    """The checkpoint recording ``result`` (made on ``view.messages``); None if it changed
+    nothing. It covers up to the largest stored id folded (the previous checkpoint's when
+    only its summary was re-summarised, or results were only stubbed). Kept messages'
+    stubs are stored with the previous ones still in view, so every request and
+    ``--resume`` rebuild the same view. ``recall_budget`` and ``instruction_budget``
+    (tokens) add the folded tool results and user messages to those ``previous`` kept;
+    ``state`` (the todo list now) replaces the previous state unless empty."""
     plan = result.plan
     if not plan.would_compact:
         return None

@@ -319,6 +319,10 @@ class CheckpointedSession(Session, Protocol):
 
     def latest_checkpoint(self) -> Checkpoint | None: ...
 
+    def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
+        """The latest checkpoint's (id, last_message_id, created_at), read without the rest."""
+        ...
+
     def list_checkpoints(self) -> list[Checkpoint]: ...
 
     def get_record(self, message_id: int) -> StoredMessage | None:
