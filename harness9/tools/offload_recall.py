@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.context.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore, page_text
+from harness9.context.offload import OffloadStore
 from harness9.context.recall import parse_message_handle
 from harness9.schema import ToolDefinition
+from harness9.store.offloads import RECALL_MAX_CHARS, OffloadError, page_text
 from harness9.store.session import CheckpointedSession
 from harness9.tools.base import ToolContext, ToolResult
 
