@@ -8,7 +8,6 @@ from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCom
 from harness9.context.recall import (
     budget_recall,
     key_argument,
-    parse_message_handle,
     render_recall,
     stub_for,
     summary_message,
@@ -17,7 +16,7 @@ from harness9.context.recall import (
 from harness9.context.stubs import with_handle
 from harness9.context.view import ModelView, build_view, checkpoint_for, summary_text
 from harness9.schema import Message, TodoItem, ToolCall, Usage
-from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry
+from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry, handle_message_id
 
 
 class Summariser:
@@ -44,10 +43,10 @@ def history(n: int, size: int = 2000) -> list[Message]:
 
 
 def test_handles_name_message_ids_only():
-    assert parse_message_handle("msg_42") == 42
-    assert parse_message_handle(" msg_7 ") == 7
+    assert handle_message_id("msg_42") == 42
+    assert handle_message_id(" msg_7 ") == 7
     for bad in ("msg_0", "msg_-1", "msg_x", "ofl_0123456789ab", "", "msg_1.5"):
-        assert parse_message_handle(bad) is None
+        assert handle_message_id(bad) is None
 
 
 def test_key_argument_is_the_command_or_path_on_one_line():

@@ -25,8 +25,6 @@ from harness9.schema import Message
 from harness9.store.holding import HoldingSession
 from harness9.store.session import CheckpointedSession
 
-__all__ = ["LiveViews", "MeasuredView"]
-
 
 @dataclass(slots=True)
 class MeasuredView:

@@ -22,20 +22,9 @@ from harness9.store.offloads import (
     OffloadedResult,
     OffloadError,
     OffloadFiles,
-    OffloadNotFoundError,
     new_offload_id,
     valid_session_id,
 )
-
-__all__ = [
-    "OffloadConfig",
-    "OffloadError",
-    "OffloadNotFoundError",
-    "OffloadStore",
-    "OffloadWriter",
-    "OffloadedResult",
-    "remove_session_offloads",
-]
 
 
 @dataclass(slots=True)

@@ -11,7 +11,6 @@ the model sees is made here from that data and never read back.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,36 +19,14 @@ from harness9.context.tokens import BYTES_PER_TOKEN, format_token_count
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message, TodoItem
 from harness9.store.session import RecallEntry, Session, message_handle
 
-__all__ = [
-    "SummaryMessage",
-    "budget_recall",
-    "folded_entries",
-    "key_argument",
-    "parse_message_handle",
-    "render_recall",
-    "render_state",
-    "state_items",
-    "stub_for",
-    "summary_message",
-    "summary_of",
-]
-
 _RECALL_INTRO = (
     "Tool results folded out of this context, oldest first. "
     'offload_recall(id="<handle>") pages one back in full; '
     "history_search finds any text of this session."
 )
-# A handle the model passes to offload_recall (input, not harness9's own output).
-_HANDLE_RE = re.compile(r"^msg_([1-9][0-9]{0,17})$")
 _KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id", "description")
 _KEY_CHARS = 80
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-
-
-def parse_message_handle(handle: str) -> int | None:
-    """The message id a ``msg_<id>`` handle names; None for anything else."""
-    m = _HANDLE_RE.match(handle.strip()) if isinstance(handle, str) else None
-    return int(m.group(1)) if m else None
 
 
 def key_argument(arguments: str) -> str:

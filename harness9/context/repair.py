@@ -15,8 +15,6 @@ from collections.abc import Sequence
 
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
-__all__ = ["is_valid_tool_sequence", "match_tool_results", "repair_orphaned_tool_pairs"]
-
 
 def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     """One slot per tool call, in history order (message by message, call by call): the

@@ -22,23 +22,6 @@ from harness9.store.session import (
     message_handle,
 )
 
-__all__ = [
-    "HANDLE_ALLOWANCE_BYTES",
-    "OFFLOAD_MARKER",
-    "RenderedMessage",
-    "StubMessage",
-    "awaits_handle",
-    "evicted_stub",
-    "is_offload_marker",
-    "is_stub",
-    "offload_header",
-    "offload_source",
-    "render_stub",
-    "stub_message",
-    "stubbed_stub",
-    "with_handle",
-]
-
 OFFLOAD_MARKER = "📂 [offload:"
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "

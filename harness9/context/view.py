@@ -32,8 +32,6 @@ from harness9.store.session import (
     Stub,
 )
 
-__all__ = ["ModelView", "build_view", "checkpoint_for", "load_view"]
-
 
 @dataclass(slots=True)
 class ModelView:
