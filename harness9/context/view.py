@@ -85,11 +85,10 @@ def load_view(session: CheckpointedSession, system: Message) -> ModelView:
     return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
 
 
-def kept_stubs(view: ModelView, result: CompactionResult) -> dict[int, Stub]:
+def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
     """Kept messages the compactor replaced by stubs, by stored id: ``view.messages[cut:]``
     matched to the end of ``result.messages`` (a repair that changed its shape: none). A
     kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``)."""
-    cut = max(1, result.plan.cut) if result.plan.would_compact else 1
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
     if len(out) != len(kept):
@@ -129,26 +128,21 @@ def checkpoint_for(
     folded = [i for i in view.ids[1:cut] if i is not None]
     if cut > 1 and not folded and previous is None:
         return None  # only an earlier summary was folded, and nothing anchors it
-    prev_last = previous.last_message_id if previous is not None else 0
-    last = max(folded) if folded else prev_last
-    stubs = {k: v for k, v in (previous.stubs if previous else {}).items() if k > last}
-    stubs.update(kept_stubs(view, result))
-    if cut <= 1 and not stubs:
-        return None
-    if cut <= 1 and previous is not None and stubs == previous.stubs:
+    prev = previous or Checkpoint(0, "", "", 0, 0, 0, 0)  # no checkpoint: nothing carried
+    last = max(folded, default=prev.last_message_id)
+    stubs = {k: v for k, v in prev.stubs.items() if k > last}
+    stubs.update(kept_stubs(view, result, cut))
+    if cut <= 1 and (not stubs or stubs == prev.stubs):
         return None
     # Nothing folded, or a fallback kept it: the previous summary stands.
-    kept_summary = (cut <= 1 or result.kept_previous_summary) and previous is not None
-    summary = previous.summary if kept_summary and previous else result.summary or ""
-    recall = list(previous.recall) if previous is not None else []
-    overflow = previous.recall_overflow if previous is not None else 0
+    kept_summary = previous is not None and (cut <= 1 or result.kept_previous_summary)
+    recall, overflow = [*prev.recall], prev.recall_overflow
     if recall_budget > 0:
         recall += folded_entries(view.messages, view.ids, 1, cut)
-        if recall or overflow:
-            recall, overflow = budget_recall(recall, overflow, recall_budget)
+        recall, overflow = budget_recall(recall, overflow, recall_budget)
     return Checkpoint(
         last_message_id=last,
-        summary=summary,
+        summary=prev.summary if kept_summary else result.summary or "",
         strategy=result.strategy,
         tokens_before=plan.tokens_before,
         tokens_after=estimate_tokens(result.messages),
@@ -157,9 +151,9 @@ def checkpoint_for(
         recall=recall,
         recall_overflow=overflow,
         stubs=stubs,
-        state=list(state or (previous.state if previous is not None else [])),
+        state=list(state or prev.state),
         instructions=carry_instructions(
-            previous.instructions if previous is not None else [],
+            prev.instructions,
             [m for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i],
             instruction_budget,
         ),
