@@ -49,20 +49,17 @@ def _entry_line(entry: RecallEntry) -> str:
     return f"- {entry.handle} {entry.tool}{key} ({format_token_count(entry.tokens)} tokens)"
 
 
-def folded_entries(
-    msgs: Sequence[Message], ids: Sequence[int | None], start: int, stop: int
-) -> list[RecallEntry]:
-    """Index entries for the tool results among ``msgs[start:stop]`` (ids: their row ids)."""
+def folded_entries(msgs: Sequence[Message], ids: Sequence[int | None]) -> list[RecallEntry]:
+    """Index entries for the tool results among ``msgs`` (``ids``: their row ids)."""
     calls: dict[str, tuple[str, str]] = {}
     out: list[RecallEntry] = []
-    for i in range(start, stop):
-        m = msgs[i]
+    for m, mid in zip(msgs, ids, strict=True):
         if m.role == ROLE_ASSISTANT:
             for tc in m.tool_calls:
                 calls[tc.id] = (tc.name, tc.arguments)
         elif m.role == ROLE_TOOL:
             offload_id, tokens = offload_source(m)
-            handle = offload_id or (message_handle(mid) if (mid := ids[i]) is not None else "")
+            handle = offload_id or (message_handle(mid) if mid is not None else "")
             if handle:
                 name, args = calls.get(m.tool_call_id, ("tool", ""))
                 out.append(RecallEntry(handle, name, key_argument(args), tokens))

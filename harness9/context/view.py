@@ -138,7 +138,7 @@ def checkpoint_for(
     kept_summary = previous is not None and (cut <= 1 or result.kept_previous_summary)
     recall, overflow = [*prev.recall], prev.recall_overflow
     if recall_budget > 0:
-        recall += folded_entries(view.messages, view.ids, 1, cut)
+        recall += folded_entries(view.messages[1:cut], view.ids[1:cut])
         recall, overflow = budget_recall(recall, overflow, recall_budget)
     return Checkpoint(
         last_message_id=last,
