@@ -50,8 +50,7 @@ class OffloadWriter:
         self.tool_name = tool_name
         self.args = args
         self.id = oid
-        # The summary's head: at least as big as the byte limit, so it shows a result
-        # just over the limits whole.
+        # Head and tail are all it holds in memory; the rule summary quotes from them.
         self._stats = OutputStatsBuilder(head_bytes=max(8192, store.config.max_result_bytes))
         try:
             self._blob = store.blobs.open_writer(session_id, oid)

@@ -135,5 +135,5 @@ def summary_of(msg: Message) -> str:
 
 
 def stub_for(msg: Message) -> Message:
-    """An eviction stub for a tool result; the checkpoint appends its recall handle."""
+    """A tool result shown by size and handle only (the view adds a ``msg_`` handle)."""
     return stub_message(stubbed_stub(msg), msg)
