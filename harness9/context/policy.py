@@ -36,13 +36,13 @@ from harness9.context.events import (
 )
 from harness9.context.instructions import instruction_budget
 from harness9.context.live_view import LiveViews, MeasuredView
-from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
     RECALL_SHARE,
     CompactorFactory,
     HybridCompactor,
+    MessageBound,
     SlidingWindowCompactor,
     SummarizationCompactor,
     TokenBudgetCompactor,
