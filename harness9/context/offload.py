@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
+from harness9.context.rule_summary import OutputStats, summarize_output
 from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker, offload_header
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.store.blobs import BlobError, BlobStore, BlobWriter, FileBlobStore
@@ -76,7 +76,7 @@ class OffloadWriter:
         cfg = store.config
         # A head at least as big as the byte limit means a result under the limits
         # is held whole, so the caller can still inline it (content_if_complete).
-        self._stats = OutputStatsBuilder(head_bytes=max(8192, cfg.max_result_bytes))
+        self._stats = OutputStats(head_cap=max(8192, cfg.max_result_bytes))
         try:
             self._blob: BlobWriter = store.blobs.open_writer(session_id, oid)
         except BlobError as exc:
@@ -87,15 +87,15 @@ class OffloadWriter:
 
     @property
     def bytes_written(self) -> int:
-        return self._stats.stats.total_bytes
+        return self._stats.total_bytes
 
     @property
     def head_size(self) -> int:
-        return self._stats.head_size
+        return len(self._stats.head)
 
     @property
     def tail_size(self) -> int:
-        return self._stats.tail_size
+        return len(self._stats.tail)
 
     @property
     def over_limits(self) -> bool:
@@ -112,10 +112,9 @@ class OffloadWriter:
 
     def content_if_complete(self) -> str | None:
         """The whole output when it fitted in the head buffer, else None."""
-        st = self._stats.stats
-        if st.total_bytes > self._stats.head_size:
+        if self._stats.total_bytes > len(self._stats.head):
             return None
-        return self._stats.head_bytes().decode("utf-8", "replace")
+        return self._stats.head.decode("utf-8", "replace")
 
     def abort(self) -> None:
         """Drop the blob (the caller inlined the output instead)."""
