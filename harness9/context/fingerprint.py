@@ -174,7 +174,8 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
                 rank[item] = (TIER_LAST_FAILURE, 0, -i)
             else:
                 rank[item] = (TIER_OUTPUT, _OUTPUT_KIND_ORDER[kind], -i)
-    return KeyInfoFingerprint(*(list(facts) for facts in last.values()), rank=rank)
+    paths, names, errors, decisions, rules = map(list, last.values())
+    return KeyInfoFingerprint(paths, names, errors, decisions, rules, rank)
 
 
 _Hay = tuple[str, set[str]]  # a text normalised (lower case, spaces collapsed) and its words

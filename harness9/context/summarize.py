@@ -8,8 +8,10 @@ need be: compaction must still work once the context has already overflowed.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import KW_ONLY, dataclass
+from typing import Protocol
 
 from harness9.context.compaction import ProgressCallback
 from harness9.context.prompts import prompt
@@ -20,12 +22,11 @@ from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefi
 
 SUMMARY_TEMPLATE = prompt("summary_template")
 SUMMARIZER_SYSTEM = prompt("summarizer_system")
-_FULL, _MERGE, _UPDATE = (
-    prompt("instruction_full"),
-    prompt("instruction_merge"),
-    prompt("instruction_update"),
+# What a call is asked to do: the whole span, one part of it (.format(index=, count=)),
+# merge part summaries, or update a previous summary.
+_FULL, _PART, _MERGE, _UPDATE = (
+    prompt(f"instruction_{name}") for name in ("full", "part", "merge", "update")
 )
-_PART = prompt("instruction_part")  # .format(index=, count=)
 
 # A summary is assumed to take at most this many tokens when planning (the plan never
 # calls the model). The prompt asks for a concise summary; models answer in a few hundred.
@@ -38,7 +39,6 @@ TOOL_ARGS_CHARS = 200  # and a call's arguments to this
 _MIN_CHUNK_BYTES = 1024  # progress even when a tiny window leaves no room
 
 
-@runtime_checkable
 class Summarizer(Protocol):
     """Anything that answers a list of messages: every provider satisfies this."""
 
@@ -102,25 +102,18 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
     return ["\n\n".join(c) for c in chunks if c]
 
 
+@dataclass(slots=True, eq=False)
 class SpanSummarizer:
     """``window``: the summariser's context window in tokens (None: one call, however
     long). ``system_prompt``, ``template`` and ``tool_result_chars`` say what it is asked
     for (the marker prompt asks for ``@file:``/``@error:``); chunking and merging stay."""
 
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        *,
-        window: int | None = None,
-        system_prompt: str = SUMMARIZER_SYSTEM,
-        template: str = SUMMARY_TEMPLATE,
-        tool_result_chars: int = TOOL_RESULT_CHARS,
-    ) -> None:
-        self.summarizer = summarizer
-        self.window = window
-        self.system_prompt = system_prompt
-        self.template = template
-        self.tool_result_chars = tool_result_chars
+    summarizer: Summarizer
+    _: KW_ONLY
+    window: int | None = None
+    system_prompt: str = SUMMARIZER_SYSTEM
+    template: str = SUMMARY_TEMPLATE
+    tool_result_chars: int = TOOL_RESULT_CHARS
 
     def _prompt(self, instruction: str, body: str, previous: str | None, focus: str | None) -> str:
         parts = [instruction, "", self.template, ""]
@@ -132,13 +125,15 @@ class SpanSummarizer:
         return "\n".join([*parts, body])
 
     def _budget(self) -> int:
-        """Bytes one call may take (system prompt included); only with a window."""
-        assert self.window is not None
+        """Bytes one call may take, its system prompt included."""
+        if self.window is None:
+            return sys.maxsize
         return self.window * CHUNK_PERCENT // 100 * BYTES_PER_TOKEN
 
-    def _capacity(self, overhead: str) -> int:
-        """Bytes of body a call may carry next to ``overhead``."""
-        return max(_MIN_CHUNK_BYTES, self._budget() - _size(self.system_prompt + overhead))
+    def _room(self, instruction: str, previous: str | None, focus: str | None) -> int:
+        """Bytes of body one call may carry beside its prompt."""
+        fixed = _size(self.system_prompt + self._prompt(instruction, "", previous, focus))
+        return max(_MIN_CHUNK_BYTES, self._budget() - fixed)
 
     def summarize(
         self,
@@ -155,11 +150,7 @@ class SpanSummarizer:
             # summariser gets the summary proper.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
-        if (
-            previous is not None
-            and self.window is not None
-            and _size(previous) > self._budget() // 3
-        ):
+        if previous is not None and _size(previous) > self._budget() // 3:
             # A previous summary that would crowd out the new span in every call is
             # summarised like the rest of the history, as its oldest part.
             blocks.insert(0, f"[previous summary]: {previous}")
@@ -178,13 +169,9 @@ class SpanSummarizer:
 
         body = "\n\n".join(blocks)
         single = _FULL if previous is None else _UPDATE
-        if self.window is None or _size(body) <= self._capacity(
-            self._prompt(single, "", previous, focus)
-        ):
+        if _size(body) <= self._room(single, previous, focus):
             return call(single, body, previous, 1)
-        chunks = _pack(
-            blocks, self._capacity(self._prompt(_PART.format(index=99, count=99), "", None, focus))
-        )
+        chunks = _pack(blocks, self._room(_PART.format(index=99, count=99), None, focus))
         total = len(chunks) + 1  # + the final merge; grows if the merge is hierarchical
         partials = []
         for i, chunk in enumerate(chunks, 1):
@@ -203,7 +190,7 @@ class SpanSummarizer:
     ) -> str:
         """Partial summaries merged in one call, or level by level while they do not fit."""
         instruction = _MERGE if previous is None else _UPDATE
-        cap = self._capacity(self._prompt(instruction, "", previous, focus))
+        cap = self._room(instruction, previous, focus)
         # Each item at most half the room (64: the part tags and separators), so every
         # group holds two or more and each level at least halves the count.
         half = max(1, cap // 2 - 64)
