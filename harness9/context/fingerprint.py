@@ -243,31 +243,28 @@ _RESERVED_TOKENS = (
 )
 
 
-def _select(
+def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
-) -> tuple[list[str], list[str]]:
-    """(kept in ``missing``'s order, left out in rank order). When not every line fits
-    the budget, items are taken in rank order while they fit: a strict prefix of the
+) -> tuple[list[str], list[str], list[str]]:
+    """The markers kept (in ``missing``'s order), one "… and N more" line per kind that
+    lost some, and the markers left out (rank order). When not every line fits the
+    budget, items are taken in rank order while they fit: a strict prefix of the
     ranking, so a lower-ranked fact is never kept in place of a higher-ranked one."""
+    kept, left_out = missing, []
     lines = [PRESERVED_HEADING, *map(_marker_for, missing)]
-    if budget_tokens is None or sum(map(_line_tokens, lines)) <= budget_tokens:
-        return missing, []
-    default = (TIER_OUTPUT, len(_OUTPUT_KIND_ORDER), 0)
-    ranked = sorted(missing, key=lambda item: fp.rank.get(item, default))
-    room = budget_tokens - _RESERVED_TOKENS
-    for n, item in enumerate(ranked):
-        room -= _line_tokens(_marker_for(item))
-        if room < 0:
-            kept = set(ranked[:n])
-            return [item for item in missing if item in kept], ranked[n:]
-    return missing, []
-
-
-def _omitted(left_out: list[str]) -> list[str]:
+    if budget_tokens is not None and sum(map(_line_tokens, lines)) > budget_tokens:
+        default = (TIER_OUTPUT, len(_OUTPUT_KIND_ORDER), 0)
+        ranked = sorted(missing, key=lambda item: fp.rank.get(item, default))
+        room = budget_tokens - _RESERVED_TOKENS
+        for n, item in enumerate(ranked):
+            room -= _line_tokens(_marker_for(item))
+            if room < 0:
+                chosen = set(ranked[:n])
+                kept, left_out = [i for i in missing if i in chosen], ranked[n:]
+                break
     counts = Counter(item.partition(": ")[0] for item in left_out)
-    return [
-        f"… and {counts[k]} more {plural} not shown" for k, plural in _PLURAL.items() if counts[k]
-    ]
+    more = [f"… and {counts[k]} more {p} not shown" for k, p in _PLURAL.items() if counts[k]]
+    return [*map(_marker_for, kept)], more, [*map(_marker_for, left_out)]
 
 
 def repair_summary(
@@ -284,15 +281,10 @@ def repair_summary(
     missing = validate_markers(summary, fp)
     if not missing:
         return summary
-    kept, left_out = _select(missing, fp, budget_tokens)
-    lines = [*map(_marker_for, kept), *_omitted(left_out)]
-    if (
-        left_out
-        and spill is not None
-        and (reference := spill("\n".join(map(_marker_for, left_out))))
-    ):
-        lines.append(reference)
-    return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(lines)
+    kept, more, left_out = _preserved(missing, fp, budget_tokens)
+    if left_out and spill is not None:
+        more += filter(None, [spill("\n".join(left_out))])
+    return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(kept + more)
 
 
 def marker_summarizer(summarizer: Summarizer, *, window: int | None = None) -> SpanSummarizer:
@@ -312,10 +304,9 @@ def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str
     missing = validate_markers("", fp)
     if not missing:
         return None
-    kept, left_out = _select(missing, fp, budget_tokens)
-    more = "".join("\n" + line for line in _omitted(left_out))
-    facts = "\n".join(map(_marker_for, kept))
-    return f"keeping these facts verbatim:\n<facts-to-keep>\n{facts}{more}\n</facts-to-keep>"
+    kept, more, _ = _preserved(missing, fp, budget_tokens)
+    facts = "\n".join(kept) + "".join("\n" + line for line in more)
+    return f"keeping these facts verbatim:\n<facts-to-keep>\n{facts}\n</facts-to-keep>"
 
 
 def structured_summary(

@@ -68,17 +68,14 @@ DECISION_RE = re.compile(
 
 
 def _is_path(candidate: str) -> bool:
-    """Filters regex hits that are not paths (bare words with dots such as ``e.g``)."""
+    """Filters regex hits that are not paths: bare words with dots (``e.g``), and a
+    separator with nothing path-like after it ("and/or")."""
     if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
         return False
+    known_ext = bool(_KNOWN_EXT_RE.search(candidate))
     if "/" not in candidate and "\\" not in candidate:
-        return bool(_KNOWN_EXT_RE.search(candidate))
-    # Needs something path-like after the separator, not "and/or".
-    return (
-        bool(_KNOWN_EXT_RE.search(candidate))
-        or candidate.count("/") >= 2
-        or candidate.startswith(("./", "../", "/", "~/"))
-    )
+        return known_ext
+    return known_ext or candidate.count("/") >= 2 or candidate.startswith(("./", "../", "/", "~/"))
 
 
 def find_paths(text: str) -> list[str]:
@@ -93,11 +90,8 @@ def find_declarations(text: str) -> list[str]:
 
 def error_lines(text: str) -> list[str]:
     out = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("Traceback (most recent call last)"):
-            continue
-        if _CODE_PREFIX_RE.match(line):
+    for line in filter(None, map(str.strip, text.splitlines())):
+        if line.startswith("Traceback (most recent call last)") or _CODE_PREFIX_RE.match(line):
             continue
         if _EXCEPTION_LINE_RE.match(line) or _ERROR_WORDS_RE.search(line):
             out.append(line[:LINE_CHARS])
