@@ -27,7 +27,7 @@ from harness9.context.patterns import (
 )
 from harness9.context.prompts import prompt
 from harness9.context.summarize import SpanSummarizer, Summarizer
-from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
@@ -232,7 +232,7 @@ def _marker_for(item: str) -> str:
 
 def _line_tokens(line: str) -> int:
     # Same estimate as tokens.estimate_tokens, plus the newline, rounded up.
-    return -(-(len(line.encode("utf-8", "surrogatepass")) + 1) // BYTES_PER_TOKEN)
+    return -(-(utf8_len(line) + 1) // BYTES_PER_TOKEN)
 
 
 # Room kept for the heading and up to one "… and N more" line per kind (each at its

@@ -17,7 +17,7 @@ from harness9.context.compaction import ProgressCallback
 from harness9.context.prompts import prompt
 from harness9.context.recall import summary_of
 from harness9.context.stubs import is_offload_marker
-from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
 
 SUMMARY_TEMPLATE = prompt("summary_template")
@@ -45,10 +45,6 @@ class Summarizer(Protocol):
     def generate(
         self, messages: list[Message], tools: list[ToolDefinition]
     ) -> tuple[Message, Usage | None]: ...
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -93,7 +89,7 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
     chunks: list[list[str]] = [[]]
     size = 0
     for piece in (p for block in blocks for p in _split_bytes(block, limit)):
-        n = _size(piece) + 2  # the "\n\n" joining blocks
+        n = utf8_len(piece) + 2  # the "\n\n" joining blocks
         if chunks[-1] and size + n > limit:
             chunks.append([])
             size = 0
@@ -132,7 +128,7 @@ class SpanSummarizer:
 
     def _room(self, instruction: str, previous: str | None, focus: str | None) -> int:
         """Bytes of body one call may carry beside its prompt."""
-        fixed = _size(self.system_prompt + self._prompt(instruction, "", previous, focus))
+        fixed = utf8_len(self.system_prompt + self._prompt(instruction, "", previous, focus))
         return max(_MIN_CHUNK_BYTES, self._budget() - fixed)
 
     def summarize(
@@ -150,7 +146,7 @@ class SpanSummarizer:
             # summariser gets the summary proper.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
-        if previous is not None and _size(previous) > self._budget() // 3:
+        if previous is not None and utf8_len(previous) > self._budget() // 3:
             # A previous summary that would crowd out the new span in every call is
             # summarised like the rest of the history, as its oldest part.
             blocks.insert(0, f"[previous summary]: {previous}")
@@ -169,7 +165,7 @@ class SpanSummarizer:
 
         body = "\n\n".join(blocks)
         single = _FULL if previous is None else _UPDATE
-        if _size(body) <= self._room(single, previous, focus):
+        if utf8_len(body) <= self._room(single, previous, focus):
             return call(single, body, previous, 1)
         chunks = _pack(blocks, self._room(_PART.format(index=99, count=99), None, focus))
         total = len(chunks) + 1  # + the final merge; grows if the merge is hierarchical
@@ -199,7 +195,7 @@ class SpanSummarizer:
                 f"<part-summary>\n{_split_bytes(p, half)[0]}\n</part-summary>" for p in items
             ]
             body = "\n\n".join(labelled)
-            if _size(body) <= cap or len(labelled) == 1:
+            if utf8_len(body) <= cap or len(labelled) == 1:
                 return call(instruction, body, previous, total)
             groups = _pack(labelled, cap)
             total += len(groups)
