@@ -23,7 +23,7 @@ from harness9.context.recall import (
     render_recall,
     render_state,
 )
-from harness9.context.stubs import StubMessage, stub_message, with_handle
+from harness9.context.stubs import StubMessage, offloaded_message, stub_message, with_handle
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message, TodoItem
 from harness9.store.session import (
@@ -73,6 +73,8 @@ def build_view(
             stub = stubs.get(rec.id)
             if stub is not None:
                 msg = stub_message(stub, msg, rec.id)
+            elif rec.offload is not None:
+                msg = offloaded_message(msg, rec.offload)
             messages.append(msg)
             ids.append(rec.id)
     return ModelView(messages, ids)
