@@ -18,12 +18,14 @@ from support import chat, cli
 
 from harness9.config import store_location
 from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
+from harness9.context.stubs import stub_message, stubbed_stub
 from harness9.context.view import checkpoint_for, load_view
 from harness9.schema import Message, ToolCall, Usage
 from harness9.store import migrations as sqlite_migrations
 from harness9.store import pg_migrations
 from harness9.store.backend import SessionStore, open_store
-from harness9.store.session import STUB_STUBBED, OffloadLink, Stub
+from harness9.store.legacy_checkpoint import legacy_stubs
+from harness9.store.session import STUB_STUBBED, STUB_VERBATIM, OffloadLink, Stub
 
 OID = "ofl_0123456789ab"
 LINK = OffloadLink(OID, 5000)
@@ -232,3 +234,15 @@ def test_an_export_with_a_damaged_link_is_a_one_line_error(bad: object, tmp_path
     result = cli("sessions", "import", str(path), "--new-id")
 
     assert result.exit_code != 0 and "messages[2].offload" in result.stderr
+
+
+def test_an_old_eviction_stub_naming_its_offload_keeps_its_id_and_size():
+    text = f'📂 [offload:{OID}] [evicted] 900 tokens evicted\nbash: 12 lines\nuse offload_recall(id="{OID}") for the full content'
+    stubs = legacy_stubs(json.dumps({"7": text, "8": "[stubbed] 30 tokens stubbed"}))
+    assert stubs == {
+        7: Stub(STUB_VERBATIM, 900, OID, text),
+        8: Stub(STUB_VERBATIM, text="[stubbed] 30 tokens stubbed"),
+    }
+    shown = stub_message(stubs[7], Message("tool", "full output", tool_call_id="c"), 7)
+    assert shown.content == text  # the old view, byte for byte
+    assert stubbed_stub(shown) == Stub(STUB_STUBBED, 900, OID)

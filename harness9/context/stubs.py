@@ -11,7 +11,9 @@ A stub of a kept message is data (harness9.store.session ``Stub``, stored in the
 checkpoint); ``render_stub`` is the one place its text is made, so compactors and the
 view agree byte for byte. A ``StubMessage`` is a tool result carrying the stub it
 renders, so whoever meets it later (the checkpoint, the recall index) reads the data,
-never the text. ``is_stub`` is the one test for "this is a stand-in, not a result".
+never the text; an ``OffloadedMessage`` likewise carries its stored record's link to
+the offload its summary stands for. ``is_stub`` is the one test for "this is a
+stand-in, not a result".
 """
 
 from __future__ import annotations
@@ -160,11 +162,12 @@ def offloaded_message(msg: Message, link: OffloadLink) -> OffloadedMessage:
 def offload_source(msg: Message) -> tuple[str, int]:
     """(offload id or "", size in tokens) of a tool result: where its full text is.
 
-    A stub or an offloaded result knows it from its data; anything else is its own
-    size and lives in the log.
+    A stub or an offloaded result knows it from its data (an old verbatim stub only
+    when it names its offload); anything else is its own size and lives in the log.
     """
-    if isinstance(msg, StubMessage) and msg.stub.kind != STUB_VERBATIM:
-        return msg.stub.offload_id, msg.stub.tokens
+    stub = msg.stub if isinstance(msg, StubMessage) else None
+    if stub is not None and (stub.kind != STUB_VERBATIM or stub.offload_id):
+        return stub.offload_id, stub.tokens
     if isinstance(msg, OffloadedMessage):
         return msg.offload.offload_id, msg.offload.tokens
     return "", len(msg.content.encode()) // BYTES_PER_TOKEN
