@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,10 +160,10 @@ class LockedMemorySession(MemorySession):
 
     locked = False
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(self, msgs: list[Message], offloads: Sequence = ()) -> list[int]:
         if self.locked:
             raise StoreBusyError("database is locked")
-        return super().add_messages(msgs)
+        return super().add_messages(msgs, offloads)
 
 
 def test_messages_held_by_a_locked_database_are_never_kept(tmp_path: Path) -> None:

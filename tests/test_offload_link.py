@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -21,11 +22,18 @@ from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
 from harness9.context.stubs import stub_message, stubbed_stub
 from harness9.context.view import checkpoint_for, load_view
 from harness9.schema import Message, ToolCall, Usage
+from harness9.store import MemorySession, pg_migrations
 from harness9.store import migrations as sqlite_migrations
-from harness9.store import pg_migrations
 from harness9.store.backend import SessionStore, open_store
+from harness9.store.holding import HoldingSession
 from harness9.store.legacy_checkpoint import legacy_stubs
-from harness9.store.session import STUB_STUBBED, STUB_VERBATIM, OffloadLink, Stub
+from harness9.store.session import (
+    STUB_STUBBED,
+    STUB_VERBATIM,
+    OffloadLink,
+    StoreBusyError,
+    Stub,
+)
 
 OID = "ofl_0123456789ab"
 LINK = OffloadLink(OID, 5000)
@@ -246,3 +254,24 @@ def test_an_old_eviction_stub_naming_its_offload_keeps_its_id_and_size():
     shown = stub_message(stubs[7], Message("tool", "full output", tool_call_id="c"), 7)
     assert shown.content == text  # the old view, byte for byte
     assert stubbed_stub(shown) == Stub(STUB_STUBBED, 900, OID)
+
+
+class LockedSession(MemorySession):
+    locked = True
+
+    def add_messages(self, msgs: list[Message], offloads: Sequence = ()) -> list[int]:
+        if self.locked:
+            raise StoreBusyError("database is locked")
+        return super().add_messages(msgs, offloads)
+
+
+def test_a_result_held_while_the_database_is_locked_keeps_its_link():
+    inner = LockedSession("held")
+    held = HoldingSession(inner, retry_s=0.0)
+    result = Message("tool", "reworded: " + BODY, tool_call_id="c0")
+
+    assert held.add_messages([result], [LINK]) == []
+    assert held.get_records()[0].offload == LINK
+    inner.locked = False
+    assert held.flush()
+    assert inner.get_records()[0].offload == LINK
