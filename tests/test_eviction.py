@@ -38,10 +38,6 @@ def test_density_scores_follow_the_seed_rules():
     assert density_score(Message("tool", GREP)) == 1.0 - 1.5 - 2.0  # paths, grep, long
 
 
-def test_offload_marker_scores_neutral_one():
-    assert density_score(Message("tool", MARKER + " error: decided")) == 1.0
-
-
 def test_code_dump_and_grep_detectors():
     assert is_large_code_dump(CODE) and not is_large_code_dump("plain words " * 300)
     assert is_repetitive_grep(GREP) and not is_repetitive_grep("a.py:1:x\n" * 9)

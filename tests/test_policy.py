@@ -120,12 +120,12 @@ def test_each_session_gets_its_own_state_and_forget_resets_it():
     assert policy.state("s1") is a and policy.state("s2") is not a
     policy.forget("s1")
     fresh = policy.state("s1")
-    assert fresh is not a and not fresh.trigger.cooldown.in_cooldown(5)
+    assert fresh is not a and not fresh.trigger.in_cooldown(5)
 
 
 def test_the_cooldown_length_comes_from_the_policy():
     policy = ContextPolicy(None, 50_000, cooldown_iterations=7)
-    assert policy.state("s1").trigger.cooldown.cooldown_iterations == 7
+    assert policy.state("s1").trigger.cooldown_iterations == 7
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

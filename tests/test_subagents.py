@@ -412,21 +412,22 @@ def test_history_search_finds_what_the_sub_agents_read(llm_server, tmp_path):
 def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_path, monkeypatch):
     from harness9.context import triggers
 
-    seen: list[triggers.ToolCallPattern] = []
-    real = triggers.SmartTrigger.should_compress_dynamic
+    seen: list[list[str]] = []
+    real = triggers.read_heavy
 
-    def spy(self, info):
-        seen.append(info.tool_pattern)
-        return real(self, info)
+    def spy(recent_tools):
+        seen.append(list(recent_tools))
+        return real(recent_tools)
 
-    monkeypatch.setattr(triggers.SmartTrigger, "should_compress_dynamic", spy)
+    monkeypatch.setattr(triggers, "read_heavy", spy)
     work = tmp_path / "w"
     llm_server.respond_with(Family(make_files(work)))
     assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
     # The parent's second call follows its two `task` calls; the sub-agents' own calls
     # follow read_file (read-heavy) or nothing (conversation).
-    assert triggers.ToolCallPattern.SUB_AGENT in seen
-    assert seen.count(triggers.ToolCallPattern.SUB_AGENT) == 1
+    assert ["task", "task"] in seen
+    assert sum("task" in tools for tools in seen) == 1
+    assert ["read_file"] in seen and triggers.read_heavy(["read_file"])
 
 
 def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):

@@ -1,7 +1,7 @@
-"""What the context policy tells the UI while it compacts (the engine re-exports these).
+"""The context events the UI shows: compaction started, its progress, its result, notices.
 
-They live here, not in the engine, so that the policy can emit them without
-importing the engine; ``harness9.engine.events`` includes them in its ``Event``.
+They live here, not in the engine, so that the policy can emit them without importing
+the engine; ``harness9.engine.events`` includes them in its ``Event``.
 """
 
 from __future__ import annotations

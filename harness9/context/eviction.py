@@ -4,14 +4,15 @@ Each old tool result gets a density score:
 
 * +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
 * -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;
-* an offload marker (``📂 [offload:``) scores a neutral 1.0 and is never evicted: it is
-  already a summary, and its id is what ``offload_recall`` needs.
+* an offload marker (``📂 [offload:``) or a stub is never evicted: it is already a
+  summary, and its id is what ``offload_recall`` needs.
 
 ``evict_by_density`` keeps the newest ``keep_groups`` tool groups (an assistant
 message with tool calls plus its results) intact and, lowest score first (ties:
-oldest first), replaces older results with ``[evicted] <rule summary> (N tokens
-evicted)`` until the estimate is at or under the target. Roles, ids and order
-never change, so the call/result sequence stays valid; the input is not mutated.
+oldest first), replaces older results with eviction stubs (the rule summary, the
+last error lines, the names and paths it declares) until the estimate is at or under
+the target. Roles, ids and order never change, so the call/result sequence stays
+valid; the input is not mutated.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from harness9.context.patterns import (
 )
 from harness9.context.repair import match_tool_results
 from harness9.context.rule_summary import stats_of, summarize_output
-from harness9.context.stubs import EVICTED_PREFIX as EVICTED_PREFIX
 from harness9.context.stubs import evicted_stub, is_stub, stub_message
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
@@ -70,25 +70,17 @@ def is_repetitive_grep(content: str) -> bool:
 
 
 def density_score(msg: Message) -> float:
-    content = msg.content
-    if is_offload_marker(content):
-        return 1.0
-    score = 0.0
-    if has_error(content):
-        score += 3.0
-    if has_decision(content):
-        score += 2.5
-    if has_path(content):
-        score += 1.0
-    if len(content) < 500:
-        score += 1.5
-    if is_large_code_dump(content):
-        score -= 2.0
-    if is_repetitive_grep(content):
-        score -= 1.5
-    if msg.role == ROLE_TOOL and len(content) > 3000:
-        score -= 2.0
-    return score
+    """The rules in the module docstring (booleans count 1 or 0)."""
+    c = msg.content
+    return (
+        3.0 * has_error(c)
+        + 2.5 * has_decision(c)
+        + 1.0 * has_path(c)
+        + 1.5 * (len(c) < 500)
+        - 2.0 * is_large_code_dump(c)
+        - 1.5 * is_repetitive_grep(c)
+        - 2.0 * (msg.role == ROLE_TOOL and len(c) > 3000)
+    )
 
 
 @dataclass(slots=True)
@@ -114,27 +106,19 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
     return groups
 
 
-def _evictable(content: str) -> bool:
-    return not (is_offload_marker(content) or is_stub(content))
-
-
-def _fact_lines(content: str, body: str, budget: int = EVICTED_FACT_BYTES) -> list[str]:
-    """The result's fingerprinted facts its rule summary ``body`` lacks, for the stub.
-
-    Error lines: the last ``EVICTED_ERROR_LINES`` (a failing run's error is what a
-    later step needs most). Then declared names, then paths, in the order they
-    appear, while they fit in ``budget`` bytes; a count of the rest.
-    """
+def _fact_lines(content: str, body: str) -> list[str]:
+    """The result's facts its rule summary ``body`` lacks: the last error lines (a
+    failing run's error is what a later step needs most), then declared names and
+    paths in order of appearance while they fit ``EVICTED_FACT_BYTES``, and a count
+    of the rest."""
     lines: list[str] = []
     errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
     if errors:
         lines += ["errors:", *("  " + e for e in errors)]
     words = set(re.findall(r"[\w./-]+", body))
-    room = budget
-    for label, items in (
-        ("names", [n for n in find_declarations(content) if n not in words]),
-        ("paths", [p for p in find_paths(content) if p not in words]),
-    ):
+    room = EVICTED_FACT_BYTES
+    for label, found in (("names", find_declarations(content)), ("paths", find_paths(content))):
+        items = [x for x in found if x not in words]
         shown: list[str] = []
         for item in items:
             cost = len(item.encode()) + 2
@@ -149,13 +133,11 @@ def _fact_lines(content: str, body: str, budget: int = EVICTED_FACT_BYTES) -> li
     return lines
 
 
-def _stub(msg: Message, name: str, args: str, offload_id: str | None) -> Message:
+def _stub(msg: Message, name: str, args: str, offload_id: str) -> Message:
     stats = stats_of(msg.content)
     body = summarize_output(name, args, stats, brief=True)
-    facts = _fact_lines(msg.content, body)
-    if facts:
-        body += "\n" + "\n".join(facts)
-    return stub_message(evicted_stub(body, stats.tokens, offload_id or ""), msg)
+    body = "\n".join([body, *_fact_lines(msg.content, body)])
+    return stub_message(evicted_stub(body, stats.tokens, offload_id), msg)
 
 
 def _offload(store: OffloadStore, session_id: str, name: str, args: str, content: str) -> str:
@@ -178,9 +160,7 @@ def evict_by_density(
 ) -> list[Message]:
     """Replace low-density old tool results until ``estimate_tokens(result) <= target_tokens``.
 
-    Each stub keeps the result's rule summary, its last error lines and, within
-    ``EVICTED_FACT_BYTES``, the names it declares and the paths it mentions. With
-    ``offload`` the full result is written to the store first and the stub starts
+    With ``offload`` the full result is written to the store first and the stub starts
     with its ``📂 [offload:<id>]`` marker, so nothing evicted is out of reach.
     """
     out = list(messages)
@@ -188,36 +168,28 @@ def evict_by_density(
     if total // BYTES_PER_TOKEN <= target_tokens:
         return out
     groups = tool_groups(out)
-    old = groups[: max(0, len(groups) - keep_groups)]
-    # Each result's own call (ids may be reused across turns, so not a global id map).
+    # Each old result's own call (ids may be reused across turns, so not a global id map).
     call_of = {
         i: tc
-        for g in old
+        for g in groups[: max(0, len(groups) - keep_groups)]
         for i in g.result_indices
         for tc in out[g.call_index].tool_calls
         if tc.id == out[i].tool_call_id
     }
-    candidates = [
+    candidates = sorted(
         (density_score(out[i]), i)
-        for g in old
-        for i in g.result_indices
-        if _evictable(out[i].content)
-    ]
-    candidates.sort()
+        for i in call_of
+        if not (is_offload_marker(out[i].content) or is_stub(out[i].content))
+    )
     for _, i in candidates:
         if total // BYTES_PER_TOKEN <= target_tokens:
             break
-        msg = out[i]
-        tc = call_of.get(i)
-        name, args = (tc.name, tc.arguments) if tc else ("tool", "{}")
-        replacement = _stub(msg, name, args, _PLACEHOLDER_ID if offload else None)
-        saved = message_bytes(msg) - message_bytes(replacement)
-        if saved <= 0:  # a short result: its summary would not be smaller
+        msg, name, args = out[i], call_of[i].name, call_of[i].arguments
+        stub = _stub(msg, name, args, _PLACEHOLDER_ID if offload else "")
+        if message_bytes(stub) >= message_bytes(msg):  # a short result: no smaller as a stub
             continue
         if offload is not None:
-            oid = _offload(offload, session_id, name, args, msg.content)
-            replacement = _stub(msg, name, args, oid or None)
-            saved = message_bytes(msg) - message_bytes(replacement)
-        out[i] = replacement
-        total -= saved
+            stub = _stub(msg, name, args, _offload(offload, session_id, name, args, msg.content))
+        total -= message_bytes(msg) - message_bytes(stub)
+        out[i] = stub
     return out

@@ -1,4 +1,4 @@
-"""The user's words outlive compaction (ARCHITECTURE decision 8): pure functions.
+"""The user's words kept verbatim through compaction, and the session's pins.
 
 A summary may be weak; what the user asked of the agent may not be lost. So a
 checkpoint keeps the user messages it folds *verbatim* (``carry_instructions``):
@@ -15,18 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness9.context.tokens import estimate_tokens
+from harness9.context.prompts import prompt
+from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import ROLE_SYSTEM, ROLE_USER, Message
-
-__all__ = [
-    "INSTRUCTIONS_HEADER",
-    "PINS_HEADER",
-    "carry_instructions",
-    "instruction_budget",
-    "render_instructions",
-    "render_pins",
-    "with_notes",
-]
 
 # Codex's COMPACT_USER_MESSAGE_MAX_TOKENS, and the share of its 272K window that is.
 MAX_INSTRUCTION_TOKENS = 20_000
@@ -35,14 +26,8 @@ INSTRUCTION_SHARE = 0.075
 # most likely) is kept by its head, and history_search finds the rest.
 MESSAGE_SHARE = 0.25
 
-INSTRUCTIONS_HEADER = (
-    "## Earlier instructions\n"
-    "The user's own messages from the part of this conversation that was summarised, "
-    "verbatim, oldest first. What they ask still applies unless a later message changed it."
-)
-PINS_HEADER = (
-    "## Pinned notes\nThe user pinned these notes; they apply to the whole session until unpinned."
-)
+INSTRUCTIONS_HEADER = prompt("earlier_instructions")
+PINS_HEADER = prompt("pinned_notes")
 
 
 def instruction_budget(context_window: int) -> int:
@@ -50,15 +35,11 @@ def instruction_budget(context_window: int) -> int:
     return max(0, min(MAX_INSTRUCTION_TOKENS, int(context_window * INSTRUCTION_SHARE)))
 
 
-def _tokens(text: str) -> int:
-    return estimate_tokens([Message(ROLE_USER, text)])
-
-
 def _capped(text: str, cap: int) -> str:
     """``text``, or its head with a note when it is over ``cap`` tokens."""
-    if _tokens(text) <= cap:
+    if utf8_len(text) // BYTES_PER_TOKEN <= cap:
         return text
-    head = text.encode("utf-8")[: max(0, cap * 4 - 120)].decode("utf-8", "ignore")
+    head = text.encode("utf-8")[: max(0, cap * BYTES_PER_TOKEN - 120)].decode("utf-8", "ignore")
     rest = len(text) - len(head)
     return f"{head} [… {rest} more characters; history_search finds the whole message]"
 
@@ -84,15 +65,13 @@ def carry_instructions(
         if m.role == ROLE_USER and not m.is_summary and m.content.strip()
     ]
     kept: list[str] = []
-    used = 0
+    room = budget
     for text in reversed(candidates):
-        cost = _tokens(text)
-        if used + cost > budget:
+        room -= utf8_len(text) // BYTES_PER_TOKEN
+        if room < 0:
             break
         kept.append(text)
-        used += cost
-    kept.reverse()
-    return kept
+    return kept[::-1]
 
 
 def render_instructions(messages: Sequence[str]) -> str:
@@ -103,22 +82,15 @@ def render_instructions(messages: Sequence[str]) -> str:
     return f"{INSTRUCTIONS_HEADER}\n\n{body}"
 
 
-def render_pins(pins: Sequence[str]) -> str:
-    """The pinned-notes note ("" for none)."""
-    if not pins:
-        return ""
-    body = "\n".join(f"{i}. {p}" for i, p in enumerate(pins, 1))
-    return f"{PINS_HEADER}\n{body}"
-
-
 def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]) -> Message:
     """The system message followed by the pins, then the earlier instructions.
 
     Pins change only when the user pins, instructions only at a compaction: the most
     stable part comes first, so the cached prefix reaches as far as it can.
     """
-    notes = [n for n in (render_pins(pins), render_instructions(instructions)) if n]
-    if not notes:
+    if not pins and not instructions:
         return system
-    content = "\n\n".join([system.content, *notes]) if system.content else "\n\n".join(notes)
+    pinned = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1)) if pins else ""
+    parts = (system.content, pinned, render_instructions(instructions))
+    content = "\n\n".join(p for p in parts if p)
     return Message(ROLE_SYSTEM, content, system.tool_calls, system.tool_call_id)

@@ -67,7 +67,7 @@ from harness9.context.tokens import (
     format_token_count,
 )
 from harness9.context.topics import TopicDetector
-from harness9.context.triggers import CompressCooldown, SessionTriggerState, SmartTrigger
+from harness9.context.triggers import SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
@@ -428,9 +428,8 @@ class ContextPolicy:
         with self._lock:
             st = self._states.get(session_id)
             if st is None:
-                cooldown = CompressCooldown(self.cooldown_iterations)
                 st = self._states[session_id] = SessionContextState(
-                    SessionTriggerState(cooldown=cooldown)
+                    SessionTriggerState(self.cooldown_iterations)
                 )
             return st
 

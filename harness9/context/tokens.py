@@ -16,7 +16,7 @@ from harness9.schema import Message, ToolDefinition
 BYTES_PER_TOKEN = 4
 
 
-def _utf8_len(text: str) -> int:
+def utf8_len(text: str) -> int:
     # isascii() is O(1) in CPython (a flag of the string) and most text is
     # ASCII: this skips the encode that would otherwise dominate compaction.
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
@@ -29,9 +29,9 @@ def message_bytes(msg: Message) -> int:
     text = msg.content
     n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if msg.tool_call_id:
-        n += _utf8_len(msg.tool_call_id)
+        n += utf8_len(msg.tool_call_id)
     for tc in msg.tool_calls:
-        n += _utf8_len(tc.id) + _utf8_len(tc.name) + _utf8_len(tc.arguments)
+        n += utf8_len(tc.id) + utf8_len(tc.name) + utf8_len(tc.arguments)
     return n
 
 
@@ -49,8 +49,7 @@ def estimate_tool_tokens(tools: Iterable[ToolDefinition]) -> int:
     total = 0
     for t in tools:
         schema = json.dumps(t.parameters, separators=(",", ":"), ensure_ascii=False)
-        total += len(t.name.encode("utf-8")) + len(t.description.encode("utf-8"))
-        total += len(schema.encode("utf-8"))
+        total += utf8_len(t.name) + utf8_len(t.description) + utf8_len(schema)
     return total // BYTES_PER_TOKEN
 
 

@@ -1,15 +1,12 @@
-"""Topic isolation (experimental, off by default): fold finished topics when a new one starts.
+"""Topic boundaries (topic isolation, off by default): where a new topic starts.
 
 ``TopicDetector`` compares term-frequency vectors of adjacent windows of
 ``min_segment_size`` (3) messages; where their cosine similarity drops under
 ``cosine_threshold`` (0.3) a new segment starts (at the lowest-similarity point
 within one window, so a boundary lands on the first message of the new topic,
 not one early). A segment is at least ``min_segment_size`` messages, except the
-newest, which may have just begun.
-
-``SelectiveCompressor`` compacts when the history has more than 10 messages and
-the newest segment is a new topic (2 messages or fewer): everything before it
-becomes one structured summary, the current segment stays verbatim.
+newest, which may have just begun. The pipeline's ``topic`` cut folds what comes
+before the newest segment.
 """
 
 from __future__ import annotations
@@ -36,10 +33,11 @@ class TopicSegment:
     id: str
     start_idx: int  # index into the messages passed to detect()
     end_idx: int  # exclusive, like a slice
-    message_count: int
     keywords: list[str] = field(default_factory=list)
-    summary: str = ""
-    is_current: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return self.end_idx - self.start_idx
 
 
 def terms(text: str) -> list[str]:
@@ -68,10 +66,10 @@ def _sum(vecs: Sequence[Counter[str]]) -> Counter[str]:
     return total
 
 
+@dataclass(slots=True)
 class TopicDetector:
-    def __init__(self, cosine_threshold: float = 0.3, min_segment_size: int = 3) -> None:
-        self.cosine_threshold = cosine_threshold
-        self.min_segment_size = max(1, min_segment_size)
+    cosine_threshold: float = 0.3
+    min_segment_size: int = 3
 
     def detect(self, msgs: Sequence[Message]) -> list[TopicSegment]:
         start = 1 if msgs and msgs[0].role == ROLE_SYSTEM else 0
@@ -79,7 +77,7 @@ class TopicDetector:
         if n <= start:
             return []
         vecs = [_vector(m) for m in msgs]
-        w = self.min_segment_size
+        w = max(1, self.min_segment_size)
 
         def sim(seg_start: int, i: int) -> float:
             return cosine(_sum(vecs[max(seg_start, i - w) : i]), _sum(vecs[i : i + w]))
@@ -91,24 +89,13 @@ class TopicDetector:
             if msgs[i].role == ROLE_TOOL or sim(bounds[-1], i) >= self.cosine_threshold:
                 i += 1
                 continue
-            seg_start = bounds[-1]
             options = [j for j in range(i, min(i + w, n)) if msgs[j].role != ROLE_TOOL]
-            best = min(options, key=lambda j: (sim(seg_start, j), j))
+            best = min(options, key=lambda j: (sim(bounds[-1], j), j))
             bounds.append(best)
             i = best + w
         bounds.append(n)
         segments = []
         for k, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-            counts = _sum(vecs[a:b])
-            keywords = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
-            segments.append(
-                TopicSegment(
-                    id=f"topic-{k + 1}",
-                    start_idx=a,
-                    end_idx=b,
-                    message_count=b - a,
-                    keywords=keywords,
-                    is_current=b == n,
-                )
-            )
+            counts = sorted(_sum(vecs[a:b]).items(), key=lambda kv: (-kv[1], kv[0]))
+            segments.append(TopicSegment(f"topic-{k + 1}", a, b, [t for t, _ in counts[:5]]))
         return segments

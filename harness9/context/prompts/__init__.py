@@ -1,4 +1,4 @@
-"""The summariser's prompts, kept as text files beside this module and reviewed as text.
+"""The context package's prompts, kept as text files beside this module and reviewed as text.
 
 Each ``<name>.txt`` holds one prompt; its final newline is the file's, not the prompt's.
 """
