@@ -312,7 +312,7 @@ class ContextOptions:
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
     # Messages a request carries at most: past it, old tool groups fold into the recall
-    # index without a model call (context/message_bound.py); 0: no bound but the tokens.
+    # index without a model call (MessageBound, context/pipeline.py); 0: tokens only.
     max_messages: int = 400
     offload: bool = True
     offload_max_result_tokens: int = 2000

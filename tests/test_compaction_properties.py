@@ -34,7 +34,7 @@ from harness9.context import (
     repair_orphaned_tool_pairs,
 )
 from harness9.context.compaction import KeptSizer
-from harness9.context.pipeline import evict_summary_compactor, tail_compactor, topic_compactor
+from harness9.context.pipeline import MessageBound, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
 from harness9.context.tokens import message_bytes
@@ -193,12 +193,12 @@ def test_kept_sizer_is_exact_for_every_cut_from_its_start(msgs, data):
 
 
 # The strategies a user can select, then the pipeline's other configurations.
-CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict", "evict+summary", "topic"]
+CONFIGURATIONS = ["hybrid", "summarize", "budget", "window", "evict", "fold", "topic"]
 
 
 def configuration(name: str, summarizer, window: int, threshold: int):
-    if name == "evict+summary":
-        return evict_summary_compactor(summarizer, window, max_tokens=max(1, threshold))
+    if name == "fold":
+        return MessageBound(max_messages=12, keep_messages=4)
     if name == "topic":
         return topic_compactor(TopicDetector(min_segment_size=2), summarizer)
     return build_compactor(name, summarizer, window, threshold_tokens=threshold)

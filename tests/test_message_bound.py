@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.context.message_bound import FOLDED_HEADING, MessageBound
+from harness9.context.pipeline import FOLDED_HEADING, MessageBound
 from harness9.context.view import summary_text
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager

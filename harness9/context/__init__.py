@@ -17,7 +17,6 @@ from harness9.context.pipeline import (
     Steps,
     SummarizationCompactor,
     TokenBudgetCompactor,
-    evict_summary_compactor,
     eviction_compactor,
 )
 from harness9.context.policy import ContextPolicy
@@ -48,7 +47,6 @@ __all__ = [
     "checkpoint_for",
     "estimate_tokens",
     "estimate_tool_tokens",
-    "evict_summary_compactor",
     "eviction_compactor",
     "extract_fingerprint",
     "find_cut",

@@ -1,18 +1,8 @@
-"""The Compactor seam and the rules every compactor shares (the pipeline: pipeline.py).
+"""The Compactor seam, its plan and result, and the cut rule every compactor shares.
 
-Shared rules:
-- the input's first message must be the system message, otherwise the input
-  is returned unchanged (a defensive check);
-- a cut never separates tool results from the assistant message that called
-  them (``find_cut``): where the kept part would begin with results, it is
-  extended back over them to include the call;
-- the output is repaired (``repair_orphaned_tool_pairs``), so it is always a
-  valid tool sequence, whether or not anything was folded.
-
-Every compactor fills in the ``Compactor`` protocol completely: ``strategy``,
-``threshold_tokens`` (what ``/context``, the trigger and ``compact --dry-run``
-all read), ``plan`` (pure, no model call: what ``compact --dry-run`` shows) and
-``compact`` (the result with its plan, summary and any fallback reason).
+A cut never separates tool results from the assistant message that called them
+(``find_cut``); ``KeptSizer`` measures what a cut keeps, as repaired, in O(1).
+The one implementation, with every strategy as a configuration: pipeline.py.
 """
 
 from __future__ import annotations
@@ -22,30 +12,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol, runtime_checkable
 
-from harness9.context.repair import (
-    is_valid_tool_sequence,
-    match_tool_results,
-    repair_orphaned_tool_pairs,
-)
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
-from harness9.schema import (
-    ROLE_ASSISTANT,
-    ROLE_SYSTEM,
-    ROLE_TOOL,
-    TRUNCATED_STUB,
-    Message,
-)
-
-__all__ = [
-    "BUDGET_PERCENT",
-    "DEFAULT_MIN_TAIL",
-    "CompactionPlan",
-    "CompactionResult",
-    "Compactor",
-    "ProgressCallback",
-    "find_cut",
-    "is_valid_tool_sequence",
-]
+from harness9.context.repair import match_tool_results
+from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
 
 DEFAULT_MIN_TAIL = 6
 # The ``for_context_window`` helpers' share of the window (the default of the
@@ -59,12 +28,10 @@ ProgressCallback = Callable[[int, int], None]
 @dataclass(slots=True)
 class CompactionPlan:
     would_compact: bool
-    strategy: str  # "summarize" | "budget" | "window"
-    cut: (
-        int  # msgs[1:cut] are folded/dropped, msgs[cut:] kept (before repair); 1 when nothing folds
-    )
+    strategy: str
+    cut: int  # msgs[1:cut] are folded/dropped, msgs[cut:] kept (before repair); 1: nothing folds
     tokens_before: int  # estimate_tokens(msgs)
-    tokens_after: int  # estimate of the result (budget/window: exact; summarize: see there)
+    tokens_after: int  # estimate of the result (a summary's size is estimated by ``plan``)
     threshold: int  # the compactor's threshold_tokens
 
 
@@ -84,10 +51,13 @@ class Compactor(Protocol):
     """The one compaction seam. Implementations are pure: they never mutate their input.
 
     ``threshold_tokens``: the token estimate over which ``plan`` compacts without
-    ``force`` (0 for a compactor triggered by something else, as topic isolation is).
+    ``force`` (0 for a compactor triggered by something else, as topic isolation is);
+    what ``/context``, the trigger and ``compact --dry-run`` all read.
     ``plan``: what ``compact`` would fold, without calling any model.
     ``compact``: ``instructions`` is a focus for a summary (``/compact <focus>``) and
     ``on_progress`` hears each summariser call; compactors that call no model ignore both.
+    The input must start with the system message, otherwise it is returned unchanged;
+    the output is repaired, a valid tool sequence whether or not anything was folded.
     """
 
     @property
@@ -113,19 +83,15 @@ def starts_with_system(msgs: Sequence[Message]) -> bool:
 
 
 def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
-    """Index where the kept part begins when keeping the newest ``tail_len`` messages.
-
-    ``msgs[0]`` is the system message and is never part of the cut range, so
-    the result is at least 1. When ``msgs[cut]`` is a tool result, the cut
-    moves back over the contiguous results to the assistant message just
-    before them if that message made calls (the backtrack of the window rule);
-    results whose call is not adjacent are left for the repair to drop.
-    """
+    """Index where the kept part begins when keeping the newest ``tail_len`` messages
+    (at least 1: ``msgs[0]`` is the system message)."""
     return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
 
 
 def extend_cut(msgs: Sequence[Message], cut: int) -> int:
-    """``cut`` moved back to the call of the results it would begin with (see find_cut)."""
+    """``cut`` moved back over the tool results it would begin with, to the assistant
+    message just before them if that message made calls (the backtrack of the window
+    rule); results whose call is not adjacent are left for the repair to drop."""
     if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
         return cut
     first = cut
@@ -187,57 +153,3 @@ class KeptSizer:
 
     def kept_tokens(self, cut: int) -> int:
         return self.kept_bytes(cut) // BYTES_PER_TOKEN
-
-
-def measure(msgs: Sequence[Message]) -> tuple[list[int], KeptSizer]:
-    """Per-message bytes and a sizer over the whole history."""
-    sizes = [message_bytes(m) for m in msgs]
-    return sizes, KeptSizer(msgs, sizes)
-
-
-def unchanged_plan(strategy: str, msgs: Sequence[Message], threshold: int) -> CompactionPlan:
-    tokens = estimate_tokens(msgs)
-    return CompactionPlan(False, strategy, 1, tokens, tokens, threshold)
-
-
-def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
-    """``res``, unless it is larger than its input repaired: then that input, folding
-    nothing (a summary longer than what it replaces). No compaction grows the context."""
-    if not res.plan.would_compact:
-        return res
-    original = repair_orphaned_tool_pairs(msgs)
-    size = estimate_tokens(original)
-    if estimate_tokens(res.messages) <= size:
-        return res
-    plan = res.plan
-    plan.would_compact, plan.cut, plan.tokens_after = False, 1, size
-    return CompactionResult(original, plan, None, res.strategy, res.error)
-
-
-def nothing_new(msgs: Sequence[Message], cut: int) -> bool:
-    """True when ``msgs[1:cut]`` holds no message but earlier summaries: folding it
-    would only re-summarise a summary, a model call for nothing."""
-    return all(m.is_summary for m in msgs[1:cut])
-
-
-def run_fallback(
-    fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str
-) -> CompactionResult:
-    """What a summarising compactor returns when its summariser failed: ``fallback``'s
-    result, with ``error`` recorded.
-
-    An earlier summary right after the system message is kept: the fallback measures
-    and truncates only what came after it (it sees the two as one fixed head), so a
-    failed summary never loses what the previous compactions kept.
-    """
-    if len(msgs) < 2 or not msgs[1].is_summary:
-        res = fallback.compact(msgs, force=force)
-        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
-    system, previous = msgs[0], msgs[1]
-    head = Message(system.role, system.content + previous.content)
-    res = fallback.compact([head, *msgs[2:]], force=force)
-    plan = res.plan
-    if plan.would_compact:
-        plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
-    kept = [system, previous, *res.messages[1:]]
-    return CompactionResult(kept, plan, None, res.strategy, error, kept_previous_summary=True)

@@ -4,30 +4,27 @@
 soon as the history fits:
 
 1. **gate**: the history starts with its system message and is over the threshold
-   (tokens, or the window's message count; a topic change for topic isolation), or
-   the compaction is forced. Offloaded results (``📂 [offload:``) are already small:
-   no step ever rewrites them.
+   (tokens, or ``max_messages``: a bound that ``force`` does not move; a new topic for
+   topic isolation), or the compaction is forced. Offloaded results are already small:
+   no step rewrites them.
 2. **reduce**, keeping every message's position (no model call): old tool results are
-   evicted by density, least informative first, each keeping its rule summary and
-   facts (``evict_to``), then stubbed (``stub_groups``: all but the newest tool groups,
-   each stub recallable by its handle). When that alone lands under ``enough_at``, the
-   reduced history is the result.
-3. **cut**: where the kept tail begins: ``fit`` (as many newest messages as the target
-   leaves room for), ``tail`` (all but ``min_tail``), ``budget`` (the largest suffix
-   under ``target``), ``window`` (the newest ``max_messages - 1``), ``topic`` (the start
-   of the topic that has just begun), ``fallback`` (straight to step 5), or none.
-4. **fold** the head: a summary (``summary="plain"``: the five-section template;
-   ``"structured"``: the marker prompt, its facts fingerprinted from the messages as
-   they were before step 2 and repaired into it), or nothing (the head is dropped).
+   evicted by density, least informative first (``evict_to``), then stubbed (``stub``),
+   all but the newest ``keep_groups`` tool groups. When that alone lands under
+   ``enough_at``, the reduced history is the result.
+3. **cut**: where the kept tail begins: ``fit`` (as many newest messages as ``target``
+   holds), ``tail`` (all but ``min_tail``), ``budget`` (the largest suffix under
+   ``target``), ``window`` (the newest ``max_messages - 1``), ``topic`` (the start of the
+   topic that has just begun), ``fallback`` (straight to step 5), or none.
+4. **fold** the head: a summary (``plain``: the five-section template; ``structured``:
+   the marker prompt, its facts fingerprinted from the messages as they were before step
+   2; ``folded``: the user's and assistant's words, no model call), or drop it.
 5. **fallback**: a summariser that fails (an error, an empty reply) hands the reduced
    history to a truncating compactor, an earlier summary kept; the error is recorded.
 
-Every output is repaired and never larger than its input repaired (``settled``).
-The configurations: ``hybrid`` (the default; ``HybridCompactor``), ``summarize``
-(``SummarizationCompactor``), ``budget`` (``TokenBudgetCompactor``), ``window``
-(``SlidingWindowCompactor``), ``evict`` (``eviction_compactor``); beside them
-``evict_summary_compactor`` (eviction then a structured summary, benchmarked),
-``tail_compactor`` (the last resort of an asked-for compaction) and
+Every output is repaired and never larger than its input repaired. The configurations:
+``hybrid`` (the default; ``HybridCompactor``), ``summarize``, ``budget``, ``window``,
+``evict`` (the user-selectable strategies), ``MessageBound`` (the ``max_messages``
+option), ``tail_compactor`` (the last resort of an asked-for compaction) and
 ``topic_compactor`` (experimental topic isolation).
 """
 
@@ -46,41 +43,18 @@ from harness9.context.compaction import (
     ProgressCallback,
     extend_cut,
     find_cut,
-    nothing_new,
-    run_fallback,
-    settled,
     starts_with_system,
-    unchanged_plan,
 )
 from harness9.context.eviction import evict_by_density, tool_groups
-from harness9.context.fingerprint import PRESERVED_SHARE, marker_summarizer, structured_summary
-from harness9.context.offload import OffloadError, OffloadStore, valid_session_id
-from harness9.context.patterns import OFFLOAD_MARKER
-from harness9.context.recall import stub_for
+from harness9.context.fingerprint import marker_summarizer, structured_summary
+from harness9.context.offload import OffloadStore
+from harness9.context.recall import stub_for, summary_of
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.context.topics import TopicDetector, TopicSegment
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
-
-__all__ = [
-    "DEFAULT_TARGET",
-    "RECALL_SHARE",
-    "STRATEGY_HYBRID",
-    "STRATEGY_STUBS",
-    "HybridCompactor",
-    "Pipeline",
-    "SlidingWindowCompactor",
-    "Steps",
-    "SummarizationCompactor",
-    "TokenBudgetCompactor",
-    "eviction_compactor",
-    "evict_summary_compactor",
-    "stub_old_results",
-    "tail_compactor",
-    "topic_compactor",
-]
+from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
@@ -94,11 +68,13 @@ DEFAULT_TARGET = 0.4
 # on a 128K window.
 PRESERVED_SHARE_HYBRID = 0.06
 RECALL_SHARE = 0.06
-EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold (or window)
+EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold
 # Topic isolation folds once the history has more than this many messages and the newest
 # topic segment has at most NEW_TOPIC_MESSAGES: a new topic has just begun.
 TOPIC_MIN_HISTORY = 10
 NEW_TOPIC_MESSAGES = 2
+FOLDED_HEADING = "## Earlier messages (tool calls folded into the recall index)"
+ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,26 +84,23 @@ class Steps:
     strategy: str  # what a plan and a result that folds say ran
     threshold: int  # the gate, in tokens (0: not gated by tokens)
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
-    stub_groups: int | None = None  # reduce: then stub all but this many newest tool groups
-    keep_groups: int = 3  # eviction leaves the newest tool groups whole
+    stub: bool = False  # reduce: then stub the old tool results
+    keep_groups: int = 3  # reduce: the newest tool groups stay whole
     enough_at: int = 0  # the reduction alone is the result at or under this load
-    framing: int = MESSAGE_OVERHEAD_TOKENS  # tokens per message the load adds to the estimate
-    reduced_strategy: str = ""  # what a result of the reduction alone says ran
     cut: str = "tail"  # "fit" | "tail" | "budget" | "window" | "topic" | "fallback" | ""
     target: int = 0  # tokens the cut aims for ("fit", "budget")
     min_tail: int = DEFAULT_MIN_TAIL  # newest messages always kept
-    max_messages: int = 0  # "window": the window; also a gate when set
-    fit_reserve: int = 0  # "fit": tokens kept free for the summary's facts and index
-    summary: str = ""  # "" (the head is dropped) | "plain" | "structured"
+    max_messages: int = 0  # a gate when set; "window": the window
+    summary: str = ""  # "" (the head is dropped) | "plain" | "structured" | "folded"
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
 
 
 class Pipeline:
     """A ``Compactor``: ``steps`` run by the one pipeline. Pure; never mutates its input.
 
-    ``span`` summarises (configurations with a summary); ``fallback`` truncates when it
+    ``span`` summarises (``plain`` and ``structured``); ``fallback`` truncates when it
     fails; ``detector`` finds topics (``cut="topic"``); with ``offload`` (and the
-    session's id) evicted results and facts that do not fit are written there.
+    session's id) evicted results are written there.
     """
 
     def __init__(
@@ -140,8 +113,6 @@ class Pipeline:
         offload: OffloadStore | None = None,
         session_id: str = "",
     ) -> None:
-        if offload is not None and not valid_session_id(session_id):
-            raise ValueError(f"offload needs a valid session id, got {session_id!r}")
         self.steps = steps
         self.span = span
         self.fallback = fallback
@@ -157,18 +128,7 @@ class Pipeline:
     def threshold_tokens(self) -> int:
         return self.steps.threshold
 
-    @property
-    def preserved_budget(self) -> int | None:
-        """Tokens the summary's "Preserved facts" section may take (None: unbounded)."""
-        return self.steps.preserved_budget
-
-    @property
-    def summarizer(self) -> Summarizer | None:
-        return self.span.summarizer if self.span is not None else None
-
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        """What ``compact`` would do, without a model call or a write (a summary's size
-        is estimated)."""
         return self._plan(msgs, force, write=False)[0]
 
     def compact(
@@ -179,60 +139,55 @@ class Pipeline:
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        """The compacted history; ``instructions`` is the focus of a summary."""
         plan, reduced = self._plan(msgs, force, write=True)
-        if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), plan, None, self.strategy)
-        if not plan.would_compact:
-            return CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, self.strategy)
         s = self.steps
-        if s.cut == "fallback":
-            res = self._truncated(reduced, force=False, error="")
+        if not starts_with_system(msgs):
+            return CompactionResult(list(msgs), plan, None, s.strategy)
+        if not plan.would_compact:
+            res = CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, s.strategy)
+        elif s.cut == "fallback":
+            res = self._failed(reduced, plan, False, None)
             res.plan.strategy = res.strategy = s.strategy
             res.plan.tokens_before = plan.tokens_before
             res.plan.tokens_after = estimate_tokens(res.messages)
             res.plan.would_compact = res.plan.tokens_after < plan.tokens_before
-            res.error = None
-        elif plan.cut <= 1:
-            out = repair_orphaned_tool_pairs(reduced)
-            res = CompactionResult(out, plan, None, plan.strategy)
-        elif not s.summary:
+        elif plan.cut > 1 and s.summary:  # a summary can be longer than what it replaces
+            return settled(msgs, self._fold(msgs, reduced, plan, force, instructions, on_progress))
+        else:
             out = repair_orphaned_tool_pairs([reduced[0], *reduced[plan.cut :]])
             res = CompactionResult(out, plan, None, plan.strategy)
-        else:  # a summary can be longer than what it replaces: then nothing folds
-            return settled(msgs, self._fold(msgs, reduced, plan, force, instructions, on_progress))
         return res
-
-    # -- the steps ------------------------------------------------------------------------
 
     def _plan(
         self, msgs: Sequence[Message], force: bool, *, write: bool
     ) -> tuple[CompactionPlan, list[Message]]:
         s = self.steps
         if not starts_with_system(msgs):
-            return unchanged_plan(s.strategy, msgs, s.threshold), list(msgs)
+            tokens = estimate_tokens(msgs)
+            return CompactionPlan(False, s.strategy, 1, tokens, tokens, s.threshold), list(msgs)
+        force = force and not s.max_messages  # a bound in messages is the promise
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        if not (force or self._over(msgs, before)):
-            repaired = _repaired_tokens(msgs, sizes, before)
-            if not self._over(msgs, repaired):
-                return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), list(
-                    msgs
-                )
-        reduced = self._reduce(msgs, force, write)
-        after, rsizes = before, sizes
-        if reduced is not msgs:
+        if not (force or self._over(msgs, before) or self._over(msgs, _repaired(msgs, before))):
+            return CompactionPlan(
+                False, s.strategy, 1, before, _repaired(msgs, before), s.threshold
+            ), list(msgs)
+        history = msgs if isinstance(msgs, list) else list(msgs)
+        reduced = self._reduce(history, force, write)
+        after, rsizes, name = before, sizes, s.strategy
+        if reduced is not history:
             rsizes = [message_bytes(m) for m in reduced]
             after = (sum(rsizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
-        name = s.reduced_strategy or s.strategy
-        if reduced is not msgs and (not s.cut or self._enough(reduced, before, after)):
-            return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
+            name = f"{s.strategy}:stubs" if s.cut else s.strategy
+            if not s.cut or self._enough(reduced, before, after):
+                return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         if s.cut == "fallback":
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
         cut = self._cut(reduced, rsizes, before, force)
-        if cut <= 1 and reduced is msgs:
-            repaired = _repaired_tokens(msgs, sizes, before)
-            return CompactionPlan(False, s.strategy, 1, before, repaired, s.threshold), reduced
+        if cut <= 1 and reduced is history:
+            return CompactionPlan(
+                False, name, 1, before, _repaired(msgs, before), s.threshold
+            ), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, rsizes, cut).kept_tokens(cut)
@@ -244,7 +199,7 @@ class Pipeline:
 
     def _over(self, msgs: Sequence[Message], tokens: int) -> bool:
         """The gate: over the token threshold (``tokens``: the estimate, or what the
-        repaired history measures), over the message window, or (topics) a new topic."""
+        repaired history measures), over ``max_messages``, or (topics) a new topic."""
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
@@ -252,43 +207,36 @@ class Pipeline:
             return new_topic and len(msgs) - 1 > TOPIC_MIN_HISTORY
         if s.max_messages and len(msgs) > s.max_messages:
             return True
-        if s.threshold <= 0:
-            return False
-        return tokens > s.threshold
+        return tokens > s.threshold > 0
 
-    def _reduce(self, msgs: Sequence[Message], force: bool, write: bool) -> list[Message]:
-        """Step 2: stubs or eviction (``msgs`` itself, as a list, when neither is set)."""
+    def _reduce(self, msgs: list[Message], force: bool, write: bool) -> list[Message]:
+        """Step 2 (``msgs`` itself when it reduces nothing)."""
         s = self.steps
-        out = msgs if isinstance(msgs, list) else list(msgs)
+        out = msgs
         if s.evict_to is not None:
+            target = 0 if force else s.evict_to
+            offload = self.offload if write else None
             out = evict_by_density(
-                out,
-                s.keep_groups,
-                0 if force else s.evict_to,
-                offload=self.offload if write else None,
-                session_id=self.session_id,
+                out, s.keep_groups, target, offload=offload, session_id=self.session_id
             )
-        if s.stub_groups is not None and not (s.evict_to is not None and self._enough_now(out)):
-            out = stub_old_results(out, s.stub_groups)
-        return out
-
-    def _enough_now(self, reduced: list[Message]) -> bool:
-        """Eviction alone brought the load under ``enough_at``: nothing more is stubbed."""
-        load = estimate_tokens(reduced) + self.steps.framing * len(reduced)
-        return load <= self.steps.enough_at
+            # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
+            if estimate_tokens(out) + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
+                return out
+        return stub_old_results(out, s.keep_groups) if s.stub else out
 
     def _enough(self, reduced: Sequence[Message], before: int, after: int) -> bool:
         """The reduction alone lands under ``enough_at`` (counting each message's framing:
         stubs make messages small and many) and saves enough to break the cache for."""
-        load = after + self.steps.framing * len(reduced)
+        load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
         return load <= self.steps.enough_at and after < before * (1 - MIN_GAIN)
 
     def _cut(self, msgs: Sequence[Message], sizes: list[int], before: int, force: bool) -> int:
         """Step 3: where the kept tail begins in ``msgs`` (1: nothing is cut)."""
         s = self.steps
         if s.cut == "budget":
-            target = min(s.target, before // 2) if force else s.target
-            return budget_cut(msgs, sizes, target, s.min_tail)
+            return budget_cut(
+                msgs, sizes, min(s.target, before // 2) if force else s.target, s.min_tail
+            )
         if s.cut == "window":
             return window_cut(msgs, s.max_messages, s.min_tail, before > s.threshold > 0)
         if s.cut == "topic":
@@ -296,9 +244,10 @@ class Pipeline:
             return segments[-1].start_idx if len(segments) >= 2 else 1
         cut = find_cut(msgs, s.min_tail)
         if s.cut == "fit":
-            fit = fit_cut(msgs, s.target - s.fit_reserve, s.min_tail)
+            fit = fit_cut(msgs, s.target, s.min_tail)
             cut = fit if fit > 1 or not force else cut
-        return 1 if nothing_new(msgs, cut) else cut
+        # A head of nothing but earlier summaries: folding it is a model call for nothing.
+        return 1 if all(m.is_summary for m in msgs[1:cut]) else cut
 
     def _segments(self, msgs: Sequence[Message]) -> list[TopicSegment]:
         return self.detector.detect(msgs) if self.detector is not None else []
@@ -317,79 +266,89 @@ class Pipeline:
         The reduction keeps positions, so ``msgs[1:cut]`` are the same messages before
         it: a structured summary's fingerprint is taken from those."""
         s, cut, span = self.steps, plan.cut, self.span
-        assert span is not None  # a configuration with a summary has its summariser
         try:
-            if s.summary == "structured":
+            if s.summary == "folded":
+                summary = folded_summary(reduced[1:cut])
+            elif s.summary == "structured":
+                assert span is not None
                 summary = structured_summary(
                     span,
                     reduced[1:cut],
                     fingerprint_from=msgs[1:cut],
                     on_progress=on_progress,
                     preserved_budget=s.preserved_budget,
-                    spill=self._spill if self.offload is not None else None,
                     instructions=instructions,
                 )
             else:
+                assert span is not None
                 summary = span.summarize(
                     reduced[1:cut], focus=instructions, on_progress=on_progress
                 )
         except Exception as exc:  # any provider failure: compaction must not fail
-            return self._truncated(reduced, force=force, error=_failure_text(exc), plan=plan)
-        if not summary:
-            error = "the summariser returned an empty summary"
-            return self._truncated(reduced, force=force, error=error, plan=plan)
+            return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
+        if not summary and s.summary != "folded":
+            return self._failed(reduced, plan, force, "the summariser returned an empty summary")
         if s.cut == "topic":
-            summary = f"Finished topics: {self._finished_topics(msgs)}\n{summary}"
-        out = repair_orphaned_tool_pairs(
-            [reduced[0], Message(ROLE_USER, SUMMARY_PREFIX + summary), *reduced[cut:]]
-        )
+            done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
+            summary = f"Finished topics: {done}\n{summary}"
+        head = [Message(ROLE_USER, SUMMARY_PREFIX + summary)] if summary else []
+        out = repair_orphaned_tool_pairs([reduced[0], *head, *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, s.strategy)
 
-    def _truncated(
-        self,
-        reduced: list[Message],
-        *,
-        force: bool,
-        error: str,
-        plan: CompactionPlan | None = None,
+    def _failed(
+        self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
     ) -> CompactionResult:
         """Step 5: the fallback's truncation of ``reduced`` (without one: nothing folds)."""
-        if self.fallback is None:
-            assert plan is not None
-            plan.would_compact, plan.cut, plan.tokens_after = False, 1, plan.tokens_before
-            out = repair_orphaned_tool_pairs(reduced)
-            return CompactionResult(out, plan, None, self.strategy, error)
-        return run_fallback(self.fallback, reduced, force=force, error=error)
-
-    def _finished_topics(self, msgs: Sequence[Message]) -> str:
-        segments = self._segments(msgs)[:-1]
-        return "; ".join(f"{s.id} ({', '.join(s.keywords)})" for s in segments)
-
-    def _spill(self, facts: str) -> str:
-        """Writes facts left out of the summary to the offload store; the line naming them."""
-        assert self.offload is not None
-        try:
-            writer = self.offload.open_stream(self.session_id, "preserved_facts", "{}")
-            writer.write(facts + "\n")
-            oid = writer.finish().id
-        except (OSError, OffloadError):  # an unwritable store must not fail compaction
-            return ""
-        return f'{OFFLOAD_MARKER}{oid}] the facts not shown, in full: offload_recall(id="{oid}")'
+        if self.fallback is not None:
+            return run_fallback(self.fallback, reduced, force=force, error=error)
+        plan.would_compact, plan.cut, plan.tokens_after = False, 1, plan.tokens_before
+        out = repair_orphaned_tool_pairs(reduced)
+        return CompactionResult(out, plan, None, self.strategy, error)
 
 
-def _repaired_tokens(msgs: Sequence[Message], sizes: list[int], before: int) -> int:
+def _repaired(msgs: Sequence[Message], before: int) -> int:
     """The estimate of ``msgs`` as repaired, what is sent if nothing folds (``before``,
     the estimate as they are, when they need no repair)."""
-    return before if is_valid_tool_sequence(msgs) else KeptSizer(msgs, sizes).kept_tokens(1)
+    if is_valid_tool_sequence(msgs):
+        return before
+    return estimate_tokens(repair_orphaned_tool_pairs(msgs))
 
 
-def _failure_text(exc: BaseException) -> str:
-    """How a summariser's failure is recorded in ``CompactionResult.error``."""
-    return f"{type(exc).__name__}: {exc}"
+def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
+    """``res``, unless it is larger than its input repaired: then that input, folding
+    nothing (a summary longer than what it replaces). No compaction grows the context."""
+    if not res.plan.would_compact:
+        return res
+    original = repair_orphaned_tool_pairs(msgs)
+    size = estimate_tokens(original)
+    if estimate_tokens(res.messages) <= size:
+        return res
+    plan = res.plan
+    plan.would_compact, plan.cut, plan.tokens_after = False, 1, size
+    return CompactionResult(original, plan, None, res.strategy, res.error)
 
 
-# -- the reductions and cuts, as pure functions ---------------------------------------------
+def run_fallback(
+    fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str | None
+) -> CompactionResult:
+    """``fallback``'s result, with ``error`` recorded. An earlier summary right after the
+    system message is kept: the fallback sees the two as one fixed head and truncates only
+    what came after, so a failed summary never loses what earlier compactions kept."""
+    if len(msgs) < 2 or not msgs[1].is_summary:
+        res = fallback.compact(msgs, force=force)
+        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+    system, previous = msgs[0], msgs[1]
+    res = fallback.compact(
+        [Message(system.role, system.content + previous.content), *msgs[2:]], force=force
+    )
+    if res.plan.would_compact:
+        res.plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
+    kept = [system, previous, *res.messages[1:]]
+    return CompactionResult(kept, res.plan, None, res.strategy, error, kept_previous_summary=True)
+
+
+# -- the reductions, cuts and folded text, as pure functions --------------------------------
 
 
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
@@ -412,25 +371,21 @@ def _new_stubs(msgs: Sequence[Message]) -> int:
     return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m.content))
 
 
-def _stubbed_bytes(msgs: Sequence[Message]) -> int:
-    """Bytes of ``msgs`` with room for the handles the checkpoint adds to new stubs."""
-    return sum(message_bytes(m) for m in msgs) + _new_stubs(msgs) * HANDLE_ALLOWANCE_BYTES
-
-
 def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
     """Where a tail of as many newest messages as ``room_tokens`` holds begins (each
-    counted with its framing), at least ``min_tail`` of them; 1 when all fit."""
+    counted with its framing and room for a new stub's handle), at least ``min_tail`` of
+    them; 1 when all fit."""
     room_bytes = max(0, room_tokens) * BYTES_PER_TOKEN - message_bytes(msgs[0])
-    n = len(msgs)
-    start, used = n, 0
+    start, used = len(msgs), 0
     while start > 1:
-        cost = _stubbed_bytes([msgs[start - 1]]) + MESSAGE_OVERHEAD_TOKENS * BYTES_PER_TOKEN
-        if used + cost > room_bytes and n - start >= min_tail:
+        m = msgs[start - 1]
+        cost = message_bytes(m) + MESSAGE_OVERHEAD_TOKENS * BYTES_PER_TOKEN
+        cost += HANDLE_ALLOWANCE_BYTES * _new_stubs([m])
+        if used + cost > room_bytes and len(msgs) - start >= min_tail:
             break
         used += cost
         start -= 1
-    cut = extend_cut(msgs, start)
-    return cut if cut > 1 else 1
+    return max(1, extend_cut(msgs, start))
 
 
 def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_tail: int) -> int:
@@ -479,6 +434,28 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
     return cut
 
 
+def folded_summary(head: Sequence[Message]) -> str:
+    """The previous summary, then what the user said in ``head`` (verbatim) and the
+    assistant (clipped); its tool calls and results are the recall index's."""
+    previous = ""
+    lines: list[str] = []
+    for m in head:
+        if m.is_summary:
+            previous = summary_of(m).strip()
+        elif m.role == ROLE_USER and m.content.strip():
+            lines.append(f"User: {m.content.strip()}")
+        elif m.role == ROLE_ASSISTANT and m.content.strip():
+            text = " ".join(m.content.split())
+            if len(text) > ASSISTANT_CHARS:
+                text = text[: ASSISTANT_CHARS - 1] + "…"
+            lines.append(f"Assistant: {text}")
+    if not lines:
+        return previous
+    if FOLDED_HEADING in previous:
+        return previous + "\n" + "\n".join(lines)
+    return "\n\n".join(p for p in (previous, FOLDED_HEADING + "\n" + "\n".join(lines)) if p)
+
+
 # -- the configurations ---------------------------------------------------------------------
 
 
@@ -506,10 +483,10 @@ class SlidingWindowCompactor(Pipeline):
     """Keep the system message and the newest ``max_messages - 1`` messages.
 
     Where the window would begin on tool results, its start moves back over them to the
-    message before (the backtrack). ``force`` keeps the same window: the window is the
-    promise ("the last 100 messages"). With ``max_tokens``, a history over that many
-    tokens keeps max(``min_tail_messages``, half the history), never more than the
-    window; without it the compactor is blind to tokens (``threshold_tokens`` 0).
+    message before. ``force`` keeps the same window: the window is the promise ("the last
+    100 messages"). With ``max_tokens``, a history over that many tokens keeps
+    max(``min_tail_messages``, half the history), never more than the window; without it
+    the compactor is blind to tokens (``threshold_tokens`` 0).
     """
 
     def __init__(
@@ -527,13 +504,37 @@ class SlidingWindowCompactor(Pipeline):
             "window",
             max_tokens or 0,
             cut="window",
-            max_messages=max_messages,
             min_tail=min_tail_messages,
+            max_messages=max_messages,
         )
         super().__init__(steps)
         self.max_messages = max_messages
         self.min_tail_messages = min_tail_messages
         self.max_tokens = max_tokens
+
+
+class MessageBound(Pipeline):
+    """A view bounded in messages, whatever the window: over ``max_messages``, everything
+    before the newest ``keep_messages`` folds without a model call.
+
+    Stubbing keeps every old tool call and its result as two messages, so with a 1M
+    window a long session's view grows to thousands of messages, and every request pays
+    for walking them. The folded tool results go into the checkpoint's recall index (the
+    policy adds them, as for every compaction); the folded user and assistant text is
+    carried into the summary (``folded_summary``), so no instruction is lost. The option's
+    400, folded to half, is far more than any turn needs, few enough that a request costs
+    the same at call 100 and call 10,000, and one fold (one cache break) per ~100 calls.
+    """
+
+    def __init__(self, max_messages: int, keep_messages: int) -> None:
+        if not 1 <= keep_messages < max_messages:
+            raise ValueError(
+                f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
+            )
+        super().__init__(
+            Steps("fold", 0, min_tail=keep_messages, max_messages=max_messages, summary="folded")
+        )
+        self.max_messages = max_messages
 
 
 class SummarizationCompactor(Pipeline):
@@ -549,18 +550,17 @@ class SummarizationCompactor(Pipeline):
         fallback: Compactor | None = None,
         *,
         summarizer_window: int | None = None,
-        span: SpanSummarizer | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        steps = Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain")
         super().__init__(
-            steps,
-            span or SpanSummarizer(summarizer, window=summarizer_window),
+            Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain"),
+            SpanSummarizer(summarizer, window=summarizer_window),
             fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
         )
         self.max_tokens = max_tokens
         self.min_tail_messages = min_tail_messages
+        self.summarizer_window = summarizer_window
 
     @classmethod
     def for_context_window(
@@ -570,11 +570,6 @@ class SummarizationCompactor(Pipeline):
             summarizer, context_window * BUDGET_PERCENT // 100, summarizer_window=context_window
         )
 
-    @property
-    def summarizer_window(self) -> int | None:
-        assert self.span is not None
-        return self.span.window
-
 
 class HybridCompactor(Pipeline):
     """The default: offload → stub → structured summary with a recall index.
@@ -582,11 +577,13 @@ class HybridCompactor(Pipeline):
     When the context passes the trigger (``threshold`` × the window, 80 %), one
     compaction brings it down to ``target`` × the window (40 %), well below the trigger,
     so compactions are rare and each one buys many appended requests (ARCHITECTURE
-    decision 7). Stubbing every tool result older than the newest ``keep_groups`` groups
+    decision 7). Stubbing every tool result older than the newest three tool groups
     comes first; if that lands under the target no model is called. Otherwise the head
-    before a tail sized to the target is folded into one structured summary, its facts
-    fingerprinted from the messages as they were; the checkpoint indexes what it folds
+    before a tail sized to the target (less room for the summary's facts and the recall
+    index) is folded into one structured summary; the checkpoint indexes what it folds
     (decision 6). A failing summariser truncates the stubbed history to the target.
+    ``evict``: old tool results are evicted by density down to the target (each keeping
+    its rule summary, error lines, names and paths) before the rest are stubbed.
     """
 
     def __init__(
@@ -596,48 +593,27 @@ class HybridCompactor(Pipeline):
         *,
         threshold: float = 0.8,
         target: float = DEFAULT_TARGET,
-        keep_groups: int = 3,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        summarizer_window: int | None = None,
-        preserved_share: float = PRESERVED_SHARE_HYBRID,
-        recall_share: float = RECALL_SHARE,
-        fallback: Compactor | None = None,
         evict: bool = False,
     ) -> None:
-        """``evict``: old tool results are evicted by density down to the target (each
-        keeping its rule summary, error lines, names and paths) before the rest are
-        stubbed, instead of all being stubbed at once."""
         if context_window < 1:
             raise ValueError(f"context_window must be positive, got {context_window}")
-        self.context_window = context_window
-        target_tokens = max(1, int(context_window * min(target, threshold)))
-        preserved = max(1, int(context_window * preserved_share))
-        self.recall_budget = max(1, int(context_window * recall_share))
-        reserve = preserved + self.recall_budget
-        reserve += min(SUMMARY_ESTIMATE_CAP, target_tokens // 8)
+        self.target_tokens = goal = max(1, int(context_window * min(target, threshold)))
+        preserved = max(1, int(context_window * PRESERVED_SHARE_HYBRID))
+        self.recall_budget = max(1, int(context_window * RECALL_SHARE))
+        reserve = preserved + self.recall_budget + min(SUMMARY_ESTIMATE_CAP, goal // 8)
         steps = Steps(
             STRATEGY_HYBRID,
             max(1, int(context_window * threshold)),
-            stub_groups=keep_groups,
-            evict_to=target_tokens if evict else None,
-            keep_groups=keep_groups,
-            enough_at=target_tokens,
-            reduced_strategy=STRATEGY_STUBS,
+            evict_to=goal if evict else None,
+            stub=True,
+            enough_at=goal,
             cut="fit",
-            target=target_tokens,
-            min_tail=min_tail_messages,
-            fit_reserve=reserve,
+            target=goal - reserve,
             summary="structured",
             preserved_budget=preserved,
         )
-        span = marker_summarizer(summarizer, window=summarizer_window or context_window)
-        super().__init__(
-            steps, span, fallback=fallback or TokenBudgetCompactor(target_tokens, min_tail_messages)
-        )
-
-    @property
-    def target_tokens(self) -> int:
-        return self.steps.target
+        span = marker_summarizer(summarizer, window=context_window)
+        super().__init__(steps, span, fallback=TokenBudgetCompactor(goal))
 
 
 def eviction_compactor(
@@ -651,54 +627,9 @@ def eviction_compactor(
     """``evict``: eviction alone over ``max_tokens``, down to ``target_ratio`` of it (forced:
     every evictable result outside the newest ``keep_groups`` groups). Nothing is folded."""
     steps = Steps(
-        "evict",
-        max_tokens,
-        evict_to=int(max_tokens * target_ratio),
-        keep_groups=keep_groups,
-        cut="",
+        "evict", max_tokens, int(max_tokens * target_ratio), keep_groups=keep_groups, cut=""
     )
     return Pipeline(steps, offload=offload, session_id=session_id)
-
-
-def evict_summary_compactor(
-    summarizer: Summarizer,
-    context_window: int,
-    *,
-    max_tokens: int | None = None,
-    keep_groups: int = 3,
-    min_tail_messages: int = DEFAULT_MIN_TAIL,
-    summarizer_window: int | None = None,
-    preserved_share: float = PRESERVED_SHARE,
-    fallback: Compactor | None = None,
-    offload: OffloadStore | None = None,
-    session_id: str = "",
-) -> Pipeline:
-    """Over ``max_tokens`` (default 80 % of the window): density eviction down to 70 % of
-    the window; if that is not under the threshold, all but the newest
-    ``min_tail_messages`` fold into a structured summary whose "Preserved facts" may take
-    ``preserved_share`` of the window (with ``offload``, the facts that do not fit are
-    written there, recallable). The fallback truncates to the threshold."""
-    if max_tokens is None:
-        max_tokens = max(1, context_window * BUDGET_PERCENT // 100)
-    steps = Steps(
-        "evict+summary",
-        max_tokens,
-        evict_to=int(context_window * EVICT_SHARE),
-        keep_groups=keep_groups,
-        enough_at=max_tokens - 1,
-        framing=0,
-        reduced_strategy="evict",
-        min_tail=min_tail_messages,
-        summary="structured",
-        preserved_budget=int(context_window * preserved_share),
-    )
-    return Pipeline(
-        steps,
-        marker_summarizer(summarizer, window=summarizer_window or context_window),
-        fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
-        offload=offload,
-        session_id=session_id,
-    )
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
@@ -706,7 +637,7 @@ def tail_compactor(max_tokens: int) -> Pipeline:
     folded nothing and the request is still over ``max_tokens``: every tool result is
     stubbed (recallable by its handle), then the history is truncated to what fits,
     down to its newest message; an earlier summary is kept."""
-    steps = Steps("protected-tail", max_tokens, stub_groups=0, cut="fallback")
+    steps = Steps("protected-tail", max_tokens, stub=True, keep_groups=0, cut="fallback")
     return Pipeline(steps, fallback=TokenBudgetCompactor(max_tokens, min_tail_messages=1))
 
 
@@ -718,9 +649,8 @@ def topic_compactor(
     structured summary. Not gated by tokens (``threshold_tokens`` 0); a failing
     summariser leaves the history as it is."""
     steps = Steps("topic", 0, cut="topic", min_tail=0, summary="structured")
-    return Pipeline(
-        steps, marker_summarizer(summarizer, window=summarizer_window), detector=detector
-    )
+    span = marker_summarizer(summarizer, window=summarizer_window)
+    return Pipeline(steps, span, detector=detector)
 
 
 CompactorFactory = Callable[[Summarizer, int, int], Compactor]

@@ -43,13 +43,13 @@ from harness9.context.events import (
 )
 from harness9.context.instructions import instruction_budget, with_notes
 from harness9.context.live_view import LiveViews
-from harness9.context.message_bound import MessageBound
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
     RECALL_SHARE,
     CompactorFactory,
     HybridCompactor,
+    MessageBound,
     SlidingWindowCompactor,
     SummarizationCompactor,
     TokenBudgetCompactor,
@@ -200,7 +200,7 @@ class ContextPolicy:
         behind the user's back (a notice says to run /compact). ``recall_budget``: the
         tokens a checkpoint's recall index of folded tool results may take (0: none).
         ``message_bound``: folds old messages when the view has too many, whatever
-        their tokens (``message_bound.py``); None: the view is bounded in tokens only."""
+        their tokens (``MessageBound``); None: the view is bounded in tokens only."""
         self.compactor = compactor
         self.context_window = context_window
         self.auto = auto

@@ -32,7 +32,6 @@ def render_plan(
     fold_word = {
         "summarize": "summarize",
         "hybrid": "summarize",
-        "evict+summary": "summarize",
         "evict": "evict",
         "hybrid:stubs": "stub",
     }.get(plan.strategy, "drop")
