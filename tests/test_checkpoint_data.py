@@ -260,7 +260,7 @@ def test_the_index_takes_sizes_and_handles_from_stub_data_not_from_their_text():
             OffloadLink("ofl_0123456789ab", 5000),
         ),
     ]
-    assert folded_entries(msgs, [None, 4, 5, 6, 7], 1, 5) == [
+    assert folded_entries(msgs[1:], [4, 5, 6, 7]) == [
         RecallEntry("msg_5", "bash", "make", 4321),
         RecallEntry("ofl_0123456789ab", "read_file", "a.py", 5000),
     ]

@@ -11,9 +11,10 @@ from harness9.context.eviction import (
     is_repetitive_grep,
     tool_groups,
 )
-from harness9.context.offload import OffloadConfig, OffloadStore, is_offload_marker
+from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.context.pipeline import eviction_compactor
 from harness9.context.repair import is_valid_tool_sequence
+from harness9.context.stubs import is_offload_marker
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
 

@@ -21,11 +21,12 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import use_database_url
-from harness9.context.offload import OffloadConfig, OffloadNotFoundError, OffloadStore
+from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import open_url
 from harness9.store.export import SessionSnapshot
+from harness9.store.offloads import OffloadNotFoundError
 from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from harness9.store.postgres import PostgresManager
 from harness9.store.session import Checkpoint, SessionInfo, StoredMessage

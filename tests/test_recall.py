@@ -8,16 +8,21 @@ from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCom
 from harness9.context.recall import (
     budget_recall,
     key_argument,
-    parse_message_handle,
     render_recall,
-    split_summary,
     stub_for,
-    with_handle,
+    summary_message,
+    summary_of,
 )
-from harness9.context.stubs import offloaded_message
-from harness9.context.view import ModelView, checkpoint_for, summary_text
-from harness9.schema import Message, ToolCall, Usage
-from harness9.store.session import STUB_STUBBED, OffloadLink, RecallEntry
+from harness9.context.stubs import offloaded_message, with_handle
+from harness9.context.view import ModelView, build_view, checkpoint_for, summary_text
+from harness9.schema import Message, TodoItem, ToolCall, Usage
+from harness9.store.session import (
+    STUB_STUBBED,
+    Checkpoint,
+    OffloadLink,
+    RecallEntry,
+    handle_message_id,
+)
 
 
 class Summariser:
@@ -44,10 +49,10 @@ def history(n: int, size: int = 2000) -> list[Message]:
 
 
 def test_handles_name_message_ids_only():
-    assert parse_message_handle("msg_42") == 42
-    assert parse_message_handle(" msg_7 ") == 7
+    assert handle_message_id("msg_42") == 42
+    assert handle_message_id(" msg_7 ") == 7
     for bad in ("msg_0", "msg_-1", "msg_x", "ofl_0123456789ab", "", "msg_1.5"):
-        assert parse_message_handle(bad) is None
+        assert handle_message_id(bad) is None
 
 
 def test_key_argument_is_the_command_or_path_on_one_line():
@@ -82,8 +87,18 @@ def test_an_empty_index_renders_as_nothing():
 
 
 def test_the_summariser_never_sees_the_index_or_the_state_as_summary():
-    text = "**Goal:** x.\n\n## Recall index\n- msg_1 bash\n\n## State at the last compaction\n[ ] a"
-    assert split_summary(text) == "**Goal:** x."
+    recall = [RecallEntry("msg_1", "bash", "", 7)]
+    cp = Checkpoint(3, "**Goal:** x.", "hybrid", 9, 5, 4, 4, recall=recall, state=[TodoItem("a")])
+    shown = build_view(Message("system", "sys"), [], cp).messages[1]
+    assert "## Recall index" in shown.content and "## State at the last compaction" in shown.content
+    assert summary_of(shown) == "**Goal:** x."
+
+
+def test_a_compactors_summary_message_carries_its_summary_as_data():
+    prose = "**Goal:** y.\n\n## Recall index\nquoted by the model"
+    msg = summary_message(prose)
+    assert msg == Message("user", "[Conversation Summary]\n" + prose)
+    assert msg.is_summary and summary_of(msg) == prose
 
 
 def test_a_stub_points_to_its_offloaded_output_or_gets_its_message_handle():

@@ -79,6 +79,10 @@ class RecordLog:
     def latest_checkpoint(self) -> Checkpoint | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
+    def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
+        cp = self.latest_checkpoint()
+        return None if cp is None else (cp.id, cp.last_message_id, cp.created_at)
+
     def list_checkpoints(self) -> list[Checkpoint]:
         return list(self.checkpoints)
 

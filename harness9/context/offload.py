@@ -1,11 +1,10 @@
 """Offload: big tool results go to the blob store, a rule summary stays in context.
 
-A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is
-written to the blob store (``<store>/<session>/<id>.txt`` files by default, the
-database with a PostgreSQL store) and the conversation gets a summary
-starting with ``📂 [offload:<id>]``. The model can page the full text back with
-the ``offload_recall`` tool (at most 8,000 characters a call). Reading, searching,
-exporting and cleaning what was offloaded is persistence: harness9.store.offloads.
+A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is written to
+the blob store (``<store>/<session>/<id>.txt`` files by default, the database with a
+PostgreSQL store) and the conversation gets a summary starting with ``📂 [offload:<id>]``,
+which ``offload_recall`` pages back. Reading, searching, exporting and cleaning what was
+offloaded is persistence: harness9.store.offloads.
 """
 
 from __future__ import annotations
@@ -16,38 +15,16 @@ from pathlib import Path
 
 from harness9.config import tool_results_dir
 from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
-from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker, offload_header
+from harness9.context.stubs import offload_header
 from harness9.context.tokens import BYTES_PER_TOKEN
-from harness9.store.blobs import BlobError, BlobStore, BlobWriter, FileBlobStore
+from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
-    RECALL_MAX_CHARS,
     OffloadedResult,
     OffloadError,
     OffloadFiles,
-    OffloadNotFoundError,
-    matching_line,
     new_offload_id,
-    page_text,
-    query_words,
     valid_session_id,
 )
-
-__all__ = [
-    "OFFLOAD_MARKER",
-    "RECALL_MAX_CHARS",
-    "OffloadConfig",
-    "OffloadError",
-    "OffloadNotFoundError",
-    "OffloadStore",
-    "OffloadWriter",
-    "OffloadedResult",
-    "is_offload_marker",
-    "matching_line",
-    "page_text",
-    "query_words",
-    "remove_session_offloads",
-    "valid_session_id",
-]
 
 
 @dataclass(slots=True)
@@ -57,13 +34,13 @@ class OffloadConfig:
     store_dir: Path | None = None  # None: $HARNESS9_HOME/offload_store, resolved per store
     cleanup_age_days: int = 7
 
+    def exceeded_by(self, nbytes: int) -> bool:
+        return nbytes > self.max_result_bytes or nbytes // BYTES_PER_TOKEN > self.max_result_tokens
+
 
 class OffloadWriter:
-    """Streams one tool output to its blob, keeping only head and tail in memory.
-
-    ``write`` takes ``bytes`` or ``str`` chunks; ``finish`` closes the blob and
-    returns the record with its rule summary. The blob is created on open.
-    """
+    """Streams one tool output to its blob (created on open), keeping only head and tail in
+    memory; ``finish`` closes it and returns the record with its rule summary."""
 
     def __init__(
         self, store: OffloadStore, session_id: str, tool_name: str, args: str, oid: str
@@ -73,59 +50,35 @@ class OffloadWriter:
         self.tool_name = tool_name
         self.args = args
         self.id = oid
-        cfg = store.config
-        # A head at least as big as the byte limit means a result under the limits
-        # is held whole, so the caller can still inline it (content_if_complete).
-        self._stats = OutputStatsBuilder(head_bytes=max(8192, cfg.max_result_bytes))
+        # Head and tail are all it holds in memory; the rule summary quotes from them.
+        self._stats = OutputStatsBuilder(head_bytes=max(8192, store.config.max_result_bytes))
         try:
-            self._blob: BlobWriter = store.blobs.open_writer(session_id, oid)
+            self._blob = store.blobs.open_writer(session_id, oid)
         except BlobError as exc:
             raise OffloadError(str(exc)) from exc
         self.path = store.blobs.path_of(session_id, oid)
-        self._closed = False
-        self._result: OffloadedResult | None = None
-
-    @property
-    def bytes_written(self) -> int:
-        return self._stats.stats.total_bytes
-
-    @property
-    def head_size(self) -> int:
-        return self._stats.head_size
-
-    @property
-    def tail_size(self) -> int:
-        return self._stats.tail_size
+        self._done = False
 
     @property
     def over_limits(self) -> bool:
-        cfg = self._store.config
-        n = self.bytes_written
-        return n > cfg.max_result_bytes or n // BYTES_PER_TOKEN > cfg.max_result_tokens
+        return self._store.config.exceeded_by(self._stats.stats.total_bytes)
 
     def write(self, chunk: bytes | str) -> None:
-        if self._result is not None or self._closed:
+        if self._done:
             raise OffloadError("offload writer is already finished")
         data = chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk
         self._blob.write(data)
         self._stats.feed(data)
 
-    def content_if_complete(self) -> str | None:
-        """The whole output when it fitted in the head buffer, else None."""
-        st = self._stats.stats
-        if st.total_bytes > self._stats.head_size:
-            return None
-        return self._stats.head_bytes().decode("utf-8", "replace")
-
     def abort(self) -> None:
         """Drop the blob (the caller inlined the output instead)."""
-        self._closed = True
+        self._done = True
         self._blob.abort()
 
     def finish(self, *, metadata: dict | None = None) -> OffloadedResult:
-        if self._result is not None:
-            return self._result
-        self._closed = True
+        if self._done:
+            raise OffloadError("offload writer is already finished")
+        self._done = True
         try:
             self._blob.close()
         except BlobError as exc:
@@ -136,7 +89,7 @@ class OffloadWriter:
             f"{offload_header(self.id, stats.tokens)}\n{body}\n"
             f'use offload_recall(id="{self.id}") for the full content'
         )
-        self._result = OffloadedResult(
+        result = OffloadedResult(
             id=self.id,
             tool_name=self.tool_name,
             args=self.args,
@@ -145,26 +98,19 @@ class OffloadWriter:
             timestamp=datetime.now(UTC),
             summary=summary,
         )
-        self._store.remember(self._session_id, self._result)
-        return self._result
+        self._store.remember(self._session_id, result)
+        return result
 
 
 class OffloadStore(OffloadFiles):
-    """Where tool outputs are offloaded, and read back (``OffloadFiles``).
-
-    ``blobs`` defaults to files under ``config.store_dir``; a PostgreSQL session
-    store passes its own, so the results live in the database with the sessions.
-    """
+    """Where tool outputs are offloaded, and read back (``OffloadFiles``). ``blobs``
+    defaults to files under ``config.store_dir``; a PostgreSQL session store passes its
+    own, so the results live in the database with the sessions."""
 
     def __init__(self, config: OffloadConfig | None = None, blobs: BlobStore | None = None) -> None:
         self.config = config or OffloadConfig()
         self.store_dir = Path(self.config.store_dir or tool_results_dir())
         super().__init__(blobs if blobs is not None else FileBlobStore(self.store_dir))
-
-    def exceeds_limits(self, content: str) -> bool:
-        n = len(content.encode("utf-8", "surrogatepass"))
-        cfg = self.config
-        return n > cfg.max_result_bytes or n // BYTES_PER_TOKEN > cfg.max_result_tokens
 
     def maybe_offload(
         self,
@@ -176,7 +122,7 @@ class OffloadStore(OffloadFiles):
         metadata: dict | None = None,
     ) -> OffloadedResult | None:
         """Offload ``content`` when it is over either limit; None when it stays inline."""
-        if not self.exceeds_limits(content):
+        if not self.config.exceeded_by(len(content.encode("utf-8", "surrogatepass"))):
             return None
         writer = self.open_stream(session_id, tool_name, args_json)
         writer.write(content)
@@ -188,7 +134,7 @@ class OffloadStore(OffloadFiles):
         return OffloadWriter(self, session_id, tool_name, args, new_offload_id())
 
     def clean_stale(self, now: datetime | None = None) -> list[str]:
-        """Remove the results of sessions not written for ``cleanup_age_days``; return their ids."""
+        """Remove the results of sessions not written for ``cleanup_age_days``; their ids."""
         now = now or datetime.now(UTC)
         return self.clean_older_than(now.timestamp() - self.config.cleanup_age_days * 86400)
 

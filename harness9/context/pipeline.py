@@ -48,7 +48,7 @@ from harness9.context.compaction import (
 from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.offload import OffloadStore
-from harness9.context.recall import stub_for, summary_of
+from harness9.context.recall import stub_for, summary_message, summary_of
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
@@ -291,7 +291,7 @@ class Pipeline:
         if s.cut == "topic":
             done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
             summary = f"Finished topics: {done}\n{summary}"
-        head = [Message(ROLE_USER, SUMMARY_PREFIX + summary)] if summary else []
+        head = [summary_message(summary)] if summary else []
         out = repair_orphaned_tool_pairs([reduced[0], *head, *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, s.strategy)

@@ -1,19 +1,12 @@
 """The one stub vocabulary: every text harness9 puts in place of a tool result.
 
-- ``[context truncated]`` (TRUNCATED_STUB): a call whose result was cut (repair);
-- ``[interrupted: …]`` (UNFINISHED_STUB): a call that never got a result;
-- ``[stubbed] N tokens stubbed``: an old result shown by size and recall handle only;
-- ``[evicted] <summary> (N tokens evicted)``: an old result shown by its rule summary;
-- ``📂 [offload:<id>] …`` (OFFLOAD_MARKER): a result whose full text is in the offload
-  store, written when the tool ran (an offloaded output) or at eviction.
-
-A stub of a kept message is data (harness9.store.session ``Stub``, stored in the
-checkpoint); ``render_stub`` is the one place its text is made, so compactors and the
-view agree byte for byte. A ``StubMessage`` is a tool result carrying the stub it
-renders, so whoever meets it later (the checkpoint, the recall index) reads the data,
-never the text; an ``OffloadedMessage`` likewise carries its stored record's link to
-the offload its summary stands for. ``is_stub`` is the one test for "this is a
-stand-in, not a result".
+``[context truncated]`` (a result cut, by repair), ``[interrupted: …]`` (a call that never
+got one), ``[stubbed] N tokens stubbed`` (size and recall handle only), ``[evicted] <rule
+summary> (N tokens evicted)``, and ``📂 [offload:<id>] …`` (the full text is in the offload
+store). A stub of a kept message is data (store.session ``Stub``, kept in the checkpoint);
+``render_stub`` is the one place its text is made, and a ``StubMessage`` carries the stub it
+renders, so whoever meets it later reads the data, never the text; an ``OffloadedMessage``
+carries its stored record's link to the offload its summary stands for.
 """
 
 from __future__ import annotations
@@ -30,29 +23,6 @@ from harness9.store.session import (
     Stub,
     message_handle,
 )
-
-__all__ = [
-    "EVICTED_PREFIX",
-    "HANDLE_ALLOWANCE_BYTES",
-    "OFFLOAD_MARKER",
-    "STUBBED_PREFIX",
-    "OffloadedMessage",
-    "RenderedMessage",
-    "TRUNCATED_STUB",
-    "UNFINISHED_STUB",
-    "StubMessage",
-    "awaits_handle",
-    "evicted_stub",
-    "is_offload_marker",
-    "is_stub",
-    "offload_header",
-    "offload_source",
-    "offloaded_message",
-    "render_stub",
-    "stub_message",
-    "stubbed_stub",
-    "with_handle",
-]
 
 OFFLOAD_MARKER = "📂 [offload:"
 STUBBED_PREFIX = "[stubbed] "
@@ -116,10 +86,8 @@ def with_handle(content: str, message_id: int) -> str:
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
     """A message whose text harness9 rendered from data it carries along (subclasses).
-
-    Equal to any Message with the same fields: the data is where the text came from,
-    not part of what the model sees.
-    """
+    Equal to any Message with the same fields: the data is where the text came from, not
+    part of what the model sees (and ``Message.__eq__`` compares classes)."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):

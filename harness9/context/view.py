@@ -1,12 +1,10 @@
-"""The model view: what is sent to the model, rebuilt from the log and its latest checkpoint.
+"""What the model is sent: the log after the latest checkpoint, its data rendered as text.
 
-The message log is append-only; a compaction is recorded as a checkpoint
-(ARCHITECTURE decision 1). The view is ``[system] + [summary of the latest
-checkpoint, if it has one] + messages after it``, so a resumed session sees
-exactly what the live one saw. The checkpoint is data (its summary prose, recall
-entries, stubs and state items); this module is where it becomes text, and
-``checkpoint_for`` is where a compaction's result becomes that data again. The repair
-is not applied here: the context policy repairs the messages of each request.
+The log is append-only and a compaction is recorded as a checkpoint (ARCHITECTURE decision
+1), so the view is ``[system] + [summary message] + messages after it``, and a resumed
+session sees exactly what the live one saw. ``build_view`` is where the checkpoint's data
+(summary, recall entries, stubs, state, kept instructions) becomes text, ``checkpoint_for``
+where a compaction's result becomes that data. The policy repairs each request's messages.
 """
 
 from __future__ import annotations
@@ -34,8 +32,6 @@ from harness9.store.session import (
     Stub,
 )
 
-__all__ = ["ModelView", "build_view", "checkpoint_for", "load_view"]
-
 
 @dataclass(slots=True)
 class ModelView:
@@ -49,11 +45,8 @@ def build_view(
     checkpoint: Checkpoint | None,
     pins: Sequence[str] = (),
 ) -> ModelView:
-    """The view from the session's records (all of them, or only those after the checkpoint).
-
-    The system message carries the session's ``pins`` and the checkpoint's earlier
-    instructions (harness9.context.instructions): never folded, never lost.
-    """
+    """The view from the session's records (all, or those after the checkpoint); the system
+    message carries the session's ``pins`` and the checkpoint's kept instructions."""
     kept = checkpoint.instructions if checkpoint is not None else []
     messages: list[Message] = [with_notes(system, pins, kept)]
     ids: list[int | None] = [None]
@@ -64,8 +57,9 @@ def build_view(
         stubs = checkpoint.stubs
         text = summary_text(checkpoint)
         if text:
-            summary = SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
-            messages.append(summary)
+            messages.append(
+                SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
+            )
             ids.append(None)
     for rec in records:
         if rec.id > last:
@@ -93,14 +87,10 @@ def load_view(session: CheckpointedSession, system: Message) -> ModelView:
     return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
 
 
-def kept_stubs(view: ModelView, result: CompactionResult) -> dict[int, Stub]:
-    """Kept messages the compactor replaced by stubs, by stored id.
-
-    The kept part ``view.messages[cut:]`` is matched to the end of ``result.messages``;
-    a repair that changed its shape means no stub can be placed safely: none is kept.
-    A kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``).
-    """
-    cut = max(1, result.plan.cut) if result.plan.would_compact else 1
+def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
+    """Kept messages the compactor replaced by stubs, by stored id: ``view.messages[cut:]``
+    matched to the end of ``result.messages`` (a repair that changed its shape: none). A
+    kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``)."""
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
     if len(out) != len(kept):
@@ -126,19 +116,13 @@ def checkpoint_for(
     state: list[TodoItem] | None = None,
     instruction_budget: int = 0,
 ) -> Checkpoint | None:
-    """The checkpoint recording ``result`` (computed on ``view.messages``); None if it changed nothing.
-
-    It covers up to the largest stored id among the folded messages. When
-    only the previous summary was folded (re-summarised), or nothing was folded
-    and old tool results were only stubbed, the previous checkpoint's id still
-    holds (0 without one). Stubs of kept messages are stored as data, together with
-    the previous checkpoint's stubs still in view, so the view is rebuilt the same way
-    on every request and on ``--resume``. With ``recall_budget`` (tokens) the folded
-    tool results are added to the recall entries carried over from ``previous``. With
-    ``instruction_budget`` (tokens) the folded user messages are kept verbatim, added
-    to those ``previous`` kept. ``state`` (the todo list now) replaces the previous
-    state; None or empty keeps it.
-    """
+    """The checkpoint recording ``result`` (made on ``view.messages``); None if it changed
+    nothing. It covers up to the largest stored id folded (the previous checkpoint's when
+    only its summary was re-summarised, or results were only stubbed). Kept messages'
+    stubs are stored with the previous ones still in view, so every request and
+    ``--resume`` rebuild the same view. ``recall_budget`` and ``instruction_budget``
+    (tokens) add the folded tool results and user messages to those ``previous`` kept;
+    ``state`` (the todo list now) replaces the previous state unless empty."""
     plan = result.plan
     if not plan.would_compact:
         return None
@@ -146,26 +130,21 @@ def checkpoint_for(
     folded = [i for i in view.ids[1:cut] if i is not None]
     if cut > 1 and not folded and previous is None:
         return None  # only an earlier summary was folded, and nothing anchors it
-    prev_last = previous.last_message_id if previous is not None else 0
-    last = max(folded) if folded else prev_last
-    stubs = {k: v for k, v in (previous.stubs if previous else {}).items() if k > last}
-    stubs.update(kept_stubs(view, result))
-    if cut <= 1 and not stubs:
-        return None
-    if cut <= 1 and previous is not None and stubs == previous.stubs:
+    prev = previous or Checkpoint(0, "", "", 0, 0, 0, 0)  # no checkpoint: nothing carried
+    last = max(folded, default=prev.last_message_id)
+    stubs = {k: v for k, v in prev.stubs.items() if k > last}
+    stubs.update(kept_stubs(view, result, cut))
+    if cut <= 1 and (not stubs or stubs == prev.stubs):
         return None
     # Nothing folded, or a fallback kept it: the previous summary stands.
-    kept_summary = (cut <= 1 or result.kept_previous_summary) and previous is not None
-    summary = previous.summary if kept_summary and previous else result.summary or ""
-    recall = list(previous.recall) if previous is not None else []
-    overflow = previous.recall_overflow if previous is not None else 0
+    kept_summary = previous is not None and (cut <= 1 or result.kept_previous_summary)
+    recall, overflow = [*prev.recall], prev.recall_overflow
     if recall_budget > 0:
-        recall += folded_entries(view.messages, view.ids, 1, cut)
-        if recall or overflow:
-            recall, overflow = budget_recall(recall, overflow, recall_budget)
+        recall += folded_entries(view.messages[1:cut], view.ids[1:cut])
+        recall, overflow = budget_recall(recall, overflow, recall_budget)
     return Checkpoint(
         last_message_id=last,
-        summary=summary,
+        summary=prev.summary if kept_summary else result.summary or "",
         strategy=result.strategy,
         tokens_before=plan.tokens_before,
         tokens_after=estimate_tokens(result.messages),
@@ -174,9 +153,9 @@ def checkpoint_for(
         recall=recall,
         recall_overflow=overflow,
         stubs=stubs,
-        state=list(state or (previous.state if previous is not None else [])),
+        state=list(state or prev.state),
         instructions=carry_instructions(
-            previous.instructions if previous is not None else [],
+            prev.instructions,
             [m for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i],
             instruction_budget,
         ),

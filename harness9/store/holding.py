@@ -201,6 +201,9 @@ class HoldingSession:
     def latest_checkpoint(self) -> Checkpoint | None:
         return self.inner.latest_checkpoint()
 
+    def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
+        return self.inner.latest_checkpoint_key()
+
     def list_checkpoints(self) -> list[Checkpoint]:
         return self.inner.list_checkpoints()
 

@@ -184,11 +184,13 @@ def message_handle(message_id: int) -> str:
 
 
 def handle_message_id(handle: str) -> int | None:
-    """The row id a ``msg_<id>`` handle this store wrote names; None for any other handle."""
-    digits = handle[len(MESSAGE_HANDLE_PREFIX) :]
-    if handle.startswith(MESSAGE_HANDLE_PREFIX) and digits.isascii() and digits.isdigit():
-        return int(digits)
-    return None
+    """The row id a ``msg_<id>`` handle names, as ``message_handle`` writes it (blanks
+    around it allowed: the model types it to ``offload_recall``); None for anything else."""
+    text = handle.strip() if isinstance(handle, str) else ""
+    digits = text[len(MESSAGE_HANDLE_PREFIX) :]
+    if not (text.startswith(MESSAGE_HANDLE_PREFIX) and digits.isascii() and digits.isdigit()):
+        return None
+    return int(digits) if digits[0] != "0" and len(digits) <= 18 else None
 
 
 @dataclass(slots=True, frozen=True)
@@ -343,6 +345,10 @@ class CheckpointedSession(Session, Protocol):
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint: ...
 
     def latest_checkpoint(self) -> Checkpoint | None: ...
+
+    def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
+        """The latest checkpoint's (id, last_message_id, created_at), read without the rest."""
+        ...
 
     def list_checkpoints(self) -> list[Checkpoint]: ...
 

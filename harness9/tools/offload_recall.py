@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.context.offload import RECALL_MAX_CHARS, OffloadError, OffloadStore, page_text
-from harness9.context.recall import parse_message_handle
+from harness9.context.offload import OffloadStore
 from harness9.schema import ToolDefinition
-from harness9.store.session import CheckpointedSession
+from harness9.store.offloads import RECALL_MAX_CHARS, OffloadError, page_text
+from harness9.store.session import CheckpointedSession, handle_message_id
 from harness9.tools.base import ToolContext, ToolResult
 
 
@@ -79,7 +79,7 @@ class OffloadRecallTool:
             limit = int(args.get("limit", RECALL_MAX_CHARS) or RECALL_MAX_CHARS)
         except (TypeError, ValueError):
             return ToolResult.error("offload_recall: offset and limit must be integers")
-        message_id = parse_message_handle(oid) if self.handles else None
+        message_id = handle_message_id(oid) if self.handles else None
         try:
             if message_id is not None:
                 text = self._page_message(ctx, message_id, offset, limit)
