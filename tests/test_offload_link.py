@@ -135,7 +135,7 @@ def test_the_recall_index_lists_an_offloaded_result_by_its_offload():
         s = m.new_session()
         ids = logged(s, "reworded: " + BODY)
         view = load_view(s, SYSTEM)
-        comp = HybridCompactor(Summariser(), 3_000, keep_groups=1)
+        comp = HybridCompactor(Summariser(), 3_000)
         cp = checkpoint_for(view, comp.compact(view.messages, force=True), recall_budget=500)
     assert cp is not None and cp.last_message_id > ids[2]
     assert [(e.handle, e.tokens) for e in cp.recall][0] == (OID, 5000)
