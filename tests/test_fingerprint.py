@@ -12,7 +12,6 @@ from harness9.context.fingerprint import (
     facts_focus,
     marker_summarizer,
     repair_summary,
-    semantic_match,
     structured_summary,
     validate_markers,
 )
@@ -181,9 +180,11 @@ def test_prompt_names_every_marker():
 
 def test_near_identical_decision_with_another_id_does_not_count_as_present():
     summary = "@decision:Decided to use optimistic locking for cache_batch_1111, retries are cheap"
-    fact = "Decided to use optimistic locking for cache_batch_2222, retries are cheap"
-    assert not semantic_match(summary, fact)
-    assert semantic_match(summary.replace("1111", "2222"), fact)
+    fp = KeyInfoFingerprint(
+        decisions=["Decided to use optimistic locking for cache_batch_2222, retries are cheap"]
+    )
+    assert validate_markers(summary, fp) == [f"decision: {fp.decisions[0]}"]
+    assert validate_markers(summary.replace("1111", "2222"), fp) == []
 
 
 def test_repair_keeps_each_of_two_decisions_that_differ_only_in_an_id():

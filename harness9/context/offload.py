@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.rule_summary import OutputStatsBuilder, summarize_output
+from harness9.context.rule_summary import OutputStats, summarize_output
 from harness9.context.stubs import offload_header
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
@@ -51,7 +51,7 @@ class OffloadWriter:
         self.args = args
         self.id = oid
         # Head and tail are all it holds in memory; the rule summary quotes from them.
-        self._stats = OutputStatsBuilder(head_bytes=max(8192, store.config.max_result_bytes))
+        self._stats = OutputStats(head_cap=max(8192, store.config.max_result_bytes))
         try:
             self._blob = store.blobs.open_writer(session_id, oid)
         except BlobError as exc:
@@ -61,7 +61,7 @@ class OffloadWriter:
 
     @property
     def over_limits(self) -> bool:
-        return self._store.config.exceeded_by(self._stats.stats.total_bytes)
+        return self._store.config.exceeded_by(self._stats.total_bytes)
 
     def write(self, chunk: bytes | str) -> None:
         if self._done:

@@ -1,18 +1,19 @@
-"""Rule-based recognisers shared by offload, eviction and fingerprinting.
+"""Rule-based recognisers of facts in text: paths, declared names, errors, decisions, rules.
 
-They are deliberately plain regular expressions: they run on every tool result
-and every compaction, so they must be cheap and predictable, and a wrong guess
-only shifts a score or adds one line to a summary.
+Plain regular expressions: they run on every tool result and every compaction, so they
+must be cheap and predictable, and a wrong guess only shifts a score or adds one line to
+a summary.
 """
 
 from __future__ import annotations
 
 import re
 
-# What an offloaded tool result starts with: the stub vocabulary owns it.
+# Eviction and the pipeline import the offload marker from here; the stub vocabulary owns it.
 from harness9.context.stubs import OFFLOAD_MARKER as OFFLOAD_MARKER
 from harness9.context.stubs import is_offload_marker as is_offload_marker
 
+LINE_CHARS = 200  # a fact line is kept up to this many characters
 # Extensions of files an agent commonly reads or edits.
 _EXTS = (
     "py|pyi|go|rs|js|jsx|ts|tsx|mjs|cjs|java|kt|kts|scala|rb|php|c|h|cc|cpp|hpp|cs|swift|m|mm|"
@@ -45,9 +46,19 @@ DECLARATION_RE = re.compile(
 # "path:line:text", what grep -n, rg and most search tools print.
 GREP_LINE_RE = re.compile(r"^[^\s:][^:\n]*:\d+:", re.MULTILINE)
 
+# Two recognisers of errors, on purpose: ``has_error`` is the broad test that a result
+# mentions one (a density score), ``error_lines`` picks the lines worth keeping verbatim
+# (an exception line, "error:", FAILED), leaving out source code that names an error.
 ERROR_RE = re.compile(
     r"Traceback \(most recent call last\)|\b\w*(?:Error|Exception)\b|\berror:|\bERROR\b|"
     r"\bFAILED\b|\bfailed\b|\bexception\b|\bpanic:|\bfatal:",
+)
+_EXCEPTION_LINE_RE = re.compile(r"^[\w.]*(?:Error|Exception)\b(?::.*)?$")
+_ERROR_WORDS_RE = re.compile(r"Error:|error:|\bFAILED\b|\bexception\b")
+# Source lines that mention errors without being one (``except ValueError:``).
+_CODE_PREFIX_RE = re.compile(
+    r"^(?:except|catch|raise|throw|if|elif|else|def|class|return|assert|try|finally|import|from|"
+    r"#|//|\*|log|logger|print|fmt\.|console\.)\b|^[#/*]"
 )
 DECISION_RE = re.compile(
     r"\b(?:decided|decide to|decision|we will|we'll|let's use|let us use|chose|choose to|"
@@ -56,35 +67,39 @@ DECISION_RE = re.compile(
 )
 
 
-def looks_like_path(candidate: str) -> bool:
-    """Filters regex hits that are not paths (bare words with dots such as ``e.g``)."""
+def _is_path(candidate: str) -> bool:
+    """Filters regex hits that are not paths: bare words with dots (``e.g``), and a
+    separator with nothing path-like after it ("and/or")."""
     if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
         return False
-    if "/" in candidate or "\\" in candidate:
-        # Needs something path-like after the separator, not "and/or".
-        return (
-            bool(_KNOWN_EXT_RE.search(candidate))
-            or candidate.count("/") >= 2
-            or (candidate.startswith(("./", "../", "/", "~/")))
-        )
-    return bool(_KNOWN_EXT_RE.search(candidate))
+    known_ext = bool(_KNOWN_EXT_RE.search(candidate))
+    if "/" not in candidate and "\\" not in candidate:
+        return known_ext
+    return known_ext or candidate.count("/") >= 2 or candidate.startswith(("./", "../", "/", "~/"))
 
 
 def find_paths(text: str) -> list[str]:
     """File paths in ``text``, first occurrence order, duplicates removed."""
-    seen: dict[str, None] = {}
-    for m in FILE_PATH_RE.finditer(text):
-        path = m.group(0).rstrip(".,;:")
-        if looks_like_path(path):
-            seen.setdefault(path, None)
-    return list(seen)
+    hits = (m.group(0).rstrip(".,;:") for m in FILE_PATH_RE.finditer(text))
+    return list(dict.fromkeys(p for p in hits if _is_path(p)))
 
 
 def find_declarations(text: str) -> list[str]:
-    seen: dict[str, None] = {}
-    for m in DECLARATION_RE.finditer(text):
-        seen.setdefault(m.group(1), None)
-    return list(seen)
+    return list(dict.fromkeys(m.group(1) for m in DECLARATION_RE.finditer(text)))
+
+
+def error_lines(text: str) -> list[str]:
+    out = []
+    for line in filter(None, map(str.strip, text.splitlines())):
+        if line.startswith("Traceback (most recent call last)") or _CODE_PREFIX_RE.match(line):
+            continue
+        if _EXCEPTION_LINE_RE.match(line) or _ERROR_WORDS_RE.search(line):
+            out.append(line[:LINE_CHARS])
+    return out
+
+
+def decision_lines(text: str) -> list[str]:
+    return [ln.strip()[:LINE_CHARS] for ln in text.splitlines() if DECISION_RE.search(ln)]
 
 
 def has_error(text: str) -> bool:
@@ -96,7 +111,8 @@ def has_decision(text: str) -> bool:
 
 
 def has_path(text: str) -> bool:
-    return any(looks_like_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
+    # The unstripped hit: "src/app.py." at a sentence's end does not count here.
+    return any(_is_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
 
 
 # ---- user constraints ("never touch migrations/", "只能修改 src/") ------------------
@@ -140,31 +156,27 @@ _LEAD_IN_RE = re.compile(r"^([^:：]{1,40})[:：]\s*(.+)$")
 
 def _is_rule(sentence: str) -> bool:
     for m in _RULE_CUE_RE.finditer(sentence):
-        cue = m.group(0).lower()
-        before = sentence[: m.start()].split()
-        after = sentence[m.end() :].split()
-        prev = before[-1].lower().strip(",") if before else ""
-        nxt = after[0].lower().strip(",.") if after else ""
+        cue, before, after = m.group(0).lower(), sentence[: m.start()], sentence[m.end() :]
+        prev = before.split()[-1].lower().strip(",") if before.split() else ""
+        nxt = after.split()[0].lower().strip(",.") if after.split() else ""
         if cue in ("always", "never"):
-            if prev in _STATE_VERBS or (nxt and _DESCRIPTIVE_NEXT_RE.match(nxt)):
-                continue
+            descriptive = prev in _STATE_VERBS or bool(nxt and _DESCRIPTIVE_NEXT_RE.match(nxt))
         elif cue == "must":
-            if _EPISTEMIC_MUST_RE.match(sentence[m.end() :].strip()):
-                continue
+            descriptive = bool(_EPISTEMIC_MUST_RE.match(after.strip()))
         elif cue.startswith(("don", "do")):
-            if prev == "i" or nxt in _NOT_RULE_AFTER_DONT:
-                continue
-        elif cue == "only" and not _ONLY_RULE_RE.search(sentence[: m.end()][-40:]):
-            continue
-        return True
+            descriptive = prev == "i" or nxt in _NOT_RULE_AFTER_DONT
+        else:
+            descriptive = cue == "only" and not _ONLY_RULE_RE.search(sentence[: m.end()][-40:])
+        if not descriptive:
+            return True
     return False
 
 
 def find_constraints(text: str) -> list[str]:
-    """Sentences of ``text`` that state a rule (never/always/must/don't/only/avoid/…,
-    不要/必须/只能/禁止/务必/总是/永远不), whitespace collapsed, a bullet, a short
+    """Sentences of ``text`` that state a rule, whitespace collapsed, a bullet, a short
     lead-in ("One more thing:") and the closing punctuation dropped; first occurrence
-    order, duplicates (ignoring case) removed. Meant for user messages: that is where rules are stated."""
+    order, duplicates (ignoring case) removed. Meant for user messages: that is where
+    rules are stated."""
     seen: dict[str, str] = {}
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _BULLET_RE.sub("", " ".join(raw.split()))
