@@ -18,8 +18,9 @@ import pytest
 from support import chat, cli
 
 from harness9.config import store_location
+from harness9.context.live_view import LiveViews
 from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
-from harness9.context.stubs import stub_message, stubbed_stub
+from harness9.context.stubs import offload_source, stub_message, stubbed_stub
 from harness9.context.view import checkpoint_for, load_view
 from harness9.schema import Message, ToolCall, Usage
 from harness9.store import MemorySession, pg_migrations
@@ -139,6 +140,20 @@ def test_the_recall_index_lists_an_offloaded_result_by_its_offload():
         cp = checkpoint_for(view, comp.compact(view.messages, force=True), recall_budget=500)
     assert cp is not None and cp.last_message_id > ids[2]
     assert [(e.handle, e.tokens) for e in cp.recall][0] == (OID, 5000)
+
+
+def test_the_view_between_calls_carries_the_link_of_a_result_logged_after_it():
+    # Chat reads only the rows stored since the last call: those carry their links too.
+    with store() as m:
+        s = m.new_session()
+        views = LiveViews()
+        views.load(s, SYSTEM)
+        logged(s, "reworded: " + BODY)
+        live = views.load(s, SYSTEM).view
+    assert offload_source(live.messages[3]) == (OID, 5000)
+    comp = HybridCompactor(Summariser(), 3_000)
+    cp = checkpoint_for(live, comp.compact(live.messages, force=True), recall_budget=500)
+    assert cp is not None and [(e.handle, e.tokens) for e in cp.recall][0] == (OID, 5000)
 
 
 def as_before_the_migration(backend: str) -> None:
