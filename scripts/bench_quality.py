@@ -58,7 +58,9 @@ from harness9.context import (
     is_valid_tool_sequence,
     validate_markers,
 )
+from harness9.context.stubs import offloaded_message  # noqa: E402
 from harness9.schema import Message, ToolCall, Usage  # noqa: E402
+from harness9.store.session import OffloadLink  # noqa: E402
 
 FINGERPRINTED = ("path", "identifier", "error", "decision", "constraint")
 KINDS = FINGERPRINTED
@@ -281,6 +283,8 @@ def offloaded(msgs: list[Message], store: OffloadStore) -> list[Message]:
             res = store.maybe_offload(SESSION, tc.name, tc.arguments, m.content)
             if res is not None:
                 m = Message("tool", res.summary, tool_call_id=m.tool_call_id)
+                # As the view gives it: the stored record's link to its offload.
+                m = offloaded_message(m, OffloadLink(res.id, res.token_size))
         out.append(m)
     return out
 

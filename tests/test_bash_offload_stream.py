@@ -35,7 +35,9 @@ def test_twenty_megabytes_of_output_land_whole_in_the_offload_file(tmp_path):
 
     assert result.content.startswith("📂 [offload:")
     assert result.content.endswith("exit code: 0")
-    offload_id = result.metadata["offloaded"]
+    assert result.offloaded is not None
+    offload_id = result.offloaded.offload_id
+    assert result.offloaded.tokens == (20_000_000 + len("\nlast-line\n")) // 4
     stored = tmp_path / "offload" / sid / f"{offload_id}.txt"
     assert stored.stat().st_size == 20_000_000 + len("\nlast-line\n")
     assert len(result.content) < 4000
@@ -48,7 +50,7 @@ def test_small_output_stays_inline_and_leaves_no_file(tmp_path):
     result = run_command("echo hello", ctx, 10)
 
     assert result.content == "hello\nexit code: 0"
-    assert "offloaded" not in result.metadata
+    assert result.offloaded is None
     assert list((tmp_path / "offload" / sid).iterdir()) == []
 
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from harness9.context.recall import folded_entries, summary_of
-from harness9.context.stubs import StubMessage, is_stub, render_stub
+from harness9.context.stubs import StubMessage, is_stub, offloaded_message, render_stub
 from harness9.context.view import build_view, load_view
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import migrations as sqlite_migrations
@@ -27,6 +27,7 @@ from harness9.store.session import (
     STUB_STUBBED,
     STUB_VERBATIM,
     Checkpoint,
+    OffloadLink,
     RecallEntry,
     StoredMessage,
     Stub,
@@ -101,9 +102,12 @@ def driver(backend: str, url: str) -> Iterator[tuple[object, str, str]]:
 
 
 def as_before_the_migration(backend: str, url: str) -> None:
-    """Undo ``checkpoint_data_as_json`` as if the store predated it."""
+    """Undo ``checkpoint_data_as_json`` (and the migrations after it) as if the store
+    predated it."""
     with driver(backend, url) as (conn, _, prefix):
         conn.execute(f"DROP TABLE {prefix}compaction_data")
+        for column in ("offload_id", "offload_tokens"):  # message_offload_link
+            conn.execute(f"ALTER TABLE {prefix}messages DROP COLUMN {column}")
         if backend == "postgres":
             version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
             conn.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))
@@ -249,8 +253,11 @@ def test_the_index_takes_sizes_and_handles_from_stub_data_not_from_their_text():
         Message("assistant", "", [ToolCall("c1", "bash", '{"command": "make"}')]),
         StubMessage("tool", render_stub(stub, 5), tool_call_id="c1", stub=stub),
         Message("assistant", "", [ToolCall("c2", "read_file", '{"path": "a.py"}')]),
-        Message(
-            "tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\nsum", tool_call_id="c2"
+        offloaded_message(
+            Message(
+                "tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded", tool_call_id="c2"
+            ),
+            OffloadLink("ofl_0123456789ab", 5000),
         ),
     ]
     assert folded_entries(msgs[1:], [4, 5, 6, 7]) == [

@@ -163,6 +163,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_calls": [],
                 "tool_call_id": None,
                 "created_at": t,
+                "offload": None,
             },
             {
                 "id": 2,
@@ -171,6 +172,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_calls": [{"id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'}],
                 "tool_call_id": None,
                 "created_at": t,
+                "offload": None,
             },
             {
                 "id": 3,
@@ -179,6 +181,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_calls": [],
                 "tool_call_id": "call_1",
                 "created_at": t,
+                "offload": None,
             },
         ],
         "todos": [

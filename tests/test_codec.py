@@ -17,12 +17,14 @@ from harness9.store.codec import (
     checkpoint_values,
     message_from_values,
     message_values,
+    offload_from_values,
     record_to_json,
 )
 from harness9.store.session import (
     STUB_EVICTED,
     STUB_STUBBED,
     Checkpoint,
+    OffloadLink,
     RecallEntry,
     StoredMessage,
     Stub,
@@ -50,8 +52,27 @@ def test_corrupt_tool_calls_say_what_is_wrong(text: str, reason: str):
 
 def test_a_message_round_trips_through_its_row_values():
     for msg in (Message("assistant", "", [CALL]), Message("tool", "out", tool_call_id="c1")):
-        assert message_from_values(*message_values(msg)) == msg
-    assert message_values(Message("user", "hi")) == ("user", "hi", None, None)
+        assert message_from_values(*message_values(msg)[:4]) == msg
+    assert message_values(Message("user", "hi")) == ("user", "hi", None, None, "", None)
+
+
+def test_an_offload_link_round_trips_through_its_row_values():
+    msg = Message("tool", "its summary", tool_call_id="c1")
+    link = OffloadLink("ofl_0123456789ab", 5000)
+    assert message_values(msg, link)[4:] == ("ofl_0123456789ab", 5000)
+    assert offload_from_values(msg, *message_values(msg, link)[4:]) == link
+    assert offload_from_values(msg, *message_values(msg)[4:]) is None
+    # A damaged link reads as none: the result is its text.
+    assert offload_from_values(msg, "ofl_0123456789ab", "5000") is None
+    assert offload_from_values(msg, "ofl_0123456789ab", -1) is None
+
+
+def test_a_row_from_before_links_reads_the_link_its_summary_names():
+    old = Message("tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\nsum")
+    assert offload_from_values(old, None, None) == OffloadLink("ofl_0123456789ab", 5000)
+    for text in ("📂 [offload:ofl_0123456789ab] many tokens offloaded", "plain output"):
+        assert offload_from_values(Message("tool", text), None, None) is None
+    assert offload_from_values(Message("user", old.content), None, None) is None
 
 
 def test_a_record_as_json_carries_flat_calls_and_null_for_no_call_id():
@@ -63,6 +84,7 @@ def test_a_record_as_json_carries_flat_calls_and_null_for_no_call_id():
         "tool_calls": [{"id": "c1", "name": "bash", "arguments": '{"command": "ls é"}'}],
         "tool_call_id": None,
         "created_at": 2.0,
+        "offload": None,
     }
 
 

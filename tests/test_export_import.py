@@ -69,6 +69,7 @@ def test_json_export_is_versioned_and_complete():
         "tool_calls": [{"id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'}],
         "tool_call_id": None,
         "created_at": 1779028200.0,
+        "offload": None,
     }
     assert doc["messages"][2]["tool_call_id"] == "call_1"
     assert doc["todos"] == [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from support import REPO_ROOT, cli_env
 
 from harness9.context.live_view import LiveViews
+from harness9.context.stubs import offload_source
 from harness9.context.tokens import estimate_tokens
 from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
@@ -47,6 +49,10 @@ def assert_fresh(views: LiveViews, session: CheckpointedSession) -> None:
     expected = load_view(session, SYSTEM)
     assert measured.view.messages == expected.messages
     assert measured.view.ids == expected.ids
+    # Equal texts are not enough: a stub or an offloaded result carries its data.
+    assert [offload_source(m) for m in measured.view.messages] == [
+        offload_source(m) for m in expected.messages
+    ]
     assert measured.tokens == estimate_tokens(expected.messages)
 
 
@@ -159,10 +165,10 @@ class LockedMemorySession(MemorySession):
 
     locked = False
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(self, msgs: list[Message], offloads: Sequence = ()) -> list[int]:
         if self.locked:
             raise StoreBusyError("database is locked")
-        return super().add_messages(msgs)
+        return super().add_messages(msgs, offloads)
 
 
 def test_messages_held_by_a_locked_database_are_never_kept(tmp_path: Path) -> None:

@@ -13,10 +13,16 @@ from harness9.context.recall import (
     summary_message,
     summary_of,
 )
-from harness9.context.stubs import with_handle
+from harness9.context.stubs import offloaded_message, with_handle
 from harness9.context.view import ModelView, build_view, checkpoint_for, summary_text
 from harness9.schema import Message, TodoItem, ToolCall, Usage
-from harness9.store.session import STUB_STUBBED, Checkpoint, RecallEntry, handle_message_id
+from harness9.store.session import (
+    STUB_STUBBED,
+    Checkpoint,
+    OffloadLink,
+    RecallEntry,
+    handle_message_id,
+)
 
 
 class Summariser:
@@ -96,10 +102,14 @@ def test_a_compactors_summary_message_carries_its_summary_as_data():
 
 
 def test_a_stub_points_to_its_offloaded_output_or_gets_its_message_handle():
-    marker = Message(
-        "tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\nsum", tool_call_id="c"
+    marker = offloaded_message(
+        Message(
+            "tool", "📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\nsum", tool_call_id="c"
+        ),
+        OffloadLink("ofl_0123456789ab", 5000),
     )
-    assert 'offload_recall(id="ofl_0123456789ab")' in stub_for(marker).content
+    stub = stub_for(marker).content
+    assert stub == '[stubbed] 5000 tokens stubbed; offload_recall(id="ofl_0123456789ab") for it'
     plain = stub_for(Message("tool", "z" * 4000, tool_call_id="c")).content
     assert plain.startswith("[stubbed] 1000 tokens")
     assert with_handle(plain, 9).endswith('offload_recall(id="msg_9") for it')

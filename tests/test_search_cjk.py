@@ -118,6 +118,9 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                 "session_usage_cache_writes": [
                     "ALTER TABLE session_usage DROP COLUMN cache_write_tokens"
                 ],
+                "message_offload_link": [
+                    f"ALTER TABLE messages DROP COLUMN offload_{c}" for c in ("id", "tokens")
+                ],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

@@ -165,6 +165,8 @@ def test_final_schema(manager: Manager, db: Path):
         ("tool_calls", "TEXT", 0),
         ("tool_call_id", "TEXT", 0),
         ("created_at", "REAL", 1),
+        ("offload_id", "TEXT", 0),
+        ("offload_tokens", "INTEGER", 0),
     ]
     assert columns(conn, "fts_state") == [
         ("id", "INTEGER", 0),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from harness9.context.instructions import with_notes
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
-from harness9.context.view import ModelView, build_view
+from harness9.context.view import ModelView, build_view, shown_message
 from harness9.schema import Message
 from harness9.store.holding import HoldingSession
 from harness9.store.session import CheckpointedSession
@@ -105,10 +105,12 @@ class LiveViews:
         return _Kept(key, after, list(checkpoint.instructions), view, nbytes)
 
     def _extend(self, session: CheckpointedSession, kept: _Kept) -> None:
-        # Rows newer than the view's carry no stubs of its checkpoint: plain messages.
+        # Rows newer than the view's carry no stubs of its checkpoint; an offloaded one
+        # carries its link, as build_view shows it.
         records = session.get_records(after_id=kept.last_id)
         self.rows_read += len(records)
         for rec in records:
-            kept.view.messages.append(rec.message)
+            msg = shown_message(rec)
+            kept.view.messages.append(msg)
             kept.view.ids.append(rec.id)
-            kept.nbytes += message_bytes(rec.message)
+            kept.nbytes += message_bytes(msg)

@@ -11,7 +11,7 @@ the token count the user sees. The engine, per turn::
         reply, usage = model(request.messages, tools)  # request.shown_tokens for the UI
         policy.observe_usage(request, usage.input_tokens)
     the model said the context is too long: policy.after_overflow(...), once
-    each tool result: content = policy.offload_result(session_id, name, args, content)
+    each tool result: content, link = policy.offload_result(session_id, name, args, content)
 
 ``/compact`` and ``harness9 compact`` call ``compact``, ``--dry-run`` ``plan``, ``/context``
 ``breakdown``, ``/new`` and ``/resume`` ``forget``.
@@ -65,7 +65,7 @@ from harness9.context.view import ModelView, build_view, checkpoint_for, load_vi
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
-from harness9.store.session import Checkpoint, CheckpointedSession
+from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
 
 __all__ = [
     "ContextBreakdown",
@@ -496,14 +496,17 @@ class ContextPolicy:
         content: str,
         *,
         metadata: dict | None = None,
-    ) -> str:
-        """What the log keeps of a tool result: its offload summary when it was too big."""
+    ) -> tuple[str, OffloadLink | None]:
+        """What the log keeps of a tool result: its offload summary when it was too big,
+        with the link to that offload (stored with the message as data)."""
         if self.offload is None:
-            return content
+            return content, None
         offloaded = self.offload.maybe_offload(
             session_id, tool_name, args_json, content, metadata=metadata
         )
-        return offloaded.summary if offloaded is not None else content
+        if offloaded is None:
+            return content, None
+        return offloaded.summary, OffloadLink(offloaded.id, offloaded.token_size)
 
 
 def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:

@@ -5,7 +5,8 @@ got one), ``[stubbed] N tokens stubbed`` (size and recall handle only), ``[evict
 summary> (N tokens evicted)``, and ``📂 [offload:<id>] …`` (the full text is in the offload
 store). A stub of a kept message is data (store.session ``Stub``, kept in the checkpoint);
 ``render_stub`` is the one place its text is made, and a ``StubMessage`` carries the stub it
-renders, so whoever meets it later reads the data, never the text.
+renders, so whoever meets it later reads the data, never the text; an ``OffloadedMessage``
+carries its stored record's link to the offload its summary stands for.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from harness9.store.session import (
     STUB_EVICTED,
     STUB_STUBBED,
     STUB_VERBATIM,
+    OffloadLink,
     Stub,
     message_handle,
 )
@@ -26,7 +28,6 @@ OFFLOAD_MARKER = "📂 [offload:"
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
 _STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)
-_OFFLOAD_ID_CHARS = 16  # ofl_ + 12 hex
 _RECALL_CALL = "offload_recall("
 # What a handle adds to a stub, for size estimates made before ids are known.
 HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
@@ -114,27 +115,30 @@ def stub_message(stub: Stub, original: Message, message_id: int | None = None) -
     return StubMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
 
 
+@dataclass(slots=True, eq=False)
+class OffloadedMessage(RenderedMessage):
+    """A logged tool result stored as its offload's summary: ``offload`` (the stored
+    record's link) says which offload holds the full text, and its size."""
+
+    offload: OffloadLink = field(default_factory=lambda: OffloadLink("", 0))
+
+
+def offloaded_message(msg: Message, link: OffloadLink) -> OffloadedMessage:
+    return OffloadedMessage(msg.role, msg.content, msg.tool_calls, msg.tool_call_id, link)
+
+
 def offload_source(msg: Message) -> tuple[str, int]:
     """(offload id or "", size in tokens) of a tool result: where its full text is.
 
-    A stub knows it from its data. An offloaded output is read by its first line,
-    ``offload_header``'s fixed format (the log stores the message, not the offload's
-    record); anything else is its own size and lives in the log.
+    A stub or an offloaded result knows it from its data (an old verbatim stub only
+    when it names its offload); anything else is its own size and lives in the log.
     """
-    if isinstance(msg, StubMessage) and msg.stub.kind != STUB_VERBATIM:
-        return msg.stub.offload_id, msg.stub.tokens
-    content = msg.content
-    own = len(content.encode()) // BYTES_PER_TOKEN
-    if not is_offload_marker(content):
-        return "", own
-    oid = content[len(OFFLOAD_MARKER) : len(OFFLOAD_MARKER) + _OFFLOAD_ID_CHARS]
-    rest = content[len(OFFLOAD_MARKER) + _OFFLOAD_ID_CHARS :]
-    if not (oid.startswith("ofl_") and rest.startswith("] ")):
-        return "", own
-    words = rest[2:].removeprefix(EVICTED_PREFIX).split(" ", 2)
-    if len(words) == 3 and words[0].isascii() and words[0].isdigit() and words[1] == "tokens":
-        return oid, int(words[0])
-    return oid, own
+    stub = msg.stub if isinstance(msg, StubMessage) else None
+    if stub is not None and (stub.kind != STUB_VERBATIM or stub.offload_id):
+        return stub.offload_id, stub.tokens
+    if isinstance(msg, OffloadedMessage):
+        return msg.offload.offload_id, msg.offload.tokens
+    return "", len(msg.content.encode()) // BYTES_PER_TOKEN
 
 
 def stubbed_stub(msg: Message) -> Stub:

@@ -21,7 +21,7 @@ from harness9.context.recall import (
     render_recall,
     render_state,
 )
-from harness9.context.stubs import StubMessage, stub_message, with_handle
+from harness9.context.stubs import StubMessage, offloaded_message, stub_message, with_handle
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message, TodoItem
 from harness9.store.session import (
@@ -63,13 +63,19 @@ def build_view(
             ids.append(None)
     for rec in records:
         if rec.id > last:
-            msg = rec.message
-            stub = stubs.get(rec.id)
-            if stub is not None:
-                msg = stub_message(stub, msg, rec.id)
-            messages.append(msg)
+            messages.append(shown_message(rec, stubs.get(rec.id)))
             ids.append(rec.id)
     return ModelView(messages, ids)
+
+
+def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
+    """A record as the view shows it: its checkpoint's ``stub``, else the message, carrying
+    its link to the offload when its content is an offload's summary."""
+    if stub is not None:
+        return stub_message(stub, rec.message, rec.id)
+    if rec.offload is not None:
+        return offloaded_message(rec.message, rec.offload)
+    return rec.message
 
 
 def summary_text(checkpoint: Checkpoint) -> str:

@@ -38,7 +38,7 @@ from harness9.schema import (
     Usage,
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
-from harness9.store.session import CheckpointedSession, SessionSettings
+from harness9.store.session import CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
@@ -402,8 +402,8 @@ class AgentEngine:
         batch = self._task_run(pending)
         if not batch:
             call = pending[0]
-            content = self._run_tool(sess, call)
-            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)])
+            content, link = self._run_tool(sess, call)
+            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)], [link])
             pending.pop(0)
             tools_used.append(call.name)
             return
@@ -421,8 +421,9 @@ class AgentEngine:
         sess.add_messages(
             [
                 Message(ROLE_TOOL, c, tool_call_id=call.id)
-                for call, c in zip(batch, results, strict=True)
-            ]
+                for call, (c, _) in zip(batch, results, strict=True)
+            ],
+            [link for _, link in results],
         )
         del pending[: len(batch)]
         tools_used.extend(call.name for call in batch)
@@ -443,7 +444,9 @@ class AgentEngine:
         text = tool.stopped_result(call.id) if isinstance(tool, TaskTool) else INTERRUPTED_STUB
         return ToolResult(text)
 
-    def _run_tool(self, sess: CheckpointedSession, call: ToolCall) -> str:
+    def _run_tool(
+        self, sess: CheckpointedSession, call: ToolCall
+    ) -> tuple[str, OffloadLink | None]:
         self.on_event(ev.ToolStarted(call))
         return self._finish_tool(sess, call, self._execute(sess, call, None))
 
@@ -466,14 +469,17 @@ class AgentEngine:
         )
         return self.registry.execute(call, ctx)
 
-    def _finish_tool(self, sess: CheckpointedSession, call: ToolCall, outcome: ToolResult) -> str:
-        """The result as stored: offloaded when big (unless the tool is exempt)."""
-        content = outcome.content
+    def _finish_tool(
+        self, sess: CheckpointedSession, call: ToolCall, outcome: ToolResult
+    ) -> tuple[str, OffloadLink | None]:
+        """The result as stored, and the offload it summarises: offloaded when big (unless
+        the tool is exempt or offloaded it itself)."""
+        content, link = outcome.content, outcome.offloaded
         if outcome.may_offload:
-            content = self.policy.offload_result(
+            content, link = self.policy.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )
         code = outcome.metadata.get("exit_code")
         exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
         self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code))
-        return content
+        return content, link

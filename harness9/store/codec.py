@@ -7,6 +7,9 @@ in one place.
 - A message's tool calls are stored as JSON text, ``[{"id", "name", "arguments"}]``
   (``ToolCall.to_flat``), and NULL when there are none; JSON output uses the
   same flat objects.
+- A tool result stored as its offload's summary carries the link as data
+  (``offload_id``, ``offload_tokens``; JSON ``"offload": {"id", "tokens"}``, null when
+  not offloaded); rows and files from before are read by harness9.store.legacy_offload.
 - A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order;
   its data (recall entries, stubs, state items: ``details_to_json``) is one JSON value
   in the ``compaction_data`` table, one row when any is set, and the same keys follow
@@ -21,7 +24,15 @@ from typing import Any
 
 from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
 from harness9.store.legacy_checkpoint import read_legacy_details
-from harness9.store.session import STUB_KINDS, Checkpoint, RecallEntry, StoredMessage, Stub
+from harness9.store.legacy_offload import legacy_offload
+from harness9.store.session import (
+    STUB_KINDS,
+    Checkpoint,
+    OffloadLink,
+    RecallEntry,
+    StoredMessage,
+    Stub,
+)
 
 TOOL_CALL_FIELDS = ("id", "name", "arguments")
 # The compactions table's columns (after session_id) and the JSON keys, in one order.
@@ -122,15 +133,21 @@ def _sql_type(value: object) -> str:
 # -- messages ------------------------------------------------------------------------------
 
 
-def message_values(m: Message) -> tuple[str, str, str | None, str | None]:
-    """``(role, content, tool_calls, tool_call_id)`` as the messages table stores them."""
-    return m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None
+def message_values(
+    m: Message, offload: OffloadLink | None = None
+) -> tuple[str, str, str | None, str | None, str, int | None]:
+    """``(role, content, tool_calls, tool_call_id, offload_id, offload_tokens)`` as the
+    messages table stores them; a result not offloaded has offload_id "" (NULL is left
+    for rows stored before links were data, harness9.store.legacy_offload)."""
+    oid, tokens = (offload.offload_id, offload.tokens) if offload is not None else ("", None)
+    return m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None, oid, tokens
 
 
 def message_from_values(
     role: object, content: object, calls_text: object, tool_call_id: object
 ) -> Message:
-    """The inverse of ``message_values``; raises CorruptValueError for any damaged value.
+    """The inverse of ``message_values``' first four; raises CorruptValueError for any
+    damaged value.
 
     Every column is checked: a row edited by hand or damaged on disk (a BLOB where text
     belongs, a role no API knows) is reported and skipped by readers, never handed on
@@ -147,6 +164,24 @@ def message_from_values(
     return Message(role, content, calls_from_text(calls_text), tool_call_id or "")
 
 
+def offload_from_values(msg: Message, offload_id: object, tokens: object) -> OffloadLink | None:
+    """The link ``message_values`` stored for ``msg``; a row stored before links were data
+    (offload_id NULL) is read by its text. A damaged link reads as none: the result is
+    then shown and measured as the text it is."""
+    if offload_id is None:
+        return legacy_offload(msg.role, msg.content)
+    if not offload_id or not isinstance(offload_id, str):
+        return None
+    try:
+        return OffloadLink(offload_id, _int(tokens))
+    except ValueError:
+        return None
+
+
+def offload_to_json(link: OffloadLink | None) -> dict[str, Any] | None:
+    return None if link is None else {"id": link.offload_id, "tokens": link.tokens}
+
+
 def record_to_json(rec: StoredMessage) -> dict[str, Any]:
     """A stored message as JSON: export files and ``sessions show --json`` alike."""
     msg = rec.message
@@ -157,6 +192,7 @@ def record_to_json(rec: StoredMessage) -> dict[str, Any]:
         "tool_calls": [c.to_flat() for c in msg.tool_calls],
         "tool_call_id": msg.tool_call_id or None,
         "created_at": rec.created_at,
+        "offload": offload_to_json(rec.offload),
     }
 
 

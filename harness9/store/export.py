@@ -11,7 +11,8 @@ Format (version 1)::
     {"format": "harness9-session", "version": 1,
      "id", "title", "created_at", "updated_at", "message_count",
      "messages": [{"id", "role", "content", "tool_calls": [{"id", "name", "arguments"}],
-                   "tool_call_id" (string or null), "created_at"}],
+                   "tool_call_id" (string or null), "created_at",
+                   "offload": {"id", "tokens"} or null}],
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
                       "tokens_after", "messages_before", "messages_after", "created_at",
@@ -34,6 +35,10 @@ A checkpoint's ``recall``, ``recall_overflow``, ``stubs`` and ``state`` are its 
 (harness9.store.codec ``details_to_json``). A file written before checkpoints were data
 has the rendered ``recall_index`` and ``state_note`` and the stub texts ``rewrites``
 instead; they are converted on import (harness9.store.legacy_checkpoint).
+
+A message's ``offload`` names the offload its text summarises (null: none); a file
+without the key (written before links were data) has it read from that text on import
+(harness9.store.legacy_offload).
 
 ``usage`` is what the session's model calls consumed (the totals ``sessions list
 --json`` shows; its keys are the columns of ``session_usage``, harness9.store.rows
@@ -65,12 +70,14 @@ from harness9.store.codec import (
     record_to_json,
 )
 from harness9.store.legacy_checkpoint import read_legacy_details
+from harness9.store.legacy_offload import legacy_offload
 from harness9.store.rows import USAGE_COLUMNS, usage_row
 from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
     CorruptRow,
     ForkOrigin,
+    OffloadLink,
     SessionInfo,
     StoredMessage,
     SubAgentLink,
@@ -268,6 +275,34 @@ def _list(obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
     return items
 
 
+def _record(m: dict[str, Any], where: str) -> StoredMessage:
+    calls = [
+        ToolCall(*(_get(c, key, str, f"{where}.tool_calls[{k}]") for key in TOOL_CALL_FIELDS))
+        for k, c in enumerate(_list(m, "tool_calls", where))
+    ]
+    call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
+    role = _choice(m, "role", where, ROLES)
+    msg = Message(role, _get(m, "content", str, where), calls, call_id)
+    rid, created = _count(m, "id", where), _time(m, "created_at", where)
+    return StoredMessage(rid, msg, created, _offload(m, msg, where))
+
+
+def _offload(m: dict[str, Any], msg: Message, where: str) -> OffloadLink | None:
+    """The message's offload link; a file written before links were data has no key, and
+    the link is read from the text (harness9.store.legacy_offload)."""
+    if "offload" not in m:
+        return legacy_offload(msg.role, msg.content)
+    link = m["offload"]
+    if link is None:
+        return None
+    if not isinstance(link, dict):
+        raise ImportFormatError(f"{where}.offload is not an object or null")
+    oid = _get(link, "id", str, f"{where}.offload")
+    if not oid:
+        raise ImportFormatError(f"{where}.offload.id is empty")
+    return OffloadLink(oid, _count(link, "tokens", f"{where}.offload"))
+
+
 def from_document(doc: object) -> SessionSnapshot:
     """Validate an export document completely; raise ImportFormatError on the first fault."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -287,17 +322,9 @@ def from_document(doc: object) -> SessionSnapshot:
         _count(doc, "message_count", "session"),
         _get(doc, "title", str, "session"),
     )
-    records: list[StoredMessage] = []
-    for i, m in enumerate(_list(doc, "messages", "session")):
-        where = f"messages[{i}]"
-        calls = [
-            ToolCall(*(_get(c, key, str, f"{where}.tool_calls[{k}]") for key in TOOL_CALL_FIELDS))
-            for k, c in enumerate(_list(m, "tool_calls", where))
-        ]
-        call_id = _get(m, "tool_call_id", (str, type(None)), where) or ""
-        role = _choice(m, "role", where, ROLES)
-        msg = Message(role, _get(m, "content", str, where), calls, call_id)
-        records.append(StoredMessage(_count(m, "id", where), msg, _time(m, "created_at", where)))
+    records = [
+        _record(m, f"messages[{i}]") for i, m in enumerate(_list(doc, "messages", "session"))
+    ]
     _check_increasing([r.id for r in records], "message")
     if info.message_count != len(records):
         raise ImportFormatError(

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from harness9.schema import Message, TodoItem
 from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
     CheckpointedSession,
+    OffloadLink,
     SessionSettings,
     StoreBusyError,
     StoredMessage,
     StoreError,
     move_checkpoint_ids,
+    offload_links,
 )
 
 SAVE_RETRY_S = 15.0  # retries after the first attempt's own wait for the lock
@@ -75,13 +77,16 @@ class HoldingSession:
 
     # -- writes ------------------------------------------------------------------------
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(
+        self, msgs: list[Message], offloads: Sequence[OffloadLink | None] = ()
+    ) -> list[int]:
         """The new messages' row ids, or [] while they are held in memory."""
         if not msgs:
             return []
         earlier = len(self._held)
         now = time.time()
-        self._held.extend(StoredMessage(0, m, now) for m in msgs)
+        links = offload_links(msgs, offloads)
+        self._held.extend(StoredMessage(0, m, now, o) for m, o in zip(msgs, links, strict=True))
         # Once the user knows the database is stuck, one attempt per save (itself a wait of
         # the Manager's lock_wait_s) is enough: a turn must not stall for the whole back-off
         # at every message.
@@ -103,7 +108,8 @@ class HoldingSession:
         attempt = 0
         while True:
             try:
-                ids = self.inner.add_messages([r.message for r in self._held])
+                held = self._held
+                ids = self.inner.add_messages([r.message for r in held], [r.offload for r in held])
                 break
             except StoreBusyError:
                 if time.monotonic() >= deadline:
@@ -180,7 +186,7 @@ class HoldingSession:
         # a checkpoint naming one is mapped to the real id when it is saved.
         base = max(stored[-1].id if stored else self._last_stored_id(), after_id)
         extra = [
-            StoredMessage(base + k, r.message, r.created_at)
+            StoredMessage(base + k, r.message, r.created_at, r.offload)
             for k, r in enumerate(self._held, start=1)
         ]
         out = stored + extra

@@ -8,7 +8,7 @@ operations on the one fixed format harness9 wrote then. Nothing written since is
 this way; new checkpoints are stored as JSON (harness9.store.codec).
 
 A stub text is kept as it is (``STUB_VERBATIM``), so an old session's view stays
-byte for byte what it was; a line of the old index that does not read as an entry is
+byte for byte what it was (one naming its offload keeps that offload's id and size); a line of the old index that does not read as an entry is
 counted as not listed, where history_search still finds it.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from harness9.schema import TodoItem
+from harness9.store.legacy_offload import legacy_evicted_offload
 from harness9.store.session import STUB_VERBATIM, Checkpoint, RecallEntry, Stub
 
 __all__ = ["legacy_recall", "legacy_state", "legacy_stubs", "read_legacy_details"]
@@ -88,9 +89,17 @@ def legacy_stubs(rewrites: str | dict[str, object]) -> dict[int, Stub]:
     a damaged value reads as none (the view then shows the originals)."""
     try:
         raw = json.loads(rewrites) if isinstance(rewrites, str) else rewrites
-        return {int(k): Stub(STUB_VERBATIM, text=v) for k, v in raw.items() if isinstance(v, str)}
+        return {int(k): _verbatim(v) for k, v in raw.items() if isinstance(v, str)}
     except (ValueError, TypeError, AttributeError):
         return {}
+
+
+def _verbatim(text: str) -> Stub:
+    """An old stub text as it is; one naming its offload keeps where and how big that is."""
+    link = legacy_evicted_offload(text)
+    if link is None:
+        return Stub(STUB_VERBATIM, text=text)
+    return Stub(STUB_VERBATIM, link.tokens, link.offload_id, text)
 
 
 def read_legacy_details(cp: Checkpoint, index: str, rewrites: str, note: str) -> None:

@@ -11,11 +11,19 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store.search import SearchHit, SearchQueryError
-from harness9.store.session import Checkpoint, CorruptRow, SessionSettings, StoredMessage
+from harness9.store.session import (
+    Checkpoint,
+    CorruptRow,
+    OffloadLink,
+    SessionSettings,
+    StoredMessage,
+    offload_links,
+)
 
 
 def _copy(m: Message) -> Message:
@@ -25,6 +33,10 @@ def _copy(m: Message) -> Message:
         [ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls],
         m.tool_call_id,
     )
+
+
+def _copy_record(r: StoredMessage) -> StoredMessage:
+    return StoredMessage(r.id, _copy(r.message), r.created_at, r.offload)
 
 
 class MemorySession:
@@ -55,14 +67,19 @@ class MemorySession:
             recs = [r for r in self._records if r.id > after_id]
             if limit > 0:
                 recs = recs[-limit:]
-            return [StoredMessage(r.id, _copy(r.message), r.created_at) for r in recs]
+            return [_copy_record(r) for r in recs]
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(
+        self, msgs: list[Message], offloads: Sequence[OffloadLink | None] = ()
+    ) -> list[int]:
         now = time.time()
         copies = [_copy(m) for m in msgs]  # before any mutation: a bad message changes nothing
+        links = offload_links(msgs, offloads)
         with self._lock:
             ids = list(range(self._next_id, self._next_id + len(copies)))
-            self._records.extend(StoredMessage(i, m, now) for i, m in zip(ids, copies, strict=True))
+            self._records.extend(
+                StoredMessage(i, m, now, o) for i, m, o in zip(ids, copies, links, strict=True)
+            )
             self._next_id += len(copies)
             return ids
 
@@ -118,7 +135,7 @@ class MemorySession:
         with self._lock:
             for r in self._records:
                 if r.id == message_id:
-                    return StoredMessage(r.id, _copy(r.message), r.created_at)
+                    return _copy_record(r)
         return None
 
     def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:

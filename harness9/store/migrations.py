@@ -461,6 +461,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # A tool result stored as its offload's summary names the offload as data (issue
+        # 20): its id and full size (harness9.store.codec message_values). New rows write
+        # offload_id "" when not offloaded; NULL marks a row stored before this, read by
+        # its summary's first line (harness9.store.legacy_offload) without a back-fill.
+        "message_offload_link",
+        """
+        ALTER TABLE messages ADD COLUMN offload_id TEXT;
+        ALTER TABLE messages ADD COLUMN offload_tokens INTEGER;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

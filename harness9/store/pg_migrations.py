@@ -441,6 +441,18 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's message_offload_link: an offloaded tool result's offload id and size
+        # as data; NULL offload_id marks a row stored before, read by its text.
+        "message_offload_link",
+        """
+        ALTER TABLE harness9.messages ADD COLUMN offload_id text;
+        ALTER TABLE harness9.messages ADD COLUMN offload_tokens bigint;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -35,11 +35,13 @@ from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
     Checkpoint,
+    OffloadLink,
     SessionNotFoundError,
     SessionSettings,
     StoredMessage,
     StoreError,
     check_session_id,
+    offload_links,
 )
 from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import (
@@ -53,7 +55,8 @@ from harness9.store.titles import first_title
 CONNECT_TIMEOUT_S = 10
 
 _COPY_MESSAGES = (
-    "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
+    "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at) FROM STDIN"
 )
 _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
@@ -61,11 +64,13 @@ _NEXT_IDS = (
 # A write of a few rows (pg_index.EAGER_ROWS) computes their search documents as it writes:
 # one statement, the rows as columns of arrays.
 _INSERT_INDEXED = (
-    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at, "
-    "search) SELECT v.id, v.session_id, v.role, v.content, v.tool_calls, v.tool_call_id, "
-    "v.created_at, search_document(v.content, v.tool_calls) FROM unnest(%s::bigint[], "
-    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) "
-    "AS v (id, session_id, role, content, tool_calls, tool_call_id, created_at)"
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at, search) SELECT v.id, v.session_id, v.role, v.content, "
+    "v.tool_calls, v.tool_call_id, v.offload_id, v.offload_tokens, v.created_at, "
+    "search_document(v.content, v.tool_calls) FROM unnest(%s::bigint[], %s::text[], "
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::float8[]) "
+    "AS v (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at)"
 )
 # A role that may not write (or a standby server) cannot catch the index up; its searches
 # read the rows not yet indexed through their text instead.
@@ -445,7 +450,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         else:
             ids = sorted(r[0] for r in conn.execute(_NEXT_IDS, (len(records),)))
         rows = [
-            (rid, session_id, *message_values(_clean_message(r.message)), r.created_at)
+            (rid, session_id, *message_values(_clean_message(r.message), r.offload), r.created_at)
             for rid, r in zip(ids, records, strict=True)
         ]
         _write_rows(conn, rows)
@@ -473,11 +478,12 @@ _SELECT_CHECKPOINTS = select_checkpoints("%s")
 _ADD_ONE = (
     "WITH s AS (UPDATE sessions SET updated_at = %s, message_count = message_count + 1, "
     "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s RETURNING id) "
-    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at, "
-    "search) SELECT s.id, v.role, v.content, v.tool_calls, v.tool_call_id, v.created_at, "
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at, search) SELECT s.id, v.role, v.content, v.tool_calls, "
+    "v.tool_call_id, v.offload_id, v.offload_tokens, v.created_at, "
     "search_document(v.content, v.tool_calls) FROM s, (VALUES (%s::text, %s::text, %s::text, "
-    "%s::text, %s::float8)) AS v (role, content, tool_calls, tool_call_id, created_at) "
-    "RETURNING id"
+    "%s::text, %s::text, %s::bigint, %s::float8)) AS v (role, content, tool_calls, "
+    "tool_call_id, offload_id, offload_tokens, created_at) RETURNING id"
 )
 
 
@@ -501,20 +507,23 @@ class PostgresSession(SqlSessionBase):
 
     # -- writes (each one transaction) ------------------------------------------------
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(
+        self, msgs: list[Message], offloads: Sequence[OffloadLink | None] = ()
+    ) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""
         if not msgs:
             return []
+        links = offload_links(msgs, offloads)
         clean = [_clean_message(m) for m in msgs]
         try:
-            return self._add(clean)
+            return self._add(clean, links)
         except UnicodeEncodeError:
-            return self._add([map_message(m, _scrub_text) for m in clean])
+            return self._add([map_message(m, _scrub_text) for m in clean], links)
 
-    def _add(self, msgs: list[Message]) -> list[int]:
+    def _add(self, msgs: list[Message], links: list[OffloadLink | None]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [(sid, *message_values(m), now) for m in msgs]
+        rows = [(sid, *message_values(m, o), now) for m, o in zip(msgs, links, strict=True)]
         if len(rows) == 1:
             # One statement, one round trip (a chat writes messages one at a time), with
             # its search document. The UPDATE runs first, since the INSERT reads its

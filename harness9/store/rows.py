@@ -6,21 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness9.store.codec import CorruptValueError, message_from_values
+from harness9.store.codec import CorruptValueError, message_from_values, offload_from_values
 from harness9.store.session import CorruptRow, StoredMessage, UsageTotals, valid_timestamp
 
 
 def records_from_rows(
     rows: Iterable[Sequence[Any]],
 ) -> tuple[list[StoredMessage], list[CorruptRow]]:
-    """``(id, role, content, tool_calls, tool_call_id, created_at)`` rows as records.
+    """``(id, role, content, tool_calls, tool_call_id, created_at, offload_id,
+    offload_tokens)`` rows (``SELECT_RECORDS``) as records.
 
     A row that cannot be decoded is reported as a CorruptRow, never fatal; a CorruptRow
     in the role column stands for a row the driver could not read as text at all.
     """
     out: list[StoredMessage] = []
     corrupt: list[CorruptRow] = []
-    for rid, role, content, calls_json, call_id, created in rows:
+    for rid, role, content, calls_json, call_id, created, offload_id, tokens in rows:
         if isinstance(role, CorruptRow):
             corrupt.append(role)
             continue
@@ -32,7 +33,8 @@ def records_from_rows(
         if not valid_timestamp(created):
             corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
             continue
-        out.append(StoredMessage(rid, message, float(created)))
+        link = offload_from_values(message, offload_id, tokens)
+        out.append(StoredMessage(rid, message, float(created), link))
     return out, corrupt
 
 

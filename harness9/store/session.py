@@ -8,7 +8,7 @@ message id), and the view sent to the model is rebuilt from the latest one.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeGuard, runtime_checkable
 
@@ -138,6 +138,14 @@ class UsageTotals:
 USAGE_FIELDS = tuple(UsageTotals.__dataclass_fields__)
 
 
+@dataclass(slots=True, frozen=True)
+class OffloadLink:
+    """Where a logged tool result's full output is: the offload its summary stands for."""
+
+    offload_id: str  # ofl_<12 hex>
+    tokens: int  # the full output's size
+
+
 @dataclass(slots=True)
 class StoredMessage:
     """A message as stored: its row id orders the log and anchors checkpoints."""
@@ -145,6 +153,18 @@ class StoredMessage:
     id: int
     message: Message
     created_at: float
+    offload: OffloadLink | None = None  # a tool result stored as its offload's summary
+
+
+def offload_links(
+    msgs: Sequence[Message], offloads: Sequence[OffloadLink | None]
+) -> list[OffloadLink | None]:
+    """``add_messages``' ``offloads`` as one link (or None) per message."""
+    if not offloads:
+        return [None] * len(msgs)
+    if len(offloads) != len(msgs):
+        raise ValueError(f"{len(offloads)} offload links for {len(msgs)} messages")
+    return list(offloads)
 
 
 @dataclass(slots=True)
@@ -290,8 +310,13 @@ class Session(Protocol):
         """All messages oldest first (limit=0), or the newest ``limit`` oldest first."""
         ...
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
-        """Append in one transaction (all or nothing); return the new ids, in order."""
+    def add_messages(
+        self, msgs: list[Message], offloads: Sequence[OffloadLink | None] = ()
+    ) -> list[int]:
+        """Append in one transaction (all or nothing); return the new ids, in order.
+
+        ``offloads``: each message's offload link, in order (``()``: none is offloaded).
+        """
         ...
 
     def pop_message(self) -> Message | None:

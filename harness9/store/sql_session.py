@@ -39,7 +39,10 @@ from harness9.store.session import (
 from harness9.store.titles import first_title
 
 # A message row as readers take it (``records_from_rows``); append WHERE.
-SELECT_RECORDS = "SELECT id, role, content, tool_calls, tool_call_id, created_at FROM messages"
+SELECT_RECORDS = (
+    "SELECT id, role, content, tool_calls, tool_call_id, created_at, offload_id, offload_tokens "
+    "FROM messages"
+)
 
 
 class SqlManager(Protocol):

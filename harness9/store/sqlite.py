@@ -53,12 +53,14 @@ from harness9.store.search import (
 from harness9.store.session import (
     Checkpoint,
     CorruptRow,
+    OffloadLink,
     SessionNotFoundError,
     SessionSettings,
     StoreBusyError,
     StoredMessage,
     StoreError,
     check_session_id,
+    offload_links,
 )
 from harness9.store.sql_manager import SqlManagerBase, aged_sql
 from harness9.store.sql_session import (
@@ -81,14 +83,14 @@ STEP_MAX_UNITS = 50_000  # however fast the machine, a step never does more than
 ProgressCallback = Callable[[int, int], None]
 
 _INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 _RESTORE_MESSAGE = (
-    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -568,7 +570,12 @@ class Manager(SqlManagerBase["SQLiteSession"]):
     ) -> dict[int, int]:
         new_ids: dict[int, int] = {}
         for r in records:
-            values = (r.id if keep else None, session_id, *message_values(r.message), r.created_at)
+            values = (
+                r.id if keep else None,
+                session_id,
+                *message_values(r.message, r.offload),
+                r.created_at,
+            )
             new_ids[r.id] = int(conn.execute(_RESTORE_MESSAGE, values).lastrowid or 0)
         # Kept ids may lie below the search index's mark, where the catch-up never looks.
         # Only these records' range: an import in batches calls this once per batch.
@@ -623,18 +630,17 @@ class SQLiteSession(SqlSessionBase):
         blob_sql = sql.replace(
             SELECT_RECORDS,
             "SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_calls AS BLOB), "
-            "CAST(tool_call_id AS BLOB), created_at FROM messages",
+            "CAST(tool_call_id AS BLOB), created_at, offload_id, offload_tokens FROM messages",
         )
         rows: list[tuple] = []
-        for rid, *fields, created in conn.execute(blob_sql, args):
+        for rid, *fields, created, oid, tokens in conn.execute(blob_sql, args):
             try:
                 texts = [f.decode("utf-8") if f is not None else None for f in fields]
             except UnicodeDecodeError:
-                rows.append(
-                    (rid, CorruptRow(rid, "text is not valid UTF-8"), None, None, None, created)
-                )
+                bad = CorruptRow(rid, "text is not valid UTF-8")
+                rows.append((rid, bad, None, None, None, created, oid, tokens))
                 continue
-            rows.append((rid, *texts, created))
+            rows.append((rid, *texts, created, oid, tokens))
         return rows
 
     def _hand_over(self, conn: sqlite3.Connection) -> str | None:
@@ -658,19 +664,22 @@ class SQLiteSession(SqlSessionBase):
 
     # -- writes (each one transaction) ------------------------------------------------
 
-    def add_messages(self, msgs: list[Message]) -> list[int]:
+    def add_messages(
+        self, msgs: list[Message], offloads: Sequence[OffloadLink | None] = ()
+    ) -> list[int]:
         """Append ``msgs`` in one transaction; return their new ids, in order."""
         if not msgs:
             return []
+        links = offload_links(msgs, offloads)
         try:
-            return self._add(msgs)
+            return self._add(msgs, links)
         except UnicodeEncodeError:
-            return self._add([map_message(m, scrub_surrogates) for m in msgs])
+            return self._add([map_message(m, scrub_surrogates) for m in msgs], links)
 
-    def _add(self, msgs: list[Message]) -> list[int]:
+    def _add(self, msgs: list[Message], links: list[OffloadLink | None]) -> list[int]:
         now = time.time()
         sid = self._id
-        rows = [(sid, *message_values(m), now) for m in msgs]
+        rows = [(sid, *message_values(m, o), now) for m, o in zip(msgs, links, strict=True)]
         with self._m.transaction() as conn:
             # First, so a deleted session fails before anything is inserted.
             self._touch(conn, now, len(rows), title=first_title(msgs))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness9.schema import ToolDefinition
-from harness9.store.session import Session
+from harness9.store.session import OffloadLink, Session
 
 
 @dataclass(slots=True)
@@ -22,12 +22,15 @@ class ToolResult:
     # False: the result reaches the model as it is, never offloaded (it is already a
     # bounded page of a stored result, as offload_recall's and history_search's are).
     offload: bool = True
+    # The offload ``content`` summarises, when the tool wrote its output there itself
+    # (a streamed bash output): the log records it with the result.
+    offloaded: OffloadLink | None = None
 
     @property
     def may_offload(self) -> bool:
         """Whether the context policy may offload it: allowed, not an error, and not
-        already offloaded by the tool itself (a streamed bash output)."""
-        return self.offload and not self.is_error and "offloaded" not in self.metadata
+        already offloaded by the tool itself."""
+        return self.offload and not self.is_error and self.offloaded is None
 
     @classmethod
     def error(cls, message: str, **metadata: Any) -> ToolResult:

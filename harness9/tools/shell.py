@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness9.schema import ToolDefinition
+from harness9.store.session import OffloadLink
 from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, refusal
 
 DEFAULT_TIMEOUT = 120  # seconds
@@ -238,9 +239,11 @@ def _supervise(
     if sink is not None:
         if sink.over_limits:
             offloaded = sink.finish(metadata=metadata)
-            metadata["offloaded"] = offloaded.id
             return ToolResult(
-                content=f"{offloaded.summary}\n{trailer}", is_error=timed_out, metadata=metadata
+                content=f"{offloaded.summary}\n{trailer}",
+                is_error=timed_out,
+                metadata=metadata,
+                offloaded=OffloadLink(offloaded.id, offloaded.token_size),
             )
         sink.abort()
     text = out.render()
