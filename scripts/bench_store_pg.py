@@ -63,13 +63,15 @@ _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
 )
 _COPY = (
-    "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, created_at) FROM STDIN"
+    "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at) FROM STDIN"
 )
 _INSERT_ONE = (
-    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at, "
-    "search) SELECT v.*, search_document(v.content, v.tool_calls) FROM (VALUES (%s, %s::text, "
-    "%s::text, %s::text, %s::text, %s::float8)) AS v (session_id, role, content, tool_calls, "
-    "tool_call_id, created_at) RETURNING id"
+    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at, search) SELECT v.*, search_document(v.content, v.tool_calls) "
+    "FROM (VALUES (%s, %s::text, %s::text, %s::text, %s::text, %s::text, %s::integer, "
+    "%s::float8)) AS v (session_id, role, content, tool_calls, tool_call_id, offload_id, "
+    "offload_tokens, created_at) RETURNING id"
 )
 _INDEX_SESSION = (
     "UPDATE messages SET search = search_document(content, tool_calls) "
@@ -122,6 +124,8 @@ class PlainPg:
                 m.content,
                 json.dumps([c.to_flat() for c in m.tool_calls]) if m.tool_calls else None,
                 m.tool_call_id or None,
+                "",  # offload_id: not offloaded, as the store writes it
+                None,
                 now,
             )
             for m in msgs
@@ -149,10 +153,13 @@ class PlainPg:
                 "VALUES (%s, %s, %s, %s, %s)",
                 (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
             )
-            columns = "session_id, role, content, tool_calls, tool_call_id, created_at"
+            columns = (
+                "session_id, role, content, tool_calls, tool_call_id, offload_id, "
+                "offload_tokens, created_at"
+            )
             with self.conn.cursor().copy(f"COPY messages ({columns}) FROM STDIN") as copy:
                 for r in snap.records:
-                    copy.write_row((sid, *message_values(r.message), r.created_at))
+                    copy.write_row((sid, *message_values(r.message, r.offload), r.created_at))
         self.imported.append(sid)
         return len(snap.records)
 
