@@ -15,9 +15,15 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from harness9.context.recall import folded_entries, summary_of
-from harness9.context.stubs import StubMessage, is_stub, offloaded_message, render_stub
-from harness9.context.view import build_view, load_view
+from harness9.context.stubs import (
+    RenderedMessage,
+    is_stub,
+    offloaded_message,
+    render_stub,
+    stub_of,
+    summary_of,
+)
+from harness9.context.view import build_view, folded_entries, load_view
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import migrations as sqlite_migrations
 from harness9.store import pg_migrations
@@ -214,7 +220,7 @@ def test_the_view_renders_the_data_as_the_prose_it_replaced():
     view = build_view(SYSTEM, records, cp)
     summary, stub = old_view_text(ids)
     assert [m.content for m in view.messages[1:]] == [summary, "and run it", stub]
-    assert isinstance(view.messages[3], StubMessage) and view.messages[3].stub == cp.stubs[ids[6]]
+    assert stub_of(view.messages[3]) == cp.stubs[ids[6]]
 
 
 def test_a_stub_renders_from_its_data_with_its_handle():
@@ -251,7 +257,7 @@ def test_the_index_takes_sizes_and_handles_from_stub_data_not_from_their_text():
     msgs = [
         SYSTEM,
         Message("assistant", "", [ToolCall("c1", "bash", '{"command": "make"}')]),
-        StubMessage("tool", render_stub(stub, 5), tool_call_id="c1", stub=stub),
+        RenderedMessage("tool", render_stub(stub, 5), tool_call_id="c1", stub=stub),
         Message("assistant", "", [ToolCall("c2", "read_file", '{"path": "a.py"}')]),
         offloaded_message(
             Message(

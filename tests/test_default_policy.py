@@ -17,9 +17,8 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.context.instructions import render_instructions
 from harness9.context.stubs import render_stub
-from harness9.context.view import build_view, summary_text
+from harness9.context.view import build_view, render_instructions, summary_text
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from harness9.store.session import RecallEntry

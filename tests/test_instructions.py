@@ -1,8 +1,8 @@
-"""harness9.context.instructions and harness9.store.lineage: the pure halves of going back."""
+"""harness9.context.view's kept instructions and harness9.store.lineage: the pure halves of going back."""
 
 from __future__ import annotations
 
-from harness9.context.instructions import (
+from harness9.context.view import (
     INSTRUCTIONS_HEADER,
     PINS_HEADER,
     carry_instructions,

@@ -18,10 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REPO_ROOT, cli_env
 
-from harness9.context.live_view import LiveViews
 from harness9.context.stubs import offload_source
 from harness9.context.tokens import estimate_tokens
-from harness9.context.view import load_view
+from harness9.context.view import LiveViews, load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession

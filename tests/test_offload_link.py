@@ -18,10 +18,9 @@ import pytest
 from support import chat, cli
 
 from harness9.config import store_location
-from harness9.context.live_view import LiveViews
 from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
-from harness9.context.stubs import offload_source, stub_message, stubbed_stub
-from harness9.context.view import checkpoint_for, load_view
+from harness9.context.stubs import offload_source, stub_for, stub_message
+from harness9.context.view import LiveViews, checkpoint_for, load_view
 from harness9.schema import Message, ToolCall, Usage
 from harness9.store import MemorySession, pg_migrations
 from harness9.store import migrations as sqlite_migrations
@@ -268,7 +267,7 @@ def test_an_old_eviction_stub_naming_its_offload_keeps_its_id_and_size():
     }
     shown = stub_message(stubs[7], Message("tool", "full output", tool_call_id="c"), 7)
     assert shown.content == text  # the old view, byte for byte
-    assert stubbed_stub(shown) == Stub(STUB_STUBBED, 900, OID)
+    assert stub_for(shown).stub == Stub(STUB_STUBBED, 900, OID)
 
 
 class LockedSession(MemorySession):

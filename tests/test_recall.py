@@ -5,16 +5,22 @@ from __future__ import annotations
 import re
 
 from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
-from harness9.context.recall import (
-    budget_recall,
-    key_argument,
-    render_recall,
+from harness9.context.stubs import (
+    offloaded_message,
     stub_for,
     summary_message,
     summary_of,
+    with_handle,
 )
-from harness9.context.stubs import offloaded_message, with_handle
-from harness9.context.view import ModelView, build_view, checkpoint_for, summary_text
+from harness9.context.view import (
+    ModelView,
+    budget_recall,
+    build_view,
+    checkpoint_for,
+    key_argument,
+    render_recall,
+    summary_text,
+)
 from harness9.schema import Message, TodoItem, ToolCall, Usage
 from harness9.store.session import (
     STUB_STUBBED,

@@ -48,9 +48,15 @@ from harness9.context.compaction import (
 from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
 from harness9.context.offload import OffloadStore
-from harness9.context.recall import stub_for, summary_message, summary_of
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
-from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
+from harness9.context.stubs import (
+    HANDLE_ALLOWANCE_BYTES,
+    awaits_handle,
+    is_stub,
+    stub_for,
+    summary_message,
+    summary_of,
+)
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
 from harness9.context.topics import TopicDetector, TopicSegment

@@ -34,8 +34,6 @@ from harness9.context.events import (
     Notice,
     discard,
 )
-from harness9.context.instructions import instruction_budget
-from harness9.context.live_view import LiveViews, MeasuredView
 from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
@@ -50,7 +48,6 @@ from harness9.context.pipeline import (
     tail_compactor,
     topic_compactor,
 )
-from harness9.context.recall import state_items
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
@@ -61,7 +58,16 @@ from harness9.context.tokens import (
 )
 from harness9.context.topics import TopicDetector
 from harness9.context.triggers import SessionTriggerState, SmartTrigger
-from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
+from harness9.context.view import (
+    LiveViews,
+    MeasuredView,
+    ModelView,
+    build_view,
+    checkpoint_for,
+    instruction_budget,
+    load_view,
+    state_items,
+)
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
@@ -318,7 +324,7 @@ class ContextPolicy:
         checkpoint's figures are those the notice, ``sessions show`` and --dry-run print.
 
         The user's messages a compaction folds are kept verbatim beside the summary
-        (``instructions.py``), so the view after it can be larger than what the compactor
+        (``view.carry_instructions``), so the view after it can be larger than what the compactor
         kept. A compaction that needs no model is then made again with that excess counted
         in the system message, so that it lands under the threshold as every compaction
         must; one with a summary is not repeated (a model call each).

@@ -1,20 +1,19 @@
-"""The one stub vocabulary: every text harness9 puts in place of a tool result.
+"""The stand-ins harness9 puts in the view, and the data each is rendered from.
 
-``[context truncated]`` (a result cut, by repair), ``[interrupted: …]`` (a call that never
-got one), ``[stubbed] N tokens stubbed`` (size and recall handle only), ``[evicted] <rule
-summary> (N tokens evicted)``, and ``📂 [offload:<id>] …`` (the full text is in the offload
-store). A stub of a kept message is data (store.session ``Stub``, kept in the checkpoint);
-``render_stub`` is the one place its text is made, and a ``StubMessage`` carries the stub it
-renders, so whoever meets it later reads the data, never the text; an ``OffloadedMessage``
-carries its stored record's link to the offload its summary stands for.
+Stubs of tool results: ``[context truncated]`` (cut, by repair), ``[interrupted: …]`` (a
+call that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
+``[evicted] <rule summary> (N tokens evicted)``, and ``📂 [offload:<id>] …`` (the full text
+is in the offload store). A kept stub is data (store.session ``Stub``, in the checkpoint)
+and ``render_stub`` the one place its text is made; a ``RenderedMessage`` carries that data,
+so whoever meets the message later reads the data, never the text.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness9.context.tokens import BYTES_PER_TOKEN
-from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message
+from harness9.schema import ROLE_USER, SUMMARY_PREFIX, TRUNCATED_STUB, UNFINISHED_STUB, Message
 from harness9.store.session import (
     STUB_EVICTED,
     STUB_STUBBED,
@@ -52,42 +51,48 @@ def offload_header(offload_id: str, tokens: int) -> str:
     return f"{OFFLOAD_MARKER}{offload_id}] {tokens} tokens offloaded"
 
 
-def _handle_suffix(handle: str) -> str:
-    return f'; offload_recall(id="{handle}") for it'
+def _named(content: str, handle: str) -> str:
+    if _RECALL_CALL in content:  # it names one already
+        return content
+    return f'{content}; offload_recall(id="{handle}") for it'
+
+
+def with_handle(content: str, message_id: int) -> str:
+    """A stub made recallable by its message's handle, unless it names one already."""
+    return _named(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
-    """The text the model sees for ``stub``; with ``message_id``, its recall handle too
-    (a stub whose full text is offloaded names the offload id instead)."""
+    """The text the model sees for ``stub``, with its recall handle: its offload's id, else
+    (with ``message_id``) its message's."""
     if stub.kind == STUB_STUBBED:
         text = f"{STUBBED_PREFIX}{stub.tokens} tokens stubbed"
-        handle = stub.offload_id or (message_handle(message_id) if message_id else "")
-        return text + _handle_suffix(handle) if handle else text
-    if stub.kind == STUB_EVICTED and stub.offload_id:
+    elif stub.kind == STUB_EVICTED and stub.offload_id:
         oid = stub.offload_id
         # Starts with the marker: never evicted again, and summarisers keep it whole.
         return (
             f"{OFFLOAD_MARKER}{oid}] {EVICTED_PREFIX}{stub.tokens} tokens evicted\n"
             f'{stub.text}\nuse offload_recall(id="{oid}") for the full content'
         )
-    if stub.kind == STUB_EVICTED:
+    elif stub.kind == STUB_EVICTED:
         text = f"{EVICTED_PREFIX}{stub.text} ({stub.tokens} tokens evicted)"
-        return with_handle(text, message_id) if message_id else text
-    return stub.text
-
-
-def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable: its handle appended unless it already names one."""
-    if _RECALL_CALL in content:
-        return content
-    return content + _handle_suffix(message_handle(message_id))
+    else:
+        return stub.text
+    handle = stub.offload_id or (message_handle(message_id) if message_id else "")
+    return _named(text, handle) if handle else text
 
 
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
-    """A message whose text harness9 rendered from data it carries along (subclasses).
-    Equal to any Message with the same fields: the data is where the text came from, not
-    part of what the model sees (and ``Message.__eq__`` compares classes)."""
+    """A message whose text harness9 rendered from the data it carries: a tool result's
+    ``stub`` (an offloaded result's is verbatim and names its offload), or a summary
+    message's ``summary``, its prose without the sections the view renders after it (so a
+    summariser merges the prose only). Equal to any Message with the same fields: the data
+    is where the text came from, not what the model sees (``Message.__eq__`` compares
+    classes)."""
+
+    stub: Stub | None = None
+    summary: str | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -102,51 +107,50 @@ class RenderedMessage(Message):
     __hash__ = None  # type: ignore[assignment]  # mutable, like Message
 
 
-@dataclass(slots=True, eq=False)
-class StubMessage(RenderedMessage):
-    """A tool result shown as ``stub``: its content is ``render_stub(stub, message_id)``."""
-
-    stub: Stub = field(default_factory=lambda: Stub(STUB_VERBATIM))
-
-
-def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> StubMessage:
+def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> RenderedMessage:
     """``original`` shown as ``stub`` (its role and ids kept)."""
     text = render_stub(stub, message_id)
-    return StubMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
+    return RenderedMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
 
 
-@dataclass(slots=True, eq=False)
-class OffloadedMessage(RenderedMessage):
-    """A logged tool result stored as its offload's summary: ``offload`` (the stored
-    record's link) says which offload holds the full text, and its size."""
-
-    offload: OffloadLink = field(default_factory=lambda: OffloadLink("", 0))
+def offloaded_message(msg: Message, link: OffloadLink) -> RenderedMessage:
+    """A logged tool result that is its offload's summary, as a verbatim stub naming it."""
+    return stub_message(Stub(STUB_VERBATIM, link.tokens, link.offload_id, msg.content), msg)
 
 
-def offloaded_message(msg: Message, link: OffloadLink) -> OffloadedMessage:
-    return OffloadedMessage(msg.role, msg.content, msg.tool_calls, msg.tool_call_id, link)
+def stub_of(msg: Message) -> Stub | None:
+    return msg.stub if isinstance(msg, RenderedMessage) else None
 
 
 def offload_source(msg: Message) -> tuple[str, int]:
-    """(offload id or "", size in tokens) of a tool result: where its full text is.
-
-    A stub or an offloaded result knows it from its data (an old verbatim stub only
-    when it names its offload); anything else is its own size and lives in the log.
-    """
-    stub = msg.stub if isinstance(msg, StubMessage) else None
+    """(offload id or "", size in tokens) of a tool result: where its full text is. A stub
+    knows it from its data (a verbatim one only when it names its offload); anything else
+    is its own size and lives in the log."""
+    stub = stub_of(msg)
     if stub is not None and (stub.kind != STUB_VERBATIM or stub.offload_id):
         return stub.offload_id, stub.tokens
-    if isinstance(msg, OffloadedMessage):
-        return msg.offload.offload_id, msg.offload.tokens
     return "", len(msg.content.encode()) // BYTES_PER_TOKEN
 
 
-def stubbed_stub(msg: Message) -> Stub:
-    """The size-and-handle stub of a tool result (hybrid's stubbing)."""
+def stub_for(msg: Message) -> RenderedMessage:
+    """A tool result shown by size and handle only (the view adds a ``msg_`` handle)."""
     offload_id, tokens = offload_source(msg)
-    return Stub(STUB_STUBBED, tokens, offload_id)
+    return stub_message(Stub(STUB_STUBBED, tokens, offload_id), msg)
 
 
 def evicted_stub(summary: str, tokens: int, offload_id: str = "") -> Stub:
     """The eviction stub of a result of ``tokens`` tokens: its rule summary and facts."""
     return Stub(STUB_EVICTED, tokens, offload_id, summary)
+
+
+def summary_message(summary: str) -> RenderedMessage:
+    """The message a compactor puts in place of the head it folded."""
+    return RenderedMessage(ROLE_USER, SUMMARY_PREFIX + summary, summary=summary)
+
+
+def summary_of(msg: Message) -> str:
+    """The summary proper of a summary message, for a summariser to merge (one harness9 did
+    not make, say a test's, is all summary)."""
+    if isinstance(msg, RenderedMessage) and msg.summary is not None:
+        return msg.summary
+    return msg.content.removeprefix(SUMMARY_PREFIX)

@@ -1,36 +1,78 @@
-"""What the model is sent: the log after the latest checkpoint, its data rendered as text.
+"""What the model is sent: the log after the latest checkpoint, the checkpoint's data as text.
 
-The log is append-only and a compaction is recorded as a checkpoint (ARCHITECTURE decision
-1), so the view is ``[system] + [summary message] + messages after it``, and a resumed
-session sees exactly what the live one saw. ``build_view`` is where the checkpoint's data
-(summary, recall entries, stubs, state, kept instructions) becomes text, ``checkpoint_for``
-where a compaction's result becomes that data. The policy repairs each request's messages.
+The log is append-only and a compaction is stored as a checkpoint (ARCHITECTURE decision 1),
+so the view is ``[system + notes] + [summary message] + messages after it`` and a resumed
+session sees what the live one saw. ``checkpoint_for`` makes a compaction's result that data
+(summary, kept stubs, an index of the folded tool results, the todo state, the user's folded
+messages verbatim); ``build_view`` renders it from stored values only, so every request
+between two compactions carries the same bytes (decision 7). ``LiveViews`` keeps each
+session's view between model calls, so a call reads only the rows added since (issue 23).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from harness9.context.compaction import CompactionResult
-from harness9.context.instructions import carry_instructions, with_notes
-from harness9.context.recall import (
-    SummaryMessage,
-    budget_recall,
-    folded_entries,
-    render_recall,
-    render_state,
+from harness9.context.prompts import prompt
+from harness9.context.stubs import (
+    RenderedMessage,
+    offload_source,
+    offloaded_message,
+    stub_message,
+    stub_of,
+    with_handle,
 )
-from harness9.context.stubs import StubMessage, offloaded_message, stub_message, with_handle
-from harness9.context.tokens import estimate_tokens
-from harness9.schema import ROLE_USER, SUMMARY_PREFIX, Message, TodoItem
+from harness9.context.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    format_token_count,
+    message_bytes,
+    utf8_len,
+)
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    ROLE_USER,
+    SUMMARY_PREFIX,
+    Message,
+    TodoItem,
+)
+from harness9.store.holding import HoldingSession
 from harness9.store.session import (
     STUB_VERBATIM,
     Checkpoint,
     CheckpointedSession,
+    RecallEntry,
+    Session,
     StoredMessage,
     Stub,
+    message_handle,
 )
+
+_RECALL_INTRO = (
+    "Tool results folded out of this context, oldest first. "
+    'offload_recall(id="<handle>") pages one back in full; '
+    "history_search finds any text of this session."
+)
+_KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id", "description")
+_KEY_CHARS = 80
+_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+# Codex's COMPACT_USER_MESSAGE_MAX_TOKENS, and the share of its 272K window that is.
+MAX_INSTRUCTION_TOKENS = 20_000
+INSTRUCTION_SHARE = 0.075
+# One message may take at most this share of the budget; a longer one (a pasted log,
+# most likely) is kept by its head, and history_search finds the rest.
+MESSAGE_SHARE = 0.25
+INSTRUCTIONS_HEADER = prompt("earlier_instructions")
+PINS_HEADER = prompt("pinned_notes")
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -48,34 +90,36 @@ def build_view(
     """The view from the session's records (all, or those after the checkpoint); the system
     message carries the session's ``pins`` and the checkpoint's kept instructions."""
     kept = checkpoint.instructions if checkpoint is not None else []
-    messages: list[Message] = [with_notes(system, pins, kept)]
-    ids: list[int | None] = [None]
+    view = ModelView([with_notes(system, pins, kept)], [None])
     last = 0
     stubs: dict[int, Stub] = {}
     if checkpoint is not None:
-        last = checkpoint.last_message_id
-        stubs = checkpoint.stubs
-        text = summary_text(checkpoint)
+        last, stubs, text = checkpoint.last_message_id, checkpoint.stubs, summary_text(checkpoint)
         if text:
-            messages.append(
-                SummaryMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
-            )
-            ids.append(None)
+            summary = RenderedMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
+            view.messages.append(summary)
+            view.ids.append(None)
     for rec in records:
         if rec.id > last:
-            messages.append(shown_message(rec, stubs.get(rec.id)))
-            ids.append(rec.id)
-    return ModelView(messages, ids)
+            view.messages.append(shown_message(rec, stubs.get(rec.id)))
+            view.ids.append(rec.id)
+    return view
 
 
 def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
-    """A record as the view shows it: its checkpoint's ``stub``, else the message, carrying
-    its link to the offload when its content is an offload's summary."""
+    """A record as the view shows it: as its checkpoint's ``stub``, else as stored (an
+    offload's summary carrying its link to the offload)."""
     if stub is not None:
         return stub_message(stub, rec.message, rec.id)
     if rec.offload is not None:
         return offloaded_message(rec.message, rec.offload)
     return rec.message
+
+
+def load_view(session: CheckpointedSession, system: Message) -> ModelView:
+    checkpoint = session.latest_checkpoint()
+    after = checkpoint.last_message_id if checkpoint is not None else 0
+    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
 
 
 def summary_text(checkpoint: Checkpoint) -> str:
@@ -85,10 +129,145 @@ def summary_text(checkpoint: Checkpoint) -> str:
     return "\n\n".join(parts)
 
 
-def load_view(session: CheckpointedSession, system: Message) -> ModelView:
-    checkpoint = session.latest_checkpoint()
-    after = checkpoint.last_message_id if checkpoint is not None else 0
-    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
+def _entry_line(entry: RecallEntry) -> str:
+    key = f" `{entry.key_argument}`" if entry.key_argument else ""
+    return f"- {entry.handle} {entry.tool}{key} ({format_token_count(entry.tokens)} tokens)"
+
+
+def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
+    """The recall index: where every folded tool result is (ARCHITECTURE decision 6), by
+    its handle (``msg_<id>`` in the log, ``ofl_<12 hex>`` offloaded); "" for none."""
+    if not entries and not overflow:
+        return ""
+    parts = ["## Recall index", _RECALL_INTRO]
+    if overflow:
+        parts.append(
+            f"… and {overflow} earlier tool results not listed: "
+            "history_search finds them (its hits carry their handles)."
+        )
+    parts += [_entry_line(e) for e in entries]
+    return "\n".join(parts)
+
+
+def render_state(items: Sequence[TodoItem]) -> str:
+    """The state section of the summary message; "" without items."""
+    if not items:
+        return ""
+    lines = ["## State at the last compaction", "Todo list:"]
+    return "\n".join(lines + [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in items])
+
+
+def render_instructions(messages: Sequence[str]) -> str:
+    """The earlier-instructions note ("" for none)."""
+    if not messages:
+        return ""
+    body = "\n\n".join(f"[user message {i}]\n{m}" for i, m in enumerate(messages, 1))
+    return f"{INSTRUCTIONS_HEADER}\n\n{body}"
+
+
+def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]) -> Message:
+    """The system message, then the pins, then the kept instructions. The system message is
+    never folded, so no strategy can drop them; pins change only when the user pins and
+    instructions only at a compaction, so the most stable come first and the cached prefix
+    reaches as far as it can."""
+    if not pins and not instructions:
+        return system
+    pinned = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1)) if pins else ""
+    parts = (system.content, pinned, render_instructions(instructions))
+    content = "\n\n".join(p for p in parts if p)
+    return Message(ROLE_SYSTEM, content, system.tool_calls, system.tool_call_id)
+
+
+@dataclass(slots=True)
+class MeasuredView:
+    """A view and its byte estimate (``estimate_tokens(view.messages) == tokens``)."""
+
+    view: ModelView
+    nbytes: int
+    pins: list[str]  # what its system message carries after the prompt, as read for it
+    instructions: list[str]
+
+    @property
+    def tokens(self) -> int:
+        return self.nbytes // BYTES_PER_TOKEN
+
+    def noted(self, system: Message) -> Message:
+        """``system`` with the view's pins and kept instructions, without reading them again."""
+        return with_notes(system, self.pins, self.instructions)
+
+
+@dataclass(slots=True)
+class _Kept:
+    checkpoint: Checkpoint | None
+    view: ModelView  # its system message a placeholder for the caller's
+    nbytes: int  # of the view after its system message
+
+    @property
+    def key(self) -> tuple[int, int, float] | None:  # as ``latest_checkpoint_key`` reads it
+        cp = self.checkpoint
+        return None if cp is None else (cp.id, cp.last_message_id, cp.created_at)
+
+    @property
+    def last_id(self) -> int:
+        """The newest stored row in the view; the checkpoint's own when none is after it."""
+        return self.view.ids[-1] or (self.checkpoint.last_message_id if self.checkpoint else 0)
+
+
+class LiveViews:
+    """Each session's view between calls; ``load`` equals ``load_view`` on the same store.
+
+    The log is append-only, its only removal is ``/undo`` popping the newest rows, and a
+    compaction stores a checkpoint, which replaces the view. So a load asks the store the
+    latest checkpoint's key (the checkpoint, which grows with the session, is read only
+    when the key changed), whether the newest row held is still stored, and the rows after
+    it. Messages a locked database holds in memory (``HoldingSession``) carry provisional
+    ids: while any are held, nothing is kept.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, _Kept] = {}
+        self.rebuilds = 0  # views built from the whole log after the checkpoint
+        self.rows_read = 0  # rows read from the store, in all
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._kept.pop(session_id, None)
+
+    def load(self, session: CheckpointedSession, system: Message) -> MeasuredView:
+        """The view the next request starts from (``system`` first), and its size."""
+        with self._lock:
+            kept = self._kept.pop(session.session_id, None)
+        held = isinstance(session, HoldingSession) and bool(session.held)
+        if held or kept is None or kept.key != session.latest_checkpoint_key():
+            kept = self._build(session)
+        elif kept.view.ids[-1] is not None and session.get_record(kept.last_id) is None:
+            kept = self._build(session)  # /undo removed the newest row the view holds
+        else:  # rows newer than the view carry no stubs of its checkpoint
+            records = session.get_records(after_id=kept.last_id)
+            self.rows_read += len(records)
+            for rec in records:
+                msg = shown_message(rec)
+                kept.view.messages.append(msg)
+                kept.view.ids.append(rec.id)
+                kept.nbytes += message_bytes(msg)
+        if not held:
+            with self._lock:
+                self._kept[session.session_id] = kept
+        pins = session.pins()
+        instructions = kept.checkpoint.instructions if kept.checkpoint is not None else []
+        system = with_notes(system, pins, instructions)
+        view = ModelView([system, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
+        return MeasuredView(view, message_bytes(system) + kept.nbytes, pins, instructions)
+
+    def _build(self, session: CheckpointedSession) -> _Kept:
+        checkpoint = session.latest_checkpoint()
+        after = checkpoint.last_message_id if checkpoint is not None else 0
+        records = session.get_records(after_id=after)
+        self.rebuilds += 1
+        self.rows_read += len(records)
+        view = build_view(Message("system"), records, checkpoint)
+        return _Kept(checkpoint, view, sum(message_bytes(m) for m in view.messages[1:]))
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
@@ -104,10 +283,10 @@ def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int,
         if old.role != new.role or old.tool_call_id != new.tool_call_id:
             return {}
         if mid is not None and new.content != old.content:
-            if isinstance(new, StubMessage) and new.stub.kind != STUB_VERBATIM:
-                stubs[mid] = new.stub
-            else:
-                stubs[mid] = Stub(STUB_VERBATIM, text=with_handle(new.content, mid))
+            stub = stub_of(new)
+            if stub is None or stub.kind == STUB_VERBATIM:
+                stub = Stub(STUB_VERBATIM, text=with_handle(new.content, mid))
+            stubs[mid] = stub
     return stubs
 
 
@@ -122,11 +301,10 @@ def checkpoint_for(
 ) -> Checkpoint | None:
     """The checkpoint recording ``result`` (made on ``view.messages``); None if it changed
     nothing. It covers up to the largest stored id folded (the previous checkpoint's when
-    only its summary was re-summarised, or results were only stubbed). Kept messages'
-    stubs are stored with the previous ones still in view, so every request and
-    ``--resume`` rebuild the same view. ``recall_budget`` and ``instruction_budget``
-    (tokens) add the folded tool results and user messages to those ``previous`` kept;
-    ``state`` (the todo list now) replaces the previous state unless empty."""
+    only its summary was re-summarised, or results were only stubbed), and keeps the stubs
+    of ``previous`` still in view, so every request and ``--resume`` rebuild the same view.
+    The budgets (tokens) add the folded tool results to the recall index and the folded user
+    messages to the kept instructions; ``state`` (the todos now) replaces the old unless empty."""
     plan = result.plan
     if not plan.would_compact:
         return None
@@ -164,3 +342,99 @@ def checkpoint_for(
             instruction_budget,
         ),
     )
+
+
+def _newest_fitting(items: Sequence[T], cost: Callable[[T], int], room: int) -> list[T]:
+    """The newest ``items`` whose costs sum to at most ``room``, up to the first that does
+    not fit, oldest first: what is kept is always the most recent run."""
+    kept: list[T] = []
+    for item in reversed(items):
+        room -= cost(item)
+        if room < 0:
+            break
+        kept.append(item)
+    return kept[::-1]
+
+
+def key_argument(arguments: str) -> str:
+    """The argument that says what a call did (its command, path, query…), on one line."""
+    try:
+        args = json.loads(arguments) if arguments else {}
+    except ValueError:
+        args = arguments
+    value: object = args
+    if isinstance(args, dict):
+        value = next((args[k] for k in _KEY_FIELDS if isinstance(args.get(k), str)), None)
+        if value is None:
+            value = json.dumps(args, ensure_ascii=False) if args else ""
+    text = " ".join(str(value).split())
+    return text if len(text) <= _KEY_CHARS else text[: _KEY_CHARS - 1] + "…"
+
+
+def folded_entries(msgs: Sequence[Message], ids: Sequence[int | None]) -> list[RecallEntry]:
+    """Index entries for the tool results among ``msgs`` (``ids``: their row ids)."""
+    calls: dict[str, tuple[str, str]] = {}
+    out: list[RecallEntry] = []
+    for m, mid in zip(msgs, ids, strict=True):
+        if m.role == ROLE_ASSISTANT:
+            for tc in m.tool_calls:
+                calls[tc.id] = (tc.name, tc.arguments)
+        elif m.role == ROLE_TOOL:
+            offload_id, tokens = offload_source(m)
+            handle = offload_id or (message_handle(mid) if mid is not None else "")
+            if handle:
+                name, args = calls.get(m.tool_call_id, ("tool", ""))
+                out.append(RecallEntry(handle, name, key_argument(args), tokens))
+    return out
+
+
+def budget_recall(
+    listed: Sequence[RecallEntry], overflow: int, budget_tokens: int
+) -> tuple[list[RecallEntry], int]:
+    """The newest of ``listed`` whose lines fit ``budget_tokens``, and the new overflow
+    count (``overflow`` plus those left out)."""
+    room = max(0, budget_tokens * BYTES_PER_TOKEN - len(_RECALL_INTRO) - 120)
+    kept = _newest_fitting(listed, lambda e: utf8_len(_entry_line(e)) + 1, room)
+    return kept, overflow + len(listed) - len(kept)
+
+
+def state_items(session: Session | None) -> list[TodoItem]:
+    """The todo list now, for a checkpoint to keep. It never goes into the system prompt
+    (each change would break every cached prefix, decision 7): ``write_todos`` results
+    carry it in the conversation, and a compaction that folds them keeps the list."""
+    todos = session.get_todos() if session is not None else None
+    return list(todos or [])
+
+
+def instruction_budget(context_window: int) -> int:
+    """Tokens the kept user messages may take in a window of ``context_window``."""
+    return max(0, min(MAX_INSTRUCTION_TOKENS, int(context_window * INSTRUCTION_SHARE)))
+
+
+def _capped(text: str, cap: int) -> str:
+    """``text``, or its head with a note when it is over ``cap`` tokens."""
+    if utf8_len(text) // BYTES_PER_TOKEN <= cap:
+        return text
+    head = text.encode("utf-8")[: max(0, cap * BYTES_PER_TOKEN - 120)].decode("utf-8", "ignore")
+    rest = len(text) - len(head)
+    return f"{head} [… {rest} more characters; history_search finds the whole message]"
+
+
+def carry_instructions(
+    previous: Sequence[str], folded: Sequence[Message], budget: int
+) -> list[str]:
+    """The user messages a new checkpoint keeps verbatim (a summary may be weak, what the
+    user asked may not be lost; ARCHITECTURE decision 8): the newest of ``previous`` (the
+    last checkpoint's) and of the user's own among ``folded`` that fit ``budget``, each
+    capped. ``previous`` was chosen the same way, so carrying it forward equals choosing
+    from every folded message of the session."""
+    if budget <= 0:
+        return []
+    cap = max(1, int(budget * MESSAGE_SHARE))
+    candidates = [*previous]
+    candidates += [
+        _capped(m.content, cap)
+        for m in folded
+        if m.role == ROLE_USER and not m.is_summary and m.content.strip()
+    ]
+    return _newest_fitting(candidates, lambda text: utf8_len(text) // BYTES_PER_TOKEN, budget)

@@ -6,7 +6,7 @@ session (ARCHITECTURE decision 7): the first message is the start of every cache
 prefix, so a todo list or a clock in it would invalidate the whole prompt cache on
 every change. The todo list reaches the model through the ``write_todos`` results
 in the conversation and, after a compaction, through the checkpoint's state note
-(harness9.context.recall.state_items); the date is the one the session was first
+(harness9.context.view.state_items); the date is the one the session was first
 seen on in this process.
 
 The date comes last, after ``STATE_MARK``: where the provider caches only at the
