@@ -85,11 +85,10 @@ def render_stub(stub: Stub, message_id: int | None = None) -> str:
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
     """A message whose text harness9 rendered from the data it carries: a tool result's
-    ``stub`` (an offloaded result's is verbatim and names its offload), or a summary
-    message's ``summary``, its prose without the sections the view renders after it (so a
-    summariser merges the prose only). Equal to any Message with the same fields: the data
-    is where the text came from, not what the model sees (``Message.__eq__`` compares
-    classes)."""
+    ``stub`` (an offloaded result's is verbatim and names its offload), or a summary's prose
+    without the sections the view adds (a summariser merges the prose only). Equal to any
+    Message with the same fields (``Message.__eq__`` compares classes): the data is where
+    the text came from, not what the model sees."""
 
     stub: Stub | None = None
     summary: str | None = None
@@ -103,8 +102,6 @@ class RenderedMessage(Message):
             other.tool_calls,
             other.tool_call_id,
         )
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like Message
 
 
 def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> RenderedMessage:

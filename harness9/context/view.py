@@ -1,12 +1,10 @@
-"""What the model is sent: the log after the latest checkpoint, the checkpoint's data as text.
+"""What the model is sent: the log after the latest checkpoint, its data rendered as text.
 
-The log is append-only and a compaction is stored as a checkpoint (ARCHITECTURE decision 1),
-so the view is ``[system + notes] + [summary message] + messages after it`` and a resumed
-session sees what the live one saw. ``checkpoint_for`` makes a compaction's result that data
-(summary, kept stubs, an index of the folded tool results, the todo state, the user's folded
-messages verbatim); ``build_view`` renders it from stored values only, so every request
-between two compactions carries the same bytes (decision 7). ``LiveViews`` keeps each
-session's view between model calls, so a call reads only the rows added since (issue 23).
+The log is never rewritten and a compaction is stored as a checkpoint (ARCHITECTURE
+decision 1), so the view is ``[system + notes] + [summary message] + messages after it``.
+``checkpoint_for`` makes a compaction's result the checkpoint's data; ``build_view`` renders
+it from stored values only, so every request between two compactions (and ``--resume``)
+carries the same bytes (decision 7).
 """
 
 from __future__ import annotations
@@ -89,8 +87,7 @@ def build_view(
 ) -> ModelView:
     """The view from the session's records (all, or those after the checkpoint); the system
     message carries the session's ``pins`` and the checkpoint's kept instructions."""
-    kept = checkpoint.instructions if checkpoint is not None else []
-    view = ModelView([with_notes(system, pins, kept)], [None])
+    view = ModelView([with_notes(system, pins, _instructions(checkpoint))], [None])
     last = 0
     stubs: dict[int, Stub] = {}
     if checkpoint is not None:
@@ -116,10 +113,16 @@ def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
     return rec.message
 
 
-def load_view(session: CheckpointedSession, system: Message) -> ModelView:
+def _read(session: CheckpointedSession) -> tuple[Checkpoint | None, list[StoredMessage]]:
+    """The latest checkpoint and the records after it."""
     checkpoint = session.latest_checkpoint()
     after = checkpoint.last_message_id if checkpoint is not None else 0
-    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
+    return checkpoint, session.get_records(after_id=after)
+
+
+def load_view(session: CheckpointedSession, system: Message) -> ModelView:
+    checkpoint, records = _read(session)
+    return build_view(system, records, checkpoint, session.pins())
 
 
 def summary_text(checkpoint: Checkpoint) -> str:
@@ -178,14 +181,19 @@ def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]
     return Message(ROLE_SYSTEM, content, system.tool_calls, system.tool_call_id)
 
 
+def _instructions(checkpoint: Checkpoint | None) -> list[str]:
+    return checkpoint.instructions if checkpoint is not None else []
+
+
 @dataclass(slots=True)
 class MeasuredView:
-    """A view and its byte estimate (``estimate_tokens(view.messages) == tokens``)."""
+    """A view, its byte estimate (``estimate_tokens(view.messages) == tokens``), and the
+    checkpoint and pins its system message was noted with."""
 
     view: ModelView
     nbytes: int
-    pins: list[str]  # what its system message carries after the prompt, as read for it
-    instructions: list[str]
+    checkpoint: Checkpoint | None
+    pins: list[str]
 
     @property
     def tokens(self) -> int:
@@ -193,40 +201,24 @@ class MeasuredView:
 
     def noted(self, system: Message) -> Message:
         """``system`` with the view's pins and kept instructions, without reading them again."""
-        return with_notes(system, self.pins, self.instructions)
-
-
-@dataclass(slots=True)
-class _Kept:
-    checkpoint: Checkpoint | None
-    view: ModelView  # its system message a placeholder for the caller's
-    nbytes: int  # of the view after its system message
-
-    @property
-    def key(self) -> tuple[int, int, float] | None:  # as ``latest_checkpoint_key`` reads it
-        cp = self.checkpoint
-        return None if cp is None else (cp.id, cp.last_message_id, cp.created_at)
-
-    @property
-    def last_id(self) -> int:
-        """The newest stored row in the view; the checkpoint's own when none is after it."""
-        return self.view.ids[-1] or (self.checkpoint.last_message_id if self.checkpoint else 0)
+        return with_notes(system, self.pins, _instructions(self.checkpoint))
 
 
 class LiveViews:
-    """Each session's view between calls; ``load`` equals ``load_view`` on the same store.
+    """Each session's view between model calls, so a call reads only the rows added since
+    (issue 23); ``load`` equals ``load_view`` on the same store.
 
-    The log is append-only, its only removal is ``/undo`` popping the newest rows, and a
-    compaction stores a checkpoint, which replaces the view. So a load asks the store the
-    latest checkpoint's key (the checkpoint, which grows with the session, is read only
-    when the key changed), whether the newest row held is still stored, and the rows after
-    it. Messages a locked database holds in memory (``HoldingSession``) carry provisional
-    ids: while any are held, nothing is kept.
+    The log only grows, but for ``/undo`` popping the newest rows, and a compaction's
+    checkpoint replaces the view. So a load reads the latest checkpoint's key (the
+    checkpoint, which grows with the session, only when that changed), whether the newest
+    row held is still stored, and the rows after it. Messages a locked database holds in
+    memory (``HoldingSession``) carry provisional ids: while any are held, nothing is kept.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[str, _Kept] = {}
+        # Each session's view; its system message, a placeholder, is not counted in nbytes.
+        self._kept: dict[str, MeasuredView] = {}
         self.rebuilds = 0  # views built from the whole log after the checkpoint
         self.rows_read = 0  # rows read from the store, in all
 
@@ -239,35 +231,42 @@ class LiveViews:
         with self._lock:
             kept = self._kept.pop(session.session_id, None)
         held = isinstance(session, HoldingSession) and bool(session.held)
-        if held or kept is None or kept.key != session.latest_checkpoint_key():
+        if held or kept is None or not self._extend(session, kept):
             kept = self._build(session)
-        elif kept.view.ids[-1] is not None and session.get_record(kept.last_id) is None:
-            kept = self._build(session)  # /undo removed the newest row the view holds
-        else:  # rows newer than the view carry no stubs of its checkpoint
-            records = session.get_records(after_id=kept.last_id)
-            self.rows_read += len(records)
-            for rec in records:
-                msg = shown_message(rec)
-                kept.view.messages.append(msg)
-                kept.view.ids.append(rec.id)
-                kept.nbytes += message_bytes(msg)
         if not held:
             with self._lock:
                 self._kept[session.session_id] = kept
         pins = session.pins()
-        instructions = kept.checkpoint.instructions if kept.checkpoint is not None else []
-        system = with_notes(system, pins, instructions)
+        system = with_notes(system, pins, _instructions(kept.checkpoint))
         view = ModelView([system, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
-        return MeasuredView(view, message_bytes(system) + kept.nbytes, pins, instructions)
+        return MeasuredView(view, message_bytes(system) + kept.nbytes, kept.checkpoint, pins)
 
-    def _build(self, session: CheckpointedSession) -> _Kept:
-        checkpoint = session.latest_checkpoint()
-        after = checkpoint.last_message_id if checkpoint is not None else 0
-        records = session.get_records(after_id=after)
+    def _build(self, session: CheckpointedSession) -> MeasuredView:
+        checkpoint, records = _read(session)
         self.rebuilds += 1
         self.rows_read += len(records)
         view = build_view(Message("system"), records, checkpoint)
-        return _Kept(checkpoint, view, sum(message_bytes(m) for m in view.messages[1:]))
+        nbytes = sum(message_bytes(m) for m in view.messages[1:])
+        return MeasuredView(view, nbytes, checkpoint, [])
+
+    def _extend(self, session: CheckpointedSession, kept: MeasuredView) -> bool:
+        """Adds the rows stored since ``kept`` was (they carry no stubs of its checkpoint);
+        False when it is stale: another checkpoint, or ``/undo`` removed its newest row."""
+        cp, newest = kept.checkpoint, kept.view.ids[-1]
+        key = (cp.id, cp.last_message_id, cp.created_at) if cp is not None else None
+        if key != session.latest_checkpoint_key():
+            return False
+        if newest is not None and session.get_record(newest) is None:
+            return False
+        after = newest or (cp.last_message_id if cp is not None else 0)
+        records = session.get_records(after_id=after)
+        self.rows_read += len(records)
+        for rec in records:
+            msg = shown_message(rec)
+            kept.view.messages.append(msg)
+            kept.view.ids.append(rec.id)
+            kept.nbytes += message_bytes(msg)
+        return True
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
@@ -398,12 +397,11 @@ def budget_recall(
     return kept, overflow + len(listed) - len(kept)
 
 
-def state_items(session: Session | None) -> list[TodoItem]:
+def state_items(session: Session) -> list[TodoItem]:
     """The todo list now, for a checkpoint to keep. It never goes into the system prompt
     (each change would break every cached prefix, decision 7): ``write_todos`` results
     carry it in the conversation, and a compaction that folds them keeps the list."""
-    todos = session.get_todos() if session is not None else None
-    return list(todos or [])
+    return list(session.get_todos() or [])
 
 
 def instruction_budget(context_window: int) -> int:
