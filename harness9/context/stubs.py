@@ -11,6 +11,7 @@ so whoever meets the message later reads the data, never the text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import ROLE_USER, SUMMARY_PREFIX, TRUNCATED_STUB, UNFINISHED_STUB, Message
@@ -30,6 +31,7 @@ _STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)
 _RECALL_CALL = "offload_recall("
 # What a handle adds to a stub, for size estimates made before ids are known.
 HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
+_message_fields = attrgetter("role", "content", "tool_calls", "tool_call_id")
 
 
 def is_stub(content: str) -> bool:
@@ -96,12 +98,7 @@ class RenderedMessage(Message):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
             return NotImplemented
-        return (self.role, self.content, self.tool_calls, self.tool_call_id) == (
-            other.role,
-            other.content,
-            other.tool_calls,
-            other.tool_call_id,
-        )
+        return _message_fields(self) == _message_fields(other)
 
 
 def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> RenderedMessage:
@@ -140,9 +137,11 @@ def evicted_stub(summary: str, tokens: int, offload_id: str = "") -> Stub:
     return Stub(STUB_EVICTED, tokens, offload_id, summary)
 
 
-def summary_message(summary: str) -> RenderedMessage:
-    """The message a compactor puts in place of the head it folded."""
-    return RenderedMessage(ROLE_USER, SUMMARY_PREFIX + summary, summary=summary)
+def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
+    """The message in place of a folded head: ``summary``, or the ``text`` the view renders
+    from it and the checkpoint's other data."""
+    shown = SUMMARY_PREFIX + (summary if text is None else text)
+    return RenderedMessage(ROLE_USER, shown, summary=summary)
 
 
 def summary_of(msg: Message) -> str:

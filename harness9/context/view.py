@@ -18,11 +18,11 @@ from typing import TypeVar
 from harness9.context.compaction import CompactionResult
 from harness9.context.prompts import prompt
 from harness9.context.stubs import (
-    RenderedMessage,
     offload_source,
     offloaded_message,
     stub_message,
     stub_of,
+    summary_message,
     with_handle,
 )
 from harness9.context.tokens import (
@@ -32,15 +32,7 @@ from harness9.context.tokens import (
     message_bytes,
     utf8_len,
 )
-from harness9.schema import (
-    ROLE_ASSISTANT,
-    ROLE_SYSTEM,
-    ROLE_TOOL,
-    ROLE_USER,
-    SUMMARY_PREFIX,
-    Message,
-    TodoItem,
-)
+from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, TodoItem
 from harness9.store.holding import HoldingSession
 from harness9.store.session import (
     STUB_VERBATIM,
@@ -93,8 +85,7 @@ def build_view(
     if checkpoint is not None:
         last, stubs, text = checkpoint.last_message_id, checkpoint.stubs, summary_text(checkpoint)
         if text:
-            summary = RenderedMessage(ROLE_USER, SUMMARY_PREFIX + text, summary=checkpoint.summary)
-            view.messages.append(summary)
+            view.messages.append(summary_message(checkpoint.summary, text))
             view.ids.append(None)
     for rec in records:
         if rec.id > last:
@@ -113,16 +104,10 @@ def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
     return rec.message
 
 
-def _read(session: CheckpointedSession) -> tuple[Checkpoint | None, list[StoredMessage]]:
-    """The latest checkpoint and the records after it."""
+def load_view(session: CheckpointedSession, system: Message) -> ModelView:
     checkpoint = session.latest_checkpoint()
     after = checkpoint.last_message_id if checkpoint is not None else 0
-    return checkpoint, session.get_records(after_id=after)
-
-
-def load_view(session: CheckpointedSession, system: Message) -> ModelView:
-    checkpoint, records = _read(session)
-    return build_view(system, records, checkpoint, session.pins())
+    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
 
 
 def summary_text(checkpoint: Checkpoint) -> str:
@@ -169,10 +154,9 @@ def render_instructions(messages: Sequence[str]) -> str:
 
 
 def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]) -> Message:
-    """The system message, then the pins, then the kept instructions. The system message is
-    never folded, so no strategy can drop them; pins change only when the user pins and
-    instructions only at a compaction, so the most stable come first and the cached prefix
-    reaches as far as it can."""
+    """The system message (never folded: no strategy can drop what it carries), then the
+    pins (changed only by a /pin), then the kept instructions (only by a compaction): the
+    most stable first, so the cached prefix reaches as far as it can."""
     if not pins and not instructions:
         return system
     pinned = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1)) if pins else ""
@@ -242,7 +226,9 @@ class LiveViews:
         return MeasuredView(view, message_bytes(system) + kept.nbytes, kept.checkpoint, pins)
 
     def _build(self, session: CheckpointedSession) -> MeasuredView:
-        checkpoint, records = _read(session)
+        checkpoint = session.latest_checkpoint()
+        after = checkpoint.last_message_id if checkpoint is not None else 0
+        records = session.get_records(after_id=after)
         self.rebuilds += 1
         self.rows_read += len(records)
         view = build_view(Message("system"), records, checkpoint)
