@@ -1,11 +1,10 @@
 """The stand-ins harness9 puts in the view, and the data each is rendered from.
 
-Stubs of tool results: ``[context truncated]`` (cut, by repair), ``[interrupted: …]`` (a
-call that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
-``[evicted] <rule summary> (N tokens evicted)``, and ``📂 [offload:<id>] …`` (the full text
-is in the offload store). A kept stub is data (store.session ``Stub``, in the checkpoint)
-and ``render_stub`` the one place its text is made; a ``RenderedMessage`` carries that data,
-so whoever meets the message later reads the data, never the text.
+Stubs of tool results: ``[context truncated]`` (by repair), ``[interrupted: …]`` (a call
+that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
+``[evicted] <rule summary> (N tokens evicted)``; ``📂 [offload:<id>] …`` heads an output
+kept in the offload store. A kept stub is data (``Stub``, in the checkpoint) rendered only
+by ``render_stub``; a ``RenderedMessage`` carries its data, so later readers read the data.
 """
 
 from __future__ import annotations
