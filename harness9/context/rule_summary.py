@@ -1,8 +1,8 @@
 """Rule summaries of tool output: what an offloaded or evicted result is replaced by.
 
-``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from constant
-memory (a bounded head, a bounded tail and counters); text in memory is fed once
-(``stats_of``), so both paths give the same summary for the same bytes.
+``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from bounded memory
+(head, tail, counters); text in memory is fed in one chunk (``stats_of``): same bytes,
+same summary.
 """
 
 from __future__ import annotations
@@ -68,8 +68,7 @@ class OutputStats:
         return self
 
     def _scan(self, block: bytes | bytearray) -> None:
-        """Counts the complete lines of ``block`` (findall on one fed chunk at most:
-        memory stays bounded by the chunk size)."""
+        """Counts the complete lines of ``block`` (at most one fed chunk: bounded memory)."""
         self.nonempty_lines += len(_NONEMPTY_B.findall(block))
         matches = _GREP_B.findall(block)
         self.grep_matches += len(matches)
@@ -112,14 +111,13 @@ def summarize_output(
     brief: bool = False,
 ) -> str:
     """The body of a rule summary (no marker, no recall hint); read and shell tools win
-    over the grep shape. ``brief`` is the short form eviction uses, where every byte
-    kept competes with the conversation itself."""
+    over the grep shape. ``brief``: eviction's short form (every byte kept competes with
+    the conversation)."""
     head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
     if tool_name in READ_TOOLS:
         path = _arg(args_json, "path", "file_path", "filename", "file")
-        lines = [
-            f"read_file {path or (metadata or {}).get('path') or '?'}: {stats.line_count} lines"
-        ]
+        path = path or (metadata or {}).get("path") or "?"
+        lines = [f"read_file {path}: {stats.line_count} lines"]
         if names := stats.declarations[: 8 if brief else MAX_DECLARATIONS]:
             lines.append("defines: " + ", ".join(names))
         if not brief:

@@ -1,16 +1,16 @@
 """The span summariser: the summary text of a span of messages, in one call or in chunks.
 
-A span that opens with an earlier summary is merged into it (``<previous-summary>``), so
-repeated compactions keep what earlier ones kept. A span too large for the summariser's
-own window is summarised in chunks whose partial summaries are merged, level by level if
-need be: compaction must still work once the context has already overflowed.
+A span opening with an earlier summary is merged into it (``<previous-summary>``). A span
+too large for the summariser's own window is summarised in chunks whose summaries are
+merged, level by level if need be: compaction must work once the context has overflowed.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
+from itertools import count
 from typing import Protocol
 
 from harness9.context.compaction import ProgressCallback
@@ -22,17 +22,16 @@ from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefi
 
 SUMMARY_TEMPLATE = prompt("summary_template")
 SUMMARIZER_SYSTEM = prompt("summarizer_system")
-# What a call is asked to do: the whole span, one part of it (.format(index=, count=)),
-# merge part summaries, or update a previous summary.
+# A call asks for the whole span, one part of it (.format(index=, count=)), a merge of
+# part summaries, or an update of a previous summary.
 _FULL, _PART, _MERGE, _UPDATE = (
     prompt(f"instruction_{name}") for name in ("full", "part", "merge", "update")
 )
-
-# A summary is assumed to take at most this many tokens when planning (the plan never
-# calls the model). The prompt asks for a concise summary; models answer in a few hundred.
+# What a plan (which never calls the model) assumes a summary takes: the prompt asks for
+# a concise summary, models answer in a few hundred tokens.
 SUMMARY_ESTIMATE_CAP = 1500
-# Each summariser call (prompt + chunk) stays within this share of its window, leaving
-# the rest for its answer and for the estimate's error.
+# A call (prompt + chunk) stays within this share of the summariser's window, leaving the
+# rest for its answer and for the estimate's error.
 CHUNK_PERCENT = 60
 TOOL_RESULT_CHARS = 2000  # a tool result is shown to the summariser cut to this
 TOOL_ARGS_CHARS = 200  # and a call's arguments to this
@@ -52,8 +51,8 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def render_for_summary(msgs: Sequence[Message], tool_result_chars: int) -> list[str]:
-    """One compact block per message. Offload markers are not cut: they are summaries
-    already, and the id they carry is what ``offload_recall`` needs."""
+    """One block per message. Offload markers are not cut: they are summaries already,
+    and the id they carry is what ``offload_recall`` needs."""
     names: dict[str, str] = {}
     blocks: list[str] = []
     for m in msgs:
@@ -102,7 +101,7 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
 class SpanSummarizer:
     """``window``: the summariser's context window in tokens (None: one call, however
     long). ``system_prompt``, ``template`` and ``tool_result_chars`` say what it is asked
-    for (the marker prompt asks for ``@file:``/``@error:``); chunking and merging stay."""
+    for (the marker prompt asks for ``@file:``/``@error:``)."""
 
     summarizer: Summarizer
     _: KW_ONLY
@@ -138,26 +137,23 @@ class SpanSummarizer:
         focus: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> str:
-        """The summary text of ``head`` (no prefix); may be "" (the caller decides what an
-        empty reply means); provider errors propagate."""
+        """The summary text of ``head`` (no prefix), "" when the model answered nothing;
+        provider errors propagate."""
         previous = None
         if head and head[0].is_summary:
-            # The recall index and state note are the checkpoint's, carried by code: the
+            # The checkpoint's recall index and state note are carried by code: the
             # summariser gets the summary proper.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
         if previous is not None and utf8_len(previous) > self._budget() // 3:
-            # A previous summary that would crowd out the new span in every call is
-            # summarised like the rest of the history, as its oldest part.
+            # One that would crowd out the span in every call is summarised as its oldest part.
             blocks.insert(0, f"[previous summary]: {previous}")
             previous = None
-        calls = 0
+        calls = count(1)
 
         def call(instruction: str, body: str, previous: str | None, total: int) -> str:
-            nonlocal calls
-            calls += 1
             if on_progress is not None:
-                on_progress(calls, total)
+                on_progress(next(calls), total)
             messages = [Message(ROLE_SYSTEM, self.system_prompt)]
             messages.append(Message(ROLE_USER, self._prompt(instruction, body, previous, focus)))
             reply, _usage = self.summarizer.generate(messages, [])
@@ -169,26 +165,16 @@ class SpanSummarizer:
             return call(single, body, previous, 1)
         chunks = _pack(blocks, self._room(_PART.format(index=99, count=99), None, focus))
         total = len(chunks) + 1  # + the final merge; grows if the merge is hierarchical
-        partials = []
+        items = []
         for i, chunk in enumerate(chunks, 1):
-            partials.append(call(_PART.format(index=i, count=len(chunks)), chunk, None, total))
-            if not partials[-1]:
+            items.append(call(_PART.format(index=i, count=len(chunks)), chunk, None, total))
+            if not items[-1]:
                 raise ValueError(f"the summariser returned an empty summary for part {i}")
-        return self._merge(partials, previous, focus, call, total)
-
-    def _merge(
-        self,
-        items: list[str],
-        previous: str | None,
-        focus: str | None,
-        call: Callable[[str, str, str | None, int], str],
-        total: int,
-    ) -> str:
-        """Partial summaries merged in one call, or level by level while they do not fit."""
-        instruction = _MERGE if previous is None else _UPDATE
-        cap = self._room(instruction, previous, focus)
-        # Each item at most half the room (64: the part tags and separators), so every
-        # group holds two or more and each level at least halves the count.
+        # The part summaries merged in one call, or level by level while they do not fit.
+        # Each is cut to half the room (64: the tags and separators), so every group holds
+        # two or more and each level at least halves the count.
+        merge = _MERGE if previous is None else _UPDATE
+        cap = self._room(merge, previous, focus)
         half = max(1, cap // 2 - 64)
         while True:
             labelled = [
@@ -196,7 +182,7 @@ class SpanSummarizer:
             ]
             body = "\n\n".join(labelled)
             if utf8_len(body) <= cap or len(labelled) == 1:
-                return call(instruction, body, previous, total)
+                return call(merge, body, previous, total)
             groups = _pack(labelled, cap)
             total += len(groups)
             items = [m for m in (call(_MERGE, g, None, total) for g in groups) if m]
