@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from harness9.context.compaction import ProgressCallback
 from harness9.context.patterns import (
@@ -47,6 +49,7 @@ TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
 # the API of a file the agent chose to read, a path seen only in output (a grep hit,
 # a traceback frame) is the cheapest to find again by re-running the command.
 _OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
+_UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # after every ranked fact: a fingerprint built by hand
 _MARKER_RE = re.compile(
     r"^\s*[-*]?\s*@(file|func|type|error|decision|constraint):\s*(.+?)\s*$", re.MULTILINE
 )
@@ -235,23 +238,19 @@ def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
 ) -> tuple[list[str], list[str]]:
     """The markers kept (in ``missing``'s order) and one "… and N more" line per kind that
-    lost some. Over the budget, items are taken in rank order while they fit: a strict
-    prefix of the ranking, so a lower-ranked fact never displaces a higher-ranked one."""
-    kept, left_out = missing, []
-    lines = [PRESERVED_HEADING, *map(_marker_for, missing)]
-    if budget_tokens is not None and sum(map(_line_tokens, lines)) > budget_tokens:
-        unranked = (TIER_OUTPUT, len(_OUTPUT_KIND_ORDER), 0)
-        ranked = sorted(missing, key=lambda item: fp.rank.get(item, unranked))
-        room = budget_tokens - _RESERVED_TOKENS
-        for n, item in enumerate(ranked):
-            room -= _line_tokens(_marker_for(item))
-            if room < 0:
-                chosen = set(ranked[:n])
-                kept, left_out = [i for i in missing if i in chosen], ranked[n:]
-                break
-    counts = Counter(item.partition(": ")[0] for item in left_out)
+    lost some. Over the budget, the longest prefix of the ranking that fits is kept, so a
+    lower-ranked fact never displaces a higher-ranked one."""
+    markers = [*map(_marker_for, missing)]
+    size = sum(map(_line_tokens, [PRESERVED_HEADING, *markers]))
+    if budget_tokens is None or size <= budget_tokens:
+        return markers, []
+    ranked = sorted(missing, key=lambda item: fp.rank.get(item, _UNRANKED))
+    totals = list(accumulate(_line_tokens(_marker_for(item)) for item in ranked))
+    fit = bisect_right(totals, budget_tokens - _RESERVED_TOKENS)
+    chosen = set(ranked[:fit])
+    counts = Counter(item.partition(": ")[0] for item in ranked[fit:])
     more = [f"… and {counts[k]} more {p} not shown" for k, p in _PLURAL.items() if counts[k]]
-    return [*map(_marker_for, kept)], more
+    return [_marker_for(item) for item in missing if item in chosen], more
 
 
 def repair_summary(

@@ -132,17 +132,14 @@ def summarize_output(
             [f"{tool_name}: {stats.grep_matches} matches"] + ["  " + _clip(x) for x in shown]
         )
     if tool_name in SHELL_TOOLS:
-        last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
         cmd = _arg(args_json, "command", "cmd")
         if metadata and metadata.get("exit_code") is not None:
             code = str(metadata["exit_code"])
         else:
             code = (_EXIT_RE.findall(tail) or ["unknown"])[-1]
-        lines = [
-            f"{tool_name}{' `' + _clip(cmd, 80) + '`' if cmd else ''}: exit code {code}, "
-            f"{stats.line_count} lines",
-            "last lines:",
-        ]
+        quoted = f" `{_clip(cmd, 80)}`" if cmd else ""
+        last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
+        lines = [f"{tool_name}{quoted}: exit code {code}, {stats.line_count} lines", "last lines:"]
         return "\n".join(lines + ["  " + _clip(x) for x in last])
     n = 120 if brief else GENERIC_CHARS
     cut = len(head) > n or stats.total_bytes != len(stats.head)
