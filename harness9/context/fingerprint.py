@@ -43,13 +43,13 @@ _PLURAL = {
     "decision": "decisions",
     "constraint": "constraints",
 }
-# Rank tiers (lower is kept first when the budget overflows), see ``extract_fingerprint``.
+# Rank tiers when the budget overflows (lower is kept first), see ``extract_fingerprint``.
 TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
 # Among facts seen only in tool output: an error line says most, a declared name is
 # the API of a file the agent chose to read, a path seen only in output (a grep hit,
 # a traceback frame) is the cheapest to find again by re-running the command.
 _OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
-_UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # after every ranked fact: a fingerprint built by hand
+_UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # a fingerprint built by hand has no rank
 _MARKER_RE = re.compile(
     r"^\s*[-*]?\s*@(file|func|type|error|decision|constraint):\s*(.+?)\s*$", re.MULTILINE
 )
@@ -74,8 +74,8 @@ class KeyInfoFingerprint:
     errors: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)  # from user messages only
-    # Sort key of each item, named as ``validate_markers`` names it ("file: src/a.py").
-    # Empty: list order, newest first.
+    # Sort key of each item (as ``validate_markers`` names it, "file: src/a.py"): lower is
+    # kept first when the "Preserved facts" budget overflows. Empty: list order.
     rank: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -106,8 +106,9 @@ def _clean_path(path: str) -> str:
 
 
 def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
-    """Every distinct fact of the messages about to be folded (the system message
-    ignored), each list in order of last mention, normalised and deduplicated, uncapped.
+    """Every distinct fact of the messages about to be folded (system message ignored),
+    each list in order of last mention, normalised (whitespace collapsed, a leading ``./``
+    dropped) and deduplicated, uncapped.
 
     ``rank`` orders them for a budget: first what the user or the agent acted on (their
     text, tool-call arguments, an earlier summary's markers), the user's rules ahead (short,
@@ -179,9 +180,9 @@ def _hay(text: str) -> _Hay:
 
 
 def _similar_in(hay: _Hay, fact: str) -> bool:
-    """The fact verbatim (case/space-insensitive), or 60 % of its words present and every
-    distinctive one (with a digit or an underscore: ids, numbers) among them: lines that
-    differ only in an id are different facts."""
+    """The fact verbatim (case/space-insensitive), or 60 % of its words present and
+    every distinctive token (one with a digit or an underscore: ids, numbers, names)
+    among them: near-identical lines that differ only in an id are different facts."""
     norm, words = _hay(fact)
     if norm in hay[0]:
         return True
@@ -191,8 +192,8 @@ def _similar_in(hay: _Hay, fact: str) -> bool:
 
 
 def _rule_in(hay: _Hay, lines: list[_Hay], rule: str) -> bool:
-    """The rule verbatim, or one summary line similar to it that keeps its negation and
-    its "only", when it has them."""
+    """The rule verbatim, or one summary line similar to it that keeps its negation
+    and its "only", when it has them."""
     norm, words = _hay(rule)
     kept = [group for group in (_NEGATION_WORDS, _ONLY_WORDS) if words & group]
     return norm in hay[0] or any(
@@ -227,8 +228,8 @@ def _line_tokens(line: str) -> int:
     return -(-(utf8_len(line) + 1) // BYTES_PER_TOKEN)
 
 
-# Room kept for the heading and one "… and N more" line per kind (each at its longest
-# for fewer than 100,000 left out), plus 40 tokens of slack: 96 in all.
+# Room kept for the heading, one "… and N more" line per kind (each at its longest for
+# fewer than 100,000 left out) and 40 more: 96 tokens, the figure budgets are pinned to.
 _RESERVED_TOKENS = (
     8 + sum(_line_tokens(f"… and 99999 more {p} not shown") for p in _PLURAL.values()) + 40
 )
@@ -256,8 +257,8 @@ def _preserved(
 def repair_summary(
     summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
-    """Missing items appended under "Preserved facts", within ``budget_tokens`` when given
-    (unchanged when none is missing)."""
+    """Missing items appended under "Preserved facts" (unchanged when none is missing),
+    within ``budget_tokens`` when given."""
     missing = validate_markers(summary, fp)
     if not missing:
         return summary
@@ -296,11 +297,11 @@ def structured_summary(
     preserved_budget: int | None = None,
     instructions: str | None = None,
 ) -> str:
-    """``span.summarize``, then fingerprint repair; raises SummaryError on an empty reply.
+    """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
 
-    ``fingerprint_from``: the original messages, when the model sees an already-evicted
-    rendering of them. ``preserved_budget`` (tokens) bounds the facts hint and the
-    "Preserved facts" section alike.
+    ``fingerprint_from`` lets a caller fingerprint the original messages while the model
+    sees an already-evicted rendering of them. ``preserved_budget`` (tokens) bounds both
+    the facts hint and the "Preserved facts" section. Raises SummaryError on an empty reply.
     """
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)

@@ -41,9 +41,9 @@ DECLARATION_RE = re.compile(
 # "path:line:text", what grep -n, rg and most search tools print.
 GREP_LINE_RE = re.compile(r"^[^\s:][^:\n]*:\d+:", re.MULTILINE)
 
-# Two error recognisers, on purpose: ``has_error``, the broad test that a result mentions
-# one (a density score), and ``error_lines``, the lines worth keeping verbatim (an
-# exception line, "error:", FAILED), not source code that names an error.
+# Two recognisers of errors, on purpose: ``has_error`` is the broad test that a result
+# mentions one (a density score), ``error_lines`` picks the lines worth keeping verbatim
+# (an exception line, "error:", FAILED), leaving out source code that names an error.
 ERROR_RE = re.compile(
     r"Traceback \(most recent call last\)|\b\w*(?:Error|Exception)\b|\berror:|\bERROR\b|"
     r"\bFAILED\b|\bfailed\b|\bexception\b|\bpanic:|\bfatal:",
@@ -63,8 +63,8 @@ DECISION_RE = re.compile(
 
 
 def _is_path(candidate: str) -> bool:
-    """False for hits that are not paths: bare words with dots (``e.g``), a separator with
-    nothing path-like around it ("and/or")."""
+    """Filters regex hits that are not paths: bare words with dots (``e.g``), and a
+    separator with nothing path-like after it ("and/or")."""
     if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
         return False
     known_ext = bool(_KNOWN_EXT_RE.search(candidate))

@@ -1,8 +1,8 @@
 """Rule summaries of tool output: what an offloaded or evicted result is replaced by.
 
-``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from bounded memory
-(head, tail, counters); text in memory is fed in one chunk (``stats_of``): same bytes,
-same summary.
+``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from constant
+memory (a bounded head, a bounded tail and counters); text in memory is fed once
+(``stats_of``), so both paths give the same summary for the same bytes.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def summarize_output(
     brief: bool = False,
 ) -> str:
     """The body of a rule summary (no marker, no recall hint); read and shell tools win
-    over the grep shape. ``brief``: eviction's short form (every byte kept competes with
-    the conversation)."""
+    over the grep shape. ``brief`` is the short form eviction uses, where every byte
+    kept competes with the conversation itself."""
     head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
     if tool_name in READ_TOOLS:
         path = _arg(args_json, "path", "file_path", "filename", "file")

@@ -1,8 +1,9 @@
 """The span summariser: the summary text of a span of messages, in one call or in chunks.
 
-A span opening with an earlier summary is merged into it (``<previous-summary>``). A span
-too large for the summariser's own window is summarised in chunks whose summaries are
-merged, level by level if need be: compaction must work once the context has overflowed.
+A span that opens with an earlier summary is merged into it (``<previous-summary>``), so
+repeated compactions keep what earlier ones kept. A span too large for the summariser's
+own window is summarised in chunks whose partial summaries are merged, level by level if
+need be: compaction must still work once the context has already overflowed.
 """
 
 from __future__ import annotations
@@ -22,16 +23,16 @@ from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefi
 
 SUMMARY_TEMPLATE = prompt("summary_template")
 SUMMARIZER_SYSTEM = prompt("summarizer_system")
-# A call asks for the whole span, one part of it (.format(index=, count=)), a merge of
-# part summaries, or an update of a previous summary.
+# What a call is asked to do: the whole span, one part of it (.format(index=, count=)),
+# merge part summaries, or update a previous summary.
 _FULL, _PART, _MERGE, _UPDATE = (
     prompt(f"instruction_{name}") for name in ("full", "part", "merge", "update")
 )
-# What a plan (which never calls the model) assumes a summary takes: the prompt asks for
-# a concise summary, models answer in a few hundred tokens.
+# A summary is assumed to take at most this many tokens when planning (the plan never
+# calls the model). The prompt asks for a concise summary; models answer in a few hundred.
 SUMMARY_ESTIMATE_CAP = 1500
-# A call (prompt + chunk) stays within this share of the summariser's window, leaving the
-# rest for its answer and for the estimate's error.
+# Each summariser call (prompt + chunk) stays within this share of its window, leaving
+# the rest for its answer and for the estimate's error.
 CHUNK_PERCENT = 60
 TOOL_RESULT_CHARS = 2000  # a tool result is shown to the summariser cut to this
 TOOL_ARGS_CHARS = 200  # and a call's arguments to this
@@ -51,8 +52,8 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def render_for_summary(msgs: Sequence[Message], tool_result_chars: int) -> list[str]:
-    """One block per message. Offload markers are not cut: they are summaries already,
-    and the id they carry is what ``offload_recall`` needs."""
+    """One compact block per message. Offload markers are not cut: they are summaries
+    already, and the id they carry is what ``offload_recall`` needs."""
     names: dict[str, str] = {}
     blocks: list[str] = []
     for m in msgs:
@@ -101,7 +102,7 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
 class SpanSummarizer:
     """``window``: the summariser's context window in tokens (None: one call, however
     long). ``system_prompt``, ``template`` and ``tool_result_chars`` say what it is asked
-    for (the marker prompt asks for ``@file:``/``@error:``)."""
+    for (the marker prompt asks for ``@file:``/``@error:``); chunking and merging stay."""
 
     summarizer: Summarizer
     _: KW_ONLY
@@ -137,11 +138,11 @@ class SpanSummarizer:
         focus: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> str:
-        """The summary text of ``head`` (no prefix), "" when the model answered nothing;
-        provider errors propagate."""
+        """The summary text of ``head`` (no prefix); may be "" (the caller decides what an
+        empty reply means); provider errors propagate."""
         previous = None
         if head and head[0].is_summary:
-            # The checkpoint's recall index and state note are carried by code: the
+            # The recall index and state note are the checkpoint's, carried by code: the
             # summariser gets the summary proper.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
