@@ -47,7 +47,6 @@ from harness9.context.compaction import (
 )
 from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.offload import OffloadStore
 from harness9.context.recall import stub_for, summary_message, summary_of
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
@@ -99,8 +98,7 @@ class Pipeline:
     """A ``Compactor``: ``steps`` run by the one pipeline. Pure; never mutates its input.
 
     ``span`` summarises (``plain`` and ``structured``); ``fallback`` truncates when it
-    fails; ``detector`` finds topics (``cut="topic"``); with ``offload`` (and the
-    session's id) evicted results are written there.
+    fails; ``detector`` finds topics (``cut="topic"``).
     """
 
     def __init__(
@@ -110,15 +108,11 @@ class Pipeline:
         *,
         fallback: Compactor | None = None,
         detector: TopicDetector | None = None,
-        offload: OffloadStore | None = None,
-        session_id: str = "",
     ) -> None:
         self.steps = steps
         self.span = span
         self.fallback = fallback
         self.detector = detector
-        self.offload = offload
-        self.session_id = session_id
 
     @property
     def strategy(self) -> str:
@@ -129,7 +123,7 @@ class Pipeline:
         return self.steps.threshold
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self._plan(msgs, force, write=False)[0]
+        return self._plan(msgs, force)[0]
 
     def compact(
         self,
@@ -139,7 +133,7 @@ class Pipeline:
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan, reduced = self._plan(msgs, force, write=True)
+        plan, reduced = self._plan(msgs, force)
         s = self.steps
         if not starts_with_system(msgs):
             return CompactionResult(list(msgs), plan, None, s.strategy)
@@ -158,9 +152,7 @@ class Pipeline:
             res = CompactionResult(out, plan, None, plan.strategy)
         return res
 
-    def _plan(
-        self, msgs: Sequence[Message], force: bool, *, write: bool
-    ) -> tuple[CompactionPlan, list[Message]]:
+    def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
         s = self.steps
         if not starts_with_system(msgs):
             tokens = estimate_tokens(msgs)
@@ -173,7 +165,7 @@ class Pipeline:
                 False, s.strategy, 1, before, _repaired(msgs, before), s.threshold
             ), list(msgs)
         history = msgs if isinstance(msgs, list) else list(msgs)
-        reduced = self._reduce(history, force, write)
+        reduced = self._reduce(history, force)
         after, rsizes, name = before, sizes, s.strategy
         if reduced is not history:
             rsizes = [message_bytes(m) for m in reduced]
@@ -209,16 +201,12 @@ class Pipeline:
             return True
         return tokens > s.threshold > 0
 
-    def _reduce(self, msgs: list[Message], force: bool, write: bool) -> list[Message]:
+    def _reduce(self, msgs: list[Message], force: bool) -> list[Message]:
         """Step 2 (``msgs`` itself when it reduces nothing)."""
         s = self.steps
         out = msgs
         if s.evict_to is not None:
-            target = 0 if force else s.evict_to
-            offload = self.offload if write else None
-            out = evict_by_density(
-                out, s.keep_groups, target, offload=offload, session_id=self.session_id
-            )
+            out = evict_by_density(out, s.keep_groups, 0 if force else s.evict_to)
             # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
             if estimate_tokens(out) + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
                 return out
@@ -617,19 +605,14 @@ class HybridCompactor(Pipeline):
 
 
 def eviction_compactor(
-    max_tokens: int,
-    target_ratio: float = EVICT_SHARE,
-    keep_groups: int = 3,
-    *,
-    offload: OffloadStore | None = None,
-    session_id: str = "",
+    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
 ) -> Pipeline:
     """``evict``: eviction alone over ``max_tokens``, down to ``target_ratio`` of it (forced:
     every evictable result outside the newest ``keep_groups`` groups). Nothing is folded."""
     steps = Steps(
         "evict", max_tokens, int(max_tokens * target_ratio), keep_groups=keep_groups, cut=""
     )
-    return Pipeline(steps, offload=offload, session_id=session_id)
+    return Pipeline(steps)
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
