@@ -13,11 +13,6 @@ from harness9.context.repair import match_tool_results
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
 
-DEFAULT_MIN_TAIL = 6
-# The ``for_context_window`` helpers' share of the window (the default of the
-# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
-BUDGET_PERCENT = 80
-
 # (call number, calls expected so far): a summariser working through chunks reports progress.
 ProgressCallback = Callable[[int, int], None]
 

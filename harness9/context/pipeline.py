@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from harness9.context.compaction import (
-    BUDGET_PERCENT,
-    DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
     Compactor,
@@ -35,6 +33,10 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
+DEFAULT_MIN_TAIL = 6
+# The ``for_context_window`` helpers' share of the window (the default of the
+# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
+BUDGET_PERCENT = 80
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
 MIN_GAIN = 0.05  # a reduction that saves less than this share is not worth a cache break
@@ -133,7 +135,7 @@ class Pipeline:
     def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
         """The plan, and the history as step 2 leaves it."""
         s = self.steps
-        history = list(msgs)
+        history = msgs if isinstance(msgs, list) else list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
         if not starts_with_system(msgs):
@@ -343,10 +345,9 @@ def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_t
     """Where the largest newest suffix (at least ``min_tail`` messages) whose repaired
     history fits ``target`` tokens begins; 1 when nothing can be cut.
 
-    Every non-tool message of a kept suffix is sent, so once those alone exceed the target
-    no earlier cut fits: only the part after that point needs the exact (repair-aware)
-    measure, so the work is proportional to what is kept. ``KeptSizer.kept_tokens(find_cut(t))``
-    never decreases as t grows: bisect on t.
+    Once the non-tool messages of a suffix alone exceed the target no earlier cut fits, so
+    only the part after that point is measured exactly (work proportional to what is kept);
+    ``KeptSizer.kept_tokens(find_cut(t))`` never decreases as t grows: bisect on t.
     """
     n = len(msgs)
     if n - 1 <= min_tail:
