@@ -45,8 +45,8 @@ class Compactor(Protocol):
     ``threshold_tokens``: the estimate over which ``plan`` compacts unforced (0: triggered
     otherwise, as topic isolation is). ``plan``: what ``compact`` would fold, no model call.
     ``compact``: ``instructions`` focus a summary (``/compact <focus>``), ``on_progress``
-    hears each summariser call. An input not starting with the system message is returned
-    unchanged; otherwise the output is repaired, whether or not anything folded.
+    hears each summariser call (a compactor calling no model ignores both). An input not
+    starting with the system message is returned unchanged; otherwise the output is repaired.
     """
 
     @property

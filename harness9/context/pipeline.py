@@ -566,10 +566,8 @@ def eviction_compactor(
 ) -> Pipeline:
     """``evict``: eviction alone over ``max_tokens``, down to ``target_ratio`` of it (forced:
     every evictable result outside the newest ``keep_groups`` groups). Nothing is folded."""
-    steps = Steps(
-        "evict", max_tokens, int(max_tokens * target_ratio), keep_groups=keep_groups, cut=""
-    )
-    return Pipeline(steps)
+    evict_to = int(max_tokens * target_ratio)
+    return Pipeline(Steps("evict", max_tokens, evict_to=evict_to, keep_groups=keep_groups, cut=""))
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
