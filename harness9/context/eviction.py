@@ -21,20 +21,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.fingerprint import error_lines
 from harness9.context.offload import OffloadError, OffloadStore
 from harness9.context.patterns import (
     GREP_LINE_RE,
+    error_lines,
     find_declarations,
     find_paths,
     has_decision,
     has_error,
     has_path,
-    is_offload_marker,
 )
 from harness9.context.repair import match_tool_results
 from harness9.context.rule_summary import stats_of, summarize_output
-from harness9.context.stubs import evicted_stub, is_stub, stub_message
+from harness9.context.stubs import evicted_stub, is_offload_marker, is_stub, stub_message
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
 
