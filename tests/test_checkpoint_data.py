@@ -232,8 +232,11 @@ def test_a_stub_renders_from_its_data_with_its_handle():
     assert render_stub(evicted, 7) == (
         '[evicted] bash: 12 lines (900 tokens evicted); offload_recall(id="msg_7") for it'
     )
+    # Eviction no longer offloads; such a stub is recalled by the offload id it names.
     spilled = render_stub(Stub(STUB_EVICTED, 900, "ofl_0123456789ab", "bash: 12 lines"), 7)
-    assert spilled.startswith("📂 [offload:ofl_0123456789ab] [evicted] 900 tokens evicted\n")
+    assert spilled == (
+        '[evicted] bash: 12 lines (900 tokens evicted); offload_recall(id="ofl_0123456789ab") for it'
+    )
     assert render_stub(Stub(STUB_VERBATIM, text="[context truncated]"), 7) == "[context truncated]"
 
 

@@ -68,13 +68,6 @@ def render_stub(stub: Stub, message_id: int | None = None) -> str:
     (with ``message_id``) its message's."""
     if stub.kind == STUB_STUBBED:
         text = f"{STUBBED_PREFIX}{stub.tokens} tokens stubbed"
-    elif stub.kind == STUB_EVICTED and stub.offload_id:
-        oid = stub.offload_id
-        # Starts with the marker: never evicted again, and summarisers keep it whole.
-        return (
-            f"{OFFLOAD_MARKER}{oid}] {EVICTED_PREFIX}{stub.tokens} tokens evicted\n"
-            f'{stub.text}\nuse offload_recall(id="{oid}") for the full content'
-        )
     elif stub.kind == STUB_EVICTED:
         text = f"{EVICTED_PREFIX}{stub.text} ({stub.tokens} tokens evicted)"
     else:
