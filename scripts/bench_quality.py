@@ -15,13 +15,12 @@ to fit the history into a ``--window``-token context. Strategies:
 * ``window``: SlidingWindowCompactor(100);
 * ``budget``: TokenBudgetCompactor(80 % of the window);
 * ``evict``: the pipeline's ``evict`` configuration (``eviction_compactor(window)``);
-* ``offload+evict``: every tool result over the offload limits goes through a real
-  OffloadStore (in a temp dir) as it is produced, then ``eviction_compactor(window)``;
-* ``hybrid`` / ``offload+hybrid``: the default configuration (stubs, then a structured
-  summary) with a deterministic summariser that keeps only the first line of each folded
-  message, so what survives beyond first lines is the fingerprint repair's doing;
-  ``hybrid+evict``: the default with density eviction before the stubs
-  (``HybridCompactor(..., evict=True)``).
+* ``hybrid``: the default configuration (stubs, then a structured summary) with a
+  deterministic summariser that keeps only the first line of each folded message, so what
+  survives beyond first lines is the fingerprint repair's doing; ``offload+hybrid``: the
+  same once every tool result over the offload limits went through a real OffloadStore
+  (in a temp dir) as it was produced; ``hybrid+evict``: the default with density eviction
+  before the stubs (``HybridCompactor(..., evict=True)``).
 
 A fact is *reachable* when its text is in the compacted context, or in an
 offloaded file whose ``📂 [offload:<id>`` marker is still in the context (what
@@ -361,12 +360,6 @@ def run(size: int, window: int, seed: int, tmp: Path) -> list[Row]:
         ("window", SlidingWindowCompactor(100), msgs, None),
         ("budget", TokenBudgetCompactor(window * 80 // 100), msgs, None),
         ("evict", eviction_compactor(window), msgs, None),
-        (
-            "offload+evict",
-            eviction_compactor(window, offload=store, session_id=SESSION),
-            with_offload,
-            store,
-        ),
         ("hybrid", HybridCompactor(FirstLineSummarizer(), window), msgs, None),
         ("offload+hybrid", HybridCompactor(FirstLineSummarizer(), window), with_offload, store),
         ("hybrid+evict", HybridCompactor(FirstLineSummarizer(), window, evict=True), msgs, None),

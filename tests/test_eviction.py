@@ -11,10 +11,8 @@ from harness9.context.eviction import (
     is_repetitive_grep,
     tool_groups,
 )
-from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.context.pipeline import eviction_compactor
 from harness9.context.repair import is_valid_tool_sequence
-from harness9.context.stubs import is_offload_marker
 from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
 
@@ -198,23 +196,3 @@ def test_evicted_grep_lists_paths_within_320_bytes_and_counts_the_rest():
     stub = evict_by_density(old_result("grep", grep, {}), 3, 0)[2].content
     shown = ", ".join(f"src/mod_{i:02}.py" for i in range(1, 22))
     assert f"\npaths: {shown} … and 38 more not shown (" in stub
-
-
-def test_with_a_store_an_evicted_result_is_offloaded_and_its_stub_names_it(tmp_path):
-    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
-    msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
-    out = evict_by_density(msgs, 3, 0, offload=store, session_id="s1")
-    (entry,) = store.entries("s1")
-    assert out[2].content.startswith(f"📂 [offload:{entry.id}] [evicted] 1500 tokens evicted\n")
-    assert out[2].content.endswith(f'use offload_recall(id="{entry.id}") for the full content')
-    assert store.recall("s1", entry.id, limit=30).startswith("line of output\nline of output")
-
-
-def test_eviction_compactor_plan_writes_nothing_to_the_store(tmp_path):
-    store = OffloadStore(OffloadConfig(store_dir=tmp_path))
-    msgs = old_result("bash", "line of output\n" * 400, {"command": "make"})
-    comp = eviction_compactor(10, offload=store, session_id="s1")
-    assert comp.plan(msgs).would_compact and store.entries("s1") == []
-    assert (
-        is_offload_marker(comp.compact(msgs).messages[2].content) and len(store.entries("s1")) == 1
-    )

@@ -215,10 +215,7 @@ class Pipeline:
         out = msgs
         if s.evict_to is not None:
             target = 0 if force else s.evict_to
-            offload = self.offload if write else None
-            out = evict_by_density(
-                out, s.keep_groups, target, offload=offload, session_id=self.session_id
-            )
+            out = evict_by_density(out, s.keep_groups, target)
             # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
             if estimate_tokens(out) + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
                 return out
