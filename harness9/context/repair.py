@@ -15,11 +15,6 @@ from collections.abc import Sequence
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
 
-def _has_calls(msg: Message) -> bool:
-    # Only assistant messages carry tool calls on the wire (Message.to_dict).
-    return msg.role == ROLE_ASSISTANT and bool(msg.tool_calls)
-
-
 def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     """One slot per tool call, in history order: the index of the result answering it, or -1.
 
@@ -65,10 +60,6 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     return result
 
 
-def stub_for(call_id: str, text: str = TRUNCATED_STUB) -> Message:
-    return Message(ROLE_TOOL, text, tool_call_id=call_id)
-
-
 def repair_orphaned_tool_pairs(
     msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
 ) -> list[Message]:
@@ -90,7 +81,7 @@ def repair_orphaned_tool_pairs(
         if role == ROLE_ASSISTANT and msg.tool_calls:
             for tc in msg.tool_calls:
                 r = result[s]
-                append(msgs[r] if r >= 0 else stub_for(tc.id, stub))
+                append(msgs[r] if r >= 0 else Message(ROLE_TOOL, stub, tool_call_id=tc.id))
                 s += 1
     return out
 
@@ -104,7 +95,7 @@ def is_valid_tool_sequence(msgs: Sequence[Message]) -> bool:
         if msg.role == ROLE_TOOL:
             return False
         i += 1
-        if not _has_calls(msg):
+        if msg.role != ROLE_ASSISTANT or not msg.tool_calls:
             continue
         expected: dict[str, int] = {}
         for tc in msg.tool_calls:
