@@ -270,21 +270,6 @@ def test_among_tool_output_facts_errors_then_names_then_paths():
     ]
 
 
-def test_left_out_facts_are_handed_to_spill_and_its_line_is_added():
-    spilled: list[str] = []
-
-    def spill(text: str) -> str:
-        spilled.append(text)
-        return "all of them: 📂 [offload:ofl_0123456789ab]"
-
-    fp = extract_fingerprint(forty_paths())
-    repaired = repair_summary("x", fp, budget_tokens=96 + 15, spill=spill)
-    assert spilled == ["\n".join(f"@file:src/p{i}.py" for i in range(46, 9, -1))]  # rank order
-    assert repaired.endswith(
-        "… and 37 more paths not shown\nall of them: 📂 [offload:ofl_0123456789ab]"
-    )
-
-
 def test_facts_focus_lists_only_what_fits_the_budget():
     focus = facts_focus(extract_fingerprint(forty_paths()), 96 + 15)
     assert focus.endswith("@file:src/p49.py\n… and 37 more paths not shown\n</facts-to-keep>")

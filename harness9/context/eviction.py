@@ -11,9 +11,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.fingerprint import error_lines
 from harness9.context.patterns import (
     GREP_LINE_RE,
+    error_lines,
     find_declarations,
     find_paths,
     has_decision,

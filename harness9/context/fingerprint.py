@@ -1,20 +1,20 @@
-"""The facts a summary must keep, found by rules, and the check and repair of a summary.
+"""The facts a summary must keep (paths, declared names, errors, decisions, the user's
+rules), found by rules before folding, and the check and repair of the model's summary.
 
-An LLM summary may drop a file path or an error. Before folding, the facts that must
-survive (paths, declared names, error lines, decisions, the rules the user stated) are
-extracted by rules; after the model answers, ``validate_markers`` lists what it left out
-and ``repair_summary`` appends those under "Preserved facts", up to a token budget: past
-it the best-ranked are written and the rest counted ("… and N more paths not shown") or
-handed to a ``spill`` that stores them. So no fact is ever silently lost.
+``repair_summary`` appends what the summary left out under "Preserved facts", within a
+token budget: past it the best-ranked are written and the rest counted ("… and N more
+paths not shown"), so no fact is silently lost.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from harness9.context.compaction import ProgressCallback
 from harness9.context.patterns import (
@@ -32,15 +32,9 @@ from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 
 STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
-# What the per-call instruction asks for; the system prompt above explains the markers.
-MARKER_TEMPLATE = prompt("marker_template")
+MARKER_TEMPLATE = prompt("marker_template")  # the per-call instruction
 PRESERVED_HEADING = "## Preserved facts"
 TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it
-# The "Preserved facts" section may take up to this share of the compaction target.
-# Compaction fires at 80 % of the window; a summary that ate more than ~15 % would leave
-# too little of the remaining room for the verbatim tail and the next turns before
-# the trigger fires again. 15 % of a 32K window is 4,800 tokens: a few hundred facts.
-PRESERVED_SHARE = 0.15
 # Each kind of fact, in the order they are listed, and its plural in "… and N more".
 _PLURAL = {
     "file": "paths",
@@ -55,6 +49,7 @@ TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
 # the API of a file the agent chose to read, a path seen only in output (a grep hit,
 # a traceback frame) is the cheapest to find again by re-running the command.
 _OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
+_UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # a fingerprint built by hand has no rank
 _MARKER_RE = re.compile(
     r"^\s*[-*]?\s*@(file|func|type|error|decision|constraint):\s*(.+?)\s*$", re.MULTILINE
 )
@@ -78,10 +73,9 @@ class KeyInfoFingerprint:
     identifiers: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
-    # Rules the user stated ("never touch migrations/"), from user messages only.
-    constraints: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)  # from user messages only
     # Sort key of each item (as ``validate_markers`` names it, "file: src/a.py"): lower is
-    # kept first when the "Preserved facts" budget overflows. Empty: list order, newest first.
+    # kept first when the "Preserved facts" budget overflows. Empty: list order.
     rank: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -112,16 +106,14 @@ def _clean_path(path: str) -> str:
 
 
 def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
-    """Every distinct rule-extracted fact of the messages about to be folded (system
-    message ignored), each list in order of last mention, normalised (whitespace
-    collapsed, a leading ``./`` dropped) and deduplicated. Nothing is capped here.
+    """Every distinct fact of the messages about to be folded (system message ignored),
+    each list in order of last mention, normalised (whitespace collapsed, a leading ``./``
+    dropped) and deduplicated, uncapped.
 
-    ``rank`` orders them for a budget: facts the user or the agent acted on (user and
-    assistant text, tool-call arguments, an earlier summary's markers) first, the user's
-    rules ahead of the rest (they are short, and unlike a path the agent cannot find
-    them again); then the error lines of each command's last failing run; then facts
-    seen only in tool output. Newest first within a tier. Tool call names are not
-    identifiers (they name harness tools); rules come from user messages only.
+    ``rank`` orders them for a budget: first what the user or the agent acted on (their
+    text, tool-call arguments, an earlier summary's markers), the user's rules ahead (short,
+    and not found again by re-running a command); then the error lines of each command's
+    last failing run; then facts seen only in tool output. Newest first within a tier.
     """
     last: dict[str, dict[str, int]] = {kind: {} for kind in _PLURAL}  # fact -> last index
     acted: set[str] = set()
@@ -159,6 +151,7 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
             if errors := error_lines(m.content):
                 failed[command_of.get(m.tool_call_id or "", "")] = errors
         else:
+            # Tool call names are not identifiers: they name harness tools.
             talk = m.role in (ROLE_USER, ROLE_ASSISTANT)
             add_text(m.content, i, talk, rules=m.role == ROLE_USER)
             for text in (s for tc in m.tool_calls for s in _argument_strings(tc.arguments)):
@@ -235,9 +228,8 @@ def _line_tokens(line: str) -> int:
     return -(-(utf8_len(line) + 1) // BYTES_PER_TOKEN)
 
 
-# Room kept for the heading and up to one "… and N more" line per kind (each at its
-# longest for fewer than 100,000 left out) plus the spill reference, so the whole
-# section stays within the budget.
+# Room kept for the heading, one "… and N more" line per kind (each at its longest for
+# fewer than 100,000 left out) and 40 more: 96 tokens, the figure budgets are pinned to.
 _RESERVED_TOKENS = (
     8 + sum(_line_tokens(f"… and 99999 more {p} not shown") for p in _PLURAL.values()) + 40
 )
@@ -245,45 +237,32 @@ _RESERVED_TOKENS = (
 
 def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
-) -> tuple[list[str], list[str], list[str]]:
-    """The markers kept (in ``missing``'s order), one "… and N more" line per kind that
-    lost some, and the markers left out (rank order). When not every line fits the
-    budget, items are taken in rank order while they fit: a strict prefix of the
-    ranking, so a lower-ranked fact is never kept in place of a higher-ranked one."""
-    kept, left_out = missing, []
-    lines = [PRESERVED_HEADING, *map(_marker_for, missing)]
-    if budget_tokens is not None and sum(map(_line_tokens, lines)) > budget_tokens:
-        default = (TIER_OUTPUT, len(_OUTPUT_KIND_ORDER), 0)
-        ranked = sorted(missing, key=lambda item: fp.rank.get(item, default))
-        room = budget_tokens - _RESERVED_TOKENS
-        for n, item in enumerate(ranked):
-            room -= _line_tokens(_marker_for(item))
-            if room < 0:
-                chosen = set(ranked[:n])
-                kept, left_out = [i for i in missing if i in chosen], ranked[n:]
-                break
-    counts = Counter(item.partition(": ")[0] for item in left_out)
+) -> tuple[list[str], list[str]]:
+    """The markers kept (in ``missing``'s order) and one "… and N more" line per kind that
+    lost some. Over the budget, the longest prefix of the ranking that fits is kept, so a
+    lower-ranked fact never displaces a higher-ranked one."""
+    markers = [*map(_marker_for, missing)]
+    size = sum(map(_line_tokens, [PRESERVED_HEADING, *markers]))
+    if budget_tokens is None or size <= budget_tokens:
+        return markers, []
+    ranked = sorted(missing, key=lambda item: fp.rank.get(item, _UNRANKED))
+    totals = list(accumulate(_line_tokens(_marker_for(item)) for item in ranked))
+    fit = bisect_right(totals, budget_tokens - _RESERVED_TOKENS)
+    chosen = set(ranked[:fit])
+    counts = Counter(item.partition(": ")[0] for item in ranked[fit:])
     more = [f"… and {counts[k]} more {p} not shown" for k, p in _PLURAL.items() if counts[k]]
-    return [*map(_marker_for, kept)], more, [*map(_marker_for, left_out)]
+    return [_marker_for(item) for item in missing if item in chosen], more
 
 
 def repair_summary(
-    summary: str,
-    fp: KeyInfoFingerprint,
-    *,
-    budget_tokens: int | None = None,
-    spill: Callable[[str], str] | None = None,
+    summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
     """Missing items appended under "Preserved facts" (unchanged when none is missing),
-    within ``budget_tokens`` when given. ``spill`` receives the items left out (one
-    marker per line, rank order) and returns a line to add, e.g. an offload marker the
-    agent can recall them with; "" when it could not store them."""
+    within ``budget_tokens`` when given."""
     missing = validate_markers(summary, fp)
     if not missing:
         return summary
-    kept, more, left_out = _preserved(missing, fp, budget_tokens)
-    if left_out and spill is not None:
-        more += filter(None, [spill("\n".join(left_out))])
+    kept, more = _preserved(missing, fp, budget_tokens)
     return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(kept + more)
 
 
@@ -304,7 +283,7 @@ def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str
     missing = validate_markers("", fp)
     if not missing:
         return None
-    kept, more, _ = _preserved(missing, fp, budget_tokens)
+    kept, more = _preserved(missing, fp, budget_tokens)
     facts = "\n".join(kept) + "".join("\n" + line for line in more)
     return f"keeping these facts verbatim:\n<facts-to-keep>\n{facts}\n</facts-to-keep>"
 
@@ -316,7 +295,6 @@ def structured_summary(
     fingerprint_from: Sequence[Message] | None = None,
     on_progress: ProgressCallback | None = None,
     preserved_budget: int | None = None,
-    spill: Callable[[str], str] | None = None,
     instructions: str | None = None,
 ) -> str:
     """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
@@ -332,4 +310,4 @@ def structured_summary(
     text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")
-    return repair_summary(text, fp, budget_tokens=preserved_budget, spill=spill)
+    return repair_summary(text, fp, budget_tokens=preserved_budget)

@@ -1,17 +1,12 @@
 """Rule-based recognisers of facts in text: paths, declared names, errors, decisions, rules.
 
 Plain regular expressions: they run on every tool result and every compaction, so they
-must be cheap and predictable, and a wrong guess only shifts a score or adds one line to
-a summary.
+must be cheap and predictable; a wrong guess only shifts a score or adds a summary line.
 """
 
 from __future__ import annotations
 
 import re
-
-# Eviction and the pipeline import the offload marker from here; the stub vocabulary owns it.
-from harness9.context.stubs import OFFLOAD_MARKER as OFFLOAD_MARKER
-from harness9.context.stubs import is_offload_marker as is_offload_marker
 
 LINE_CHARS = 200  # a fact line is kept up to this many characters
 # Extensions of files an agent commonly reads or edits.
@@ -115,10 +110,9 @@ def has_path(text: str) -> bool:
     return any(_is_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
 
 
-# ---- user constraints ("never touch migrations/", "只能修改 src/") ------------------
-# A rule the user states is recognised by its wording, not its topic. Each cue is a
-# deontic phrase; the checks in ``_is_rule`` drop the descriptive uses of the same
-# words ("it always fails", "it must be a cache bug", "I don't know").
+# ---- the user's rules ("never touch migrations/", "只能修改 src/"), by their wording --
+# Each cue is a deontic phrase; ``_is_rule`` drops descriptive uses of the same words
+# ("it always fails", "it must be a cache bug", "I don't know").
 _RULE_CUE_RE = re.compile(
     r"\b(?:never|always|must(?:n['’]t)?|do\s+not|don['’]t|should\s+(?:not|never)|shouldn['’]t|"
     r"avoid|make\s+sure|be\s+sure\s+to|ensure|(?:is|are|be)\s+required|required\s+to|"
@@ -173,10 +167,9 @@ def _is_rule(sentence: str) -> bool:
 
 
 def find_constraints(text: str) -> list[str]:
-    """Sentences of ``text`` that state a rule, whitespace collapsed, a bullet, a short
-    lead-in ("One more thing:") and the closing punctuation dropped; first occurrence
-    order, duplicates (ignoring case) removed. Meant for user messages: that is where
-    rules are stated."""
+    """Sentences of ``text`` that state a rule (meant for user messages), whitespace
+    collapsed, a bullet, a short lead-in ("One more thing:") and the closing punctuation
+    dropped; first occurrence order, duplicates (ignoring case) removed."""
     seen: dict[str, str] = {}
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _BULLET_RE.sub("", " ".join(raw.split()))
@@ -185,6 +178,5 @@ def find_constraints(text: str) -> list[str]:
             sentence = lead.group(2)
         sentence = sentence.rstrip(".。;；!！,， ")
         if sentence and _is_rule(sentence):
-            # "Never use eval" and "never use eval" are one rule: first spelling wins.
             seen.setdefault(sentence.casefold(), sentence)
     return list(seen.values())

@@ -68,8 +68,7 @@ class OutputStats:
         return self
 
     def _scan(self, block: bytes | bytearray) -> None:
-        """Counts the complete lines of ``block`` (findall on one fed chunk at most:
-        memory stays bounded by the chunk size)."""
+        """Counts the complete lines of ``block`` (at most one fed chunk: bounded memory)."""
         self.nonempty_lines += len(_NONEMPTY_B.findall(block))
         matches = _GREP_B.findall(block)
         self.grep_matches += len(matches)
@@ -117,9 +116,8 @@ def summarize_output(
     head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
     if tool_name in READ_TOOLS:
         path = _arg(args_json, "path", "file_path", "filename", "file")
-        lines = [
-            f"read_file {path or (metadata or {}).get('path') or '?'}: {stats.line_count} lines"
-        ]
+        path = path or (metadata or {}).get("path") or "?"
+        lines = [f"read_file {path}: {stats.line_count} lines"]
         if names := stats.declarations[: 8 if brief else MAX_DECLARATIONS]:
             lines.append("defines: " + ", ".join(names))
         if not brief:
@@ -134,17 +132,14 @@ def summarize_output(
             [f"{tool_name}: {stats.grep_matches} matches"] + ["  " + _clip(x) for x in shown]
         )
     if tool_name in SHELL_TOOLS:
-        last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
         cmd = _arg(args_json, "command", "cmd")
         if metadata and metadata.get("exit_code") is not None:
             code = str(metadata["exit_code"])
         else:
             code = (_EXIT_RE.findall(tail) or ["unknown"])[-1]
-        lines = [
-            f"{tool_name}{' `' + _clip(cmd, 80) + '`' if cmd else ''}: exit code {code}, "
-            f"{stats.line_count} lines",
-            "last lines:",
-        ]
+        quoted = f" `{_clip(cmd, 80)}`" if cmd else ""
+        last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
+        lines = [f"{tool_name}{quoted}: exit code {code}, {stats.line_count} lines", "last lines:"]
         return "\n".join(lines + ["  " + _clip(x) for x in last])
     n = 120 if brief else GENERIC_CHARS
     cut = len(head) > n or stats.total_bytes != len(stats.head)

@@ -9,8 +9,9 @@ need be: compaction must still work once the context has already overflowed.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
+from itertools import count
 from typing import Protocol
 
 from harness9.context.compaction import ProgressCallback
@@ -27,7 +28,6 @@ SUMMARIZER_SYSTEM = prompt("summarizer_system")
 _FULL, _PART, _MERGE, _UPDATE = (
     prompt(f"instruction_{name}") for name in ("full", "part", "merge", "update")
 )
-
 # A summary is assumed to take at most this many tokens when planning (the plan never
 # calls the model). The prompt asks for a concise summary; models answer in a few hundred.
 SUMMARY_ESTIMATE_CAP = 1500
@@ -147,17 +147,14 @@ class SpanSummarizer:
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
         if previous is not None and utf8_len(previous) > self._budget() // 3:
-            # A previous summary that would crowd out the new span in every call is
-            # summarised like the rest of the history, as its oldest part.
+            # One that would crowd out the span in every call is summarised as its oldest part.
             blocks.insert(0, f"[previous summary]: {previous}")
             previous = None
-        calls = 0
+        calls = count(1)
 
         def call(instruction: str, body: str, previous: str | None, total: int) -> str:
-            nonlocal calls
-            calls += 1
             if on_progress is not None:
-                on_progress(calls, total)
+                on_progress(next(calls), total)
             messages = [Message(ROLE_SYSTEM, self.system_prompt)]
             messages.append(Message(ROLE_USER, self._prompt(instruction, body, previous, focus)))
             reply, _usage = self.summarizer.generate(messages, [])
@@ -169,26 +166,16 @@ class SpanSummarizer:
             return call(single, body, previous, 1)
         chunks = _pack(blocks, self._room(_PART.format(index=99, count=99), None, focus))
         total = len(chunks) + 1  # + the final merge; grows if the merge is hierarchical
-        partials = []
+        items = []
         for i, chunk in enumerate(chunks, 1):
-            partials.append(call(_PART.format(index=i, count=len(chunks)), chunk, None, total))
-            if not partials[-1]:
+            items.append(call(_PART.format(index=i, count=len(chunks)), chunk, None, total))
+            if not items[-1]:
                 raise ValueError(f"the summariser returned an empty summary for part {i}")
-        return self._merge(partials, previous, focus, call, total)
-
-    def _merge(
-        self,
-        items: list[str],
-        previous: str | None,
-        focus: str | None,
-        call: Callable[[str, str, str | None, int], str],
-        total: int,
-    ) -> str:
-        """Partial summaries merged in one call, or level by level while they do not fit."""
-        instruction = _MERGE if previous is None else _UPDATE
-        cap = self._room(instruction, previous, focus)
-        # Each item at most half the room (64: the part tags and separators), so every
-        # group holds two or more and each level at least halves the count.
+        # The part summaries merged in one call, or level by level while they do not fit.
+        # Each is cut to half the room (64: the tags and separators), so every group holds
+        # two or more and each level at least halves the count.
+        merge = _MERGE if previous is None else _UPDATE
+        cap = self._room(merge, previous, focus)
         half = max(1, cap // 2 - 64)
         while True:
             labelled = [
@@ -196,7 +183,7 @@ class SpanSummarizer:
             ]
             body = "\n\n".join(labelled)
             if utf8_len(body) <= cap or len(labelled) == 1:
-                return call(instruction, body, previous, total)
+                return call(merge, body, previous, total)
             groups = _pack(labelled, cap)
             total += len(groups)
             items = [m for m in (call(_MERGE, g, None, total) for g in groups) if m]
