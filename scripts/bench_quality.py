@@ -15,12 +15,13 @@ to fit the history into a ``--window``-token context. Strategies:
 * ``window``: SlidingWindowCompactor(100);
 * ``budget``: TokenBudgetCompactor(80 % of the window);
 * ``evict``: the pipeline's ``evict`` configuration (``eviction_compactor(window)``);
-* ``hybrid``: the default configuration (stubs, then a structured summary) with a
-  deterministic summariser that keeps only the first line of each folded message, so what
-  survives beyond first lines is the fingerprint repair's doing; ``offload+hybrid``: the
-  same once every tool result over the offload limits went through a real OffloadStore
-  (in a temp dir) as it was produced; ``hybrid+evict``: the default with density eviction
-  before the stubs (``HybridCompactor(..., evict=True)``).
+* ``hybrid`` / ``offload+hybrid``: the default configuration (stubs, then a structured
+  summary) with a deterministic summariser that keeps only the first line of each folded
+  message, so what survives beyond first lines is the fingerprint repair's doing;
+  ``offload+hybrid``: every tool result over the offload limits goes through a real
+  OffloadStore (in a temp dir) as it is produced;
+  ``hybrid+evict``: the default with density eviction before the stubs
+  (``HybridCompactor(..., evict=True)``).
 
 A fact is *reachable* when its text is in the compacted context, or in an
 offloaded file whose ``📂 [offload:<id>`` marker is still in the context (what

@@ -1,8 +1,5 @@
-"""The Compactor seam, its plan and result, and the cut rule every compactor shares.
-
-A cut never separates tool results from the assistant message that called them
-(``find_cut``); ``KeptSizer`` measures what a cut keeps, as repaired, in O(1).
-The one implementation, with every strategy as a configuration: pipeline.py.
+"""The Compactor seam, its plan and result, and the cut rule every compactor shares: a cut
+never separates tool results from the call they answer. The implementation: pipeline.py.
 """
 
 from __future__ import annotations
@@ -15,11 +12,6 @@ from typing import Protocol, runtime_checkable
 from harness9.context.repair import match_tool_results
 from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
-
-DEFAULT_MIN_TAIL = 6
-# The ``for_context_window`` helpers' share of the window (the default of the
-# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
-BUDGET_PERCENT = 80
 
 # (call number, calls expected so far): a summariser working through chunks reports progress.
 ProgressCallback = Callable[[int, int], None]
@@ -48,16 +40,13 @@ class CompactionResult:
 
 @runtime_checkable
 class Compactor(Protocol):
-    """The one compaction seam. Implementations are pure: they never mutate their input.
+    """The one compaction seam; pure: the input is never mutated.
 
-    ``threshold_tokens``: the token estimate over which ``plan`` compacts without
-    ``force`` (0 for a compactor triggered by something else, as topic isolation is);
-    what ``/context``, the trigger and ``compact --dry-run`` all read.
-    ``plan``: what ``compact`` would fold, without calling any model.
-    ``compact``: ``instructions`` is a focus for a summary (``/compact <focus>``) and
-    ``on_progress`` hears each summariser call; compactors that call no model ignore both.
-    The input must start with the system message, otherwise it is returned unchanged;
-    the output is repaired, a valid tool sequence whether or not anything was folded.
+    ``threshold_tokens``: the estimate over which ``plan`` compacts unforced (0: triggered
+    otherwise, as topic isolation is). ``plan``: what ``compact`` would fold, no model call.
+    ``compact``: ``instructions`` focus a summary (``/compact <focus>``), ``on_progress``
+    hears each summariser call (a compactor calling no model ignores both). An input not
+    starting with the system message is returned unchanged; otherwise the output is repaired.
     """
 
     @property
@@ -83,15 +72,13 @@ def starts_with_system(msgs: Sequence[Message]) -> bool:
 
 
 def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
-    """Index where the kept part begins when keeping the newest ``tail_len`` messages
-    (at least 1: ``msgs[0]`` is the system message)."""
+    """Where the kept part begins when keeping the newest ``tail_len`` messages (>= 1)."""
     return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
 
 
 def extend_cut(msgs: Sequence[Message], cut: int) -> int:
-    """``cut`` moved back over the tool results it would begin with, to the assistant
-    message just before them if that message made calls (the backtrack of the window
-    rule); results whose call is not adjacent are left for the repair to drop."""
+    """``cut`` moved back over the tool results it would begin with, to the assistant message
+    before them if it made calls; results whose call is not adjacent are left to the repair."""
     if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
         return cut
     first = cut
@@ -106,11 +93,9 @@ def extend_cut(msgs: Sequence[Message], cut: int) -> int:
 class KeptSizer:
     """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in O(1).
 
-    Built in one linear pass over ``msgs[start:]``: each message's bytes, plus
-    the stubs the repair will add to its unanswered calls, minus results the
-    repair drops anyway. A result whose call lies before the cut is dropped
-    only for cuts between the two, which a difference array accounts for.
-    This replaces re-estimating the candidate tail at every search step.
+    One pass over ``msgs[start:]``: each message's bytes, plus the stubs the repair adds to
+    unanswered calls, minus results it drops. A result whose call lies before the cut is
+    dropped only for cuts between the two: a difference array counts that.
     """
 
     __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
@@ -118,12 +103,10 @@ class KeptSizer:
     def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
         """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
         part = msgs[start:]
-        # Matching the part alone is exact for cuts inside it: a result whose
-        # call lies before the part is unmatched, as it would be after the cut.
+        # Exact for cuts inside the part: a result whose call lies before it is unmatched.
         result = match_tool_results(part)
         stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
-        # What each message adds to a repaired suffix: results count with
-        # their call (0 when unanswerable), calls carry their stubs.
+        # What each message adds to a repaired suffix: results count with their call.
         eff = [0 if m.role == ROLE_TOOL else sizes[start + j] for j, m in enumerate(part)]
         # A result whose call lies before the cut is dropped: for cuts in (i, r].
         diff = [0] * (len(part) + 1)

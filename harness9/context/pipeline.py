@@ -1,41 +1,19 @@
 """What compaction does: one function of ordered, pure steps; every strategy a configuration.
 
-``Pipeline.compact`` (and its dry run, ``plan``) runs, cheap to expensive, stopping as
-soon as the history fits:
-
-1. **gate**: the history starts with its system message and is over the threshold
-   (tokens, or ``max_messages``: a bound that ``force`` does not move; a new topic for
-   topic isolation), or the compaction is forced. Offloaded results are already small:
-   no step rewrites them.
-2. **reduce**, keeping every message's position (no model call): old tool results are
-   evicted by density, least informative first (``evict_to``), then stubbed (``stub``),
-   all but the newest ``keep_groups`` tool groups. When that alone lands under
-   ``enough_at``, the reduced history is the result.
-3. **cut**: where the kept tail begins: ``fit`` (as many newest messages as ``target``
-   holds), ``tail`` (all but ``min_tail``), ``budget`` (the largest suffix under
-   ``target``), ``window`` (the newest ``max_messages - 1``), ``topic`` (the start of the
-   topic that has just begun), ``fallback`` (straight to step 5), or none.
-4. **fold** the head: a summary (``plain``: the five-section template; ``structured``:
-   the marker prompt, its facts fingerprinted from the messages as they were before step
-   2; ``folded``: the user's and assistant's words, no model call), or drop it.
-5. **fallback**: a summariser that fails (an error, an empty reply) hands the reduced
-   history to a truncating compactor, an earlier summary kept; the error is recorded.
-
-Every output is repaired and never larger than its input repaired. The configurations:
-``hybrid`` (the default; ``HybridCompactor``), ``summarize``, ``budget``, ``window``,
-``evict`` (the user-selectable strategies), ``MessageBound`` (the ``max_messages``
-option), ``tail_compactor`` (the last resort of an asked-for compaction) and
-``topic_compactor`` (experimental topic isolation).
+``Pipeline.compact`` (and its dry run, ``plan``) runs, cheap to expensive, stopping as soon
+as the history fits: 1. **gate** (over the threshold, or forced); 2. **reduce**, no message
+moving and no model call: old tool results evicted by density, then stubbed; 3. **cut**
+where the kept tail begins; 4. **fold** the head into a summary, or drop it; 5. **fallback**:
+a failing summariser hands the reduced history to a truncating compactor. ``Steps`` says
+what each step does. Every output is repaired and never larger than its input repaired.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness9.context.compaction import (
-    BUDGET_PERCENT,
-    DEFAULT_MIN_TAIL,
     CompactionPlan,
     CompactionResult,
     Compactor,
@@ -47,7 +25,6 @@ from harness9.context.compaction import (
 )
 from harness9.context.eviction import evict_by_density, tool_groups
 from harness9.context.fingerprint import marker_summarizer, structured_summary
-from harness9.context.offload import OffloadStore
 from harness9.context.recall import stub_for, summary_message, summary_of
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle, is_stub
@@ -56,6 +33,10 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_by
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
+DEFAULT_MIN_TAIL = 6
+# The ``for_context_window`` helpers' share of the window (the default of the
+# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
+BUDGET_PERCENT = 80
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
 MIN_GAIN = 0.05  # a reduction that saves less than this share is not worth a cache break
@@ -79,29 +60,34 @@ ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
 @dataclass(frozen=True, slots=True)
 class Steps:
-    """One configuration of the pipeline (see the module docstring for each step)."""
+    """One configuration of the pipeline."""
 
     strategy: str  # what a plan and a result that folds say ran
-    threshold: int  # the gate, in tokens (0: not gated by tokens)
+    # The gate, in tokens (0: not gated by tokens); ``max_messages`` gates too, and ``force``
+    # does not move it; topic isolation is gated by a new topic instead.
+    threshold: int
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
     stub: bool = False  # reduce: then stub the old tool results
     keep_groups: int = 3  # reduce: the newest tool groups stay whole
     enough_at: int = 0  # the reduction alone is the result at or under this load
-    cut: str = "tail"  # "fit" | "tail" | "budget" | "window" | "topic" | "fallback" | ""
+    # Where the kept tail begins: "fit" (as many newest messages as ``target`` holds), "tail"
+    # (all but ``min_tail``), "budget" (the largest suffix under ``target``), "window" (the
+    # newest ``max_messages - 1``), "topic" (where the newest topic begins), "fallback"
+    # (straight to step 5) or "" (nothing is cut).
+    cut: str = "tail"
     target: int = 0  # tokens the cut aims for ("fit", "budget")
     min_tail: int = DEFAULT_MIN_TAIL  # newest messages always kept
     max_messages: int = 0  # a gate when set; "window": the window
-    summary: str = ""  # "" (the head is dropped) | "plain" | "structured" | "folded"
+    # The head is dropped (""), or becomes a "plain" summary (the five-section template), a
+    # "structured" one (the marker prompt, its facts fingerprinted from the messages as they
+    # were before step 2) or a "folded" one (the user's and assistant's words, no model call).
+    summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
 
 
 class Pipeline:
-    """A ``Compactor``: ``steps`` run by the one pipeline. Pure; never mutates its input.
-
-    ``span`` summarises (``plain`` and ``structured``); ``fallback`` truncates when it
-    fails; ``detector`` finds topics (``cut="topic"``); with ``offload`` (and the
-    session's id) evicted results are written there.
-    """
+    """A ``Compactor`` running ``steps``: ``span`` summarises, ``fallback`` truncates when it
+    fails (an earlier summary kept), ``detector`` finds topics (``cut="topic"``)."""
 
     def __init__(
         self,
@@ -110,26 +96,16 @@ class Pipeline:
         *,
         fallback: Compactor | None = None,
         detector: TopicDetector | None = None,
-        offload: OffloadStore | None = None,
-        session_id: str = "",
     ) -> None:
         self.steps = steps
+        self.strategy = steps.strategy
+        self.threshold_tokens = steps.threshold
         self.span = span
         self.fallback = fallback
         self.detector = detector
-        self.offload = offload
-        self.session_id = session_id
-
-    @property
-    def strategy(self) -> str:
-        return self.steps.strategy
-
-    @property
-    def threshold_tokens(self) -> int:
-        return self.steps.threshold
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self._plan(msgs, force, write=False)[0]
+        return self._plan(msgs, force)[0]
 
     def compact(
         self,
@@ -139,67 +115,66 @@ class Pipeline:
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan, reduced = self._plan(msgs, force, write=True)
+        plan, reduced = self._plan(msgs, force)
         s = self.steps
-        if not starts_with_system(msgs):
-            return CompactionResult(list(msgs), plan, None, s.strategy)
         if not plan.would_compact:
-            res = CompactionResult(repair_orphaned_tool_pairs(msgs), plan, None, s.strategy)
-        elif s.cut == "fallback":
+            out = repair_orphaned_tool_pairs(msgs) if starts_with_system(msgs) else list(msgs)
+            return CompactionResult(out, plan, None, s.strategy)
+        if s.cut == "fallback":  # the fallback's truncation, reported as this strategy
             res = self._failed(reduced, plan, False, None)
             res.plan.strategy = res.strategy = s.strategy
             res.plan.tokens_before = plan.tokens_before
             res.plan.tokens_after = estimate_tokens(res.messages)
             res.plan.would_compact = res.plan.tokens_after < plan.tokens_before
-        elif plan.cut > 1 and s.summary:  # a summary can be longer than what it replaces
+            return res
+        if plan.cut > 1 and s.summary:
             return settled(msgs, self._fold(msgs, reduced, plan, force, instructions, on_progress))
-        else:
-            out = repair_orphaned_tool_pairs([reduced[0], *reduced[plan.cut :]])
-            res = CompactionResult(out, plan, None, plan.strategy)
-        return res
+        out = repair_orphaned_tool_pairs([reduced[0], *reduced[plan.cut :]])
+        return CompactionResult(out, plan, None, plan.strategy)
 
-    def _plan(
-        self, msgs: Sequence[Message], force: bool, *, write: bool
-    ) -> tuple[CompactionPlan, list[Message]]:
+    def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
+        """The plan, and the history as step 2 leaves it."""
         s = self.steps
-        if not starts_with_system(msgs):
-            tokens = estimate_tokens(msgs)
-            return CompactionPlan(False, s.strategy, 1, tokens, tokens, s.threshold), list(msgs)
-        force = force and not s.max_messages  # a bound in messages is the promise
+        history = msgs if isinstance(msgs, list) else list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
-        if not (force or self._over(msgs, before) or self._over(msgs, _repaired(msgs, before))):
-            return CompactionPlan(
-                False, s.strategy, 1, before, _repaired(msgs, before), s.threshold
-            ), list(msgs)
-        history = msgs if isinstance(msgs, list) else list(msgs)
-        reduced = self._reduce(history, force, write)
-        after, rsizes, name = before, sizes, s.strategy
-        if reduced is not history:
-            rsizes = [message_bytes(m) for m in reduced]
-            after = (sum(rsizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
+        if not starts_with_system(msgs):
+            return CompactionPlan(False, s.strategy, 1, before, before, s.threshold), history
+        force = force and not s.max_messages  # a bound in messages is the promise
+        if not (force or self._due(msgs, before)):
+            return self._unchanged(msgs, before), history
+        reduced, after, name = history, before, s.strategy
+        if s.evict_to is not None or s.stub:
+            reduced = self._reduce(history, force)
+            sizes = [message_bytes(m) for m in reduced]
+            after = (sum(sizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
             name = f"{s.strategy}:stubs" if s.cut else s.strategy
-            if not s.cut or self._enough(reduced, before, after):
-                return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         if s.cut == "fallback":
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
-        cut = self._cut(reduced, rsizes, before, force)
+        # The reduction alone lands under ``enough_at`` (counting each message's framing:
+        # stubs make messages small and many) and saves enough to break the cache for.
+        load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
+        enough = load <= s.enough_at and after < before * (1 - MIN_GAIN)
+        cut = self._cut(reduced, sizes, before, force) if s.cut and not enough else 1
         if cut <= 1 and reduced is history:
-            return CompactionPlan(
-                False, name, 1, before, _repaired(msgs, before), s.threshold
-            ), reduced
+            return self._unchanged(msgs, before), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
-        kept = KeptSizer(reduced, rsizes, cut).kept_tokens(cut)
+        kept = KeptSizer(reduced, sizes, cut).kept_tokens(cut)
         kept += _new_stubs(reduced[cut:]) * HANDLE_ALLOWANCE_BYTES // BYTES_PER_TOKEN
         if s.summary:
             head = estimate_tokens(reduced[1:cut])
             kept += min(head, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
-    def _over(self, msgs: Sequence[Message], tokens: int) -> bool:
-        """The gate: over the token threshold (``tokens``: the estimate, or what the
-        repaired history measures), over ``max_messages``, or (topics) a new topic."""
+    def _unchanged(self, msgs: Sequence[Message], before: int) -> CompactionPlan:
+        return CompactionPlan(
+            False, self.steps.strategy, 1, before, _repaired(msgs, before), self.steps.threshold
+        )
+
+    def _due(self, msgs: Sequence[Message], before: int) -> bool:
+        """The gate: a new topic (topic isolation), over ``max_messages``, or over the token
+        threshold as the history is (``before``) or as repaired."""
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
@@ -207,25 +182,17 @@ class Pipeline:
             return new_topic and len(msgs) - 1 > TOPIC_MIN_HISTORY
         if s.max_messages and len(msgs) > s.max_messages:
             return True
-        return tokens > s.threshold > 0
+        return before > s.threshold > 0 or _repaired(msgs, before) > s.threshold > 0
 
-    def _reduce(self, msgs: list[Message], force: bool, write: bool) -> list[Message]:
-        """Step 2 (``msgs`` itself when it reduces nothing)."""
+    def _reduce(self, msgs: list[Message], force: bool) -> list[Message]:
         s = self.steps
         out = msgs
         if s.evict_to is not None:
-            target = 0 if force else s.evict_to
-            out = evict_by_density(out, s.keep_groups, target)
+            out = evict_by_density(out, s.keep_groups, 0 if force else s.evict_to)
             # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
             if estimate_tokens(out) + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
                 return out
         return stub_old_results(out, s.keep_groups) if s.stub else out
-
-    def _enough(self, reduced: Sequence[Message], before: int, after: int) -> bool:
-        """The reduction alone lands under ``enough_at`` (counting each message's framing:
-        stubs make messages small and many) and saves enough to break the cache for."""
-        load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
-        return load <= self.steps.enough_at and after < before * (1 - MIN_GAIN)
 
     def _cut(self, msgs: Sequence[Message], sizes: list[int], before: int, force: bool) -> int:
         """Step 3: where the kept tail begins in ``msgs`` (1: nothing is cut)."""
@@ -258,29 +225,23 @@ class Pipeline:
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        """Step 4, and 5 when the summariser fails: ``reduced[1:cut]`` becomes one summary.
-
-        The reduction keeps positions, so ``msgs[1:cut]`` are the same messages before
-        it: a structured summary's fingerprint is taken from those."""
-        s, cut, span = self.steps, plan.cut, self.span
+        """Steps 4 and 5: ``reduced[1:cut]`` becomes one summary. The reduction keeps
+        positions, so a structured summary fingerprints the same ``msgs[1:cut]`` before it."""
+        s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
         try:
-            if s.summary == "folded":
-                summary = folded_summary(reduced[1:cut])
+            if s.summary == "folded" or span is None:
+                summary = folded_summary(head)
             elif s.summary == "structured":
-                assert span is not None
                 summary = structured_summary(
                     span,
-                    reduced[1:cut],
+                    head,
                     fingerprint_from=msgs[1:cut],
                     on_progress=on_progress,
                     preserved_budget=s.preserved_budget,
                     instructions=instructions,
                 )
             else:
-                assert span is not None
-                summary = span.summarize(
-                    reduced[1:cut], focus=instructions, on_progress=on_progress
-                )
+                summary = span.summarize(head, focus=instructions, on_progress=on_progress)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
         if not summary and s.summary != "folded":
@@ -288,61 +249,56 @@ class Pipeline:
         if s.cut == "topic":
             done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
             summary = f"Finished topics: {done}\n{summary}"
-        head = [summary_message(summary)] if summary else []
-        out = repair_orphaned_tool_pairs([reduced[0], *head, *reduced[cut:]])
+        folded = [summary_message(summary)] if summary else []
+        out = repair_orphaned_tool_pairs([reduced[0], *folded, *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, s.strategy)
 
     def _failed(
         self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
     ) -> CompactionResult:
-        """Step 5: the fallback's truncation of ``reduced`` (without one: nothing folds)."""
-        if self.fallback is not None:
-            return run_fallback(self.fallback, reduced, force=force, error=error)
-        plan.would_compact, plan.cut, plan.tokens_after = False, 1, plan.tokens_before
-        out = repair_orphaned_tool_pairs(reduced)
-        return CompactionResult(out, plan, None, self.strategy, error)
+        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds).
+
+        An earlier summary right after the system message is kept: the fallback sees the two
+        as one fixed head and truncates only what came after, so a failed summary never loses
+        what earlier compactions kept."""
+        if self.fallback is None:
+            plan = replace(plan, would_compact=False, cut=1, tokens_after=plan.tokens_before)
+            return CompactionResult(
+                repair_orphaned_tool_pairs(reduced), plan, None, self.strategy, error
+            )
+        if len(reduced) < 2 or not reduced[1].is_summary:
+            res = self.fallback.compact(reduced, force=force)
+            return CompactionResult(res.messages, res.plan, None, res.strategy, error)
+        system, previous = reduced[0], reduced[1]
+        head = Message(system.role, system.content + previous.content)
+        res = self.fallback.compact([head, *reduced[2:]], force=force)
+        if res.plan.would_compact:
+            res.plan.cut += 1  # in ``reduced``'s positions: the summary stays, [2:cut] go
+        kept = [system, previous, *res.messages[1:]]
+        return CompactionResult(
+            kept, res.plan, None, res.strategy, error, kept_previous_summary=True
+        )
 
 
 def _repaired(msgs: Sequence[Message], before: int) -> int:
-    """The estimate of ``msgs`` as repaired, what is sent if nothing folds (``before``,
-    the estimate as they are, when they need no repair)."""
+    """The estimate of ``msgs`` as repaired (``before``, their estimate, when valid)."""
     if is_valid_tool_sequence(msgs):
         return before
     return estimate_tokens(repair_orphaned_tool_pairs(msgs))
 
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
-    """``res``, unless it is larger than its input repaired: then that input, folding
-    nothing (a summary longer than what it replaces). No compaction grows the context."""
+    """``res``, unless it is larger than its input repaired (a summary longer than what it
+    replaces): then that input, folding nothing. No compaction grows the context."""
     if not res.plan.would_compact:
         return res
     original = repair_orphaned_tool_pairs(msgs)
     size = estimate_tokens(original)
     if estimate_tokens(res.messages) <= size:
         return res
-    plan = res.plan
-    plan.would_compact, plan.cut, plan.tokens_after = False, 1, size
+    plan = replace(res.plan, would_compact=False, cut=1, tokens_after=size)
     return CompactionResult(original, plan, None, res.strategy, res.error)
-
-
-def run_fallback(
-    fallback: Compactor, msgs: Sequence[Message], *, force: bool, error: str | None
-) -> CompactionResult:
-    """``fallback``'s result, with ``error`` recorded. An earlier summary right after the
-    system message is kept: the fallback sees the two as one fixed head and truncates only
-    what came after, so a failed summary never loses what earlier compactions kept."""
-    if len(msgs) < 2 or not msgs[1].is_summary:
-        res = fallback.compact(msgs, force=force)
-        return CompactionResult(res.messages, res.plan, None, res.strategy, error)
-    system, previous = msgs[0], msgs[1]
-    res = fallback.compact(
-        [Message(system.role, system.content + previous.content), *msgs[2:]], force=force
-    )
-    if res.plan.would_compact:
-        res.plan.cut += 1  # in ``msgs``' positions: the summary stays, msgs[2:cut] go
-    kept = [system, previous, *res.messages[1:]]
-    return CompactionResult(kept, res.plan, None, res.strategy, error, kept_previous_summary=True)
 
 
 # -- the reductions, cuts and folded text, as pure functions --------------------------------
@@ -389,10 +345,9 @@ def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_t
     """Where the largest newest suffix (at least ``min_tail`` messages) whose repaired
     history fits ``target`` tokens begins; 1 when nothing can be cut.
 
-    Every non-tool message of a kept suffix is sent, so once those alone exceed the
-    target no earlier cut can fit: only the part after that point needs the exact
-    (repair-aware) measure, which keeps a long history's work proportional to what is
-    kept. ``KeptSizer.kept_tokens(find_cut(t))`` never decreases as t grows: bisect on t.
+    Once the non-tool messages of a suffix alone exceed the target no earlier cut fits, so
+    only the part after that point is measured exactly (work proportional to what is kept);
+    ``KeptSizer.kept_tokens(find_cut(t))`` never decreases as t grows: bisect on t.
     """
     n = len(msgs)
     if n - 1 <= min_tail:
@@ -477,14 +432,10 @@ class TokenBudgetCompactor(Pipeline):
 
 
 class SlidingWindowCompactor(Pipeline):
-    """Keep the system message and the newest ``max_messages - 1`` messages.
-
-    Where the window would begin on tool results, its start moves back over them to the
-    message before. ``force`` keeps the same window: the window is the promise ("the last
-    100 messages"). With ``max_tokens``, a history over that many tokens keeps
-    max(``min_tail_messages``, half the history), never more than the window; without it
-    the compactor is blind to tokens (``threshold_tokens`` 0).
-    """
+    """Keep the system message and the newest ``max_messages - 1`` (``force`` keeps the same
+    window: the window is the promise). With ``max_tokens``, a history over that many tokens
+    keeps max(``min_tail_messages``, half the history), never more than the window; without
+    it the compactor is blind to tokens (``threshold_tokens`` 0)."""
 
     def __init__(
         self,
@@ -497,30 +448,30 @@ class SlidingWindowCompactor(Pipeline):
             raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        steps = Steps(
-            "window",
-            max_tokens or 0,
-            cut="window",
-            min_tail=min_tail_messages,
-            max_messages=max_messages,
+        super().__init__(
+            Steps(
+                "window",
+                max_tokens or 0,
+                cut="window",
+                min_tail=min_tail_messages,
+                max_messages=max_messages,
+            )
         )
-        super().__init__(steps)
         self.max_messages = max_messages
         self.min_tail_messages = min_tail_messages
         self.max_tokens = max_tokens
 
 
 class MessageBound(Pipeline):
-    """A view bounded in messages, whatever the window: over ``max_messages``, everything
-    before the newest ``keep_messages`` folds without a model call.
+    """Over ``max_messages``, everything before the newest ``keep_messages`` folds without a
+    model call, whatever the window (the ``max_messages`` option).
 
-    Stubbing keeps every old tool call and its result as two messages, so with a 1M
-    window a long session's view grows to thousands of messages, and every request pays
-    for walking them. The folded tool results go into the checkpoint's recall index (the
-    policy adds them, as for every compaction); the folded user and assistant text is
-    carried into the summary (``folded_summary``), so no instruction is lost. The option's
-    400, folded to half, is far more than any turn needs, few enough that a request costs
-    the same at call 100 and call 10,000, and one fold (one cache break) per ~100 calls.
+    Stubs keep every old call and result as two messages, so on a 1M window a long session's
+    view grows to thousands of messages that every request pays for walking. The folded
+    results go into the checkpoint's recall index, the user's and assistant's words into the
+    summary, so no instruction is lost. The option's 400, folded to half, is far more than a
+    turn needs, few enough that call 10,000 costs what call 100 does, and one fold (one cache
+    break) per ~100 calls.
     """
 
     def __init__(self, max_messages: int, keep_messages: int) -> None:
@@ -535,9 +486,9 @@ class MessageBound(Pipeline):
 
 
 class SummarizationCompactor(Pipeline):
-    """Replace the head with ``Message("user", SUMMARY_PREFIX + summary)`` (the five-section
-    template), keeping the newest ``min_tail_messages``; on any failure ``fallback`` runs
-    (default: a ``TokenBudgetCompactor`` with the same budget)."""
+    """Replace the head with one summary (the five-section template), keeping the newest
+    ``min_tail_messages``; on any failure ``fallback`` runs (default: a
+    ``TokenBudgetCompactor`` with the same budget)."""
 
     def __init__(
         self,
@@ -569,18 +520,15 @@ class SummarizationCompactor(Pipeline):
 
 
 class HybridCompactor(Pipeline):
-    """The default: offload → stub → structured summary with a recall index.
+    """The default: stubs, then a structured summary with a recall index.
 
-    When the context passes the trigger (``threshold`` × the window, 80 %), one
-    compaction brings it down to ``target`` × the window (40 %), well below the trigger,
-    so compactions are rare and each one buys many appended requests (ARCHITECTURE
-    decision 7). Stubbing every tool result older than the newest three tool groups
-    comes first; if that lands under the target no model is called. Otherwise the head
-    before a tail sized to the target (less room for the summary's facts and the recall
-    index) is folded into one structured summary; the checkpoint indexes what it folds
-    (decision 6). A failing summariser truncates the stubbed history to the target.
-    ``evict``: old tool results are evicted by density down to the target (each keeping
-    its rule summary, error lines, names and paths) before the rest are stubbed.
+    Past ``threshold`` × the window (80 %), one compaction brings the context down to
+    ``target`` × the window (40 %), so compactions are rare and each buys many appended
+    requests (ARCHITECTURE decision 7). Tool results older than the newest three groups are
+    stubbed first; when that lands under the target no model is called. Otherwise the head
+    before a tail sized to the target, less room for the summary's facts and the recall
+    index, folds into one structured summary. A failing summariser truncates to the target.
+    ``evict``: old results are first evicted by density down to the target.
     """
 
     def __init__(
@@ -614,19 +562,12 @@ class HybridCompactor(Pipeline):
 
 
 def eviction_compactor(
-    max_tokens: int,
-    target_ratio: float = EVICT_SHARE,
-    keep_groups: int = 3,
-    *,
-    offload: OffloadStore | None = None,
-    session_id: str = "",
+    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
 ) -> Pipeline:
     """``evict``: eviction alone over ``max_tokens``, down to ``target_ratio`` of it (forced:
     every evictable result outside the newest ``keep_groups`` groups). Nothing is folded."""
-    steps = Steps(
-        "evict", max_tokens, int(max_tokens * target_ratio), keep_groups=keep_groups, cut=""
-    )
-    return Pipeline(steps, offload=offload, session_id=session_id)
+    evict_to = int(max_tokens * target_ratio)
+    return Pipeline(Steps("evict", max_tokens, evict_to=evict_to, keep_groups=keep_groups, cut=""))
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
@@ -646,8 +587,9 @@ def topic_compactor(
     structured summary. Not gated by tokens (``threshold_tokens`` 0); a failing
     summariser leaves the history as it is."""
     steps = Steps("topic", 0, cut="topic", min_tail=0, summary="structured")
-    span = marker_summarizer(summarizer, window=summarizer_window)
-    return Pipeline(steps, span, detector=detector)
+    return Pipeline(
+        steps, marker_summarizer(summarizer, window=summarizer_window), detector=detector
+    )
 
 
 CompactorFactory = Callable[[Summarizer, int, int], Compactor]
