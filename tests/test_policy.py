@@ -114,17 +114,17 @@ def test_every_strategy_takes_its_threshold_from_the_options(strategy):
 def test_each_session_gets_its_own_state_and_forget_resets_it():
     policy = ContextPolicy(ContextOptions(), ScriptedSummarizer(), 50_000)
     a = policy.state("s1")
-    a.trigger.iterations = 4
-    a.trigger.compacted()
+    a.iterations = 4
+    a.compacted()
     assert policy.state("s1") is a and policy.state("s2") is not a
     policy.forget("s1")
     fresh = policy.state("s1")
-    assert fresh is not a and not fresh.trigger.in_cooldown(5)
+    assert fresh is not a and not fresh.in_cooldown(5)
 
 
 def test_the_cooldown_length_comes_from_the_options():
     policy = ContextPolicy(ContextOptions(cooldown_iterations=7), ScriptedSummarizer(), 50_000)
-    assert policy.state("s1").trigger.cooldown_iterations == 7
+    assert policy.state("s1").cooldown_iterations == 7
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -410,16 +410,16 @@ def test_history_search_finds_what_the_sub_agents_read(llm_server, tmp_path):
 
 
 def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_path, monkeypatch):
-    from harness9.context import triggers
+    from harness9.context import policy
 
     seen: list[list[str]] = []
-    real = triggers.read_heavy
+    real = policy.read_heavy
 
     def spy(recent_tools):
         seen.append(list(recent_tools))
         return real(recent_tools)
 
-    monkeypatch.setattr(triggers, "read_heavy", spy)
+    monkeypatch.setattr(policy, "read_heavy", spy)
     work = tmp_path / "w"
     llm_server.respond_with(Family(make_files(work)))
     assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
@@ -427,7 +427,7 @@ def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_pa
     # follow read_file (read-heavy) or nothing (conversation).
     assert ["task", "task"] in seen
     assert sum("task" in tools for tools in seen) == 1
-    assert ["read_file"] in seen and triggers.read_heavy(["read_file"])
+    assert ["read_file"] in seen and policy.read_heavy(["read_file"])
 
 
 def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):

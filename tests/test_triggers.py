@@ -1,25 +1,27 @@
 import pytest
 
-from harness9.context.triggers import SessionTriggerState, SmartTrigger, TriggerInfo, read_heavy
+from harness9.context.policy import SessionContextState, read_heavy
+
+UNBOUNDED = 10**9  # a window and threshold no call reaches
 
 
-def info(current, *, max_tokens=50_000, growth=0.0, reads=False, cd=False):
-    return TriggerInfo(
-        max_tokens=max_tokens,
-        threshold_tokens=max_tokens * 80 // 100,
-        current_tokens=current,
-        growth_rate=growth,
-        read_heavy=reads,
-        in_cooldown=cd,
-    )
+def due(current, *, window=50_000, growth=0, tools=(), cd=False):
+    """The trigger's decision at ``current`` tokens (threshold 80 % of ``window``), after
+    two calls that grew by ``growth`` each; ``cd``: the call before it compacted."""
+    state = SessionContextState()
+    for tokens in (current - 2 * growth, current - growth):
+        state.smart_trigger(tokens, [], UNBOUNDED, UNBOUNDED)
+    if cd:
+        state.compacted()
+    return state.smart_trigger(current, list(tools), window, window * 80 // 100)
 
 
 def growth_after(*tokens: int) -> float:
     """The growth rate the trigger sees at the call after ``tokens`` were recorded."""
-    state = SessionTriggerState()
+    state = SessionContextState()
     for t in tokens:
-        state.info(t, [], max_tokens=10**9, threshold_tokens=10**9)
-    return state.info(0, [], max_tokens=10**9, threshold_tokens=10**9).growth_rate
+        state.smart_trigger(t, [], UNBOUNDED, UNBOUNDED)
+    return state.growth()
 
 
 def test_growth_rate_is_average_tokens_added_per_iteration():
@@ -33,24 +35,24 @@ def test_growth_rate_needs_two_snapshots():
 
 def test_growth_window_keeps_the_last_ten_snapshots():
     tokens = [i * 1000 if i < 10 else 9000 + (i - 9) * 3000 for i in range(15)]
-    state = SessionTriggerState()
+    state = SessionContextState()
     for t in tokens:
-        state.info(t, [], max_tokens=10**9, threshold_tokens=10**9)
+        state.smart_trigger(t, [], UNBOUNDED, UNBOUNDED)
     assert list(state.tokens) == tokens[5:] and state.tokens[0] == 5000
     # (24,000 - 5,000) over 9 steps
     assert growth_after(*tokens) == pytest.approx(19_000 / 9)
 
 
 def test_a_token_drop_restarts_the_window():
-    state = SessionTriggerState()
+    state = SessionContextState()
     for t in [10_000, 30_000, 8_000, 9_000]:
-        state.info(t, [], max_tokens=10**9, threshold_tokens=10**9)
+        state.smart_trigger(t, [], UNBOUNDED, UNBOUNDED)
     assert list(state.tokens) == [8_000, 9_000]
     assert growth_after(10_000, 30_000, 8_000, 9_000) == 1000.0
 
 
 def test_cooldown_after_compress_at_5_covers_6_and_7_not_8():
-    c = SessionTriggerState()
+    c = SessionContextState()
     assert not c.in_cooldown(5)
     c.iterations = 5
     c.compacted()
@@ -58,59 +60,55 @@ def test_cooldown_after_compress_at_5_covers_6_and_7_not_8():
 
 
 def test_cooldown_ends_when_iterations_restart_lower():
-    c = SessionTriggerState(iterations=5)
+    c = SessionContextState(iterations=5)
     c.compacted()
     assert not c.in_cooldown(1)
 
 
 def test_trigger_compacts_at_fixed_threshold():
-    trig = SmartTrigger()
-    assert not trig.should_compress_dynamic(info(39_999))
-    assert trig.should_compress_dynamic(info(40_000))
+    assert not due(39_999)
+    assert due(40_000)
 
 
 def test_growth_prediction_compacts_at_30k_of_50k_before_40k_threshold():
-    state = SessionTriggerState()
+    state = SessionContextState()
     for tokens in [10_000, 20_000, 30_000]:
-        state.info(tokens, [], max_tokens=10**9, threshold_tokens=10**9)
-    ti = state.info(30_000, [], max_tokens=50_000, threshold_tokens=40_000)
-    assert ti.current_tokens == 30_000 and ti.growth_rate == 10_000.0
+        state.smart_trigger(tokens, [], UNBOUNDED, UNBOUNDED)
+    assert state.growth() == 10_000.0
+    assert state.smart_trigger(30_000, [], 50_000, 40_000)
     assert state.iterations == 4
-    assert SmartTrigger().should_compress_dynamic(ti)
 
 
 def test_slow_growth_does_not_compact_below_threshold():
     # 30K + 2 * 4,999 = 39,998 < 40K
-    assert not SmartTrigger().should_compress_dynamic(info(30_000, growth=4_999))
-    assert SmartTrigger().should_compress_dynamic(info(30_000, growth=5_000))
+    assert not due(30_000, growth=4_999)
+    assert due(30_000, growth=5_000)
 
 
 def test_shrinking_context_compacts_only_at_the_threshold():
-    assert not SmartTrigger().should_compress_dynamic(info(39_999, growth=-5_000))
-    assert SmartTrigger().should_compress_dynamic(info(40_000, growth=-5_000))
+    assert not due(39_999, growth=-5_000)
+    assert due(40_000, growth=-5_000)
 
 
 def test_read_heavy_pattern_looks_three_iterations_ahead():
     # 34K + 2 * 2K = 38K stays under 40K; 34K + 3 * 2K = 40K reaches it.
-    assert not SmartTrigger().should_compress_dynamic(info(34_000, growth=2_000))
-    assert SmartTrigger().should_compress_dynamic(info(34_000, growth=2_000, reads=True))
+    assert not due(34_000, growth=2_000)
+    assert due(34_000, growth=2_000, tools=["read_file"])
 
 
 def test_cooldown_blocks_threshold_and_prediction_but_not_hard_overflow():
-    trig = SmartTrigger()
-    assert not trig.should_compress_dynamic(info(45_000, cd=True))
-    assert not trig.should_compress_dynamic(info(30_000, growth=20_000, cd=True))
-    assert trig.should_compress_dynamic(info(50_000, cd=True))
+    assert not due(45_000, cd=True)
+    assert not due(30_000, growth=20_000, cd=True)
+    assert due(50_000, cd=True)
 
 
 def test_engine_loop_compress_at_5_then_6_7_skip_8_compacts():
-    state = SessionTriggerState(iterations=4)
-    trig = SmartTrigger()
+    state = SessionContextState(iterations=4)
     decisions = {}
-    for _ in range(5, 9):  # 45K of 50K at every model call
-        ti = state.info(45_000, [], max_tokens=50_000, threshold_tokens=40_000)
-        decisions[state.iterations] = trig.should_compress_dynamic(ti)
-        if decisions[state.iterations]:
+    for call in range(5, 9):  # 45K of 50K at every model call
+        decisions[call] = state.smart_trigger(45_000, [], 50_000, 40_000)
+        assert state.iterations == call
+        if decisions[call]:
             state.compacted()
     assert decisions == {5: True, 6: False, 7: False, 8: True}
 
@@ -124,10 +122,8 @@ def test_read_heavy_means_more_than_half_reads_and_no_sub_agent():
     assert not read_heavy(["read_file", "read_file", "task"])  # a sub-agent call outranks reads
 
 
-def test_trigger_info_reads_the_last_five_tools():
-    state = SessionTriggerState()
-    # The sixth-last call was a sub-agent's: counted, it would rule read-heavy out.
+def test_the_trigger_reads_the_last_five_tools():
+    # The sixth-last call was a sub-agent's: counted, it would rule read-heavy out, and
+    # 34K + 2 * 2K = 38K would not reach the 40K threshold.
     tools = ["task", "bash", "read_file", "grep", "read_file", "read_file"]
-    ti = state.info(1_000, tools, max_tokens=100_000, threshold_tokens=80_000)
-    assert ti.read_heavy is True
-    assert state.iterations == 1 and ti.in_cooldown is False
+    assert due(34_000, growth=2_000, tools=tools)

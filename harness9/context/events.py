@@ -1,8 +1,5 @@
-"""The context events the UI shows: compaction started, its progress, its result, notices.
-
-They live here, not in the engine, so that the policy can emit them without importing
-the engine; ``harness9.engine.events`` includes them in its ``Event``.
-"""
+"""The context events the UI shows (compaction started, progress, result; notices): here,
+not in the engine, so the policy emits them without importing it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """ContextPolicy: what the model is shown, decided before every model call.
 
-Read ``prepare`` → ``_decide`` → ``_compact`` to learn what the model sees next. The policy
-owns the compactor (whose ``threshold_tokens`` is the one threshold the trigger, ``/context``
-and ``--dry-run`` use), the smart trigger and each session's state, the offload store and
-the token count the user sees. The engine, per turn::
+Read ``prepare`` → ``_decide`` → ``_compact`` → ``_run`` to learn what the model sees next.
+The policy owns the compactor (its ``threshold_tokens`` is the one threshold the trigger,
+``/context`` and ``--dry-run`` use), each session's state, the offload store and the token
+count the user sees. The engine, per turn::
 
     policy.begin_turn(session, system, emit)          # topic isolation, when enabled
     each model call:
@@ -19,6 +19,7 @@ the token count the user sees. The engine, per turn::
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,26 +61,16 @@ from harness9.context.tokens import (
     format_token_count,
 )
 from harness9.context.topics import TopicDetector
-from harness9.context.triggers import SessionTriggerState, SmartTrigger
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
 from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
 
-__all__ = [
-    "ContextBreakdown",
-    "ContextPolicy",
-    "Request",
-    "SessionContextState",
-    "TokenCounter",
-    "build_compactor",
-]
-
 # A compaction is stored (and announced) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05
-# What a result's strategy says when it was made without a model: a dry run computes it
-# exactly, and one left over the threshold is made again with a larger cut.
+# Strategies that call no model: a dry run computes their result exactly, and one left
+# over the threshold is made again with a larger cut.
 MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
 
 
@@ -116,18 +107,6 @@ class ContextBreakdown:
     @property
     def total(self) -> int:
         return self.system + self.tools + self.summary + self.messages
-
-
-@dataclass(slots=True)
-class SessionContextState:
-    """Per session: the trigger's state, and what the last compaction left behind."""
-
-    trigger: SessionTriggerState = field(default_factory=SessionTriggerState)
-    last_compaction_tokens: int | None = None  # estimate right after the last compaction
-    warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
-    # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
-    # not shrink: trying again before it changes would bill the same summary call for nothing.
-    futile: tuple[str, int | None, int, int] | None = None
 
 
 def build_compactor(
@@ -168,9 +147,8 @@ class ContextPolicy:
         blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
     ) -> None:
-        """``blobs``: where offloaded outputs go (the session store's; None: files in
-        $HARNESS9_HOME). ``compactor_factory(summarizer, context_window, threshold_tokens)``
-        replaces the strategy's compactor (a benchmark's peers)."""
+        """``blobs``: where offloads go (None: files in $HARNESS9_HOME). ``compactor_factory``
+        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
         self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
@@ -184,15 +162,13 @@ class ContextPolicy:
             cleanup_age_days=opts.offload_cleanup_age_days,
         )
         self.offload = OffloadStore(config, blobs) if opts.offload else None
-        self.trigger = SmartTrigger(opts.lookahead_iterations) if opts.smart_triggers else None
-        # The displayed count: the model's tokenizer when known, calibrated by each call's
-        # input tokens. Decisions keep the byte estimate, whose head-room the threshold is for.
+        # Displayed: the model's tokenizer's count, calibrated by each call's input tokens.
+        # Decided on: the byte estimate, whose head-room the threshold is for.
         self.token_counter = token_counter
         self._calibrated = False
-        # Tokens per message the server counted beyond the byte estimate in the last call
-        # (framing: roles, block types, call ids; the tokenizer's difference). Decisions add
-        # it, so compaction starts at the threshold by the server's count too (issue 19: a
-        # session of small tool results reached 99 % of the window, its estimate under 80 %).
+        # Tokens per message the server counted beyond the estimate in the last call (framing,
+        # the tokenizer's difference). Decisions add it (issue 19: a session of small tool
+        # results reached 99 % of the window, its estimate under 80 %).
         self.overhead_per_message = 0.0
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
@@ -213,39 +189,34 @@ class ContextPolicy:
         *,
         may_compact: bool = True,
     ) -> Request:
-        """The messages of the next model call: the view, compacted when it is time.
-        ``may_compact`` False: this call already had its compaction (after an overflow)."""
-        # The live view reads only the rows stored since the last call (issue 23); its
-        # system message is padded by the tools' weight so every decision counts them.
+        """The next model call's messages: the view, compacted when it is time (unless
+        ``may_compact`` is False: this call already had its compaction, after an overflow)."""
         sized = measured_system(system, tools)
         live = self.views.load(session, sized)
         due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
         if due is not None and self._compact(session, sized, live.view, *due, emit):
             if due[0] is self.compactor:
-                self.state(session.session_id).trigger.compacted()  # the cooldown starts
+                self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
+        estimated = estimate_tokens(messages)
         counter = self.token_counter
-        counted = counter.count(messages) if counter is not None else estimate_tokens(messages)
+        counted = counter.count(messages) if counter is not None else estimated
         tool_tokens = estimate_tool_tokens(tools)
-        # Until the first calibration the tool definitions are added explicitly;
-        # afterwards the calibration ratio accounts for them.
+        # Once calibrated, the ratio accounts for the tool definitions.
         shown = counted if self._calibrated else counted + tool_tokens
-        return Request(messages, counted, shown, estimate_tokens(messages) + tool_tokens)
+        return Request(messages, counted, shown, estimated + tool_tokens)
 
     def _decide(
         self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
     ) -> tuple[Compactor, bool] | None:
-        """The compaction this model call runs, and whether it is forced; None: none.
+        """The compaction this model call runs and whether it is forced; None: none.
 
-        The view is measured (its system message carries the tool definitions), so the
-        threshold is compared with what the request costs, by the estimate or by the
-        server's expected count (``served``: plus the framing the last call showed). The
-        smart trigger may compact early, when growth predicts the threshold within a few
-        calls; its cooldown limits only those. A compaction that could not get under the
-        threshold (the protected tail alone is too big) is not repeated until the context
-        grew by another 5 %. Past the message bound, old messages fold whatever their tokens.
+        Due at the threshold by the estimate or by the server's expected count (``served``),
+        or when the smart trigger fires. One that could not get under the threshold (the
+        protected tail alone is too big) waits until the context grew by another 5 %. Past
+        the message bound, old messages fold whatever their tokens.
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
@@ -253,15 +224,14 @@ class ContextPolicy:
         if not self.opts.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True
-                emit(Notice(_off_notice(plan, tokens)))
+                over = f"the context ({format_token_count(tokens)} tokens) is over the compaction"
+                threshold = f"threshold ({format_token_count(plan.threshold)} tokens)"
+                emit(Notice(f"{over} {threshold}; automatic compaction is off: run /compact"))
             return None
         limit, early = comp.threshold_tokens, False
-        if self.trigger is not None and limit > 0:  # 0: blind to tokens
-            info = st.trigger.info(
-                tokens, recent, max_tokens=self.context_window, threshold_tokens=limit
-            )
-            early = self.trigger.should_compress_dynamic(info)
-        # Over by the server's count or by the trigger only: forced, as the compactor's own
+        if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
+            early = st.smart_trigger(tokens, recent, self.context_window, limit)
+        # Forced when only the server's count or the trigger says so: the compactor's own
         # check counts the estimate alone.
         due = plan.would_compact or early or 0 < limit <= served
         last = st.last_compaction_tokens
@@ -283,9 +253,8 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
     ) -> Compaction | None:
-        """Runs ``comp`` on the measured ``view``; stores its checkpoint when it cuts enough
-        and returns the notice. Every result that changes the view is stored, stubs included
-        (ARCHITECTURE decision 7): the view is a pure function of the log and the latest
+        """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
+        Stubs are stored too (decision 7): the view is a function of the log and the latest
         checkpoint, the same bytes on every request until the next one and on --resume."""
         before = estimate_tokens(view.messages)
         st = self.state(session.session_id)
@@ -313,15 +282,13 @@ class ContextPolicy:
         instructions: str | None = None,
         emit: ContextEventSink = discard,
     ) -> tuple[CompactionResult, Checkpoint | None]:
-        """``comp``'s result on ``view`` (built with the system message ``sized``) and the
-        checkpoint it would store, None when it changes nothing; stores nothing. The
-        checkpoint's figures are those the notice, ``sessions show`` and --dry-run print.
+        """``comp``'s result on ``view`` (built on ``sized``) and the checkpoint it would
+        store (None: it changes nothing), with the figures every report prints. Stores nothing.
 
-        The user's messages a compaction folds are kept verbatim beside the summary
-        (``instructions.py``), so the view after it can be larger than what the compactor
-        kept. A compaction that needs no model is then made again with that excess counted
-        in the system message, so that it lands under the threshold as every compaction
-        must; one with a summary is not repeated (a model call each).
+        Folded user messages are kept verbatim beside the summary (``instructions.py``), so
+        the view after can be larger than what the compactor kept: a model-free compaction
+        is then made again with that excess counted in the system message, to land under
+        the threshold; one with a summary is not repeated (a model call each).
         """
         window, pins = self.context_window, session.pins()
         record = partial(  # a result's checkpoint: its recall index and kept user messages
@@ -352,20 +319,15 @@ class ContextPolicy:
             after = build_view(sized, records, cp, pins).messages
             cp.tokens_before, cp.tokens_after = before, estimate_tokens(after)
             cp.messages_before, cp.messages_after = len(view.messages), len(after)
-            if (
-                result.summary is not None
-                or result.strategy not in MODEL_FREE_STRATEGIES
-                or limit <= 0
-                or cp.tokens_after <= limit
-            ):
+            model_free = result.summary is None and result.strategy in MODEL_FREE_STRATEGIES
+            if not model_free or limit <= 0 or cp.tokens_after <= limit:
                 break
             # Whole messages are cut: the pad doubles until the next one goes.
             pad = max(pad * 2, (cp.tokens_after - limit) * BYTES_PER_TOKEN)
         return result, cp
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
-        """Calibrates the displayed count, and the framing every decision adds to the
-        byte estimate, with the API's real input tokens."""
+        """Calibrates the displayed count and the per-message framing by the real input."""
         if input_tokens > 0 and request.estimated > 0:
             excess = input_tokens - request.estimated
             self.overhead_per_message = max(0.0, excess / max(1, len(request.messages)))
@@ -383,9 +345,8 @@ class ContextPolicy:
         emit: ContextEventSink = discard,
         may_compact: bool = True,
     ) -> str | None:
-        """The model rejected the request as too long (``reason``) although the estimate
-        said it fits: compacts harder, once per model call, and returns None for the caller
-        to retry; or returns the error to report when it may not compact."""
+        """The model rejected the request as too long (``reason``): compacts, once per model
+        call, and returns None for the caller to retry; else the error to report."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
@@ -438,24 +399,19 @@ class ContextPolicy:
         force: bool = False,
         tools: list[ToolDefinition] | None = None,
     ) -> tuple[ModelView, CompactionPlan]:
-        """What ``compact`` would do now, calling no model and storing nothing (--dry-run),
-        in chat's figures (messages plus tool definitions). A compaction that needs no
-        model is made, so its figures are exactly ``compact``'s; a summary's size is known
-        only once the model answers: an estimate, never above the size now."""
+        """What ``compact`` would do now, calling no model and storing nothing (--dry-run):
+        a model-free compaction is made, so its figures are exact; a summary's are estimated."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
         plan = self.compactor.plan(view.messages, force=force)
         if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
             _, cp = self._run(session, sized, view, self.compactor, force)
-            plan.would_compact = cp is not None and _gained(
-                cp.tokens_before, cp.tokens_after, force
-            )
-            if cp is not None and plan.would_compact:
+            if cp is not None and _gained(cp.tokens_before, cp.tokens_after, force):
                 plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
-        # A summary's size is estimated; a compaction that would grow is not stored.
-        plan.tokens_after = min(plan.tokens_after, plan.tokens_before)
-        if not plan.would_compact:
-            plan.tokens_after = plan.tokens_before
+            else:
+                plan.would_compact = False
+        if not plan.would_compact or plan.tokens_after > plan.tokens_before:
+            plan.tokens_after = plan.tokens_before  # a compaction that would grow is not stored
         return view, plan
 
     def breakdown(
@@ -473,8 +429,8 @@ class ContextPolicy:
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault`` is atomic)."""
-        trigger = SessionTriggerState(self.opts.cooldown_iterations)
-        return self._states.setdefault(session_id, SessionContextState(trigger))
+        fresh = SessionContextState(self.opts.cooldown_iterations, self.opts.lookahead_iterations)
+        return self._states.setdefault(session_id, fresh)
 
     def forget(self, session_id: str) -> None:
         """/new and /resume start the session with fresh state."""
@@ -483,10 +439,7 @@ class ContextPolicy:
 
     def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
         """Where a tool with huge output streams it (None: no offload store)."""
-        store = self.offload
-        if store is None:
-            return None
-        return lambda tool, args: store.open_stream(session_id, tool, args)
+        return None if self.offload is None else partial(self.offload.open_stream, session_id)
 
     def offload_result(
         self,
@@ -497,8 +450,7 @@ class ContextPolicy:
         *,
         metadata: dict | None = None,
     ) -> tuple[str, OffloadLink | None]:
-        """What the log keeps of a tool result: its offload summary when it was too big,
-        with the link to that offload (stored with the message as data)."""
+        """What the log keeps of a tool result: when too big, its offload's summary and link."""
         if self.offload is None:
             return content, None
         offloaded = self.offload.maybe_offload(
@@ -510,22 +462,90 @@ class ContextPolicy:
 
 
 def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:
-    """``system`` padded by the tool definitions' estimate, never sent: a compactor sees only
-    messages and keeps the system message, so every threshold, budget and figure then
-    counts messages plus tools, the one count the notice, /context and --dry-run show."""
+    """``system`` padded by the tool definitions' estimate (never sent), so that every
+    threshold, budget and figure counts messages plus tools, as the reports show them."""
     pad = estimate_tool_tokens(tools) * BYTES_PER_TOKEN
     return system if pad == 0 else Message(system.role, system.content + " " * pad)
 
 
 def _gained(before: int, after: int, force: bool) -> bool:
-    """Whether a compaction is worth storing: it cuts more than ``MIN_COMPACTION_GAIN``
-    (any cut when forced); never one that leaves the context as large or larger."""
+    """Worth storing: it cuts more than ``MIN_COMPACTION_GAIN`` (when forced, anything)."""
     return after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
 
 
-def _off_notice(plan: CompactionPlan, tokens: int) -> str:
-    return (
-        f"the context ({format_token_count(tokens)} tokens) is over the compaction "
-        f"threshold ({format_token_count(plan.threshold)} tokens); automatic compaction "
-        "is off: run /compact"
-    )
+# The smart trigger looks further ahead while the recent calls mostly read, but a
+# sub-agent's call outranks that (the seed's patterns) and looks no further than the default.
+READ_TOOLS = frozenset(
+    {"read_file", "grep", "glob", "ls", "list_dir", "list_files", "search", "offload_recall"}
+)
+SUB_AGENT_TOOLS = frozenset({"task", "sub_agent", "spawn_agent", "delegate", "agent"})
+READ_HEAVY_LOOKAHEAD = 3  # model calls
+RECENT_TOOLS = 5  # the calls whose tools decide "read-heavy"
+GROWTH_WINDOW = 10  # the calls the growth is averaged over
+
+
+def read_heavy(recent_tools: Sequence[str]) -> bool:
+    """More than half of the calls read, and none is a sub-agent's."""
+    if any(t in SUB_AGENT_TOOLS for t in recent_tools):
+        return False
+    return sum(t in READ_TOOLS for t in recent_tools) * 2 > len(recent_tools)
+
+
+@dataclass(slots=True)
+class SessionContextState:
+    """What the policy remembers of one session (``forget`` drops it)."""
+
+    cooldown_iterations: int = 3
+    lookahead_iterations: int = 2
+    iterations: int = 0  # model calls so far
+    last_compaction: int | None = None  # the call that compacted last
+    tokens: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_WINDOW))
+    last_compaction_tokens: int | None = None  # estimate right after the last compaction
+    warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
+    # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
+    # not shrink: trying again before it changes would bill the same summary call for nothing.
+    futile: tuple[str, int | None, int, int] | None = None
+
+    def growth(self) -> float:
+        """Tokens added per call, over the calls recorded."""
+        seen = self.tokens
+        return (seen[-1] - seen[0]) / (len(seen) - 1) if len(seen) >= 2 else 0.0
+
+    def in_cooldown(self, iteration: int) -> bool:
+        if self.last_compaction is None:
+            return False
+        return 0 <= iteration - self.last_compaction < self.cooldown_iterations
+
+    def smart_trigger(
+        self, tokens: int, recent_tools: Sequence[str], window: int, threshold: int
+    ) -> bool:
+        """Counts a model call of ``tokens``; whether to compact before it (the smart
+        trigger: a little before the threshold is crossed). With the defaults, lookahead 2
+        calls (3 read-heavy) and cooldown 3 calls:
+
+        1. At the window -> True, even in cooldown (a hard overflow).
+        2. In cooldown -> False: compacted at call 5, not at 6 or 7 below the window; at 8.
+        3. ``tokens + growth * lookahead >= threshold`` -> True. Window 50K (threshold 40K),
+           calls at 10K, 20K, 30K: growth 10K a call, 30K + 2 * 10K >= 40K: compacts at 30K.
+
+        Growth: the average over the last 10 calls, restarted by a drop. A call numbered
+        below the last compaction ends the cooldown.
+        """
+        self.iterations += 1
+        growth = self.growth()
+        if self.tokens and tokens < self.tokens[-1]:
+            # A drop means a compaction happened: growth before it says nothing about after.
+            self.tokens.clear()
+        self.tokens.append(tokens)
+        if tokens >= window:
+            return True
+        if self.in_cooldown(self.iterations):
+            return False
+        reads = read_heavy(recent_tools[-RECENT_TOOLS:])
+        ahead = READ_HEAVY_LOOKAHEAD if reads else self.lookahead_iterations
+        # A shrinking context predicts no crossing: only the threshold itself counts then.
+        return tokens + max(0.0, growth) * ahead >= threshold
+
+    def compacted(self) -> None:
+        """A compaction happened at the current model call: the cooldown starts."""
+        self.last_compaction = self.iterations

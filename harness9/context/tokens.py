@@ -1,9 +1,8 @@
 """Zero-dependency token arithmetic.
 
-The estimate counts UTF-8 *bytes*, not characters: CJK text is about three
-bytes a character and close to one token each, so characters/4 would
-under-count it by a factor of four, while bytes/4 stays within the 20 %
-head-room the compaction threshold keeps.
+The estimate counts UTF-8 *bytes*, not characters: CJK text is about three bytes a character
+and close to one token each, so characters/4 would under-count it by a factor of four, while
+bytes/4 stays within the 20 % head-room the compaction threshold keeps.
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ def utf8_len(text: str) -> int:
 
 def message_bytes(msg: Message) -> int:
     """UTF-8 bytes of everything in a message that reaches the model."""
-    # The common fields are measured inline: this runs once per message of
-    # every history the compactors look at, so call overhead counts.
+    # The content is measured inline: this runs once per message of every history the
+    # compactors look at, so call overhead counts.
     text = msg.content
     n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if msg.tool_call_id:
@@ -59,13 +58,8 @@ def format_token_count(n: int) -> str:
         return "-" + format_token_count(-n)
     if n < 1000:
         return str(n)
-    if n < 1_000_000:
-        value, suffix = n / 1000, "K"
-    else:
-        value, suffix = n / 1_000_000, "M"
-    text = f"{value:.1f}"
-    if text.endswith(".0"):
-        text = text[:-2]
+    value, suffix = (n / 1000, "K") if n < 1_000_000 else (n / 1_000_000, "M")
+    text = f"{value:.1f}".removesuffix(".0")
     if suffix == "K" and text == "1000":  # 999_950..999_999 would read "1000K"
         return "1M"
     return text + suffix
