@@ -1,18 +1,8 @@
-"""Eviction: the least informative old tool results are replaced first.
+"""Eviction: old tool results replaced by stubs, the least informative first.
 
-Each old tool result gets a density score:
-
-* +3 error text, +2.5 a decision, +1 a file path, +1.5 shorter than 500 characters;
-* -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000 characters;
-* an offload marker (``📂 [offload:``) or a stub is never evicted: it is already a
-  summary, and its id is what ``offload_recall`` needs.
-
-``evict_by_density`` keeps the newest ``keep_groups`` tool groups (an assistant
-message with tool calls plus its results) intact and, lowest score first (ties:
-oldest first), replaces older results with eviction stubs (the rule summary, the
-last error lines, the names and paths it declares) until the estimate is at or under
-the target. Roles, ids and order never change, so the call/result sequence stays
-valid; the input is not mutated.
+A result's density score: +3 error text, +2.5 a decision, +1 a file path, +1.5 under 500
+characters; -2 a large code dump, -1.5 repetitive grep output, -2 a tool result over 3,000
+characters. An offload marker or a stub is never evicted: it is already a summary.
 """
 
 from __future__ import annotations
@@ -21,7 +11,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness9.context.offload import OffloadError, OffloadStore
 from harness9.context.patterns import (
     GREP_LINE_RE,
     error_lines,
@@ -37,13 +26,10 @@ from harness9.context.stubs import evicted_stub, is_offload_marker, is_stub, stu
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
 
-EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its eviction stub
-# Bytes of declared names and paths a stub may list beyond its rule summary (~80
-# tokens): small next to the results worth evicting (usually thousands of bytes),
-# room for 15-20 names. What does not fit is counted ("… and N more"), and with an
-# OffloadStore the whole result stays recallable through the stub's marker.
+EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its stub
+# Bytes of declared names and paths a stub may list beyond its rule summary (~80 tokens,
+# room for 15-20 names): small next to the results worth evicting (thousands of bytes).
 EVICTED_FACT_BYTES = 320
-_PLACEHOLDER_ID = "ofl_" + "0" * 12  # same length as a real id: sizes a stub before writing
 _CODE_LINE_RE = re.compile(
     r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
     r"public|private|package|#include|@)\b|.*[{};:]\s*$|\s*[}\])]\s*$)"
@@ -89,11 +75,8 @@ class ToolGroup:
 
 
 def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
-    """Assistant-with-calls messages and the results answering them, oldest first.
-
-    Results are matched to calls exactly as the repair matches them, so a reused
-    call id binds to the nearest call and a stray result belongs to no group.
-    """
+    """Assistant-with-calls messages and their results, oldest first, matched as the repair
+    matches them (a reused call id binds to the nearest call; a stray result to none)."""
     slots = match_tool_results(msgs)
     groups: list[ToolGroup] = []
     s = 0
@@ -106,10 +89,8 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
 
 
 def _fact_lines(content: str, body: str) -> list[str]:
-    """The result's facts its rule summary ``body`` lacks: the last error lines (a
-    failing run's error is what a later step needs most), then declared names and
-    paths in order of appearance while they fit ``EVICTED_FACT_BYTES``, and a count
-    of the rest."""
+    """What the rule summary ``body`` lacks: the last error lines (what a later step needs
+    most), then declared names and paths while they fit, and a count of the rest."""
     lines: list[str] = []
     errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
     if errors:
@@ -132,36 +113,13 @@ def _fact_lines(content: str, body: str) -> list[str]:
     return lines
 
 
-def _stub(msg: Message, name: str, args: str, offload_id: str) -> Message:
-    stats = stats_of(msg.content)
-    body = summarize_output(name, args, stats, brief=True)
-    body = "\n".join([body, *_fact_lines(msg.content, body)])
-    return stub_message(evicted_stub(body, stats.tokens, offload_id), msg)
-
-
-def _offload(store: OffloadStore, session_id: str, name: str, args: str, content: str) -> str:
-    """Writes an evicted result to the store; its id, or "" when it could not be written."""
-    try:
-        writer = store.open_stream(session_id, name, args)
-        writer.write(content)
-        return writer.finish().id
-    except (OSError, OffloadError):  # eviction must work without a writable store
-        return ""
-
-
 def evict_by_density(
-    messages: Sequence[Message],
-    keep_groups: int = 3,
-    target_tokens: int = 0,
-    *,
-    offload: OffloadStore | None = None,
-    session_id: str = "",
+    messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
 ) -> list[Message]:
-    """Replace low-density old tool results until ``estimate_tokens(result) <= target_tokens``.
-
-    With ``offload`` the full result is written to the store first and the stub starts
-    with its ``📂 [offload:<id>]`` marker, so nothing evicted is out of reach.
-    """
+    """A copy in which the results of all but the newest ``keep_groups`` tool groups are
+    replaced by eviction stubs (rule summary, last error lines, declared names and paths),
+    lowest score first (ties: oldest first), until the estimate is at most
+    ``target_tokens``. Roles, ids and order stay, so the tool-call sequence stays valid."""
     out = list(messages)
     total = sum(message_bytes(m) for m in out)
     if total // BYTES_PER_TOKEN <= target_tokens:
@@ -183,12 +141,13 @@ def evict_by_density(
     for _, i in candidates:
         if total // BYTES_PER_TOKEN <= target_tokens:
             break
-        msg, name, args = out[i], call_of[i].name, call_of[i].arguments
-        stub = _stub(msg, name, args, _PLACEHOLDER_ID if offload else "")
+        msg, call = out[i], call_of[i]
+        stats = stats_of(msg.content)
+        body = summarize_output(call.name, call.arguments, stats, brief=True)
+        body = "\n".join([body, *_fact_lines(msg.content, body)])
+        stub = stub_message(evicted_stub(body, stats.tokens), msg)
         if message_bytes(stub) >= message_bytes(msg):  # a short result: no smaller as a stub
             continue
-        if offload is not None:
-            stub = _stub(msg, name, args, _offload(offload, session_id, name, args, msg.content))
         total -= message_bytes(msg) - message_bytes(stub)
         out[i] = stub
     return out

@@ -1,14 +1,14 @@
-"""Offload: big tool results go to the blob store, a rule summary stays in context.
+"""Offload: a big tool result goes to the blob store, a rule summary stays in context.
 
-A result over ``max_result_tokens`` (2,000) or ``max_result_bytes`` (10,240) is written to
-the blob store (``<store>/<session>/<id>.txt`` files by default, the database with a
-PostgreSQL store) and the conversation gets a summary starting with ``📂 [offload:<id>]``,
-which ``offload_recall`` pages back. Reading, searching, exporting and cleaning what was
-offloaded is persistence: harness9.store.offloads.
+A result over ``max_result_tokens`` or ``max_result_bytes`` is written to the blob store
+(files under ``store_dir``, or the PostgreSQL store's table); the conversation keeps a
+summary starting with ``📂 [offload:<id>]``, which ``offload_recall`` pages back. Reading,
+exporting and cleaning what was offloaded is persistence: harness9.store.offloads.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from harness9.store.offloads import (
 class OffloadConfig:
     max_result_tokens: int = 2000
     max_result_bytes: int = 10240
-    store_dir: Path | None = None  # None: $HARNESS9_HOME/offload_store, resolved per store
+    store_dir: Path | None = None  # None: $HARNESS9_HOME/offload_store
     cleanup_age_days: int = 7
 
     def exceeded_by(self, nbytes: int) -> bool:
@@ -39,24 +39,23 @@ class OffloadConfig:
 
 
 class OffloadWriter:
-    """Streams one tool output to its blob (created on open), keeping only head and tail in
-    memory; ``finish`` closes it and returns the record with its rule summary."""
+    """Streams one tool output to a new blob, holding only the head and tail its rule
+    summary quotes; ``finish`` returns the record with that summary."""
 
-    def __init__(
-        self, store: OffloadStore, session_id: str, tool_name: str, args: str, oid: str
-    ) -> None:
+    def __init__(self, store: OffloadStore, session_id: str, tool_name: str, args: str) -> None:
+        if not valid_session_id(session_id):
+            raise OffloadError(f"invalid session id for offload: {session_id!r}")
         self._store = store
         self._session_id = session_id
         self.tool_name = tool_name
         self.args = args
-        self.id = oid
-        # Head and tail are all it holds in memory; the rule summary quotes from them.
+        self.id = new_offload_id()
         self._stats = OutputStats(head_cap=max(8192, store.config.max_result_bytes))
         try:
-            self._blob = store.blobs.open_writer(session_id, oid)
+            self._blob = store.blobs.open_writer(session_id, self.id)
         except BlobError as exc:
             raise OffloadError(str(exc)) from exc
-        self.path = store.blobs.path_of(session_id, oid)
+        self.path = store.blobs.path_of(session_id, self.id)
         self._done = False
 
     @property
@@ -103,9 +102,8 @@ class OffloadWriter:
 
 
 class OffloadStore(OffloadFiles):
-    """Where tool outputs are offloaded, and read back (``OffloadFiles``). ``blobs``
-    defaults to files under ``config.store_dir``; a PostgreSQL session store passes its
-    own, so the results live in the database with the sessions."""
+    """Where tool outputs are offloaded, and read back (``OffloadFiles``). ``blobs``: files
+    under ``config.store_dir`` by default; a PostgreSQL session store passes its own."""
 
     def __init__(self, config: OffloadConfig | None = None, blobs: BlobStore | None = None) -> None:
         self.config = config or OffloadConfig()
@@ -129,14 +127,11 @@ class OffloadStore(OffloadFiles):
         return writer.finish(metadata=metadata)
 
     def open_stream(self, session_id: str, tool_name: str, args: str) -> OffloadWriter:
-        if not valid_session_id(session_id):
-            raise OffloadError(f"invalid session id for offload: {session_id!r}")
-        return OffloadWriter(self, session_id, tool_name, args, new_offload_id())
+        return OffloadWriter(self, session_id, tool_name, args)
 
-    def clean_stale(self, now: datetime | None = None) -> list[str]:
+    def clean_stale(self) -> list[str]:
         """Remove the results of sessions not written for ``cleanup_age_days``; their ids."""
-        now = now or datetime.now(UTC)
-        return self.clean_older_than(now.timestamp() - self.config.cleanup_age_days * 86400)
+        return self.clean_older_than(time.time() - self.config.cleanup_age_days * 86400)
 
 
 def remove_session_offloads(session_id: str) -> None:

@@ -1,15 +1,10 @@
 """Make a history a valid tool-call sequence, as the chat APIs require.
 
-Both the OpenAI and the Anthropic APIs reject (HTTP 400) a history in which an
-assistant message with tool calls is not followed *immediately* by exactly one
-result per call, or in which a tool message stands anywhere else. Truncation,
-an interrupted tool run or a crash between two writes can all produce such a
-history, so the repair runs after every compaction and before every request.
-
-The reference design's version only drops results without a call and stubs calls
-without a result, with a nested scan (quadratic). This one is linear, also
-moves a late result (one written after an interrupt, say) up into its block,
-and drops second answers to the same call.
+The OpenAI and Anthropic APIs reject (HTTP 400) an assistant message with tool calls not
+followed *immediately* by one result per call, and a tool message anywhere else. Truncation,
+an interrupted tool run or a crash between two writes produce such histories, so the repair
+runs after every compaction and before every request. Unlike the reference design's
+quadratic scan, it is linear, moves a late result up into its block and drops second answers.
 """
 
 from __future__ import annotations
@@ -19,36 +14,18 @@ from collections.abc import Sequence
 
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, TRUNCATED_STUB, Message
 
-__all__ = [
-    "is_valid_tool_sequence",
-    "match_tool_results",
-    "repair_orphaned_tool_pairs",
-]
-
-
-def _has_calls(msg: Message) -> bool:
-    # Only assistant messages carry tool calls on the wire (Message.to_dict).
-    return msg.role == ROLE_ASSISTANT and bool(msg.tool_calls)
-
 
 def match_tool_results(msgs: Sequence[Message]) -> list[int]:
-    """Match every tool result to the call it answers.
+    """One slot per tool call, in history order: the index of the result answering it, or -1.
 
-    Returns one slot per tool call, in history order (message by message,
-    call by call): the index of the result answering that call, or -1.
-
-    A result answers the most recent assistant message that made a call with
-    its id and whose call is still unanswered; a result that finds no such
-    call is dropped by the repair. Reused ids (some local models number calls
-    ``call_0`` every turn) therefore bind to the nearest call, and a newer call
-    with the same id supersedes an older unanswered one.
+    A result answers the newest still-unanswered call with its id, so reused ids (local
+    models that number calls ``call_0`` every turn) bind to the nearest call; a result
+    that finds none is dropped by the repair.
     """
-    # Plain ints and no per-message containers, on purpose: on long histories the
-    # cyclic garbage collector's full passes over every live message would
-    # otherwise make the run time grow faster than linearly.
+    # Plain ints, no per-message containers: on long histories the garbage collector's
+    # full passes over them would make the run time grow faster than linearly.
     result: list[int] = []
-    # id -> slot of the newest unanswered call with that id (a deque of slots
-    # when one message repeats an id).
+    # id -> slot of the newest unanswered call (a deque when one message repeats an id).
     open_calls: dict[str, int | deque[int]] = {}
     for i, msg in enumerate(msgs):
         role = msg.role
@@ -83,24 +60,14 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     return result
 
 
-def stub_for(call_id: str, text: str = TRUNCATED_STUB) -> Message:
-    return Message(ROLE_TOOL, text, tool_call_id=call_id)
-
-
 def repair_orphaned_tool_pairs(
     msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
 ) -> list[Message]:
-    """A new list in which every call is answered in its block and no result stands alone.
-
-    - a result whose call is absent, or already answered, is dropped;
-    - a result that appears later than its block is moved up into it;
-    - a call still without a result gets a stub (role tool, ``stub``: ``TRUNCATED_STUB``,
-      or ``UNFINISHED_STUB`` where ``msgs`` is the stored log, whose calls lack a result
-      only when none ever came).
-    Results in a block follow the order of the calls. Messages that stood
-    between a call and its late result stay where they were, after the block.
-    Linear time, idempotent; the input list and its messages are not modified
-    (kept messages are the same objects).
+    """A new list in which every call is answered in its block, in call order: a result
+    without an open call is dropped, a late one moved up (what stood between stays after
+    the block), a missing one stubbed with ``stub`` (``UNFINISHED_STUB`` for the stored
+    log, where a call lacks a result only when none came). Idempotent; the input and its
+    messages are not modified (kept messages are the same objects).
     """
     result = match_tool_results(msgs)
     s = 0  # the slot of the next call, in the order match_tool_results numbers them
@@ -114,23 +81,21 @@ def repair_orphaned_tool_pairs(
         if role == ROLE_ASSISTANT and msg.tool_calls:
             for tc in msg.tool_calls:
                 r = result[s]
-                append(msgs[r] if r >= 0 else stub_for(tc.id, stub))
+                append(msgs[r] if r >= 0 else Message(ROLE_TOOL, stub, tool_call_id=tc.id))
                 s += 1
     return out
 
 
 def is_valid_tool_sequence(msgs: Sequence[Message]) -> bool:
-    """True when every call is answered exactly once, immediately, and no tool message stands elsewhere.
-
-    Results within a block may come in any order (the APIs accept that).
-    """
+    """Every call answered exactly once, immediately (in any order within its block, as the
+    APIs accept), and no tool message elsewhere."""
     i, n = 0, len(msgs)
     while i < n:
         msg = msgs[i]
         if msg.role == ROLE_TOOL:
             return False
         i += 1
-        if not _has_calls(msg):
+        if msg.role != ROLE_ASSISTANT or not msg.tool_calls:
             continue
         expected: dict[str, int] = {}
         for tc in msg.tool_calls:

@@ -1,12 +1,9 @@
-"""Topic boundaries (topic isolation, off by default): where a new topic starts.
+"""Topic isolation (off by default): where a new topic starts.
 
-``TopicDetector`` compares term-frequency vectors of adjacent windows of
-``min_segment_size`` (3) messages; where their cosine similarity drops under
-``cosine_threshold`` (0.3) a new segment starts (at the lowest-similarity point
-within one window, so a boundary lands on the first message of the new topic,
-not one early). A segment is at least ``min_segment_size`` messages, except the
-newest, which may have just begun. The pipeline's ``topic`` cut folds what comes
-before the newest segment.
+Term-frequency vectors of adjacent windows of ``min_segment_size`` messages are compared;
+where their cosine similarity drops under ``cosine_threshold``, a segment starts at the
+least similar point of the window (the new topic's first message). A segment has at least
+``min_segment_size`` messages, except the newest, which may have just begun.
 """
 
 from __future__ import annotations
