@@ -124,9 +124,9 @@ def stub_for(msg: Message) -> RenderedMessage:
     return stub_message(Stub(STUB_STUBBED, tokens, offload_id), msg)
 
 
-def evicted_stub(summary: str, tokens: int, offload_id: str = "") -> Stub:
+def evicted_stub(summary: str, tokens: int) -> Stub:
     """The eviction stub of a result of ``tokens`` tokens: its rule summary and facts."""
-    return Stub(STUB_EVICTED, tokens, offload_id, summary)
+    return Stub(STUB_EVICTED, tokens, text=summary)
 
 
 def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
