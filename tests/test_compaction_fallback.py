@@ -15,7 +15,7 @@ from harness9.cli import app
 from harness9.config import ContextOptions, db_path
 from harness9.context.policy import ContextPolicy
 from harness9.context.view import load_view
-from harness9.schema import Message
+from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 
 runner = CliRunner()
@@ -148,3 +148,36 @@ def test_slash_compact_says_what_would_help_when_one_message_fills_the_window(ll
     assert result.exit_code == 0, result.output
     assert "already as small" not in result.output
     assert "/new" in result.output and "--context-window" in result.output
+
+
+def test_evict_keeps_a_long_session_of_small_results_under_a_strict_servers_window():
+    """A server that counts 16 tokens of framing a message (the estimate counts none), as
+    ``bench_session``'s does: once every old result is evicted the conversation itself
+    outgrows the window, and ``evict`` then folds it, with no model call, instead of the
+    session stopping on "context window exceeded"."""
+    window, framing = 24_000, 16
+    opts = ContextOptions(strategy="evict", offload=False)
+    pol = ContextPolicy(opts, ScriptedSummarizer(error=AssertionError("no model call")), window)
+    folds = 0
+    with Manager(db_path()) as m:
+        session = m.new_session()
+        for i in range(300):
+            call = ToolCall(f"c{i}", "bash", f'{{"command": "cat part{i}.log"}}')
+            session.add_messages(
+                [
+                    Message("user", f"step {i}: " + "u" * 400),
+                    Message("assistant", "", [call]),
+                    Message("tool", f"FACT-{i} " + "r" * 2_000, tool_call_id=call.id),
+                ]
+            )
+            request = pol.prepare(session, SYSTEM, [], ["bash"])
+            served = request.estimated + framing * len(request.messages)
+            if served > window:  # the engine's path: compact once, then retry
+                assert pol.after_overflow(session, SYSTEM, [], "too long") is None
+                request = pol.prepare(session, SYSTEM, [], ["bash"], may_compact=False)
+                served = request.estimated + framing * len(request.messages)
+            assert served <= window, f"call {i}: {served} tokens"
+            pol.observe_usage(request, served)
+        cp = session.latest_checkpoint()
+        folds = sum(c.messages_after < c.messages_before for c in session.list_checkpoints())
+    assert cp is not None and cp.strategy == "evict" and folds >= 1

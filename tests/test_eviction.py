@@ -196,3 +196,43 @@ def test_evicted_grep_lists_paths_within_320_bytes_and_counts_the_rest():
     stub = evict_by_density(old_result("grep", grep, {}), 3, 0)[2].content
     shown = ", ".join(f"src/mod_{i:02}.py" for i in range(1, 22))
     assert f"\npaths: {shown} … and 38 more not shown (" in stub
+
+
+def conversation(turns: int) -> list[Message]:
+    """Turns whose weight is the conversation, not its tool results (each too short to
+    evict): what is left once every old result has been evicted."""
+    msgs = [SYS]
+    for i in range(turns):
+        msgs += [
+            Message("user", f"step {i}: never edit the table audit_{i} by hand.\n" + "u" * 300),
+            Message("assistant", f"We decided to use backend_{i}.\n" + "a" * 300),
+            *group(i, "bash", f"ok {i}", {"command": f"make step{i}"}),
+        ]
+    return msgs
+
+
+def test_eviction_that_cannot_land_folds_the_head_keeping_its_facts():
+    from harness9.context.fingerprint import extract_fingerprint, validate_markers
+
+    msgs = conversation(40)
+    before = estimate_tokens(msgs)  # 8,461
+    comp = eviction_compactor(max_tokens=6_000)  # evicts to 4,200; folds to a 3,000 tail
+    result = comp.compact(msgs)
+
+    assert result.strategy == "evict" and result.error is None and result.plan.cut > 1
+    assert estimate_tokens(result.messages) <= 4_200 < before
+    assert is_valid_tool_sequence(result.messages)
+    head = msgs[1 : result.plan.cut]
+    assert validate_markers(result.summary, extract_fingerprint(head)) == []
+    newest_user = next(m for m in reversed(head) if m.role == "user")
+    assert f"User: {newest_user.content}" in result.summary  # the newest words, verbatim
+    assert "@constraint:never edit the table audit_0 by hand" in result.summary  # the oldest's rule
+    assert result.messages[2:] == msgs[result.plan.cut :]  # the tail is kept as it was
+
+
+def test_a_forced_eviction_with_nothing_left_to_evict_folds():
+    msgs = conversation(12)
+    comp = eviction_compactor(max_tokens=10**6)
+    result = comp.compact(msgs, force=True)
+    assert result.plan.would_compact and result.plan.cut > 1 and result.summary
+    assert estimate_tokens(result.messages) < estimate_tokens(msgs)

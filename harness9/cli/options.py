@@ -65,7 +65,8 @@ Strategy = Annotated[
         show_default=False,
         help="Compaction: hybrid (the default: stub old tool results, then summarise; alias "
         "phase2), summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
-        "evict (replace old low-value tool results). Default: HARNESS9_COMPACTION_STRATEGY, "
+        "evict (replace old low-value tool results; when that is not enough, fold old "
+        "messages without a model call). Default: HARNESS9_COMPACTION_STRATEGY, "
         "else compaction.strategy in config.toml.",
     ),
 ]

@@ -24,7 +24,12 @@ from harness9.context.compaction import (
     starts_with_system,
 )
 from harness9.context.eviction import evict_by_density, tool_groups
-from harness9.context.fingerprint import marker_summarizer, structured_summary
+from harness9.context.fingerprint import (
+    extract_fingerprint,
+    marker_summarizer,
+    repair_summary,
+    structured_summary,
+)
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
@@ -35,7 +40,7 @@ from harness9.context.stubs import (
     summary_of,
 )
 from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes
+from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
 
@@ -56,6 +61,10 @@ DEFAULT_TARGET = 0.4
 PRESERVED_SHARE_HYBRID = 0.06
 RECALL_SHARE = 0.06
 EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold
+# When eviction is not enough, ``evict`` keeps a tail of this share of its threshold (40 %
+# of the window at the default 80 % threshold, hybrid's target, so a fold buys as many
+# calls); the folded head's facts take the room up to ``EVICT_SHARE``.
+EVICT_FOLD_SHARE = 0.5
 # Topic isolation folds once the history has more than this many messages and the newest
 # topic segment has at most NEW_TOPIC_MESSAGES: a new topic has just begun.
 TOPIC_MIN_HISTORY = 10
@@ -89,6 +98,7 @@ class Steps:
     # were before step 2) or a "folded" one (the user's and assistant's words, no model call).
     summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
+    words_budget: int | None = None  # tokens of a "folded" summary's words (None: all)
 
 
 class Pipeline:
@@ -154,7 +164,7 @@ class Pipeline:
             reduced = self._reduce(history, force)
             sizes = [message_bytes(m) for m in reduced]
             after = (sum(sizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
-            name = f"{s.strategy}:stubs" if s.cut else s.strategy
+            name = f"{s.strategy}:stubs" if s.cut and s.stub else s.strategy
         if s.cut == "fallback":
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
         # The reduction alone lands under ``enough_at`` (counting each message's framing:
@@ -236,7 +246,10 @@ class Pipeline:
         s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
         try:
             if s.summary == "folded" or span is None:
-                summary = folded_summary(head)
+                summary = folded_summary(head, s.words_budget)
+                if s.preserved_budget:  # no model call: the fingerprint's facts are kept
+                    fp = extract_fingerprint(msgs[1:cut])
+                    summary = repair_summary(summary, fp, budget_tokens=s.preserved_budget).strip()
             elif s.summary == "structured":
                 summary = structured_summary(
                     span,
@@ -392,9 +405,11 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
     return cut
 
 
-def folded_summary(head: Sequence[Message]) -> str:
+def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
     """The previous summary, then what the user said in ``head`` (verbatim) and the
-    assistant (clipped); its tool calls and results are the recall index's."""
+    assistant (clipped); its tool calls and results are the recall index's. Within
+    ``budget_tokens``, only the newest of this head's words that fit, and no previous summary
+    (a repair re-reads its facts' markers; history_search finds every word)."""
     previous = ""
     lines: list[str] = []
     for m in head:
@@ -407,6 +422,13 @@ def folded_summary(head: Sequence[Message]) -> str:
             if len(text) > ASSISTANT_CHARS:
                 text = text[: ASSISTANT_CHARS - 1] + "…"
             lines.append(f"Assistant: {text}")
+    if budget_tokens is not None:
+        room, kept = budget_tokens * BYTES_PER_TOKEN - len(FOLDED_HEADING) - 80, 0
+        while kept < len(lines) and (room := room - utf8_len(lines[-1 - kept]) - 1) >= 0:
+            kept += 1
+        left = len(lines) - kept
+        more = [f"… {left} earlier messages not shown: history_search finds them"] if left else []
+        return "\n".join([FOLDED_HEADING, *more, *lines[left:]]) if lines else ""
     if not lines:
         return previous
     if FOLDED_HEADING in previous:
@@ -570,10 +592,28 @@ class HybridCompactor(Pipeline):
 def eviction_compactor(
     max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
 ) -> Pipeline:
-    """``evict``: eviction alone over ``max_tokens``, down to ``target_ratio`` of it (forced:
-    every evictable result outside the newest ``keep_groups`` groups). Nothing is folded."""
-    evict_to = int(max_tokens * target_ratio)
-    return Pipeline(Steps("evict", max_tokens, evict_to=evict_to, keep_groups=keep_groups, cut=""))
+    """``evict``: over ``max_tokens``, old results are evicted by density down to
+    ``target_ratio`` of it (forced: every evictable result outside the newest ``keep_groups``
+    groups). When that does not land there (every old result already evicted, the
+    conversation grown), the head folds without a model call into the newest of its user's
+    and assistant's words (an eighth of ``max_tokens``, at most 1,500 tokens) with the facts
+    the fingerprint finds (the room between the two shares); with the kept tail that is
+    ``EVICT_FOLD_SHARE`` of ``max_tokens``. Its tool results go into the recall index."""
+    evict_to, fold_to = int(max_tokens * target_ratio), int(max_tokens * EVICT_FOLD_SHARE)
+    words = min(SUMMARY_ESTIMATE_CAP, max_tokens // 8)
+    steps = Steps(
+        "evict",
+        max_tokens,
+        evict_to=evict_to,
+        keep_groups=keep_groups,
+        enough_at=evict_to,
+        cut="fit",
+        target=fold_to - words,
+        summary="folded",
+        preserved_budget=max(1, evict_to - fold_to),
+        words_budget=words,
+    )
+    return Pipeline(steps)
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
