@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
+from harness9.schema import Message, ToolCall
 from harness9.store import Checkpoint, Manager
 
 runner = CliRunner()
@@ -64,6 +65,33 @@ def test_dry_run_table_marks_folded_and_kept_messages():
     assert result.exit_code == 0, result.output
     assert "drop" in result.stdout and "keep" in result.stdout
     assert "would drop" in result.stdout and "threshold 3.2K" in result.stdout
+
+
+def tool_rounds(n: int = 8) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        call = ToolCall(f"c{i}", "bash", f'{{"command": "cat x{i}.log"}}')
+        out += [Message("user", f"look at x{i}"), Message("assistant", "", [call])]
+        out.append(Message("tool", "r" * 2000, tool_call_id=call.id))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("window", "verdict"),
+    [
+        ("6000", "would evict old tool results and keep all 24 messages"),  # eviction lands
+        ("4000", "would fold 18 messages and keep 6"),  # it does not: old messages fold
+    ],
+)
+def test_an_evict_dry_run_says_whether_it_evicts_results_or_folds_messages(window, verdict):
+    stored_session(*tool_rounds())
+
+    result = runner.invoke(
+        app, ["compact", "--dry-run", "--context-window", window, "--strategy", "evict"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert verdict in " ".join(result.stdout.split())
 
 
 def test_dry_run_rows_are_numbered_as_sessions_show_and_fit_a_120_column_terminal():

@@ -29,10 +29,12 @@ def render_plan(
     ``numbers`` maps a stored message id to its ``#N`` in the session, as ``sessions
     show`` numbers it (#1 is the session's first message), so both name one message alike.
     """
+    # evict folds messages (no model call) only when eviction is not enough; with nothing
+    # folded, it and hybrid:stubs replace old tool results and keep every message.
     fold_word = {
         "summarize": "summarize",
         "hybrid": "summarize",
-        "evict": "evict",
+        "evict": "fold" if plan.cut > 1 else "evict",
         "hybrid:stubs": "stub",
     }.get(plan.strategy, "drop")
     numbers = numbers or {}
@@ -60,7 +62,11 @@ def render_plan(
             Text(preview),
         )
     out.print(table)
-    if plan.would_compact:
+    if plan.would_compact and plan.cut <= 1:
+        verdict = (
+            f"would {fold_word} old tool results and keep all {summary['messages_kept']} messages"
+        )
+    elif plan.would_compact:
         n = summary["messages_to_summarize"]
         verdict = (
             f"would {fold_word} {n} message{'' if n == 1 else 's'} "
