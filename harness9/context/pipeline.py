@@ -423,10 +423,12 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
                 text = text[: ASSISTANT_CHARS - 1] + "…"
             lines.append(f"Assistant: {text}")
     if budget_tokens is not None:
-        room, kept = budget_tokens * BYTES_PER_TOKEN - len(FOLDED_HEADING) - 80, 0
-        while kept < len(lines) and (room := room - utf8_len(lines[-1 - kept]) - 1) >= 0:
-            kept += 1
-        left = len(lines) - kept
+        room, left = budget_tokens * BYTES_PER_TOKEN - len(FOLDED_HEADING) - 80, len(lines)
+        for line in reversed(lines):  # 80: room for the "… N earlier" line
+            room -= utf8_len(line) + 1
+            if room < 0:
+                break
+            left -= 1
         more = [f"… {left} earlier messages not shown: history_search finds them"] if left else []
         return "\n".join([FOLDED_HEADING, *more, *lines[left:]]) if lines else ""
     if not lines:
