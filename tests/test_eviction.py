@@ -236,3 +236,18 @@ def test_a_forced_eviction_with_nothing_left_to_evict_folds():
     result = comp.compact(msgs, force=True)
     assert result.plan.would_compact and result.plan.cut > 1 and result.summary
     assert estimate_tokens(result.messages) < estimate_tokens(msgs)
+
+
+def test_a_second_fold_keeps_the_rules_the_first_kept_only_as_words():
+    """The first fold keeps its newest words verbatim, not as facts; the second drops
+    those words for newer ones, so it reads them again for the facts they state."""
+    comp = eviction_compactor(max_tokens=6_000)
+    first = comp.compact(conversation(36))
+    assert first.plan.cut > 1
+    later = conversation(60)[1 + 4 * 36 :]  # turns 36..59, as they came after
+
+    second = comp.compact([*first.messages, *later])
+
+    assert second.plan.cut > 1 and is_valid_tool_sequence(second.messages)
+    text = "\n".join(m.content for m in second.messages)
+    assert all(f"audit_{i} by hand" in text for i in range(60))

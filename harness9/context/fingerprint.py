@@ -26,6 +26,7 @@ from harness9.context.patterns import (
     find_paths,
 )
 from harness9.context.prompts import prompt
+from harness9.context.stubs import summary_of
 from harness9.context.summarize import SpanSummarizer, Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.errors import HarnessError
@@ -105,10 +106,14 @@ def _clean_path(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
+def extract_fingerprint(
+    msgs: Sequence[Message], *, reread_summaries: bool = False
+) -> KeyInfoFingerprint:
     """Every distinct fact of the messages about to be folded (system message ignored),
     each list in order of last mention, normalised (whitespace collapsed, a leading ``./``
-    dropped) and deduplicated, uncapped.
+    dropped) and deduplicated, uncapped. An earlier summary gives its markers and paths;
+    with ``reread_summaries`` its other lines are read as the user's and assistant's words
+    too (a fold without a model keeps what it folded as those words, not as markers).
 
     ``rank`` orders them for a budget: first what the user or the agent acted on (their
     text, tool-call arguments, an earlier summary's markers), the user's rules ahead (short,
@@ -146,6 +151,8 @@ def extract_fingerprint(msgs: Sequence[Message]) -> KeyInfoFingerprint:
                 kind = {"func": "identifier", "type": "identifier"}.get(kind, kind)
                 add(kind, [_clean_path(value) if kind == "file" else value], i, True)
             add("file", map(_clean_path, find_paths(m.content)), i, True)
+            if reread_summaries:
+                add_text(_MARKER_RE.sub("", summary_of(m)), i, True, rules=True)
         elif m.role == ROLE_TOOL:
             add_text(m.content, i, False)
             if errors := error_lines(m.content):

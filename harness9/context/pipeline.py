@@ -248,7 +248,7 @@ class Pipeline:
             if s.summary == "folded" or span is None:
                 summary = folded_summary(head, s.words_budget)
                 if s.preserved_budget:  # no model call: the fingerprint's facts are kept
-                    fp = extract_fingerprint(msgs[1:cut])
+                    fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
                     summary = repair_summary(summary, fp, budget_tokens=s.preserved_budget).strip()
             elif s.summary == "structured":
                 summary = structured_summary(
