@@ -409,7 +409,8 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
     """The previous summary, then what the user said in ``head`` (verbatim) and the
     assistant (clipped); its tool calls and results are the recall index's. Within
     ``budget_tokens``, only the newest of this head's words that fit, and no previous summary
-    (a repair re-reads its facts' markers; history_search finds every word)."""
+    (the fold's fingerprint reads its words and markers again; history_search finds every
+    word)."""
     previous = ""
     lines: list[str] = []
     for m in head:
