@@ -251,6 +251,48 @@ def test_a_context_length_error_forces_a_compaction_and_one_retry(llm_server, ma
     assert retried["messages"][1]["content"].startswith("[Conversation Summary]")
 
 
+TOO_LONG = (
+    "This model's maximum context length is 4096 tokens. "
+    "However, your messages resulted in 9000 tokens."
+)
+
+
+def test_each_model_call_of_a_turn_recovers_from_one_overflow(llm_server, manager, workdir):
+    # A long agent turn can overflow more than once: every model call gets its compaction
+    # and one retry (a turn that stopped at the second overflow lost its work).
+    (workdir / "a.txt").write_text("alpha\n")
+    session = manager.new_session()
+    _fill(session, 10)
+    llm_server.respond_with(lambda body: SUMMARY_REPLY if is_summary_request(body) else None)
+    too_long = {"type": "invalid_request_error", "code": "context_length_exceeded"}
+    llm_server.reply_error(400, TOO_LONG, **too_long)
+    llm_server.reply_tool_calls([("c1", "read_file", json.dumps({"path": "a.txt"}))])
+    llm_server.reply_error(400, TOO_LONG, **too_long)
+    llm_server.reply_text("read it")
+    engine, _ = make_engine(llm_server, session, workdir)
+
+    result = engine.run_turn("read a.txt")
+
+    assert result.error is None and result.reply.content == "read it"
+    assert len([b for b in llm_server.requests if not is_summary_request(b)]) == 4
+
+
+def test_a_retry_rejected_again_is_one_clear_error(llm_server, manager, workdir):
+    session = manager.new_session()
+    _fill(session, 10)
+    llm_server.respond_with(lambda body: SUMMARY_REPLY if is_summary_request(body) else None)
+    too_long = {"type": "invalid_request_error", "code": "context_length_exceeded"}
+    llm_server.reply_error(400, TOO_LONG, **too_long)
+    llm_server.reply_error(400, TOO_LONG, **too_long)
+    engine, _ = make_engine(llm_server, session, workdir)
+
+    result = engine.run_turn("go on")
+
+    assert result.error is not None and "context" in result.error
+    assert len([b for b in llm_server.requests if not is_summary_request(b)]) == 2
+    assert manager.open_session(session.session_id).get_messages()[-1].content == "go on"
+
+
 def test_a_failing_summariser_falls_back_to_truncation_and_says_why(llm_server, manager, workdir):
     session = manager.new_session()
     _fill(session, 20)

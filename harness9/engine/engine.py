@@ -240,6 +240,7 @@ class AgentEngine:
                     just_compacted = True
                     continue
                 reply, usage = answer
+                may_compact_on_overflow = True  # once per model call: this one got through
                 self._streamed.clear()  # complete: stored below (or reported, when empty)
                 result.iterations += 1
                 if usage is not None:
@@ -329,7 +330,7 @@ class AgentEngine:
         may_compact: bool,
     ) -> tuple[Message, Usage | None] | None:
         """The model's reply; None when it rejected the context as too long and the
-        policy compacted (once per turn: ``may_compact``)."""
+        policy compacted (once per model call: ``may_compact``)."""
         policy, emit = self.policy, self.on_event
         try:
             reply, usage = self.provider.generate(
