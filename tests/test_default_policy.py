@@ -77,7 +77,8 @@ def test_requests_between_compactions_only_append_even_when_todos_change(llm_ser
     work = tmp_path / "w"
     work.mkdir()
     for i in range(12):
-        (work / f"f{i}.log").write_text(log_lines(f"file{i}", 80))
+        # 70 lines: 455 tokens, under a 6K window's inline limit (500): kept until compacted.
+        (work / f"f{i}.log").write_text(log_lines(f"file{i}", 70))
     todos = lambda k: {  # noqa: E731
         "todos": [
             {"content": f"step {j}", "status": "completed" if j < k else "pending"}

@@ -72,6 +72,13 @@ def log_files(work: Path, count: int = 8, kb: int = 3) -> list[str]:
     return names
 
 
+@pytest.fixture
+def inline_results(monkeypatch):
+    """Offload off: the 3 KB logs stay in the context (a 6K window offloads a result over
+    500 tokens), so these sessions compact as often as the tests need."""
+    monkeypatch.setenv("HARNESS9_OFFLOAD", "false")
+
+
 def checkpoints_of(sid: str) -> int:
     with Manager(db_path()) as m:
         return len(m.open_session(sid).list_checkpoints())
@@ -87,7 +94,7 @@ def only_session() -> str:
 
 
 def test_every_rule_is_in_every_request_after_ten_compactions_that_keep_nothing(
-    llm_server: ScriptedLLMServer, tmp_path: Path
+    llm_server: ScriptedLLMServer, tmp_path: Path, inline_results: None
 ):
     work = tmp_path / "w"
     llm_server.respond_with(LogReader(log_files(work)))
@@ -149,7 +156,7 @@ def test_between_two_compactions_the_repeated_instructions_keep_the_prefix_stabl
 
 
 def test_a_pin_is_in_every_request_through_compactions_and_resume(
-    llm_server: ScriptedLLMServer, tmp_path: Path
+    llm_server: ScriptedLLMServer, tmp_path: Path, inline_results: None
 ):
     work = tmp_path / "w"
     llm_server.respond_with(LogReader(log_files(work)))
@@ -377,7 +384,7 @@ def test_rewind_lists_user_messages_then_continues_without_the_later_turns(
 
 
 def test_a_rewind_across_compactions_has_the_view_the_session_had_at_that_point(
-    llm_server: ScriptedLLMServer, tmp_path: Path
+    llm_server: ScriptedLLMServer, tmp_path: Path, inline_results: None
 ):
     work = tmp_path / "w"
     llm_server.respond_with(LogReader(log_files(work)))

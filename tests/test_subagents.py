@@ -351,7 +351,10 @@ def test_the_parents_compaction_keeps_each_sub_agent_result_reachable(llm_server
     assert all(e["handle"].startswith("msg_") for e in cp["recall"] if e["tool"] == "task")
 
 
-def test_each_sub_agent_compacts_its_own_context(llm_server, tmp_path):
+def test_each_sub_agent_compacts_its_own_context(llm_server, tmp_path, monkeypatch):
+    # Offload off: the parts stay in the sub-agent's context (a 6K window offloads a result
+    # over 500 tokens), so it compacts.
+    monkeypatch.setenv("HARNESS9_OFFLOAD", "false")
     work = tmp_path / "w"
     work.mkdir()
     for i in range(4):

@@ -251,10 +251,9 @@ def _nothing_to_compact(
     """Why a compaction folded nothing, in the units the strategy goes by."""
     from harness9.context.tokens import format_token_count
 
-    under = (
-        f"{format_token_count(plan.tokens_before)} tokens is under the "
-        f"{format_token_count(plan.threshold)}-token threshold"
-    )
+    tokens = f"{format_token_count(plan.tokens_before)} tokens"
+    threshold = f"the {format_token_count(plan.threshold)}-token threshold"
+    under = f"{tokens} is under {threshold}"
     if window is not None:
         # The window keeps the last N messages, forced or not ("the last 100 messages").
         fits = (
@@ -263,4 +262,8 @@ def _nothing_to_compact(
         return f"{fits} and {under}" if plan.threshold > 0 else fits
     if force or plan.would_compact:
         return "nothing to compact: nothing left to fold"
+    if plan.tokens_before > plan.threshold > 0:
+        from harness9.ui.compaction_plan import FOLDS_NOTHING
+
+        return f"nothing to compact: {tokens} is over {threshold}, but {FOLDS_NOTHING}"
     return f"nothing to compact: {under} (use --force to compact anyway)"

@@ -78,6 +78,7 @@ MIN_COMPACTION_GAIN = 0.05
 # Strategies that call no model: a dry run computes their result exactly, and one left
 # over the threshold is made again with a larger cut.
 MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
+OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 
 class TokenCounter(Protocol):
@@ -162,8 +163,10 @@ class ContextPolicy:
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
             self.topics = topic_compactor(detector, summarizer, summarizer_window=context_window)
+        # A tool result kept inline, and a page recall returns, are at most this many tokens.
+        self.inline_limit_tokens = offload_limit(opts.offload_max_result_tokens, context_window)
         config = OffloadConfig(
-            opts.offload_max_result_tokens,
+            self.inline_limit_tokens,
             opts.offload_max_result_bytes,
             cleanup_age_days=opts.offload_cleanup_age_days,
         )
@@ -390,11 +393,16 @@ class ContextPolicy:
         if not force and not self.compactor.plan(view.messages).would_compact:
             return None
         notice = self._compact(session, sized, view, self.compactor, force, emit, instructions)
-        if notice is None and force and estimate_tokens(view.messages) > self.threshold_tokens:
-            # Asked for, over the threshold, and the strategy folded nothing: the
-            # protected tail goes, as a last resort, rather than the next turn overflowing.
+        if not force:
+            return notice
+        if notice is not None:
+            view = load_view(session, sized)
+        # Asked for, and the strategy left the context over the threshold (it folded
+        # nothing, or its protected tail alone is too big: a small window): the tail's tool
+        # results go too, as a last resort, rather than the next request overflowing.
+        if estimate_tokens(view.messages) > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
-            notice = self._compact(session, sized, view, tail, True, emit)
+            notice = self._compact(session, sized, view, tail, True, emit) or notice
         return notice
 
     def plan(
@@ -465,6 +473,16 @@ class ContextPolicy:
         if offloaded is None:
             return content, None
         return offloaded.summary, OffloadLink(offloaded.id, offloaded.token_size)
+
+
+def offload_limit(max_result_tokens: int, context_window: int) -> int:
+    """The size in tokens over which a tool result is offloaded: the ``offload.max_result_tokens``
+    option, at most ``1 / OFFLOAD_WINDOW_SHARE`` of the window, so that the newest tool
+    groups a compaction keeps whole (three, each one such result) take a quarter of it and
+    still fit under hybrid's 40 % target with the system prompt and the tools. The default
+    2,000 binds from a 24K window up; on a 4K window a result of 1,900 tokens would
+    otherwise leave no room for the next."""
+    return max(1, min(max_result_tokens, context_window // OFFLOAD_WINDOW_SHARE))
 
 
 def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:

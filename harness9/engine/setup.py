@@ -155,11 +155,15 @@ class _Parts:
         )
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
+        from harness9.context.tokens import BYTES_PER_TOKEN
         from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
         registry = default_registry()
         if policy.offload is not None or self.opts.recall:
-            registry.register(OffloadRecallTool(policy.offload, handles=self.opts.recall))
+            page = policy.inline_limit_tokens * BYTES_PER_TOKEN  # a page fits as a result does
+            registry.register(
+                OffloadRecallTool(policy.offload, handles=self.opts.recall, max_chars=page)
+            )
         if self.opts.recall:
             subagents = None
             if children is not None:

@@ -19,14 +19,23 @@ from harness9.tools.base import ToolContext, ToolResult
 
 
 class OffloadRecallTool:
-    """Returns up to 8,000 characters of a stored result; ``offset`` pages on."""
+    """Returns a page of a stored result (at most ``max_chars``, 8,000 by default; a small
+    window's policy asks for less); ``offset`` pages on."""
 
     name = "offload_recall"
 
-    def __init__(self, store: OffloadStore | None, *, handles: bool = True) -> None:
-        """``store``: offloaded outputs (None: offload is off); ``handles``: accept msg_<n>."""
+    def __init__(
+        self,
+        store: OffloadStore | None,
+        *,
+        handles: bool = True,
+        max_chars: int = RECALL_MAX_CHARS,
+    ) -> None:
+        """``store``: offloaded outputs (None: offload is off); ``handles``: accept msg_<n>;
+        ``max_chars``: the largest page (at most ``RECALL_MAX_CHARS``)."""
         self.store = store
         self.handles = handles
+        self.max_chars = max(1, min(max_chars, RECALL_MAX_CHARS))
 
     def definition(self) -> ToolDefinition:
         where = []
@@ -42,7 +51,7 @@ class OffloadRecallTool:
             description=(
                 "Recall the full content of a stored tool result: "
                 + "; or ".join(where)
-                + f". Returns at most {RECALL_MAX_CHARS} characters; pass offset to continue "
+                + f". Returns at most {self.max_chars} characters; pass offset to continue "
                 "where a truncated recall stopped."
             ),
             parameters={
@@ -60,8 +69,8 @@ class OffloadRecallTool:
                     "limit": {
                         "type": "integer",
                         "minimum": 1,
-                        "maximum": RECALL_MAX_CHARS,
-                        "description": f"characters to return (default and max {RECALL_MAX_CHARS})",
+                        "maximum": self.max_chars,
+                        "description": f"characters to return (default and max {self.max_chars})",
                     },
                 },
                 "required": ["id"],
@@ -76,9 +85,10 @@ class OffloadRecallTool:
             return ToolResult.error("offload_recall: 'id' must be a non-empty string")
         try:
             offset = int(args.get("offset", 0) or 0)
-            limit = int(args.get("limit", RECALL_MAX_CHARS) or RECALL_MAX_CHARS)
+            limit = int(args.get("limit", self.max_chars) or self.max_chars)
         except (TypeError, ValueError):
             return ToolResult.error("offload_recall: offset and limit must be integers")
+        limit = min(limit, self.max_chars)
         message_id = handle_message_id(oid) if self.handles else None
         try:
             if message_id is not None:

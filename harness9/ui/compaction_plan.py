@@ -15,6 +15,11 @@ from harness9.ui.text import inert
 
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 MAX_ROWS = 40
+# Over the threshold with nothing the strategy can fold: the newest tool groups, kept
+# whole, are too big (a small window). A compaction asked for stubs them as a last resort.
+FOLDS_NOTHING = (
+    "the strategy finds nothing more to fold (--force also stubs the newest tool results)"
+)
 
 
 def render_plan(
@@ -72,6 +77,8 @@ def render_plan(
             f"would {fold_word} {n} message{'' if n == 1 else 's'} "
             f"and keep {summary['messages_kept']}"
         )
+    elif plan.tokens_before > plan.threshold > 0:
+        verdict = f"over the threshold, but {FOLDS_NOTHING}"
     else:
         verdict = (
             f"under the threshold ({format_token_count(plan.threshold)} tokens): "
