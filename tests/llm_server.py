@@ -287,8 +287,11 @@ def _pieces(text: str, size: int) -> list[str]:
 
 def _usage(spec_usage: tuple[int, ...] | None, body: dict[str, Any], out_text: str) -> dict:
     if spec_usage is None:
-        # Deterministic stand-in: bytes / 4, like the harness's own estimate.
-        prompt = max(1, len(json.dumps(body.get("messages", []))) // 4)
+        # Deterministic stand-in: bytes / 4 of the messages and, as OpenAI counts them in
+        # ``prompt_tokens``, the tool definitions.
+        tools = body.get("tools") or []
+        sent = len(json.dumps(body.get("messages", []))) + (len(json.dumps(tools)) if tools else 0)
+        prompt = max(1, sent // 4)
         spec_usage = (prompt, max(1, len(out_text.encode()) // 4))
     prompt, completion, *cached = spec_usage
     usage: dict[str, Any] = {
