@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from history import ScriptedSummarizer, exchanges
+from llm_server import ErrorReply
 from support import stored_session
 from typer.testing import CliRunner
 
@@ -126,3 +127,53 @@ def test_compact_says_when_the_context_is_over_the_threshold_with_nothing_to_fol
         session = m.open_session(sid)
         assert estimate_tokens(load_view(session, SYSTEM).messages) <= 3200
         assert len(session.get_records()) == len(msgs) + 1
+
+
+def test_window_strategy_recovers_when_the_model_counts_more_than_the_estimate(llm_server):
+    # Many small messages: the server's count (their framing) is over a 4K window while
+    # harness9's estimate is under the threshold. The overflow forces the token-aware
+    # window to keep half the history, and the retry fits.
+    sid = stored_session(*exchanges(30, 60))
+    too_long = (
+        "This model's maximum context length is 4000 tokens. "
+        "However, your messages resulted in 4100 tokens."
+    )
+
+    def model(body: dict):
+        if len(body["messages"]) > 40:
+            return ErrorReply(
+                400, too_long, type="invalid_request_error", code="context_length_exceeded"
+            )
+        return "fits now"
+
+    llm_server.respond_with(model)
+    argv = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url]
+    argv += ["--yes", "--context-window", "4000", "--strategy", "window", "--resume", sid]
+
+    result = runner.invoke(app, argv, input="go on\n")
+
+    assert result.exit_code == 0, result.output
+    assert "fits now" in result.output and "[window]" in result.output
+    sizes = [len(body["messages"]) for body in llm_server.requests]
+    assert sizes[0] > 40 and sizes[-1] <= 40
+    with Manager(db_path()) as m:  # the log keeps every message
+        assert len(m.open_session(sid).get_records()) == 60 + 2
+
+
+def test_a_window_session_cuts_before_a_call_the_server_would_count_over_the_window():
+    # The last call's usage says the server counts ~40 tokens a message more than the
+    # estimate: the next call's expected count is over the threshold, so the window cuts
+    # before sending, although its estimate alone is under.
+    policy = ContextPolicy(ContextOptions(strategy="window"), ScriptedSummarizer(), 4_000)
+    with Manager(db_path()) as m:
+        session = m.new_session()
+        session.add_messages(exchanges(30, 60))
+        first = policy.prepare(session, SYSTEM, [], [])
+        assert len(first.messages) == 61 and first.estimated < policy.threshold_tokens
+
+        policy.observe_usage(first, first.estimated + 40 * 61)
+        second = policy.prepare(session, SYSTEM, [], [])
+
+        assert len(second.messages) <= 31
+        assert second.estimated + 40 * len(second.messages) < policy.threshold_tokens
+        assert second.messages[-1] == first.messages[-1]

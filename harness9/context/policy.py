@@ -203,7 +203,9 @@ class ContextPolicy:
         sized = measured_system(system, tools)
         live = self.views.load(session, sized)
         due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
-        if due is not None and self._compact(session, sized, live.view, *due, emit):
+        if due is not None and self._compact(
+            session, sized, live.view, due[0], due[1], emit, framing=due[2]
+        ):
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
@@ -219,8 +221,9 @@ class ContextPolicy:
 
     def _decide(
         self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
-    ) -> tuple[Compactor, bool] | None:
-        """The compaction this model call runs and whether it is forced; None: none.
+    ) -> tuple[Compactor, bool, int] | None:
+        """The compaction this model call runs, whether it is forced and the framing (tokens)
+        it counts beyond the estimate; None: none.
 
         Due at the threshold by the estimate or by the server's expected count (``served``),
         or when the smart trigger fires. One that could not get under the threshold (the
@@ -229,7 +232,7 @@ class ContextPolicy:
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
-        served = tokens + int(self.overhead_per_message * len(view.messages))
+        served = tokens + self._framing(view.messages)
         if not self.opts.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True
@@ -246,10 +249,11 @@ class ContextPolicy:
         last = st.last_compaction_tokens
         grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
-            return comp, not plan.would_compact
+            forced = not plan.would_compact
+            return comp, forced, served - tokens if forced else 0
         bound = self.opts.max_messages
         if bound and len(view.messages) > bound:
-            return MessageBound(bound, bound // 2), True
+            return MessageBound(bound, bound // 2), True, 0
         return None
 
     def _compact(
@@ -261,17 +265,20 @@ class ContextPolicy:
         force: bool,
         emit: ContextEventSink,
         instructions: str | None = None,
+        framing: int = 0,
     ) -> Compaction | None:
         """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
         Stubs are stored too (decision 7): the view is a function of the log and the latest
-        checkpoint, the same bytes on every request until the next one and on --resume."""
+        checkpoint, the same bytes on every request until the next one and on --resume.
+        ``framing``: tokens the server counts beyond the estimate, counted by the cut."""
         before = estimate_tokens(view.messages)
         st = self.state(session.session_id)
-        tried = (comp.strategy, view.ids[-1] if view.ids else None, len(view.messages), before)
+        last = view.ids[-1] if view.ids else None
+        tried = (comp.strategy, last, len(view.messages), before + framing)
         if st.futile == tried and instructions is None:
             return None
         emit(CompactionStarted(comp.strategy, before))
-        result, cp = self._run(session, sized, view, comp, force, instructions, emit)
+        result, cp = self._run(session, sized, view, comp, force, instructions, emit, framing)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         if cp is None or not _gained(before, cp.tokens_after, force):
             st.futile = tried
@@ -290,6 +297,7 @@ class ContextPolicy:
         force: bool,
         instructions: str | None = None,
         emit: ContextEventSink = discard,
+        framing: int = 0,
     ) -> tuple[CompactionResult, Checkpoint | None]:
         """``comp``'s result on ``view`` (built on ``sized``) and the checkpoint it would
         store (None: it changes nothing), with the figures every report prints. Stores nothing.
@@ -297,7 +305,8 @@ class ContextPolicy:
         Folded user messages are kept verbatim beside the summary (``view.carry_instructions``),
         so the view after can be larger than what the compactor kept: a model-free compaction
         is then made again with that excess counted in the system message, to land under
-        the threshold; one with a summary is not repeated (a model call each).
+        the threshold; one with a summary is not repeated (a model call each). ``framing``
+        (tokens) is counted there from the start.
         """
         window, pins = self.context_window, session.pins()
         record = partial(  # a result's checkpoint: its recall index and kept user messages
@@ -307,7 +316,7 @@ class ContextPolicy:
             state=state_items(session),
             instruction_budget=instruction_budget(window),
         )
-        head, limit, pad = view.messages[0], comp.threshold_tokens, 0
+        head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
             msgs = view.messages
@@ -362,7 +371,7 @@ class ContextPolicy:
             return reason
         what = f"the model rejected the context as too long ({reason})"
         emit(Notice(f"{what}; compacting and retrying"))
-        self.compact(session, system, tools=tools, emit=emit)
+        self.compact(session, system, tools=tools, emit=emit, rejected=True)
         return None
 
     def begin_turn(
@@ -385,25 +394,41 @@ class ContextPolicy:
         instructions: str | None = None,
         tools: list[ToolDefinition] | None = None,
         emit: ContextEventSink = discard,
+        rejected: bool = False,
     ) -> Compaction | None:
-        """Compact now (/compact, ``harness9 compact``, an overflow): the notice, or None when
-        nothing was folded (under the threshold without ``force``, or nothing left)."""
+        """Compact now (/compact, ``harness9 compact``, an overflow: ``rejected``): the
+        notice, or None when nothing was folded (under the threshold without ``force``, or
+        nothing left).
+
+        A rejected context was at least the window by the server's count, whatever the
+        estimate says (the framing of many small messages, a tokenizer that counts more):
+        the compaction counts the difference, so that even the message-counting ``window``
+        cuts, and a strategy that still folds nothing hands over to the last resort."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
         if not force and not self.compactor.plan(view.messages).would_compact:
             return None
-        notice = self._compact(session, sized, view, self.compactor, force, emit, instructions)
+        framing = self._framing(view.messages)
+        if rejected:
+            framing = max(framing, self.context_window - estimate_tokens(view.messages))
+        comp = self.compactor
+        notice = self._compact(session, sized, view, comp, force, emit, instructions, framing)
         if not force:
             return notice
         if notice is not None:
-            view = load_view(session, sized)
+            view, framing = load_view(session, sized), 0
         # Asked for, and the strategy left the context over the threshold (it folded
         # nothing, or its protected tail alone is too big: a small window): the tail's tool
         # results go too, as a last resort, rather than the next request overflowing.
-        if estimate_tokens(view.messages) > self.threshold_tokens:
+        framing = max(framing, self._framing(view.messages))
+        if estimate_tokens(view.messages) + framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
-            notice = self._compact(session, sized, view, tail, True, emit) or notice
+            notice = self._compact(session, sized, view, tail, True, emit, None, framing) or notice
         return notice
+
+    def _framing(self, msgs: Sequence[Message]) -> int:
+        """Tokens the server is expected to count in ``msgs`` beyond the estimate."""
+        return int(self.overhead_per_message * len(msgs))
 
     def plan(
         self,
