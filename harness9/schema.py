@@ -140,7 +140,3 @@ class ToolDefinition:
                 "parameters": self.parameters,
             },
         }
-
-
-def messages_to_dicts(msgs: list[Message]) -> list[dict[str, Any]]:
-    return [m.to_dict() for m in msgs]

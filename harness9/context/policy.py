@@ -39,6 +39,7 @@ from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
     RECALL_SHARE,
+    STRATEGY_STUBS,
     CompactorFactory,
     HybridCompactor,
     MessageBound,
@@ -77,7 +78,7 @@ from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
 MIN_COMPACTION_GAIN = 0.05
 # Strategies that call no model: a dry run computes their result exactly, and one left
 # over the threshold is made again with a larger cut.
-MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", "hybrid:stubs"})
+MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", STRATEGY_STUBS})
 OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA = "harness9"
 # Any constant unique to this program: pg_advisory_xact_lock takes a bigint.
 ADVISORY_LOCK_KEY = 0x6861726E65737339  # "harness9"
 # The indexed text is cut here: a tsvector holds at most 1 MB, and a message this long

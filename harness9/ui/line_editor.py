@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-CONTINUE_HINT = "Alt-Enter or a trailing \\ for a new line"
-
 # The inputs of this process's line editors. prompt_toolkit reads keys in chunks, so keys
 # typed right after Enter may already be read when the prompt returns; it keeps them for
 # the next prompt ("type-ahead"), where no tcflush can reach them.
