@@ -17,8 +17,10 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import ContextOptions, db_path
+from harness9.context.pipeline import HybridCompactor
 from harness9.context.policy import ContextPolicy, offload_limit
-from harness9.context.tokens import estimate_tokens
+from harness9.context.summarize import CLIPPED_NOTE, clipped
+from harness9.context.tokens import ServerExcess, estimate_tokens
 from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
@@ -177,3 +179,35 @@ def test_a_window_session_cuts_before_a_call_the_server_would_count_over_the_win
         assert len(second.messages) <= 31
         assert second.estimated + 40 * len(second.messages) < policy.threshold_tokens
         assert second.messages[-1] == first.messages[-1]
+
+
+def test_the_servers_excess_is_split_into_a_fixed_part_and_one_per_message():
+    # Tool schemas the server counts 300 tokens larger, and 20 tokens of framing a message:
+    # learnt on a 3-message view, it is not 110 a message on a 16-message one.
+    excess = ServerExcess()
+    excess.observe(3, 300 + 20 * 3)
+    assert excess.tokens(3) == 360  # one call: all of it per message
+    for n in (3, 8, 10, 12, 3):
+        excess.observe(n, 300 + 20 * n)
+    assert round(excess.fixed) == 300 and round(excess.per_message) == 20
+    assert excess.tokens(16) == 300 + 20 * 16
+    excess.observe(5, -400)  # a server that counts less: never a negative excess
+    assert excess.fixed >= 0 and excess.per_message >= 0
+
+
+def test_a_summary_longer_than_a_tenth_of_the_window_is_clipped_and_keeps_its_facts():
+    # A faithful model's summary of a long session: 200 fact lines, ~2,100 tokens, in a
+    # 4K window (the newest turn's tool results would find no room beside it).
+    long_summary = "**Goal:** audit the logs.\n" + "\n".join(
+        f"FACT-{i:04d} in logs/app{i}.log is v{i:07x}" for i in range(200)
+    )
+    head = [Message("user", "never push to main; read logs/app7.log"), *exchanges(20, 200)]
+    msgs = [SYSTEM, *head, *exchanges(3, 100, start=50)]
+    compactor = HybridCompactor(ScriptedSummarizer(long_summary), 4_000)
+
+    res = compactor.compact(msgs, force=True)
+
+    assert res.summary is not None and len(res.summary) <= 400 * 4 + 400  # + its facts
+    assert CLIPPED_NOTE in res.summary and res.summary.startswith("**Goal:** audit the logs.")
+    assert "never push to main" in res.summary  # the fingerprint's repair came after
+    assert clipped("short", 10) == "short" and clipped("x" * 100, None) == "x" * 100

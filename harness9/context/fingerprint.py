@@ -27,7 +27,7 @@ from harness9.context.patterns import (
 )
 from harness9.context.prompts import prompt
 from harness9.context.stubs import summary_of
-from harness9.context.summarize import SpanSummarizer, Summarizer
+from harness9.context.summarize import SpanSummarizer, Summarizer, clipped
 from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
@@ -303,12 +303,14 @@ def structured_summary(
     on_progress: ProgressCallback | None = None,
     preserved_budget: int | None = None,
     instructions: str | None = None,
+    text_budget: int | None = None,
 ) -> str:
     """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
 
     ``fingerprint_from`` lets a caller fingerprint the original messages while the model
     sees an already-evicted rendering of them. ``preserved_budget`` (tokens) bounds both
-    the facts hint and the "Preserved facts" section. Raises SummaryError on an empty reply.
+    the facts hint and the "Preserved facts" section; ``text_budget`` the model's text,
+    ``clipped`` before the repair adds what it lost. Raises SummaryError on an empty reply.
     """
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)
@@ -317,4 +319,4 @@ def structured_summary(
     text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")
-    return repair_summary(text, fp, budget_tokens=preserved_budget)
+    return repair_summary(clipped(text, text_budget), fp, budget_tokens=preserved_budget)

@@ -39,7 +39,13 @@ from harness9.context.stubs import (
     summary_message,
     summary_of,
 )
-from harness9.context.summarize import SUMMARY_ESTIMATE_CAP, SpanSummarizer, Summarizer
+from harness9.context.summarize import (
+    SUMMARY_ESTIMATE_CAP,
+    SUMMARY_WINDOW_DIVISOR,
+    SpanSummarizer,
+    Summarizer,
+    clipped,
+)
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
@@ -98,6 +104,7 @@ class Steps:
     # were before step 2) or a "folded" one (the user's and assistant's words, no model call).
     summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
+    summary_budget: int | None = None  # tokens of the model's summary text ("clipped")
     words_budget: int | None = None  # tokens of a "folded" summary's words (None: all)
 
 
@@ -258,9 +265,11 @@ class Pipeline:
                     on_progress=on_progress,
                     preserved_budget=s.preserved_budget,
                     instructions=instructions,
+                    text_budget=s.summary_budget,
                 )
             else:
                 summary = span.summarize(head, focus=instructions, on_progress=on_progress)
+                summary = clipped(summary, s.summary_budget)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
         if not summary and s.summary != "folded":
@@ -533,7 +542,15 @@ class SummarizationCompactor(Pipeline):
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         super().__init__(
-            Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain"),
+            Steps(
+                "summarize",
+                max_tokens,
+                min_tail=min_tail_messages,
+                summary="plain",
+                summary_budget=summarizer_window // SUMMARY_WINDOW_DIVISOR
+                if summarizer_window
+                else None,
+            ),
             SpanSummarizer(summarizer, window=summarizer_window),
             fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
         )
@@ -587,6 +604,7 @@ class HybridCompactor(Pipeline):
             target=goal - reserve,
             summary="structured",
             preserved_budget=preserved,
+            summary_budget=max(1, context_window // SUMMARY_WINDOW_DIVISOR),
         )
         span = marker_summarizer(summarizer, window=context_window)
         super().__init__(steps, span, fallback=TokenBudgetCompactor(goal))

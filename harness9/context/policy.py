@@ -54,6 +54,7 @@ from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
+    ServerExcess,
     estimate_tokens,
     estimate_tool_tokens,
     format_token_count,
@@ -176,10 +177,10 @@ class ContextPolicy:
         # Decided on: the byte estimate, whose head-room the threshold is for.
         self.token_counter = token_counter
         self._calibrated = False
-        # Tokens per message the server counted beyond the estimate in the last call (framing,
-        # the tokenizer's difference). Decisions add it (issue 19: a session of small tool
-        # results reached 99 % of the window, its estimate under 80 %).
-        self.overhead_per_message = 0.0
+        # What the server counts beyond the estimate (framing, tool schemas, the tokenizer's
+        # difference). Decisions add it (issue 19: a session of small tool results reached
+        # 99 % of the window, its estimate under 80 %).
+        self.excess = ServerExcess()
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -348,8 +349,7 @@ class ContextPolicy:
     def observe_usage(self, request: Request, input_tokens: int) -> None:
         """Calibrates the displayed count and the per-message framing by the real input."""
         if input_tokens > 0 and request.estimated > 0:
-            excess = input_tokens - request.estimated
-            self.overhead_per_message = max(0.0, excess / max(1, len(request.messages)))
+            self.excess.observe(len(request.messages), input_tokens - request.estimated)
         if input_tokens > 0 and self.token_counter is not None:
             self.token_counter.calibrate(request.counted, input_tokens)
             self._calibrated = True
@@ -429,7 +429,7 @@ class ContextPolicy:
 
     def _framing(self, msgs: Sequence[Message]) -> int:
         """Tokens the server is expected to count in ``msgs`` beyond the estimate."""
-        return int(self.overhead_per_message * len(msgs))
+        return self.excess.tokens(len(msgs))
 
     def plan(
         self,

@@ -30,6 +30,10 @@ _FULL, _PART, _MERGE, _UPDATE = (
 # A summary is assumed to take at most this many tokens when planning (the plan never
 # calls the model). The prompt asks for a concise summary; models answer in a few hundred.
 SUMMARY_ESTIMATE_CAP = 1500
+# A summary is kept to at most this share of the window (``clipped``): a 1,750-token
+# summary in a 4K window left no room for a turn's tool results, and every request failed.
+SUMMARY_WINDOW_DIVISOR = 10
+CLIPPED_NOTE = "… (summary cut to fit the context window; history_search finds the rest)"
 # Each summariser call (prompt + chunk) stays within this share of its window, leaving
 # the rest for its answer and for the estimate's error.
 CHUNK_PERCENT = 60
@@ -188,3 +192,20 @@ class SpanSummarizer:
             items = [m for m in (call(_MERGE, g, None, total) for g in groups) if m]
             if not items:
                 raise ValueError("the summariser returned empty merged summaries")
+
+
+def clipped(text: str, budget_tokens: int | None) -> str:
+    """``text`` cut at a line boundary to ``budget_tokens``, with a note saying so (what it
+    folded stays in the session's log). Unchanged when it fits or without a budget."""
+    if budget_tokens is None or utf8_len(text) <= budget_tokens * BYTES_PER_TOKEN:
+        return text
+    room = budget_tokens * BYTES_PER_TOKEN - utf8_len(CLIPPED_NOTE) - 1
+    kept: list[str] = []
+    for line in text.splitlines():
+        if utf8_len(line) + 1 > room:
+            break
+        kept.append(line)
+        room -= utf8_len(line) + 1
+    if not kept:  # a first line longer than the budget: its start
+        kept = [text.encode()[: max(0, room)].decode(errors="ignore")]
+    return "\n".join([*kept, CLIPPED_NOTE])
