@@ -195,19 +195,36 @@ def test_the_servers_excess_is_split_into_a_fixed_part_and_one_per_message():
     assert excess.fixed >= 0 and excess.per_message >= 0
 
 
-def test_a_summary_longer_than_a_tenth_of_the_window_is_clipped_and_keeps_its_facts():
-    # A faithful model's summary of a long session: 200 fact lines, ~2,100 tokens, in a
-    # 4K window (the newest turn's tool results would find no room beside it).
+def test_a_summary_over_half_the_room_beside_the_system_message_is_clipped_keeping_facts():
+    # A faithful model's summary of a long session: 120 fact lines, ~1,300 tokens, in a
+    # 4K window whose system message and tool definitions take 1,600: beside them the
+    # newest turn's tool results would find no room under the 3,200-token threshold.
+    system = Message("system", "you are a test agent" + " " * 6_400)
     long_summary = "**Goal:** audit the logs.\n" + "\n".join(
-        f"FACT-{i:04d} in logs/app{i}.log is v{i:07x}" for i in range(200)
+        f"FACT-{i:04d} in logs/app{i}.log is v{i:07x}" for i in range(120)
     )
-    head = [Message("user", "never push to main; read logs/app7.log"), *exchanges(20, 200)]
-    msgs = [SYSTEM, *head, *exchanges(3, 100, start=50)]
+    head = [Message("user", "never push to main; read logs/app7.log"), *exchanges(40, 300)]
+    msgs = [system, *head, *exchanges(3, 100, start=50)]
     compactor = HybridCompactor(ScriptedSummarizer(long_summary), 4_000)
 
     res = compactor.compact(msgs, force=True)
 
-    assert res.summary is not None and len(res.summary) <= 400 * 4 + 400  # + its facts
-    assert CLIPPED_NOTE in res.summary and res.summary.startswith("**Goal:** audit the logs.")
-    assert "never push to main" in res.summary  # the fingerprint's repair came after
+    assert res.summary is not None and CLIPPED_NOTE in res.summary
+    assert res.summary.startswith("**Goal:** audit the logs.\nFACT-0000")
+    text, _, facts = res.summary.partition("## Preserved facts")
+    assert len(text.encode()) <= (3_200 - estimate_tokens([system])) // 2 * 4
+    assert "never push to main" in facts  # the fingerprint's repair came after the cut
     assert clipped("short", 10) == "short" and clipped("x" * 100, None) == "x" * 100
+    # Beside a small system message the same summary fits, whole.
+    whole = HybridCompactor(ScriptedSummarizer(long_summary), 4_000).compact(
+        [SYSTEM, *msgs[1:]], force=True
+    )
+    assert whole.summary is not None and long_summary in whole.summary
+
+
+def test_a_budget_too_small_for_the_note_leaves_the_summary_whole():
+    text = "**Goal:** g.\n" + "detail\n" * 50
+    assert clipped(text, 1) == text and clipped(text, -5) == text
+    cut = clipped(text, 60)
+    assert cut.endswith(CLIPPED_NOTE) and cut.startswith("**Goal:** g.\ndetail")
+    assert len(cut.encode()) <= 60 * 4

@@ -41,7 +41,7 @@ from harness9.context.stubs import (
 )
 from harness9.context.summarize import (
     SUMMARY_ESTIMATE_CAP,
-    SUMMARY_WINDOW_DIVISOR,
+    SUMMARY_ROOM_DIVISOR,
     SpanSummarizer,
     Summarizer,
     clipped,
@@ -104,7 +104,6 @@ class Steps:
     # were before step 2) or a "folded" one (the user's and assistant's words, no model call).
     summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
-    summary_budget: int | None = None  # tokens of the model's summary text ("clipped")
     words_budget: int | None = None  # tokens of a "folded" summary's words (None: all)
 
 
@@ -251,6 +250,9 @@ class Pipeline:
         """Steps 4 and 5: ``reduced[1:cut]`` becomes one summary. The reduction keeps
         positions, so a structured summary fingerprints the same ``msgs[1:cut]`` before it."""
         s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
+        # The model's text: at most half the room the threshold leaves beside the system.
+        room = s.threshold - estimate_tokens(reduced[:1])
+        text_budget = room // SUMMARY_ROOM_DIVISOR if s.threshold > 0 else None
         try:
             if s.summary == "folded" or span is None:
                 summary = folded_summary(head, s.words_budget)
@@ -265,11 +267,11 @@ class Pipeline:
                     on_progress=on_progress,
                     preserved_budget=s.preserved_budget,
                     instructions=instructions,
-                    text_budget=s.summary_budget,
+                    text_budget=text_budget,
                 )
             else:
                 summary = span.summarize(head, focus=instructions, on_progress=on_progress)
-                summary = clipped(summary, s.summary_budget)
+                summary = clipped(summary, text_budget)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
         if not summary and s.summary != "folded":
@@ -542,15 +544,7 @@ class SummarizationCompactor(Pipeline):
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         super().__init__(
-            Steps(
-                "summarize",
-                max_tokens,
-                min_tail=min_tail_messages,
-                summary="plain",
-                summary_budget=summarizer_window // SUMMARY_WINDOW_DIVISOR
-                if summarizer_window
-                else None,
-            ),
+            Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain"),
             SpanSummarizer(summarizer, window=summarizer_window),
             fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
         )
@@ -604,7 +598,6 @@ class HybridCompactor(Pipeline):
             target=goal - reserve,
             summary="structured",
             preserved_budget=preserved,
-            summary_budget=max(1, context_window // SUMMARY_WINDOW_DIVISOR),
         )
         span = marker_summarizer(summarizer, window=context_window)
         super().__init__(steps, span, fallback=TokenBudgetCompactor(goal))

@@ -30,9 +30,10 @@ _FULL, _PART, _MERGE, _UPDATE = (
 # A summary is assumed to take at most this many tokens when planning (the plan never
 # calls the model). The prompt asks for a concise summary; models answer in a few hundred.
 SUMMARY_ESTIMATE_CAP = 1500
-# A summary is kept to at most this share of the window (``clipped``): a 1,750-token
-# summary in a 4K window left no room for a turn's tool results, and every request failed.
-SUMMARY_WINDOW_DIVISOR = 10
+# A summary's text takes at most half the room the threshold leaves beside the system
+# message and tool definitions (``clipped``): a 1,750-token summary in a 4K window, beside
+# 1,600 tokens of them, left no room for a turn's tool results, and every request failed.
+SUMMARY_ROOM_DIVISOR = 2
 CLIPPED_NOTE = "… (summary cut to fit the context window; history_search finds the rest)"
 # Each summariser call (prompt + chunk) stays within this share of its window, leaving
 # the rest for its answer and for the estimate's error.
@@ -196,8 +197,12 @@ class SpanSummarizer:
 
 def clipped(text: str, budget_tokens: int | None) -> str:
     """``text`` cut at a line boundary to ``budget_tokens``, with a note saying so (what it
-    folded stays in the session's log). Unchanged when it fits or without a budget."""
+    folded stays in the session's log). Unchanged when it fits, without a budget, or with
+    one too small to hold the note twice over (the system message alone is then at the
+    threshold: no summary fits, and cutting it to nothing would only lose it)."""
     if budget_tokens is None or utf8_len(text) <= budget_tokens * BYTES_PER_TOKEN:
+        return text
+    if budget_tokens * BYTES_PER_TOKEN < 2 * utf8_len(CLIPPED_NOTE):
         return text
     room = budget_tokens * BYTES_PER_TOKEN - utf8_len(CLIPPED_NOTE) - 1
     kept: list[str] = []
