@@ -347,7 +347,8 @@ class ContextPolicy:
         return result, cp
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
-        """Calibrates the displayed count and the per-message framing by the real input."""
+        """Calibrates the displayed count, and what the server counts beyond the estimate,
+        by the real input."""
         if input_tokens > 0 and request.estimated > 0:
             self.excess.observe(len(request.messages), input_tokens - request.estimated)
         if input_tokens > 0 and self.token_counter is not None:

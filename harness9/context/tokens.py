@@ -88,14 +88,14 @@ class ServerExcess:
 
     def observe(self, messages: int, excess: int) -> None:
         self._samples.append((max(1, messages), excess))
-        k = len(self._samples)
-        mean_n = sum(n for n, _ in self._samples) / k
-        mean_e = sum(e for _, e in self._samples) / k
-        var = sum((n - mean_n) ** 2 for n, _ in self._samples)
+        samples = list(self._samples)
+        mean_n = sum(n for n, _ in samples) / len(samples)
+        mean_e = sum(e for _, e in samples) / len(samples)
+        var = sum((n - mean_n) ** 2 for n, _ in samples)
         if var == 0:
             self.fixed, self.per_message = 0.0, max(0.0, excess / max(1, messages))
             return
-        cov = sum((n - mean_n) * (e - mean_e) for n, e in self._samples)
+        cov = sum((n - mean_n) * (e - mean_e) for n, e in samples)
         self.per_message = max(0.0, cov / var)
         self.fixed = max(0.0, mean_e - self.per_message * mean_n)
 
