@@ -566,7 +566,8 @@ class HybridCompactor(Pipeline):
 
     Past ``threshold`` × the window (80 %), one compaction brings the context down to
     ``target`` × the window (40 %), so compactions are rare and each buys many appended
-    requests (ARCHITECTURE decision 7). Tool results older than the newest three groups are
+    requests (see docs/architecture.md, 'Cache-stable requests'). Tool results older than
+    the newest three groups are
     stubbed first; when that lands under the target no model is called. Otherwise the head
     before a tail sized to the target, less room for the summary's facts and the recall
     index, folds into one structured summary. A failing summariser truncates to the target.

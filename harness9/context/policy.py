@@ -270,7 +270,8 @@ class ContextPolicy:
         framing: int = 0,
     ) -> Compaction | None:
         """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
-        Stubs are stored too (decision 7): the view is a function of the log and the latest
+        Stubs are stored too (see docs/architecture.md, 'Cache-stable requests'): the view
+        is a function of the log and the latest
         checkpoint, the same bytes on every request until the next one and on --resume.
         ``framing``: tokens the server counts beyond the estimate, counted by the cut."""
         before = estimate_tokens(view.messages)

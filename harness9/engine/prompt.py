@@ -2,7 +2,8 @@
 
 Rebuilding it means an edited AGENTS.md reaches the model on the next turn, and
 old sessions never lock in an old prompt. It holds nothing that changes within a
-session (ARCHITECTURE decision 7): the first message is the start of every cached
+session (see docs/architecture.md, 'Cache-stable requests'): the first message is the
+start of every cached
 prefix, so a todo list or a clock in it would invalidate the whole prompt cache on
 every change. The todo list reaches the model through the ``write_todos`` results
 in the conversation and, after a compaction, through the checkpoint's state note

@@ -1,6 +1,7 @@
 """offload_recall: page a stored tool result back into the conversation.
 
-Two kinds of handle (ARCHITECTURE decision 6): ``ofl_<12 hex>`` names an output
+Two kinds of handle (see docs/architecture.md, 'Nothing the agent saw becomes unreachable'):
+``ofl_<12 hex>`` names an output
 offloaded to disk; ``msg_<n>`` names a message of this session's own log, which a
 compaction folded or stubbed (its checkpoint's recall index and stubs give them,
 and so do ``history_search`` hits). The log is never rewritten, so a handle works
