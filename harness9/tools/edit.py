@@ -41,26 +41,20 @@ class EditFileTool:
         return ToolDefinition(
             name=self.name,
             description=(
-                "Replace an exact string in a text file inside the working directory. "
-                "old_string must match the file exactly (whitespace and indentation "
-                "included, without read_file's line-number prefixes) and occur exactly "
-                "once; include enough surrounding lines to make it unique, or set "
-                "replace_all to replace every occurrence. Prefer this to write_file for "
-                "changing part of an existing file. The user may be asked to approve "
-                "the edit after seeing the diff."
+                "Replace exact text in a file inside the working directory: old_string must "
+                "match exactly (whitespace included, without read_file's line numbers) and "
+                "occur once, unless replace_all. Use it, not write_file, to change part of "
+                "a file. The user may be asked to approve the diff."
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "path": dict(PATH_PARAMETER),
-                    "old_string": {"type": "string", "description": "The exact text to replace."},
-                    "new_string": {
-                        "type": "string",
-                        "description": "The text to put in its place (may be empty).",
-                    },
+                    "old_string": {"type": "string", "description": "The text to replace."},
+                    "new_string": {"type": "string", "description": "Its replacement."},
                     "replace_all": {
                         "type": "boolean",
-                        "description": "Replace every occurrence (default false: exactly one).",
+                        "description": "Replace every occurrence (default: exactly one).",
                     },
                 },
                 "required": ["path", "old_string", "new_string"],
