@@ -161,3 +161,23 @@ def test_in_chat_an_old_write_is_stubbed_and_its_content_recalled_by_the_handle(
     assert answer["content"].startswith(
         '-> write_file({"path": "mod.py"})\n--- content ---\nline 000 of the module'
     )
+
+
+def test_offload_recall_of_an_old_edit_shows_its_strings_as_the_file_had_them(tmp_path):
+    from harness9.tools import OffloadRecallTool, ToolContext
+
+    old = "".join(FILE.splitlines(keepends=True)[:25])  # whole lines, as an edit takes
+    args = {"path": "mod.py", "old_string": old, "new_string": old.replace("000", "zero")}
+    call = ToolCall("e1", "edit_file", json.dumps(args))
+    with Manager(db_path()) as m:
+        s = m.new_session()
+        s.add_messages([Message("user", "rename"), *group(call, "edited mod.py: replaced line 1")])
+        ctx = ToolContext(workdir=tmp_path, session=s, session_id=s.session_id)
+        result = OffloadRecallTool(None).run({"id": "msg_2"}, ctx)
+
+    assert not result.is_error
+    assert result.content == (
+        '-> edit_file({"path": "mod.py"})\n'
+        f"--- old_string ---\n{old}--- end of old_string ---\n"
+        f"--- new_string ---\n{args['new_string']}--- end of new_string ---"
+    )
