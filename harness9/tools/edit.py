@@ -91,7 +91,7 @@ class EditFileTool:
             atomic_write(target, after.encode("utf-8"))
         except OSError as exc:
             raise ToolError(f"could not write {raw}: {exc.strerror or exc}") from exc
-        first = line_of(before, before.index(old)) if old else 1
+        first = line_of(before, before.index(old))
         where = f"line {first}" if count == 1 else f"{count} places, first at line {first}"
         total = after.count("\n") + (1 if after and not after.endswith("\n") else 0)
         return ToolResult(
