@@ -35,6 +35,7 @@ from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
     awaits_handle,
     is_stub,
+    stub_arguments,
     stub_for,
     summary_message,
     summary_of,
@@ -335,10 +336,12 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
 
 
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
-    """Old tool results replaced by stubs (the newest ``keep_groups`` groups stay whole)."""
+    """Old tool results, and their calls' long arguments, replaced by stubs (the newest
+    ``keep_groups`` groups stay whole)."""
     out = list(msgs)
     groups = tool_groups(out)
     for g in groups[: max(0, len(groups) - keep_groups)]:
+        out[g.call_index] = stub_arguments(out[g.call_index])
         for i in g.result_indices:
             m = out[i]
             if is_stub(m.content):

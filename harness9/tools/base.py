@@ -42,7 +42,7 @@ class ToolResult:
 class Approval:
     """What a tool asks the user before acting: run this command, write this file."""
 
-    tool: str  # "bash" or "write_file"
+    tool: str  # "bash", "write_file" or "edit_file"
     subject: str  # the command, or the path relative to the working directory
     question: str  # one line, e.g. "Run: ls -la?"
     preview: str = ""  # plain text shown before the question (a unified diff, a file's head)

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness9.schema import ToolCall, ToolDefinition
 from harness9.tools.base import Tool, ToolContext, ToolError, ToolResult
+from harness9.tools.edit import EditFileTool
 from harness9.tools.files import ReadFileTool, WriteFileTool
 from harness9.tools.shell import BashTool
 from harness9.tools.todos import ReadTodosTool, WriteTodosTool
@@ -81,7 +82,14 @@ def _parse_arguments(call: ToolCall) -> dict[str, Any] | ToolResult:
 
 
 def default_registry() -> ToolRegistry:
-    """bash, read_file, write_file, write_todos, read_todos."""
+    """bash, read_file, write_file, edit_file, write_todos, read_todos."""
     return ToolRegistry(
-        [BashTool(), ReadFileTool(), WriteFileTool(), WriteTodosTool(), ReadTodosTool()]
+        [
+            BashTool(),
+            ReadFileTool(),
+            WriteFileTool(),
+            EditFileTool(),
+            WriteTodosTool(),
+            ReadTodosTool(),
+        ]
     )
