@@ -45,6 +45,7 @@ from harness9.context.summarize import (
     SpanSummarizer,
     Summarizer,
     clipped,
+    summary_estimate,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
@@ -184,9 +185,12 @@ class Pipeline:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, sizes, cut).kept_tokens(cut)
         kept += _new_stubs(reduced[cut:]) * HANDLE_ALLOWANCE_BYTES // BYTES_PER_TOKEN
-        if s.summary:
+        if s.summary == "folded":  # the words it keeps: at most the head, no model call
             head = estimate_tokens(reduced[1:cut])
             kept += min(head, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
+        elif s.summary:
+            head = estimate_tokens(reduced[1:cut])
+            kept += summary_estimate(head) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
     def _unchanged(self, msgs: Sequence[Message], before: int) -> CompactionPlan:
@@ -328,7 +332,7 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
     if estimate_tokens(res.messages) <= size:
         return res
     plan = replace(res.plan, would_compact=False, cut=1, tokens_after=size)
-    return CompactionResult(original, plan, None, res.strategy, res.error)
+    return CompactionResult(original, plan, None, res.strategy, res.error, declined=res)
 
 
 # -- the reductions, cuts and folded text, as pure functions --------------------------------
