@@ -239,11 +239,10 @@ class ContextPolicy:
         plan = comp.plan(view.messages)
         served = tokens + self._framing(view.messages)
         if not self.opts.auto:
-            if plan.would_compact and not st.warned_over_threshold:
+            over = plan.would_compact or 0 < plan.threshold <= served
+            if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
                 st.warned_over_threshold = True
-                over = f"the context ({format_token_count(tokens)} tokens) is over the compaction"
-                threshold = f"threshold ({format_token_count(plan.threshold)} tokens)"
-                emit(Notice(f"{over} {threshold}; automatic compaction is off: run /compact"))
+                emit(Notice(self._over_threshold(tokens, plan.threshold)))
             return None
         limit, early = comp.threshold_tokens, False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
@@ -260,6 +259,15 @@ class ContextPolicy:
         if bound and len(view.messages) > bound:
             return MessageBound(bound, bound // 2), True, 0
         return None
+
+    def _over_threshold(self, tokens: int, threshold: int) -> str:
+        """The notice of a context over the threshold while automatic compaction is off."""
+        share = tokens * 100 // max(1, self.context_window)
+        size = f"{format_token_count(tokens)} tokens, {share} % of the window"
+        return (
+            f"the context ({size}) is over the compaction threshold "
+            f"({format_token_count(threshold)} tokens); automatic compaction is off: run /compact"
+        )
 
     def _compact(
         self,
@@ -309,7 +317,31 @@ class ContextPolicy:
                 tokens, cp.tokens_after, msgs, cp.messages_after, result.strategy, result.error
             )
         )
+        self._explain_fixed_part(st, sized, cp.tokens_after, emit)
         return notice
+
+    def _explain_fixed_part(
+        self, st: SessionContextState, sized: Message, after: int, emit: ContextEventSink
+    ) -> None:
+        """Once a session: a compaction left the context over its target because the system
+        prompt and tool definitions (``sized``) take at least half of it. Compactions then
+        come every few turns; say why, and what leaves more room."""
+        window, target = self.context_window, int(self.context_window * self.opts.target)
+        fixed = estimate_tokens([sized])
+        if st.explained_fixed_part or after <= target or fixed * 2 < target:
+            return
+        st.explained_fixed_part = True
+        n = format_token_count
+        emit(
+            Notice(
+                f"the system prompt and tool definitions take {n(fixed)} tokens, "
+                f"{fixed * 100 // window} % of the {n(window)} window, so compaction cannot "
+                f"bring the context down to its {n(target)}-token target "
+                f"({round(self.opts.target * 100)} %) and will run every few turns; a model "
+                "with a larger window (--context-window), a shorter AGENTS.md or fewer tools "
+                "(subagents.enabled = false in config.toml drops `task`) leave more room"
+            )
+        )
 
     def _run(
         self,
@@ -411,7 +443,10 @@ class ContextPolicy:
     def begin_turn(
         self, session: CheckpointedSession, system: Message, emit: ContextEventSink = discard
     ) -> None:
-        """Topic isolation: when the new message starts a new topic, fold the finished ones."""
+        """A new turn: a context over the threshold is announced again (automatic compaction
+        off). Topic isolation: when the new message starts a new topic, fold the finished
+        ones."""
+        self.state(session.session_id).warned_over_threshold = False
         if self.topics is not None and self.opts.auto:
             view = load_view(session, system)
             if self.topics.plan(view.messages).would_compact:
@@ -639,7 +674,8 @@ class SessionContextState:
     last_compaction: int | None = None  # the call that compacted last
     tokens: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_WINDOW))
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
-    warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
+    warned_over_threshold: bool = False  # this turn's "automatic compaction is off" notice
+    explained_fixed_part: bool = False  # why compaction cannot reach its target was said
     # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
     # not shrink: trying again before it changes would bill the same summary call for nothing.
     futile: tuple[str, int | None, int, int] | None = None
