@@ -483,7 +483,10 @@ class ContextPolicy:
         framing = self._framing(view.messages)
         if rejected:
             framing = max(framing, self.context_window - estimate_tokens(view.messages))
-        elif force and self._verdict(session, sized, view, force, framing).too_small:
+        elif (
+            self._optional(view, force, framing)
+            and self._verdict(session, sized, view, force, framing).too_small
+        ):
             return None
         comp, key = self.compactor, session.latest_checkpoint_key()
         shown: tuple[int, int] | None = (estimate_tokens(view.messages), len(view.messages))
@@ -547,8 +550,7 @@ class ContextPolicy:
         cache (and pay for a summary) to gain almost nothing."""
         comp = self.compactor
         plan = comp.plan(view.messages, force=force)
-        due = comp.plan(view.messages).would_compact
-        optional = force and not due and estimate_tokens(view.messages) + framing <= plan.threshold
+        optional = self._optional(view, force, framing)
         if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
             _, cp = self._run(session, sized, view, comp, force)
             if cp is None:
@@ -562,6 +564,14 @@ class ContextPolicy:
         ):
             plan.would_compact, plan.too_small = False, optional
         return plan
+
+    def _optional(self, view: ModelView, force: bool, framing: int) -> bool:
+        """Asked for (``force``) while nothing is due: under the threshold by the estimate
+        and by the server's expected count (the estimate plus ``framing``)."""
+        comp = self.compactor
+        if not force or comp.plan(view.messages).would_compact:
+            return False
+        return estimate_tokens(view.messages) + framing <= comp.threshold_tokens
 
     def _beside_summary(
         self, session: CheckpointedSession, sized: Message, view: ModelView, plan: CompactionPlan
