@@ -324,7 +324,8 @@ def _repaired(msgs: Sequence[Message], before: int) -> int:
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
     """``res``, unless it is larger than its input repaired (a summary longer than what it
-    replaces): then that input, folding nothing. No compaction grows the context."""
+    replaces): then that input, folding nothing, with ``res`` as its ``declined`` (a caller
+    about to cut further keeps the summary paid for). No compaction grows the context."""
     if not res.plan.would_compact:
         return res
     original = repair_orphaned_tool_pairs(msgs)

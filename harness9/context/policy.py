@@ -551,7 +551,8 @@ class ContextPolicy:
         comp = self.compactor
         plan = comp.plan(view.messages, force=force)
         optional = self._optional(view, force, framing)
-        if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
+        exact = plan.strategy in MODEL_FREE_STRATEGIES
+        if plan.would_compact and exact:
             _, cp = self._run(session, sized, view, comp, force)
             if cp is None:
                 plan.would_compact = False
@@ -559,9 +560,10 @@ class ContextPolicy:
             plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
         elif plan.would_compact:
             plan.tokens_after += self._beside_summary(session, sized, view, plan)
-        if plan.would_compact and not _gained(
-            plan.tokens_before, plan.tokens_after, force and not optional
-        ):
+        # A summary that is due is asked for whatever its estimate: only its result decides.
+        judged = exact or optional
+        gain = _gained(plan.tokens_before, plan.tokens_after, force and not optional)
+        if plan.would_compact and judged and not gain:
             plan.would_compact, plan.too_small = False, optional
         return plan
 
