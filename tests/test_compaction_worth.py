@@ -10,9 +10,11 @@ overflow, the last resort cuts after the summary it just paid for instead of dro
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from history import exchanges
 from llm_server import ErrorReply, ScriptedLLMServer
+from pty_terminal import PtyProcess
 from support import chat, cli, stored_session
 
 from harness9.config import db_path
@@ -86,6 +88,29 @@ def test_slash_compact_on_four_short_turns_bills_no_summary(llm_server):
     assert "⚡ context compacted" not in result.output
     [info] = json.loads(cli("sessions", "list", "--json").stdout)
     assert info["usage"]["summaries"]["model_calls"] == 0
+
+
+def test_slash_compact_typed_in_a_terminal_after_four_short_turns_asks_no_model(
+    llm_server, workdir, harness9_home: Path
+):
+    llm_server.respond_with(echo)
+    argv = ["chat", "--model", "openai/test-model", "--api-base", llm_server.base_url]
+    env = {"HARNESS9_HOME": str(harness9_home), "OPENAI_API_KEY": "sk-test"}
+
+    with PtyProcess(
+        [*argv, "--context-window", "32768"], cwd=workdir, env=env, columns=200
+    ) as term:
+        at = term.expect("›")
+        for word in ("one alpha", "two beta", "three gamma", "four delta"):
+            term.send(word + "\r")
+            at = term.expect("›", after=term.expect(f"echo: {word}", after=at))
+        term.send("/compact\r")
+        term.expect("nothing to compact: summarising 2 messages would save 0 of 1.2K", after=at)
+        term.send("\x04")  # Ctrl-D
+        assert term.wait(30) == 0
+
+    assert not any(is_summary_request(b) for b in llm_server.requests)
+    assert len(llm_server.requests) == 4
 
 
 def test_slash_compact_in_a_4k_window_that_would_fold_25_tokens_is_declined(llm_server):
