@@ -18,6 +18,7 @@ from pty_terminal import PtyProcess
 from support import chat, cli, stored_session
 
 from harness9.config import db_path
+from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 
 FOUR_TURNS = "one alpha\ntwo beta\nthree gamma\nfour delta\n"
@@ -189,3 +190,28 @@ def test_after_an_overflow_the_last_resort_keeps_the_summary_it_paid_for(llm_ser
     assert retried[-1]["content"] == "go on"
     shown = json.loads(cli("sessions", "show", sid, "--json").stdout)
     assert shown["usage"]["summaries"]["model_calls"] == 1
+
+
+def test_a_model_free_compaction_saving_under_5_percent_is_declined_too():
+    # Long exchanges, then four small tool results: forced, evict would replace the oldest
+    # result (outside the newest three groups) by a stub, saving a few dozen tokens.
+    msgs = exchanges(3, 2000)
+    for i in range(4):
+        msgs += [
+            Message("assistant", "", [ToolCall(f"c{i}", "bash", '{"command": "ls"}')]),
+            Message("tool", f"listing {i} " + "f" * 400, tool_call_id=f"c{i}"),
+        ]
+    sid = stored_session(*msgs, Message("assistant", "listed"))
+    args = ["-s", sid, "--strategy", "evict", "--force"]
+
+    done = cli("compact", *args)
+    dry = json.loads(cli("compact", "--dry-run", "--json", *args).stdout)
+
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("nothing to compact: ")
+    assert done.stdout.endswith(
+        "under the 5 % it takes to pay for the prompt cache a compaction breaks\n"
+    )
+    assert (dry["would_compact"], dry["too_small"]) == (False, True)
+    with Manager(db_path()) as m:
+        assert m.open_session(sid).list_checkpoints() == []

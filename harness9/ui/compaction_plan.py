@@ -27,11 +27,12 @@ FOLDS_NOTHING = (
 def too_small_reason(plan: CompactionPlan) -> str:
     """Why a compaction asked for under the threshold is not made (``plan.too_small``)."""
     n = plan.cut - 1
-    verb = "summarising" if plan.strategy in SUMMARY_STRATEGIES else "folding"
+    summary = plan.strategy in SUMMARY_STRATEGIES
+    verb = "summarising" if summary else "folding" if plan.strategy == "evict" else "dropping"
     saved = max(0, plan.tokens_before - plan.tokens_after)
     share = f"{saved * 100 // max(1, plan.tokens_before)} %"
     what = f"{verb} {n} message{'' if n == 1 else 's'}" if n > 0 else "stubbing old tool results"
-    cost = "the summary call and the prompt cache" if verb == "summarising" else "the prompt cache"
+    cost = "the summary call and the prompt cache" if summary else "the prompt cache"
     return (
         f"{what} would save {format_token_count(saved)} of "
         f"{format_token_count(plan.tokens_before)} tokens ({share}), under the "
