@@ -214,7 +214,7 @@ def test_summary_model_flag_sends_summaries_to_that_model(llm_server):
 
 
 def test_compact_command_passes_focus_instructions_to_the_summariser(llm_server):
-    sid = _long_history_session(4)
+    sid = _long_history_session(12)
     llm_server.respond_with(lambda body: "**Goal:** focused" if is_summary_request(body) else None)
 
     result = chat(llm_server, "/compact keep the database decisions\n", "--resume", sid)

@@ -28,6 +28,7 @@ from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import SessionNotFoundError, UsageTotals
 from harness9.ui import goback
+from harness9.ui.compaction_plan import too_small_reason
 from harness9.ui.hangup import stop_requested
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
 from harness9.ui.picker import PAGE_SIZE, SessionPicker
@@ -533,7 +534,11 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if notice is None:
-            self.io.err.print(nothing_left_to_fold(self.engine.context_breakdown()))
+            _, plan = self.engine.plan_compaction(force=True)
+            if plan.too_small:  # declined before any summary was paid for
+                self.io.err.print(f"nothing to compact: {too_small_reason(plan)}")
+            else:
+                self.io.err.print(nothing_left_to_fold(self.engine.context_breakdown()))
 
     def cmd_context(self, _rest: str) -> None:
         b = self.engine.context_breakdown()
