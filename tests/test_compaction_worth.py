@@ -23,9 +23,9 @@ from harness9.store import Manager
 
 FOUR_TURNS = "one alpha\ntwo beta\nthree gamma\nfour delta\n"
 # The reason a declined compaction gives, after "nothing to compact: " or "nothing would be
-# compacted: " (the figures are the estimate's: the system prompt and tools are ~1.2K).
+# compacted: " (the figures are the estimate's: the system prompt and tools are ~1.4K with edit_file).
 DECLINED = (
-    "summarising 2 messages would save 0 of 1.2K tokens (0 %), under the 5 % it takes to "
+    "summarising 2 messages would save 0 of 1.4K tokens (0 %), under the 5 % it takes to "
     "pay for the summary call and the prompt cache a compaction breaks"
 )
 
@@ -58,7 +58,7 @@ def test_compact_force_on_four_short_turns_asks_no_model_and_says_why(llm_server
     done = cli("compact", "--force", *args, "--api-base", llm_server.base_url)
 
     assert dry.exit_code == 0, dry.output
-    assert f"nothing would be compacted: {DECLINED}; tokens 1.2K → 1.2K" in dry.stdout
+    assert f"nothing would be compacted: {DECLINED}; tokens 1.4K → 1.4K" in dry.stdout
     assert "would summarize" not in dry.stdout
     assert done.exit_code == 0, done.output
     assert done.stdout == f"nothing to compact: {DECLINED}\n"
@@ -106,7 +106,7 @@ def test_slash_compact_typed_in_a_terminal_after_four_short_turns_asks_no_model(
             term.send(word + "\r")
             at = term.expect("›", after=term.expect(f"echo: {word}", after=at))
         term.send("/compact\r")
-        term.expect("nothing to compact: summarising 2 messages would save 0 of 1.2K", after=at)
+        term.expect("nothing to compact: summarising 2 messages would save 0 of 1.4K", after=at)
         term.send("\x04")  # Ctrl-D
         assert term.wait(30) == 0
 
@@ -178,7 +178,7 @@ def test_after_an_overflow_the_last_resort_keeps_the_summary_it_paid_for(llm_ser
 
     assert result.exit_code == 0, result.output
     assert "fits now" in result.output
-    assert "⚡ context compacted — 2.5K → 1.8K tokens (10 → 4 messages) [protected-tail]" in (
+    assert "⚡ context compacted — 2.7K → 2K tokens (10 → 4 messages) [protected-tail]" in (
         result.output
     )
     with Manager(db_path()) as m:
