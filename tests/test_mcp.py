@@ -328,3 +328,36 @@ def test_mcp_tools_of_an_unknown_server_is_one_line(harness9_home, workdir):
     result = cli("mcp", "tools", "nosuch", "--workdir", str(workdir))
     assert result.exit_code == 2
     assert "no MCP server named 'nosuch' (servers: demo)" in result.stderr
+
+
+def test_slash_mcp_lists_the_servers_in_chat(llm_server, harness9_home, workdir):
+    configure(harness9_home, {"demo": demo()})
+    result = chat(llm_server, "/mcp\n", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    row = next(ln for ln in result.stderr.splitlines() if ln.startswith("demo"))
+    assert row.split()[:5] == ["demo", "config", "stdio", "ready", "6"]
+
+
+def test_slash_context_shows_the_mcp_definitions_share(llm_server, harness9_home, workdir):
+    configure(harness9_home, {"demo": demo("--tools", "40")}, defer="always")
+    result = chat(llm_server, "/context\n", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    sent = next(ln for ln in result.stderr.splitlines() if "MCP definitions sent" in ln)
+    deferred = next(ln for ln in result.stderr.splitlines() if "MCP definitions deferred" in ln)
+    # Only tool_search is sent; the 46 tools' definitions (several thousand tokens) wait.
+    assert int(sent.split()[-1]) < 300
+    assert deferred.split()[-1].endswith("K")
+
+
+def test_sub_agents_get_the_same_mcp_tools(llm_server, harness9_home, workdir):
+    configure(harness9_home, {"demo": demo()})
+    task = json.dumps({"prompt": "add 3 and 4", "description": "adder"})
+    llm_server.reply(ToolCallsReply((("t1", "task", task),)))
+    llm_server.reply(ToolCallsReply((("c1", "mcp__demo__add", json.dumps({"a": 3, "b": 4})),)))
+    llm_server.reply(TextReply("it is 7"))
+    llm_server.reply(TextReply("done"))
+    result = chat(llm_server, "delegate\n", "--yes", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    sub_first, sub_second = llm_server.requests[1:3]
+    assert "mcp__demo__add" in tool_names(sub_first)
+    assert tool_messages(sub_second) == ["sum=7"]

@@ -72,32 +72,12 @@ def list_servers(ctx: typer.Context, as_json: JsonOpt = False, workdir: WorkdirO
     if as_json:
         env.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
+    from harness9.ui.mcp_table import NO_SERVERS, server_table
+
     if not rows:
-        env.echo("no MCP servers: add [mcp.servers.NAME] to config.toml, or a .mcp.json here")
+        env.echo(NO_SERVERS)
         return
-    print_rows(env.console(), rows)
-
-
-def print_rows(console: Console, rows: list[dict[str, Any]]) -> None:
-    """The human table of ``mcp list`` and ``/mcp``."""
-    from rich.table import Table
-
-    from harness9.context.tokens import format_token_count
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("server", "source", "transport", "state", "tools", "tokens"):
-        table.add_column(column, justify="right" if column in ("tools", "tokens") else "left")
-    for r in rows:
-        state = f"{r['state']}: {r['error']}" if r["error"] else r["state"]
-        table.add_row(
-            r["name"],
-            r["source"],
-            r["transport"],
-            state,
-            str(r["tools"]),
-            format_token_count(r["tokens"]),
-        )
-    console.print(table)
+    env.console().print(server_table(rows))
 
 
 @mcp_app.command("tools", cls=HarnessCommand)
@@ -192,7 +172,7 @@ def chat_mcp(
             _ask_approval(env, work, server, err, ask, approve)
 
     def notice(text: str) -> None:
-        err.print(text, style="yellow", markup=False, highlight=False)
+        err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
     manager = McpManager(servers, approved=lambda s: is_approved(work, s), on_notice=notice)
     manager.start()
@@ -212,6 +192,7 @@ def _ask_approval(
             f"{work / '.mcp.json'} asks to start MCP server {server.name}: {what}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         err.print("Allow it (remembered for this directory)? [y/N] ", end="", markup=False)
         answer = env.stdin.readline()
@@ -224,4 +205,5 @@ def _ask_approval(
         style="yellow",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )

@@ -277,11 +277,11 @@ class McpTools:
         )
 
 
-def mcp_share(sources: list[Any]) -> tuple[int, int] | None:
-    """/context: the MCP definitions' tokens (loaded, deferred) of a registry's sources."""
+def mcp_toolset(sources: list[Any]) -> McpToolset | None:
+    """The MCP toolset among a registry's sources (None: the chat has no MCP server)."""
     for source in sources:
         if isinstance(source, McpToolset):
-            return source.share()
+            return source
     return None
 
 
