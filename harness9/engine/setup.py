@@ -182,7 +182,7 @@ class _Parts:
 
             registry.register(HistorySearchTool(policy.offload, subagents=subagents))
         if self.mcp is not None:
-            placement = mcp_placement(self.settings.model)
+            placement = self.mcp.placement or mcp_placement(self.settings.model)
             registry.add_source(self.mcp.toolset(self.context_window, placement))
         return registry
 

@@ -211,7 +211,7 @@ class McpToolset:
     def search(self, query: str) -> list[McpTool]:
         tools = list(self.all_tools().values())
         try:
-            pattern = re.compile(query, re.IGNORECASE)
+            pattern = re.compile(query, re.IGNORECASE | re.MULTILINE)
             hits = [t for t in tools if pattern.search(f"{t.name}\n{t.remote.description}")]
         except re.error:
             hits = []
@@ -258,13 +258,13 @@ class McpTools:
         defer: str = "auto",
         share: float = 0.10,
         auto_approve: frozenset[str] = frozenset(),
+        placement: str | None = None,
     ) -> None:
-        self.manager, self.defer, self.share, self.auto_approve = (
-            manager,
-            defer,
-            share,
-            auto_approve,
-        )
+        self.manager, self.defer, self.share = manager, defer, share
+        self.auto_approve = auto_approve
+        # Where found definitions go; None: the provider's choice (engine.setup.mcp_placement).
+        # A program embedding harness9 (scripts/bench_mcp.py) may fix it to compare the two.
+        self.placement = placement
 
     def toolset(self, window: int, placement: str) -> McpToolset:
         return McpToolset(
