@@ -30,7 +30,7 @@ Targets (ok/NO):
 - the first request's MCP tool-definition tokens at least 85 % below loading all of them;
 - the 60-call session billed at most 0.5x of ``all`` in each billing style, every call OK;
 - five configured stdio servers add at most 1 s before ``harness9 chat`` shows its prompt in
-  a pseudo-terminal (median of 3 runs each, servers vs none; scripts/bench_startup.py's way);
+  a pseudo-terminal (median of 5 runs each, servers vs none; scripts/bench_startup.py's way);
 - and ``edit_file``'s targets, from scripts/bench_edit.py when it is there.
 
     .venv/bin/python scripts/bench_mcp.py [--skip-startup]
@@ -228,7 +228,7 @@ def mcp_definition_tokens(body: dict) -> int:
 # -- start-up -------------------------------------------------------------------------------------
 
 
-def startup(runs: int = 3) -> tuple[float, float]:
+def startup(runs: int = 5) -> tuple[float, float]:
     """Median seconds to the prompt in a pty: without MCP servers, with the five."""
     from bench_process import compile_bytecode
     from bench_startup import time_to_prompt

@@ -127,3 +127,15 @@ def test_the_question_shows_the_arguments(manager, workdir):
     assert result.content == "the user declined to run this tool"
     assert json.loads(seen[0].preview) == {"text": "secret plan"}
     assert seen[0].subject == "mcp__demo__reverse"
+
+
+def test_a_broken_mcp_json_is_one_line_and_the_chat_goes_on(llm_server, workdir):
+    from support import chat
+
+    (workdir / ".mcp.json").write_text("{broken", encoding="utf-8")
+    llm_server.reply_text("hello")
+    result = chat(llm_server, "hi\n", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    assert "is not valid JSON" in result.stderr
+    assert "its servers were not started" in result.stderr
+    assert "hello" in result.stdout

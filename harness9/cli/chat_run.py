@@ -95,7 +95,9 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         run = ChatRun(env, flags, settings, opts, tools.auto_approve, work, manager, out, err)
         run.provider_opts = popts
         run.subagents = subagent_options(cfg)
-        run.mcp = chat_mcp(env, work, cfg, err, ask=env.stdin_isatty and env.stderr_isatty)
+        run.mcp = chat_mcp(
+            env, work, cfg, err, ask=env.stdin_isatty and env.stderr_isatty, repl=repl
+        )
         # The window a session already ran with was announced then: not again (once a session).
         announced = stored is not None and settings.context_window == stored.context_window
         loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
@@ -288,9 +290,9 @@ class ChatRun:
         if repl:
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
+            shown = preload_in_background if self.probe is None else self.probe.start
             reader = terminal_reader(
-                harness9_home() / "prompt_history",
-                on_shown=preload_in_background if self.probe is None else self.probe.start,
+                harness9_home() / "prompt_history", on_shown=self._on_shown(shown)
             )
         self.loop = ChatLoop(
             engine,
@@ -305,6 +307,18 @@ class ChatRun:
             started=started,
         )
         return self.loop
+
+    def _on_shown(self, then: Any) -> Any:
+        """Once the prompt is on the screen: start the MCP servers (five Python servers
+        starting take seconds of CPU the first draw should not share), then ``then``."""
+        mcp = self.mcp
+
+        def shown() -> None:
+            if mcp is not None:
+                mcp.manager.start()
+            then()
+
+        return shown
 
     def finish(self, loop: Any, code: int, *, repl: bool) -> int:
         """Save what a locked database held back (one more patient try), apply the

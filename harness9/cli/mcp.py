@@ -14,7 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
-from harness9.errors import UsageError
+from harness9.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -152,7 +152,7 @@ def describe_server(server: McpServer) -> str:
 
 
 def chat_mcp(
-    env: Environment, work: Path, cfg: dict[str, Any], err: Console, ask: bool
+    env: Environment, work: Path, cfg: dict[str, Any], err: Console, *, ask: bool, repl: bool
 ) -> McpTools | None:
     """The chat's MCP servers, connecting in the background (None: no server at all).
 
@@ -164,7 +164,11 @@ def chat_mcp(
     from harness9.tools.mcp.toolset import McpTools
 
     opts = mcp_options(cfg)
-    servers = all_servers(opts.servers, work)
+    try:
+        servers = all_servers(opts.servers, work)
+    except ConfigError as exc:  # a checked-out file's mistake: say so, chat without it
+        err.print(f"mcp: {exc}; its servers were not started", style="yellow", markup=False)
+        servers = list(opts.servers)
     if not servers:
         return None
     for server in servers:
@@ -175,9 +179,10 @@ def chat_mcp(
         err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
 
     manager = McpManager(servers, approved=lambda s: is_approved(work, s), on_notice=notice)
-    manager.start()
-    if not env.interactive:
-        # Nobody waits at a prompt: the first request may as well carry every tool.
+    if not repl:
+        # Nobody waits at a prompt: the first request may as well carry every tool. (The
+        # REPL starts them once its prompt shows: ChatRun._on_shown.)
+        manager.start()
         manager.wait_ready()
     auto = frozenset(s.name for s in servers if s.auto_approve)
     return McpTools(manager, defer=opts.defer, share=opts.defer_share, auto_approve=auto)
