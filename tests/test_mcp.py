@@ -361,3 +361,20 @@ def test_sub_agents_get_the_same_mcp_tools(llm_server, harness9_home, workdir):
     sub_first, sub_second = llm_server.requests[1:3]
     assert "mcp__demo__add" in tool_names(sub_first)
     assert tool_messages(sub_second) == ["sum=7"]
+
+
+GARBAGE = "import sys\nfor line in sys.stdin:\n    print('this is not json', flush=True)\n"
+
+
+def test_a_server_that_answers_garbage_is_one_line_and_the_chat_goes_on(
+    llm_server, harness9_home, workdir
+):
+    configure(harness9_home, {"junk": {"command": sys.executable, "args": ["-c", GARBAGE]}})
+    llm_server.reply(TextReply("fine"))
+    result = chat(llm_server, "hi\n", "--yes", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        "mcp: server junk answered garbage: 'this is not json' is not an MCP message"
+    )
+    assert "Traceback" not in result.stderr
+    assert "fine" in result.stdout

@@ -78,6 +78,7 @@ class _Server:
     client: Any = None
     done: threading.Event = field(default_factory=threading.Event)
     stop: asyncio.Event | None = None
+    task: asyncio.Task[None] | None = None  # the task holding the session
     generation: int = 0
 
 
@@ -130,6 +131,8 @@ class McpManager:
         if loop is None:
             return
         for srv in self._servers.values():
+            if srv.state == CONNECTING:
+                srv.state = OFF  # closing, not failing: nothing to report
             self._stop(srv)
         for srv in self._servers.values():
             srv.done.wait(5)
@@ -141,6 +144,7 @@ class McpManager:
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                _quiet_sdk_logging()
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
 
@@ -187,6 +191,7 @@ class McpManager:
     async def _hold(self, srv: _Server, generation: int) -> None:
         """Open the session, list the tools, then keep it open until stopped."""
         srv.stop = asyncio.Event()
+        srv.task = asyncio.current_task()
         log = _log_path(srv.config.name)
         started = _log_size(log)
         try:
@@ -209,8 +214,13 @@ class McpManager:
         from mcp import Client
 
         cfg = srv.config
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, Exception):  # a line that is not JSON-RPC: not MCP
+                self._fail(srv, f"answered garbage: {_garbage(message)}")
+
         async with asyncio.timeout(_start_timeout(cfg)) as deadline:
-            async with Client(_transport(cfg, errlog)) as client:
+            async with Client(_transport(cfg, errlog), message_handler=on_message) as client:
                 listed = await _list_tools(client)
                 srv.tools = [
                     RemoteTool(cfg.name, t.name, t.description or "", dict(t.input_schema))
@@ -229,8 +239,13 @@ class McpManager:
             self.on_notice(f"mcp: server {srv.config.name} {why}")
 
     def _stop(self, srv: _Server) -> None:
-        loop, stop = self._loop, srv.stop
-        if loop is not None and stop is not None:
+        """End the session: a ready one is let go; one still starting is cancelled."""
+        loop, stop, task = self._loop, srv.stop, srv.task
+        if loop is None:
+            return
+        if srv.client is None and task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+        elif stop is not None:
             loop.call_soon_threadsafe(stop.set)
 
     def ensure(self, name: str) -> None:
@@ -348,6 +363,31 @@ def describe(exc: BaseException) -> str:
         return f"command not found ({exc.filename or exc})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _garbage(exc: Exception) -> str:
+    """What a server wrote that is not MCP: the line itself, when the SDK kept it."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        errors = exc.errors()
+        if errors and isinstance(errors[0].get("input"), str):
+            return f"{errors[0]['input'][:80]!r} is not an MCP message"
+    return describe(exc)
+
+
+def _quiet_sdk_logging() -> None:
+    """The SDK logs a server's failures with tracebacks; they go to the log file, not the
+    terminal (harness9 says what failed in one line)."""
+    import logging
+
+    logger = logging.getLogger("mcp")
+    if logger.handlers:
+        return
+    handler = logging.FileHandler(_log_path("client"), encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _start_timeout(cfg: McpServer) -> float:
