@@ -643,6 +643,7 @@ def subagent_options(cfg: dict[str, Any] | None = None) -> SubAgentOptions:
 # -- [mcp] in config.toml: MCP tool servers ---------------------------------------------------
 
 MCP_DEFER = ("auto", "always", "never")
+MCP_LOADED = ("auto", "conversation", "tools")
 MCP_DEFAULT_TIMEOUT = 60.0  # seconds a server has to start, and each call to answer
 _MCP_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _MCP_SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "enabled", "timeout")
@@ -679,6 +680,9 @@ class McpOptions:
     # window ("auto"), always, or never.
     defer: str = "auto"
     defer_share: float = 0.10
+    # Where definitions tool_search found go: "auto" (by the provider's caching), "conversation"
+    # (in the search's result) or "tools" (added to the tools list).
+    loaded: str = "auto"
 
 
 def mcp_options(cfg: dict[str, Any] | None = None) -> McpOptions:
@@ -693,11 +697,14 @@ def _mcp_options(cfg: dict[str, Any], where: Path) -> McpOptions:
     table = cfg.get("mcp", {})
     if not isinstance(table, dict):
         raise ConfigError(f"[mcp] in {where} must be a table")
-    unknown = sorted(set(table) - {"servers", "defer", "defer_share"})
+    unknown = sorted(set(table) - {"servers", "defer", "defer_share", "loaded"})
     if unknown:
         raise ConfigError(
-            f"unknown key mcp.{unknown[0]} in {where} (known: servers, defer, defer_share)"
+            f"unknown key mcp.{unknown[0]} in {where} (known: servers, defer, defer_share, loaded)"
         )
+    loaded = table.get("loaded", "auto")
+    if loaded not in MCP_LOADED:
+        raise ConfigError(f"mcp.loaded in {where} must be one of: {', '.join(MCP_LOADED)}")
     defer = table.get("defer", "auto")
     if defer not in MCP_DEFER:
         raise ConfigError(f"mcp.defer in {where} must be one of: {', '.join(MCP_DEFER)}")
@@ -711,7 +718,7 @@ def _mcp_options(cfg: dict[str, Any], where: Path) -> McpOptions:
         mcp_server(name, entry, source="config", where=f"mcp.servers.{name} in {where}")
         for name, entry in servers.items()
     )
-    return McpOptions(parsed, defer, float(share))
+    return McpOptions(parsed, defer, float(share), loaded)
 
 
 def mcp_server(name: str, entry: Any, *, source: str, where: str) -> McpServer:

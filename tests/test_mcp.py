@@ -378,3 +378,19 @@ def test_a_server_that_answers_garbage_is_one_line_and_the_chat_goes_on(
     )
     assert "Traceback" not in result.stderr
     assert "fine" in result.stdout
+
+
+def test_loaded_tools_join_the_tools_list_when_configured(llm_server, harness9_home, workdir):
+    configure(harness9_home, {"demo": demo("--tools", "40")}, loaded="tools")
+    script(
+        llm_server,
+        ("s1", "tool_search", {"query": "reversed"}),
+        ("c1", "mcp__demo__reverse", {"text": "ab"}),
+    )
+    result = chat(llm_server, "reverse\n", "--yes", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    first, second, third = llm_server.requests
+    assert "mcp__demo__reverse" not in tool_names(first)
+    assert "mcp__demo__reverse" in tool_names(second)
+    assert "parameters" not in tool_messages(second)[0]  # the list carries them
+    assert tool_messages(third)[1] == "ba"

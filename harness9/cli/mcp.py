@@ -185,7 +185,10 @@ def chat_mcp(
         manager.start()
         manager.wait_ready()
     auto = frozenset(s.name for s in servers if s.auto_approve)
-    return McpTools(manager, defer=opts.defer, share=opts.defer_share, auto_approve=auto)
+    placement = None if opts.loaded == "auto" else opts.loaded
+    return McpTools(
+        manager, defer=opts.defer, share=opts.defer_share, auto_approve=auto, placement=placement
+    )
 
 
 def _ask_approval(
