@@ -124,3 +124,32 @@ def test_config_servers_need_no_approval(tmp_path):
 def test_bad_mcp_config_is_one_line(table, message):
     with pytest.raises(ConfigError, match=message):
         _mcp_options({"mcp": table}, Path("config.toml"))
+
+
+def test_closing_the_manager_stops_every_stdio_servers_process(tmp_path):
+    import os
+    import sys
+    import time
+
+    from harness9.tools.mcp.manager import McpManager
+
+    demo = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+    marker = tmp_path / "pids"
+    servers = [
+        McpServer(n, command=sys.executable, args=(demo, "--marker", str(marker))) for n in "ab"
+    ]
+    manager = McpManager(servers)
+    manager.start()
+    manager.wait_ready()
+    pids = [int(line.split()[1]) for line in marker.read_text().splitlines()]
+    manager.close()
+    time.sleep(0.5)
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    assert len(pids) == 2
+    assert alive == []

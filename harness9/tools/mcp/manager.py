@@ -76,7 +76,8 @@ class _Server:
     error: str = ""
     tools: list[RemoteTool] = field(default_factory=list)
     client: Any = None
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)  # the start is settled
+    released: threading.Event = field(default_factory=threading.Event)  # the session is closed
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None  # the task holding the session
     generation: int = 0
@@ -135,7 +136,8 @@ class McpManager:
                 srv.state = OFF  # closing, not failing: nothing to report
             self._stop(srv)
         for srv in self._servers.values():
-            srv.done.wait(5)
+            if srv.task is not None:
+                srv.released.wait(5)  # its process is stopped before the loop is
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(5)
@@ -185,6 +187,7 @@ class McpManager:
         loop = self._ensure_loop()
         srv.state, srv.error = CONNECTING, ""
         srv.done.clear()
+        srv.released.clear()
         srv.generation += 1
         asyncio.run_coroutine_threadsafe(self._hold(srv, srv.generation), loop)
 
@@ -209,6 +212,7 @@ class McpManager:
                 if srv.state == READY:
                     srv.state = OFF  # closed on purpose (manager.close)
                 srv.done.set()
+                srv.released.set()
 
     async def _session(self, srv: _Server, errlog: Any) -> None:
         from mcp import Client
