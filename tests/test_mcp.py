@@ -168,6 +168,13 @@ def test_a_server_that_crashes_mid_session_fails_one_call_and_starts_again(
     assert "unavailable for now" in crashed
     assert added == "sum=2"
     assert "mcp: server demo stopped: connection closed" in result.stderr
+    # Between the crash and the next call, the model is told its tools are unavailable.
+    (add,) = [
+        t for t in llm_server.requests[1]["tools"] if t["function"]["name"] == "mcp__demo__add"
+    ]
+    assert add["function"]["description"].startswith(
+        "[unavailable: stopped: connection closed; a call starts the server again]"
+    )
 
 
 def test_a_server_that_hangs_past_its_timeout_fails_the_call_and_the_chat_goes_on(
@@ -394,3 +401,29 @@ def test_loaded_tools_join_the_tools_list_when_configured(llm_server, harness9_h
     assert "mcp__demo__reverse" in tool_names(second)
     assert "parameters" not in tool_messages(second)[0]  # the list carries them
     assert tool_messages(third)[1] == "ba"
+
+
+def test_on_claude_a_found_tool_is_called_with_the_tools_list_unchanged(
+    harness9_home, workdir, monkeypatch
+):
+    from anthropic_server import ScriptedAnthropicServer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    configure(harness9_home, {"demo": demo("--tools", "40")})
+    with ScriptedAnthropicServer() as server:
+        server.reply_tool_calls([("toolu_01", "tool_search", json.dumps({"query": "reversed"}))])
+        server.reply_tool_calls([("toolu_02", "mcp__demo__reverse", json.dumps({"text": "xy"}))])
+        server.reply_text("done")
+        argv = ["chat", "--model", "anthropic/claude-sonnet-4-5", "--api-base", server.base_url]
+        result = cli(*argv, "--workdir", str(workdir), "--yes", "-p", "reverse")
+        assert result.exit_code == 0, result.output
+        assert server.rejected == []
+        first, _, third = server.requests
+    assert [t["name"] for t in third["tools"]] == [t["name"] for t in first["tools"]]
+    results = [
+        b
+        for m in third["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b.get("type") == "tool_result"
+    ]
+    assert "yx" in json.dumps(results[-1])
