@@ -153,3 +153,27 @@ def test_closing_the_manager_stops_every_stdio_servers_process(tmp_path):
             pass
     assert len(pids) == 2
     assert alive == []
+
+
+def test_mcp_json_expands_environment_variables_and_defaults(workdir, monkeypatch):
+    monkeypatch.setenv("GH_TOKEN", "ghp_secret")
+    write(
+        workdir,
+        {
+            "gh": {
+                "command": "gh-mcp",
+                "args": ["--host", "${GH_HOST:-github.com}"],
+                "env": {"TOKEN": "${GH_TOKEN}"},
+            }
+        },
+    )
+    (gh,) = project_servers(workdir)
+    assert gh.args == ("--host", "github.com")
+    assert gh.env == (("TOKEN", "ghp_secret"),)
+
+
+def test_an_unset_variable_without_a_default_is_one_line(workdir, monkeypatch):
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    write(workdir, {"gh": {"command": "x", "env": {"T": "${NOT_SET_ANYWHERE}"}}})
+    with pytest.raises(ConfigError, match=r"\$\{NOT_SET_ANYWHERE\} is not set"):
+        project_servers(workdir)

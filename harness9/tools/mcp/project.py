@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,33 @@ def project_servers(workdir: Path) -> list[McpServer]:
     return [_server(name, entry, path) for name, entry in servers.items()]
 
 
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(value: Any, where: str) -> Any:
+    """``${VAR}`` and ``${VAR:-default}`` in every string of ``value`` (as Claude Code expands
+    them in .mcp.json: a checked-in file names a secret without holding it)."""
+    if isinstance(value, dict):
+        return {k: expand(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand(v, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: ${{{name}}} is not set in the environment")
+
+    return _VAR_RE.sub(sub, value)
+
+
 def _server(name: str, entry: Any, path: Path) -> McpServer:
     where = f'server "{name}" in {path}'
+    entry = expand(entry, where)
     kind = (
         entry.get("type", "stdio" if "command" in entry else "http")
         if isinstance(entry, dict)
