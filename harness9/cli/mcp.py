@@ -176,7 +176,11 @@ def chat_mcp(
             _ask_approval(env, work, server, err, ask, approve)
 
     def notice(text: str) -> None:
-        err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        from harness9.ui.mcp_table import above_prompt
+
+        above_prompt(
+            lambda: err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        )
 
     manager = McpManager(servers, approved=lambda s: is_approved(work, s), on_notice=notice)
     if not repl:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -33,3 +34,20 @@ def server_table(rows: list[dict[str, Any]]) -> Table:
             format_token_count(r["tokens"]),
         )
     return table
+
+
+def above_prompt(write: Callable[[], None]) -> None:
+    """Run ``write`` (a line for the terminal) from any thread without breaking the prompt:
+    while the line editor waits for input, the line goes above it and the prompt is drawn
+    again below; otherwise it is written at once."""
+    import sys
+
+    if "prompt_toolkit" in sys.modules:  # never imported just for this
+        from prompt_toolkit.application import get_app_or_none, run_in_terminal
+
+        app = get_app_or_none()
+        loop = app.loop if app is not None and app.is_running else None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: run_in_terminal(write))
+            return
+    write()
