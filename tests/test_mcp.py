@@ -112,7 +112,7 @@ def test_deferred_tools_are_found_by_tool_search_then_called(llm_server, harness
     result = chat(llm_server, "reverse\n", "--yes", workdir=workdir)
     assert result.exit_code == 0, result.output
     first, second, third = llm_server.requests
-    # 46 tools' definitions are more than 10 % of a small window: only tool_search goes.
+    # 47 tools' definitions are more than 10 % of a small window: only tool_search goes.
     assert "tool_search" in tool_names(first)
     assert not [n for n in tool_names(first) if n.startswith("mcp__")]
     search = tool_messages(second)[0]
@@ -132,7 +132,7 @@ def test_tool_search_names_each_server_and_its_tool_count(llm_server, harness9_h
     (search,) = [
         t for t in llm_server.requests[0]["tools"] if t["function"]["name"] == "tool_search"
     ]
-    assert "- demo: 10 tools" in search["function"]["description"]
+    assert "- demo: 11 tools" in search["function"]["description"]
 
 
 def test_never_offered_behind_tool_search_when_defer_is_never(llm_server, harness9_home, workdir):
@@ -141,7 +141,7 @@ def test_never_offered_behind_tool_search_when_defer_is_never(llm_server, harnes
     chat(llm_server, "hi\n", "--yes", workdir=workdir)
     names = tool_names(llm_server.requests[0])
     assert "tool_search" not in names
-    assert len([n for n in names if n.startswith("mcp__demo__")]) == 46
+    assert len([n for n in names if n.startswith("mcp__demo__")]) == 47
 
 
 def test_an_is_error_result_reaches_the_model_as_a_failed_call(llm_server, harness9_home, workdir):
@@ -314,7 +314,7 @@ def test_mcp_list_json_shows_each_server(harness9_home, workdir, tmp_path):
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows["demo"]["state"] == "ready"
-    assert rows["demo"]["tools"] == 6
+    assert rows["demo"]["tools"] == 7
     assert rows["demo"]["tokens"] > 100
     assert (rows["demo"]["source"], rows["demo"]["transport"]) == ("config", "stdio")
     assert rows["ghost"]["state"] == "failed"
@@ -342,7 +342,7 @@ def test_slash_mcp_lists_the_servers_in_chat(llm_server, harness9_home, workdir)
     result = chat(llm_server, "/mcp\n", workdir=workdir)
     assert result.exit_code == 0, result.output
     row = next(ln for ln in result.stderr.splitlines() if ln.startswith("demo"))
-    assert row.split()[:5] == ["demo", "config", "stdio", "ready", "6"]
+    assert row.split()[:5] == ["demo", "config", "stdio", "ready", "7"]
 
 
 def test_slash_context_shows_the_mcp_definitions_share(llm_server, harness9_home, workdir):
@@ -351,7 +351,7 @@ def test_slash_context_shows_the_mcp_definitions_share(llm_server, harness9_home
     assert result.exit_code == 0, result.output
     sent = next(ln for ln in result.stderr.splitlines() if "MCP definitions sent" in ln)
     deferred = next(ln for ln in result.stderr.splitlines() if "MCP definitions deferred" in ln)
-    # Only tool_search is sent; the 46 tools' definitions (several thousand tokens) wait.
+    # Only tool_search is sent; the 47 tools' definitions (several thousand tokens) wait.
     assert int(sent.split()[-1]) < 300
     assert deferred.split()[-1].endswith("K")
 
@@ -427,3 +427,13 @@ def test_on_claude_a_found_tool_is_called_with_the_tools_list_unchanged(
         if b.get("type") == "tool_result"
     ]
     assert "yx" in json.dumps(results[-1])
+
+
+def test_a_large_result_is_offloaded_like_any_tools(llm_server, harness9_home, workdir):
+    configure(harness9_home, {"demo": demo()})
+    script(llm_server, ("c1", "mcp__demo__lines", {"count": 5000}))
+    result = chat(llm_server, "lines\n", "--yes", workdir=workdir)
+    assert result.exit_code == 0, result.output
+    (shown,) = tool_messages(llm_server.requests[1])
+    assert shown.startswith("📂 [offload:")
+    assert len(shown) < 10_000  # ~200 KB came back; the model sees a summary and a handle

@@ -51,6 +51,10 @@ def build(tools: int, marker: str = "") -> MCPServer:
         time.sleep(seconds)
         return f"slept {seconds}"
 
+    @server.tool(description="Return the given number of numbered lines of text.")
+    def lines(count: int) -> str:
+        return "".join(f"line {i}: some log text of the server\n" for i in range(count))
+
     @server.tool(description="Return a tiny PNG image.")
     def picture() -> Image:
         return Image(data=PNG, format="png")
