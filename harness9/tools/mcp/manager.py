@@ -102,6 +102,7 @@ class McpManager:
         self.on_notice = on_notice
         self.loaded: set[str] = set()  # tools tool_search found this chat (callable names)
         self._lock = threading.Lock()
+        self._restarting = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -258,8 +259,9 @@ class McpManager:
         srv = self._servers[name]
         if srv.state in (NOT_APPROVED, DISABLED):
             raise ServerUnavailable(f"server {name} is {srv.state}")
-        if srv.state in (FAILED, OFF):
-            self._connect(srv)
+        with self._restarting:  # sub-agents side by side start it once, not once each
+            if srv.state in (FAILED, OFF):
+                self._connect(srv)
         if srv.state == CONNECTING:
             _wait(srv.done, _start_timeout(srv.config) + 1)
         if srv.state != READY:
