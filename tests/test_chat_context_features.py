@@ -147,7 +147,7 @@ def test_an_unknown_top_level_key_or_table_is_a_one_line_error_naming_it(
     assert result.stderr.startswith(f"harness9: {named} in ")
     assert (
         "(known: retention_days, database_url, [compaction], [offload], [topics], [tools], "
-        "[provider], [subagents])" in result.stderr
+        "[provider], [subagents], [mcp])" in result.stderr
     )
     assert result.stderr.count("\n") == 1
     assert llm_server.requests == []

@@ -120,7 +120,9 @@ class TerminalApprover:
                 return True
             if word in ("a", "always"):
                 self.always.add(key)
-                what = _WHAT.get(approval.tool, "action")
+                what = _WHAT.get(
+                    approval.tool, "tool" if approval.tool.startswith("mcp__") else "action"
+                )
                 self._decision(
                     f"✓ allowed: {subject} (always for this {what}, this session)", "green"
                 )

@@ -550,6 +550,7 @@ class ChatLoop:
             (f"messages ({b.message_count})", b.messages),
             ("total", b.total),
         ]
+        rows[2:2] = mcp_context_rows(self.engine.registry)
         for label, tokens in rows:
             table.add_row(label, format_token_count(tokens))
         table.add_row("window", format_token_count(b.context_window))
@@ -582,6 +583,17 @@ class ChatLoop:
                 cost=self.session_cost(),
             )
         )
+
+    def cmd_mcp(self, _rest: str) -> None:
+        """/mcp: the MCP servers, their state and tools."""
+        from harness9.tools.mcp.toolset import mcp_toolset, server_rows
+        from harness9.ui.mcp_table import NO_SERVERS, server_table
+
+        toolset = mcp_toolset(self.engine.registry.sources)
+        if toolset is None:
+            self.io.err.print(NO_SERVERS)
+            return
+        self.io.err.print(server_table(server_rows(toolset.manager)))
 
     def cmd_last(self, _rest: str) -> None:
         """The last tool result in full (the screen showed its first lines)."""
@@ -748,6 +760,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
         max_words=None,
         required=True,
     ),
+    SlashCommand("/mcp", "/mcp", "list the MCP servers and their tools", ChatLoop.cmd_mcp),
     SlashCommand("/pins", "/pins", "list the pinned notes", goback.cmd_pins),
     SlashCommand(
         "/unpin", "/unpin N", "remove pinned note N", goback.cmd_unpin, max_words=1, required=True
@@ -797,6 +810,17 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def mcp_context_rows(registry: Any) -> list[tuple[str, int]]:
+    """/context: the MCP definitions' share, those sent and those deferred ([]: no MCP)."""
+    from harness9.tools.mcp.toolset import mcp_toolset
+
+    toolset = mcp_toolset(registry.sources)
+    if toolset is None:
+        return []
+    sent, deferred = toolset.share()
+    return [("  MCP definitions sent", sent), ("  MCP definitions deferred", deferred)]
 
 
 def nothing_left_to_fold(b: ContextBreakdown) -> str:
