@@ -20,7 +20,7 @@ from harness9.store.session import (
     StoreError,
     is_session_id,
 )
-from harness9.store.sql_manager import AmbiguousSessionError
+from harness9.store.sessions import AmbiguousSessionError
 from harness9.store.sqlite import Manager, SQLiteSession, open_manager
 
 __all__ = [

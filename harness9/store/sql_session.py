@@ -25,8 +25,8 @@ from harness9.store.codec import (
     encode_todos,
     message_from_values,
 )
-from harness9.store.lineage import Scope, read_scope
 from harness9.store.rows import records_from_rows
+from harness9.store.scope import Scope, read_scope
 from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
@@ -94,7 +94,7 @@ class SqlSessionBase:
 
     def scope(self, conn: Any) -> Scope:
         """The messages rows this session holds, its own and a fork's inherited ones
-        (harness9.store.lineage), read in ``conn``."""
+        (harness9.store.scope), read in ``conn``."""
         return read_scope(conn, self.PARAM, self._id)
 
     def _read_records(

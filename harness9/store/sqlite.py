@@ -27,14 +27,16 @@ from typing import TYPE_CHECKING, Any
 from harness9.schema import Message
 from harness9.store import fts_index
 from harness9.store.codec import (
-    INSERT_CHECKPOINT,
-    SELECT_CHECKPOINTS,
+    CHECKPOINT_COLUMNS,
+    CHECKPOINT_FIELDS,
     checkpoint_values,
     message_values,
+    select_checkpoints,
 )
-from harness9.store.lineage import read_scope
+from harness9.store.lineage import family
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
+from harness9.store.scope import read_scope
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
     ELLIPSIS,
@@ -62,7 +64,8 @@ from harness9.store.session import (
     check_session_id,
     offload_links,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql
+from harness9.store.sessions import aged_sql
+from harness9.store.sql_manager import SqlManagerBase
 from harness9.store.sql_session import (
     REMEMBER_CONFLICT_SQL,
     REMEMBER_SQL,
@@ -92,6 +95,12 @@ _RESTORE_MESSAGE = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
     "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_CHECKPOINT = (
+    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+)
+# A session's checkpoints with their data; append ORDER BY.
+_SELECT_CHECKPOINTS = select_checkpoints("?")
 
 
 def advice(detail: str) -> str:
@@ -525,7 +534,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                     continue  # gone, or written to since it was listed
                 # Its sub-agents' sessions go with it, deepest first. Messages, todos and
                 # compactions go by ON DELETE CASCADE.
-                for gone in reversed(self._family(conn, [sid])):
+                for gone in reversed(family(conn, "?", [sid])):
                     conn.execute("DELETE FROM sessions WHERE id = ?", (gone,))
                     removed.append(gone)
                 deleted.append(sid)
@@ -543,7 +552,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
     # -- the driver's half of checkpoints and moving sessions ---------------------------
 
     def _insert_checkpoint(self, conn: sqlite3.Connection, session_id: str, cp: Checkpoint) -> int:
-        cur = conn.execute(INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
+        cur = conn.execute(_INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
         return int(cur.lastrowid or 0)
 
     @contextmanager
@@ -609,7 +618,7 @@ class SQLiteSession(SqlSessionBase):
     """One session's history in the Manager's database (see the Session protocol)."""
 
     PARAM = "?"
-    SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
+    SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
     _m: Manager
 
     def _fetch_records(
