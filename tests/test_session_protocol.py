@@ -11,12 +11,15 @@ import re
 from pathlib import Path
 
 from harness9.store.backend import StoredSession
+from harness9.store.holding import HoldingSession
+from harness9.store.memory import MemorySession
 from harness9.store.session import (
     ChatSession,
     CheckpointedSession,
     PinBoard,
     RememberedSettings,
     Session,
+    SessionSettings,
 )
 
 PACKAGE = Path(__file__).resolve().parent.parent / "harness9"
@@ -80,3 +83,10 @@ def test_what_a_chat_runs_on_and_what_a_store_hands_out_extend_the_narrow_protoc
         "get_todos",
         "save_todos",
     }
+
+
+def test_a_session_held_for_a_locked_database_is_still_what_a_chat_runs_on():
+    held = HoldingSession(MemorySession(), retry_s=0)
+    assert isinstance(held, ChatSession)
+    held.remember_model(SessionSettings("openai/gpt-4o", 128_000))
+    assert held.model_settings() == SessionSettings("openai/gpt-4o", 128_000)

@@ -218,6 +218,9 @@ class HoldingSession:
         with contextlib.suppress(StoreBusyError):
             self.inner.remember_model(settings)
 
+    def model_settings(self) -> SessionSettings | None:
+        return self.inner.model_settings()
+
     def pins(self) -> list[str]:
         return self.inner.pins()
 
