@@ -27,7 +27,7 @@ from harness9.store.search import (
     substring_snippet,
 )
 
-_SEARCH_SQL = (
+SEARCH_SQL = (
     # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
     "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, CAST(s.title AS BLOB), "
     "CAST(snippet(messages_fts, 0, ?, ?, ?, ?) AS BLOB), bm25(messages_fts) "
@@ -49,7 +49,7 @@ def search(
     one session's (a fork's inherited messages too) when ``session_id`` is given."""
     if has_cjk(query):
         return _search_cjk(store, query, limit=limit, session_id=session_id)
-    sql = _SEARCH_SQL
+    sql = SEARCH_SQL
     args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
     with store.read() as conn:
         if session_id is not None:
