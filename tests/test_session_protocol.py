@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import harness9
 from harness9.store.backend import StoredSession
 from harness9.store.holding import HoldingSession
 from harness9.store.memory import MemorySession
@@ -22,7 +23,7 @@ from harness9.store.session import (
     SessionSettings,
 )
 
-PACKAGE = Path(__file__).resolve().parent.parent / "harness9"
+PACKAGE = Path(harness9.__file__).resolve().parent
 
 
 def members(protocol: type) -> set[str]:
