@@ -70,6 +70,7 @@ from harness9.store.search import (  # noqa: E402
 )
 from harness9.store.session import SessionInfo, StoredMessage  # noqa: E402
 from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager  # noqa: E402
+from harness9.store.sqlite_search import SEARCH_SQL as STORE_SEARCH_SQL  # noqa: E402
 
 N_MESSAGES = 10_000
 N_SINGLE = 200
@@ -122,7 +123,7 @@ CREATE TABLE messages (
 CREATE INDEX idx_messages_session ON messages(session_id, id);
 CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61');
 """
-SEARCH_SQL = Manager._SEARCH_SQL + " ORDER BY bm25(messages_fts), m.id DESC LIMIT 20"
+SEARCH_SQL = STORE_SEARCH_SQL + " ORDER BY bm25(messages_fts), m.id DESC LIMIT 20"
 SEARCH_ARGS = (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, to_fts_query(QUERY))
 
 

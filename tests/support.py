@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,15 @@ def stored_session(*msgs: Message) -> str:
         s = m.new_session()
         s.add_messages(list(msgs))
         return s.session_id
+
+
+def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 30) -> None:
+    """Return as soon as ``condition()`` is true; fail naming ``what`` after ``timeout`` s.
+
+    For a state another thread or process reaches: never a fixed sleep, which is either
+    too short on a slow machine or wasted on a fast one.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
