@@ -277,17 +277,19 @@ class ChatRun:
         if engine.policy.offload is not None:
             engine.policy.offload.clean_stale()
         reader = stdin_reader(self.env.stdin)
+        prefill = None
         if repl:
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
-            reader = terminal_reader(
+            editor = terminal_reader(
                 harness9_home() / "prompt_history",
                 on_shown=preload_in_background if self.probe is None else self.probe.start,
             )
+            reader, prefill = editor, editor.prefill
         self.loop = ChatLoop(
             engine,
             self.manager,
-            ChatIO(self.out, self.err, reader, repl, markdown=markdown),
+            ChatIO(self.out, self.err, reader, repl, markdown=markdown, prefill=prefill),
             self.settings.model,
             pricing=call_cost,
             approver=self.approver,

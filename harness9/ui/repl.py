@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
 from rich.status import Status
@@ -46,6 +46,9 @@ from harness9.ui.status import (
 from harness9.ui.subagents import SubAgentLines
 from harness9.ui.text import inert, plural
 from harness9.ui.tool_progress import ToolProgress
+
+if TYPE_CHECKING:
+    from harness9.ui.line_editor import PromptReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,8 @@ class ChatIO:
     interactive: bool
     # Render replies as Markdown (a terminal, no NO_COLOR, no --plain); else the exact text.
     markdown: bool = False
+    # Puts text in the next prompt, to send or edit (a line editor; None for a pipe).
+    prefill: Callable[[str], None] | None = None
 
 
 class EventRenderer:
@@ -655,6 +660,20 @@ class ChatLoop:
         """Continue in ``session`` (a fork, a rewind), leaving the current one as it is."""
         self._switch(session)
 
+    def put_back(self, text: str) -> None:
+        """A message taken back (/rewind): into the next prompt, or shown when piped."""
+        if self.io.prefill is not None:
+            self.io.prefill(text)
+            self.io.err.print(
+                "your message is back in the prompt: Enter sends it again, or change it first",
+                style="dim",
+            )
+            return
+        self.io.err.print(
+            Text("your message, taken back (the next line is sent in its place): ", style="dim")
+            + Text(inert(text))
+        )
+
     def _switch(self, session: Any) -> None:
         previous = self.engine.session
         self.engine.set_session(session)  # saves what the session being left still holds
@@ -775,7 +794,7 @@ SLASH_COMMANDS: dict[str, str] = {c.name: c.help for c in COMMANDS if c.name != 
 
 def terminal_reader(
     history_file: Path | None = None, on_shown: Callable[[], Any] | None = None
-) -> Callable[[str], str]:
+) -> PromptReader:
     """The line editor for a terminal: paste-safe, multi-line, history, Tab completion."""
     from harness9.ui.line_editor import prompt_reader
 
