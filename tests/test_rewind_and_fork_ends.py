@@ -79,3 +79,23 @@ def test_rewind_in_a_terminal_puts_the_message_back_in_the_prompt(
     last = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]
     assert last == ["alpha", "reply", "beta"]
     assert len(llm_server.requests) == 3
+
+
+def test_a_fork_of_an_empty_session_left_empty_is_not_kept(llm_server: ScriptedLLMServer):
+    result = chat(llm_server, "/fork\n")
+
+    assert result.exit_code == 0, result.stderr
+    assert "forked: now in fork" in result.stderr
+    with Manager(db_path()) as m:
+        assert m.list_sessions() == []
+
+
+def test_a_fork_that_was_written_to_is_kept(llm_server: ScriptedLLMServer):
+    llm_server.respond_with(lambda body: TextReply("ok"))
+
+    result = chat(llm_server, "/fork\nhello\n")
+
+    assert result.exit_code == 0, result.stderr
+    with Manager(db_path()) as m:
+        [kept] = m.list_sessions()
+        assert kept.message_count == 2

@@ -89,6 +89,9 @@ def _fork_and_switch(loop: ChatLoop, at: int | None, verb: str) -> None:
     session.flush()  # held replies belong to the line being forked
     origin = session.session_id
     fork = fork_with_outputs(loop.manager, origin, at)
+    # This chat made the fork: left empty (a fork of an empty session), it goes the way
+    # of any session the chat started and left empty, never an orphan in `sessions list`.
+    loop.started.add(fork)
     loop.switch_to(loop.manager.open_session(fork))
     kept = loop.manager.session_info(fork).message_count
     loop.io.err.print(
