@@ -257,6 +257,50 @@ class ChatRun:
         new_engine.set_session(self.loop.engine.session)
         return new_engine, window_notes(name, api_base, window, new_limits, source)
 
+    def resumed_engine(self, session: Any) -> tuple[Any, str, list[Text]] | None:
+        """/resume: an engine with the model, API base and window ``session`` last ran
+        with, decided as ``--resume`` decides them (None: those are the ones in use)."""
+        from harness9.provider import LLMProvider
+        from harness9.provider.limits import chat_limits
+
+        stored = session.model_settings()
+        if stored is None:
+            return None
+        # Nothing counts as typed: the flags this chat started with were for its first
+        # session. An API base the session did not record stays this chat's.
+        settings = resolve_settings(
+            stored,
+            model=self.settings.model,
+            api_base=self.settings.api_base,
+            context_window=None,
+            explicit=frozenset(),
+        )
+        if (settings.model, settings.api_base) == (self.settings.model, self.settings.api_base):
+            window = self.loop.engine.context_window
+            if settings.context_window in (None, window):
+                return None
+        LLMProvider(settings.model, settings.api_base).check_credentials()
+        limits, source = chat_limits(
+            settings.model, settings.api_base, override=settings.context_window
+        )
+        self.settings = replace(
+            self.settings,
+            model=settings.model,
+            api_base=settings.api_base,
+            context_window=settings.context_window,
+        )
+        engine = self.make_engine(settings.model, limits.context_tokens, session)
+        engine.set_session(session)
+        quiet = stored.context_window == limits.context_tokens  # announced when it ran
+        notes = (
+            []
+            if quiet
+            else window_notes(
+                settings.model, settings.api_base, settings.context_window, limits, source
+            )
+        )
+        return engine, settings.model, notes
+
     def settle_window(self) -> tuple[int | None, list[Text]]:
         """The window the server reported (None: keep the guess) and what to say."""
         s = self.settings
@@ -294,6 +338,7 @@ class ChatRun:
             pricing=call_cost,
             approver=self.approver,
             switch_model=self.switch_model,
+            resumed_engine=self.resumed_engine,
             notes=self.notes if self.probe is None else [],
             settle_window=self.settle_window if self.probe is not None else None,
             started=started,

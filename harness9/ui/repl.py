@@ -284,6 +284,10 @@ class ChatLoop:
     # Builds an engine for another model on the same session: (name, window or None) ->
     # (engine, notes to show). None: /model cannot switch.
     switch_model: Callable[[str, int | None], tuple[AgentEngine, list[Text]]] | None = None
+    # The engine for a session /resume switches to, with the model, API base and window
+    # it last ran with (as --resume takes them): (session) -> (engine, model name, notes),
+    # None when they are the ones in use.
+    resumed_engine: Callable[[Any], tuple[AgentEngine, str, list[Text]] | None] | None = None
     # Shown once before the first prompt (e.g. "the window is a guess").
     notes: list[Text] = field(default_factory=list)
     # Called once, before the first turn or command, when the model's window is still being
@@ -613,10 +617,7 @@ class ChatLoop:
             self.renderer.error("switching models is not available here")
             return
         engine, notes = self.switch_model(name, window)
-        engine.on_event = self.renderer
-        self.engine = engine
-        self.model = self.renderer.model = name
-        self.renderer.reset()
+        self._use_engine(engine, name)
         b = engine.context_breakdown()
         self.io.err.print(
             Text(
@@ -646,7 +647,38 @@ class ChatLoop:
     def _resume(self, session_id: str) -> None:
         session = self.manager.open_session(session_id)
         self._switch(session)
+        self._own_settings(session)
         self.print_recap()
+
+    def _own_settings(self, session: Any) -> None:
+        """Go on with the model, API base and window the session last ran with, as
+        ``--resume`` does; when that model cannot be used here, say so and keep this one."""
+        if self.resumed_engine is None:
+            return
+        try:
+            switched = self.resumed_engine(session)
+        except HarnessError as exc:
+            self.renderer.error(f"{exc}; going on with {self.model}")
+            return
+        if switched is None:
+            return
+        engine, name, notes = switched
+        self._use_engine(engine, name)
+        b = engine.context_breakdown()
+        self.io.err.print(
+            Text(
+                f"as it last ran: {inert(name)} · window {format_token_count(b.context_window)}",
+                style="dim",
+            )
+        )
+        for note in notes:
+            self.io.err.print(note)
+
+    def _use_engine(self, engine: AgentEngine, name: str) -> None:
+        engine.on_event = self.renderer
+        self.engine = engine
+        self.model = self.renderer.model = name
+        self.renderer.reset()
 
     def print_recap(self) -> None:
         """Which session this is and its last exchange (--resume, --continue, /resume)."""
