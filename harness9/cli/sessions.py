@@ -89,10 +89,12 @@ def _remove_offloads(session_id: str) -> None:
     remove_session_offloads(session_id)
 
 
-def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
+def _print_lines(
+    env: Environment, infos: list[SessionInfo], origins: dict[str, ForkOrigin] | None = None
+) -> None:
     from harness9.ui.listing import session_lines
 
-    env.write("\n".join(session_lines(infos, env.columns)) + "\n")
+    env.write("\n".join(session_lines(infos, env.columns, origins)) + "\n")
 
 
 def _print_json(env: Environment, data: Any) -> None:
@@ -205,15 +207,15 @@ def list_sessions(
     if store is not None:
         with store:
             infos = store.list_sessions(limit, children=all_)
+            origins = store.fork_origins()
             if as_json:
                 usage = store.usage_by_session()
-                origins = store.fork_origins()
                 below = _subagent_totals(store.list_sessions(children=True), usage)
     if as_json:
         rows = [_info_json(i, usage.get(i.id), origins.get(i.id), below.get(i.id)) for i in infos]
         _print_json(env, rows)
         return
-    _print_lines(env, infos)
+    _print_lines(env, infos, origins)
 
 
 @sessions_app.command("show", cls=HarnessCommand)

@@ -8,13 +8,13 @@ next page; words filter the list (id, title and directory, case-insensitive);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
-from harness9.store.session import SessionInfo
-from harness9.ui.listing import local_time
+from harness9.store.session import ForkOrigin, SessionInfo
+from harness9.ui.listing import local_time, marked_title
 from harness9.ui.text import inert, plural
 
 PAGE_SIZE = 10
@@ -42,8 +42,10 @@ class SessionPicker:
         console: Console,
         read_line: Callable[[str], str],
         interactive: bool,
+        origins: Mapping[str, ForkOrigin] | None = None,
     ) -> None:
         self.sessions = list(sessions)
+        self.origins = origins or {}
         self.console = console
         self.read_line = read_line
         self.interactive = interactive
@@ -90,7 +92,7 @@ class SessionPicker:
         fit: dict = {"no_wrap": True, "overflow": "ellipsis"} if self.interactive else {}
         for n, info in enumerate(page, start + 1):
             where = inert(short_dir(info.workdir)) or "-"
-            title = inert(info.title) or "(empty)"
+            title = inert(marked_title(info.title, self.origins.get(info.id))) or "(empty)"
             self.console.print(
                 f"  [{n}] {info.id[:8]}  {local_time(info.updated_at)}  "
                 f"{plural(info.message_count, 'message')}  {where}  {title}",

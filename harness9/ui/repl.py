@@ -482,7 +482,13 @@ class ChatLoop:
             return
         target = self._resume_target(rest, infos)
         if target is None:
-            picker = SessionPicker(infos, self.io.err, self.io.read_line, self.io.interactive)
+            picker = SessionPicker(
+                infos,
+                self.io.err,
+                self.io.read_line,
+                self.io.interactive,
+                self.manager.fork_origins(),
+            )
             target = picker.run(rest if rest and not rest.isdigit() else "")
         if target is None:
             self.io.err.print("resume cancelled")
