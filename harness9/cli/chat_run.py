@@ -251,7 +251,11 @@ class ChatRun:
 
         check_model_name(name, "/model")
         api_base = self.settings.api_base
-        LLMProvider(name, api_base).check_credentials()
+        provider = LLMProvider(name, api_base)
+        provider.check_credentials()
+        # As --model's first call would: a name litellm cannot route is refused before
+        # the chat switches, not found out at the next turn.
+        provider.check_routable()
         new_limits, source = chat_limits(name, api_base, override=window)
         new_engine = self.make_engine(name, new_limits.context_tokens, self.loop.engine.session)
         new_engine.set_session(self.loop.engine.session)

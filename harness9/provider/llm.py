@@ -230,6 +230,11 @@ class LLMProvider:
             f"no API key for {self.model}: set {names[0]} (or pass --api-base for a local server)"
         )
 
+    def check_routable(self) -> None:
+        """The error the first call would raise for a name litellm cannot route (an unknown
+        provider or model), now and without a request (imports litellm)."""
+        self._check_provider(load_litellm())
+
     def _check_provider(self, litellm: ModuleType) -> None:
         """An unknown provider prefix is our finding, not a server's answer: no request is sent."""
         if self._provider_checked:
