@@ -102,7 +102,10 @@ def test_words_typed_at_the_resume_picker_filter_it(llm_server):
 
     result = chat(llm_server, "/resume\nparser\n2\ngo on\n")
 
-    assert "Sessions matching 'parser' (1-2 of 2):" in result.stderr
+    assert (
+        "Sessions whose title, id or directory matches 'parser' (/search looks in what was said) (1-2 of 2):"
+        in result.stderr
+    )
     sent = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]
     assert sent[0] == "fix the parser"
 

@@ -748,7 +748,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/resume",
         "/resume [NUMBER|ID-PREFIX|WORDS]",
-        "pick a session to continue (filter with words), or resume the one an id prefix names",
+        "pick a session to continue (words filter titles, ids and directories), or resume "
+        "the one an id prefix names",
         ChatLoop.cmd_resume,
         max_words=None,
     ),
