@@ -1,4 +1,5 @@
-"""``harness9 sessions list|show|delete|search|export|import``: the store, scriptable.
+"""``harness9 sessions list|show|delete|search|fork|export|import|migrate``: the store,
+scriptable.
 
 Runs from cron, so it stays cheap: no litellm, and Rich only for human output.
 Errors are raised as HarnessError subclasses; the root group prints them.
@@ -39,7 +40,7 @@ from harness9.ui.text import corrupt_row_warning, plural
 sessions_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="List, show, search, export, import and delete stored chat sessions.",
+    help="Stored sessions: list, show, search, fork, export, import, migrate, delete.",
 )
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
@@ -57,7 +58,7 @@ def _sessions_root(
         ),
     ] = None,
 ) -> None:
-    """List, show, search, export, import, migrate and delete stored chat sessions."""
+    """Stored sessions: list, show, search, fork, export, import, migrate, delete."""
     if database_url is not None:  # else keep what `harness9 --database-url` set
         use_database_url(database_url)
 
