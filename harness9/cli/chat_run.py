@@ -216,9 +216,11 @@ class ChatRun:
             self.probe = WindowProbe(s.model, s.api_base)
             limits = get_model_limits(s.model, api_base=s.api_base)
             source = window_source(s.model)
+            self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
         else:
             limits, source = chat_limits(s.model, s.api_base, override=s.context_window)
-        self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
+            notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
+            self.notes = once_per_model(notes, s.model, s.api_base, source)
         return limits.context_tokens
 
     def make_engine(self, model_name: str, window: int, session: Any) -> Any:
@@ -259,7 +261,8 @@ class ChatRun:
         new_limits, source = chat_limits(name, api_base, override=window)
         new_engine = self.make_engine(name, new_limits.context_tokens, self.loop.engine.session)
         new_engine.set_session(self.loop.engine.session)
-        return new_engine, window_notes(name, api_base, window, new_limits, source)
+        notes = window_notes(name, api_base, window, new_limits, source)
+        return new_engine, once_per_model(notes, name, api_base, source)
 
     def resumed_engine(self, session: Any) -> tuple[Any, str, list[Text]] | None:
         """/resume: an engine with the model, API base and window ``session`` last ran
@@ -296,21 +299,25 @@ class ChatRun:
         engine = self.make_engine(settings.model, limits.context_tokens, session)
         engine.set_session(session)
         quiet = stored.context_window == limits.context_tokens  # announced when it ran
-        notes = (
-            []
-            if quiet
-            else window_notes(
-                settings.model, settings.api_base, settings.context_window, limits, source
-            )
+        if quiet:
+            return engine, settings.model, []
+        notes = window_notes(
+            settings.model, settings.api_base, settings.context_window, limits, source
         )
-        return engine, settings.model, notes
+        return (
+            engine,
+            settings.model,
+            once_per_model(notes, settings.model, settings.api_base, source),
+        )
 
     def settle_window(self) -> tuple[int | None, list[Text]]:
         """The window the server reported (None: keep the guess) and what to say."""
+        from harness9.provider.limits import window_source
+
         s = self.settings
         reported = self.probe.result()
-        if reported is None:
-            return None, self.notes
+        if reported is None:  # the guess stands: warn about it, once per model
+            return None, once_per_model(self.notes, s.model, s.api_base, window_source(s.model))
         return reported.context_tokens, window_notes(s.model, s.api_base, None, reported, "server")
 
     def build_loop(
@@ -456,6 +463,35 @@ def window_notes(
             style="yellow",
         )
     ]
+
+
+WINDOW_WARNINGS_FILE = "window_warnings"  # in $HARNESS9_HOME: one "model<TAB>api base" a line
+
+
+def once_per_model(notes: list[Text], model: str, api_base: str | None, source: str) -> list[Text]:
+    """``notes`` the first time a guessed window is warned about for this model and API
+    base, remembered in $HARNESS9_HOME; [] after that. The three lines on every one-shot
+    only repeated what the first said (and how to set the window). A window the server
+    reported (``source`` "server") is not a guess; it is said as before."""
+    from harness9.config import harness9_home
+
+    if not notes or source == "server":
+        return notes
+    path = harness9_home() / WINDOW_WARNINGS_FILE
+    key = f"{model}\t{api_base or ''}"
+    try:
+        said = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        said = []
+    if key in said:
+        return []
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(key + "\n")
+    except OSError:
+        pass  # a home that cannot be written: warn each time rather than never
+    return notes
 
 
 def _import_line_editor_in_background() -> None:
