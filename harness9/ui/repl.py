@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness9.context.policy import ContextBreakdown
+from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
@@ -600,7 +601,13 @@ class ChatLoop:
             self.io.err.print("no tool has run in this chat yet")
             return
         self.io.err.print(tool_call_line(last.call.name, last.call.arguments))
-        self.io.err.print(Text(inert(last.content)), soft_wrap=True)
+        full = offloaded_text(self.engine, last.content)
+        if full is not None:
+            self.io.err.print(Text(inert(full)), soft_wrap=True)
+            return
+        # The model's instruction to recall it is not the person's: drop it.
+        shown = [x for x in last.content.splitlines() if not x.startswith("use offload_recall(")]
+        self.io.err.print(Text(inert("\n".join(shown))), soft_wrap=True)
 
     def cmd_model(self, rest: str) -> None:
         if not rest:
@@ -850,6 +857,26 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def offloaded_text(engine: AgentEngine, content: str) -> str | None:
+    """The whole output behind an offloaded result, for /last: the model was shown a
+    summary ending in an instruction for it (``use offload_recall(…)``), not for a person.
+    None when ``content`` is no offload marker or its output cannot be read any more."""
+    if not is_offload_marker(content):
+        return None
+    offload_id = content[len(OFFLOAD_MARKER) :].split("]", 1)[0]
+    store = engine.policy.offload
+    if store is None or not store.valid_id(offload_id):
+        return None
+    try:
+        stream = store.blobs.read(engine.session.session_id, offload_id)
+    except HarnessError:
+        return None
+    if stream is None:
+        return None
+    with stream:
+        return stream.read().decode("utf-8", "replace")
 
 
 def nothing_left_to_fold(b: ContextBreakdown) -> str:
