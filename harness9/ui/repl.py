@@ -9,6 +9,7 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,8 @@ class EventRenderer:
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
         self.last_result: ev.ToolFinished | None = None  # what /last shows
         self._progress: ToolProgress | None = None  # the running tool's live view
+        # The tool running now and when it started (for the line an interrupt prints).
+        self.running: tuple[str, float] | None = None
 
     # The engine calls this synchronously from the turn's thread (sub-agents' events: from
     # their worker threads, hence the lock).
@@ -167,12 +170,14 @@ class EventRenderer:
             case ev.ToolStarted(call=call):
                 self._stop_spin()
                 self._end_line()
+                self.running = (call.name, time.monotonic())
                 self.io.err.print(tool_call_line(call.name, call.arguments))
             case ev.ToolOutput(call=call, text=text):
                 self._tool_output(call.name, text)
             case ev.ToolFinished(content=content, is_error=is_error, exit_code=code) as done:
                 self._stop_spin()
                 self._progress = None
+                self.running = None
                 self.last_result = done
                 self.io.err.print(tool_result_line(content, is_error, exit_code=code))
             case ev.CompactionStarted(strategy=strategy):
@@ -218,6 +223,16 @@ class EventRenderer:
         self.subagents.stop()
         self._stop_spin()
         self._end_line()
+
+    def stopped_tool(self) -> Text | None:
+        """After an interrupt: which tool was stopped and after how long (None: none ran)."""
+        running, self.running = self.running, None
+        if running is None:
+            return None
+        name, since = running
+        what = "the command was ended" if name == "bash" else "it did not finish"
+        seconds = int(time.monotonic() - since)
+        return Text(f"stopped {inert(name)} after {seconds}s: {what}", style="yellow")
 
     def reset(self) -> None:
         """Forget the last turn's sizes (another session or model is now current)."""
@@ -391,6 +406,9 @@ class ChatLoop:
             self.interrupted_turns += 1
             if self.io.interactive:
                 self.io.err.print()  # the terminal echoed ^C where the cursor was: end that line
+            stopped = self.renderer.stopped_tool()
+            if stopped is not None:
+                self.io.err.print(stopped)
             self.io.err.print(
                 Text("interrupted — the completed part of the turn is kept", style="yellow")
             )
