@@ -58,3 +58,32 @@ def test_ctrl_c_in_bash_clears_the_spinner_and_says_the_command_was_stopped(
     assert any(line.startswith("stopped bash after ") for line in shown), text
     stopped = next(i for i, line in enumerate(shown) if line.startswith("stopped bash after "))
     assert shown[stopped + 1].startswith("interrupted — "), text
+
+
+def test_ctrl_c_during_a_streamed_reply_shows_each_of_its_lines_once(
+    llm_server: ScriptedLLMServer, harness9_home: Path, tmp_path: Path
+):
+    # Word-wrapped at 100 columns, the second line fills the screen's width exactly: the
+    # cursor then waits at the last column when Ctrl-C comes.
+    first, second = "alpha" * 12, "bravo" * 9 + "abcd" + " " + "charlie" * 7 + "x"
+    assert (len(first), len(second)) == (60, 100)
+    streamed = f"{first} {second}"
+    llm_server.respond_with(
+        lambda body: TextReply(streamed + " and more", chunk_size=len(streamed), chunk_delay=30)
+    )
+    with start(llm_server, harness9_home, tmp_path) as term:
+        at = term.expect("›")
+        term.send("tell me\r")
+        at = term.expect("charlie" * 7, after=at)
+        time.sleep(1.0)
+        term.send("\x03")
+        at = term.expect("interrupted —", after=at)
+        term.expect("›", after=at)
+        time.sleep(0.3)
+        shown = visible(term)
+        term.send("\x04")
+        assert term.wait(30) == 0
+
+    text = "\n".join(shown)
+    assert sum(line.count(first) for line in shown) == 1, text
+    assert sum(line.count("charlie" * 7) for line in shown) == 1, text
