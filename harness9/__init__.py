@@ -1,3 +1,3 @@
 """harness9: a terminal agent harness built around context engineering."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

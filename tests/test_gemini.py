@@ -52,7 +52,7 @@ def test_a_streamed_tool_call_runs_and_its_result_pairs_with_it(gemini_server, t
     assert response["function_response"]["name"] == "bash"
     assert "hi" in json.dumps(response["function_response"]["response"])
     assert "ctx 1.5K/1M" in err  # usageMetadata's promptTokenCount; the map's window
-    assert "not known" not in err  # the README's model is one litellm maps
+    assert "not known" not in err  # docs/providers.md's example model is one litellm maps
     [listed] = json.loads(cli("sessions", "list", "--json").stdout)
     assert listed["usage"]["model_calls"] == 2
     assert listed["usage"]["cached_tokens"] == 1024  # cachedContentTokenCount, kept apart

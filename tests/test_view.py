@@ -1,4 +1,7 @@
-"""The model view rebuilt from stored records and the latest checkpoint (ARCHITECTURE decision 1)."""
+"""The model view rebuilt from stored records and the latest checkpoint.
+
+See docs/architecture.md, 'Compaction checkpoints'.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
 (``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
 whose configurations are the strategies. Never imports the engine, the UI or litellm.
-Re-exported here: the public API (ARCHITECTURE.md) and what tests and scripts import.
+Re-exported here: the public API (docs/architecture.md, 'Public API') and what tests and
+scripts import.
 """
 
 from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor, find_cut

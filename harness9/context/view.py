@@ -1,10 +1,11 @@
 """What the model is sent: the log after the latest checkpoint, its data rendered as text.
 
-The log is never rewritten and a compaction is stored as a checkpoint (ARCHITECTURE
-decision 1), so the view is ``[system + notes] + [summary message] + messages after it``.
+The log is never rewritten and a compaction is stored as a checkpoint (see
+docs/architecture.md, 'Compaction checkpoints'), so the view is
+``[system + notes] + [summary message] + messages after it``.
 ``checkpoint_for`` makes a compaction's result the checkpoint's data; ``build_view`` renders
 it from stored values only, so every request between two compactions (and ``--resume``)
-carries the same bytes (decision 7).
+carries the same bytes (see docs/architecture.md, 'Cache-stable requests').
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def _entry_line(entry: RecallEntry) -> str:
 
 
 def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
-    """The recall index: where every folded tool result is (ARCHITECTURE decision 6), by
+    """The recall index: where every folded tool result is (see docs/architecture.md,
+    'Nothing the agent saw becomes unreachable'), by
     its handle (``msg_<id>`` in the log, ``ofl_<12 hex>`` offloaded); "" for none."""
     if not entries and not overflow:
         return ""
@@ -256,9 +258,10 @@ class LiveViews:
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
-    """Kept messages the compactor replaced by stubs, by stored id: ``view.messages[cut:]``
-    matched to the end of ``result.messages`` (a repair that changed its shape: none). A
-    kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``)."""
+    """Kept messages the compactor replaced by stubs (a tool result, or a call's long
+    arguments), by stored id: ``view.messages[cut:]`` matched to the end of
+    ``result.messages`` (a repair that changed its shape: none). A kept message changed
+    other than by a stub is kept as its text (``STUB_VERBATIM``)."""
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
     if len(out) != len(kept):
@@ -267,7 +270,7 @@ def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int,
     for mid, old, new in zip(view.ids[cut:], kept, out, strict=True):
         if old.role != new.role or old.tool_call_id != new.tool_call_id:
             return {}
-        if mid is not None and new.content != old.content:
+        if mid is not None and (new.content != old.content or new.tool_calls != old.tool_calls):
             stub = stub_of(new)
             if stub is None or stub.kind == STUB_VERBATIM:
                 stub = Stub(STUB_VERBATIM, text=with_handle(new.content, mid))
@@ -385,7 +388,8 @@ def budget_recall(
 
 def state_items(session: Session) -> list[TodoItem]:
     """The todo list now, for a checkpoint to keep. It never goes into the system prompt
-    (each change would break every cached prefix, decision 7): ``write_todos`` results
+    (each change would break every cached prefix; see docs/architecture.md, 'Cache-stable
+    requests'): ``write_todos`` results
     carry it in the conversation, and a compaction that folds them keeps the list."""
     return list(session.get_todos() or [])
 
@@ -408,7 +412,8 @@ def carry_instructions(
     previous: Sequence[str], folded: Sequence[Message], budget: int
 ) -> list[str]:
     """The user messages a new checkpoint keeps verbatim (a summary may be weak, what the
-    user asked may not be lost; ARCHITECTURE decision 8): the newest of ``previous`` (the
+    user asked may not be lost; see docs/architecture.md, 'Instructions outlive
+    compaction'): the newest of ``previous`` (the
     last checkpoint's) and of the user's own among ``folded`` that fit ``budget``, each
     capped. ``previous`` was chosen the same way, so carrying it forward equals choosing
     from every folded message of the session."""

@@ -2,7 +2,8 @@
 
 Rebuilding it means an edited AGENTS.md reaches the model on the next turn, and
 old sessions never lock in an old prompt. It holds nothing that changes within a
-session (ARCHITECTURE decision 7): the first message is the start of every cached
+session (see docs/architecture.md, 'Cache-stable requests'): the first message is the
+start of every cached
 prefix, so a todo list or a clock in it would invalidate the whole prompt cache on
 every change. The todo list reaches the model through the ``write_todos`` results
 in the conversation and, after a compaction, through the checkpoint's state note
@@ -31,9 +32,11 @@ AGENTS_MAX_BYTES = 32 * 1024
 
 BASE_PROMPT = """\
 You are harness9, a careful software agent working in a terminal.
-You can call tools to run shell commands, read and write files in the working
+You can call tools to run shell commands, read, edit and write files in the working
 directory, and keep a todo list. Work step by step until the user's task is
 done, then answer briefly with what you did. Prefer reading files over guessing.
+To change part of an existing file use edit_file (an exact replacement), not a
+write_file of the whole file.
 Paths are relative to the working directory; you cannot reach outside it.
 When a tool result starts with "📂 [offload:<id>]", the full output was stored
 aside: call offload_recall with that id if you need more than the summary.

@@ -1,4 +1,4 @@
-"""Forks (ARCHITECTURE decision 9: a session is a tree): what a fork shares, and how.
+"""Forks (see docs/architecture.md, 'A session is a tree'): what a fork shares, and how.
 
 A fork is a new session that SHARES its origin's messages 1..N (as ``sessions show``
 numbers them) instead of copying them: one ``inherited_messages`` row says that the

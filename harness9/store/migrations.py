@@ -225,7 +225,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        # Recall memory and cache-stable eviction (ARCHITECTURE decisions 6 and 7). A
+        # Recall memory and cache-stable eviction (see docs/architecture.md, 'Nothing the agent
+        # saw becomes unreachable' and 'Cache-stable requests'). A
         # checkpoint now also carries the index of the tool results it folded (rendered,
         # with their recall handles), the eviction stubs that replace kept messages in the
         # view (JSON {message id: content}; the log itself is never rewritten) and the

@@ -1,7 +1,8 @@
 """history_search: full-text search over this session's whole stored log.
 
 The log keeps every message, folded or not, so this finds what compaction took out
-of the context (ARCHITECTURE decision 6). Each hit carries a recall handle for
+of the context (see docs/architecture.md, 'Nothing the agent saw becomes unreachable').
+Each hit carries a recall handle for
 ``offload_recall``; hits still in the current context are marked, so the model does
 not page back what it already has. Offloaded outputs are searched too: their full
 text lives on disk, not in the log.

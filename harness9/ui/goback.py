@@ -1,4 +1,5 @@
-"""Going back in chat: /pin, /pins, /unpin, /fork and /rewind (ARCHITECTURE decision 9).
+"""Going back in chat: /pin, /pins, /unpin, /fork and /rewind (see docs/architecture.md,
+'A session is a tree').
 
 Nothing here deletes anything: a fork or a rewind is a new session made from a point
 of the current one (the store shares the messages and copies the checkpoints up to
