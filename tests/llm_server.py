@@ -65,6 +65,8 @@ class ErrorReply:
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # More fields of the error object (llama.cpp's n_prompt_tokens and n_ctx).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -228,9 +230,18 @@ class ScriptedLLMServer:
         code: str | None = None,
         headers: dict[str, str] | None = None,
         delay: float = 0.0,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.reply(
-            ErrorReply(status, message, type=type, code=code, headers=headers or {}, delay=delay)
+            ErrorReply(
+                status,
+                message,
+                type=type,
+                code=code,
+                headers=headers or {},
+                delay=delay,
+                extra=extra or {},
+            )
         )
 
     def reply_stream_break(
@@ -391,9 +402,9 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if isinstance(spec, ErrorReply):
             err_type = spec.type or _DEFAULT_ERROR_TYPES.get(spec.status, "server_error")
-            self._send_json(
-                spec.status, _error_body(spec.message, err_type, spec.code), spec.headers
-            )
+            payload = _error_body(spec.message, err_type, spec.code)
+            payload["error"].update(spec.extra)
+            self._send_json(spec.status, payload, spec.headers)
         elif isinstance(spec, StreamBreakReply):
             self._break(spec, body, stream)
         elif stream:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
@@ -54,7 +54,7 @@ from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
-    ServerExcess,
+    ServerCount,
     estimate_tokens,
     estimate_tool_tokens,
     format_token_count,
@@ -88,16 +88,13 @@ class TokenCounter(Protocol):
 
     def count(self, msgs: list[Message]) -> int: ...
 
-    def calibrate(self, estimated: int, actual_input_tokens: int) -> None: ...
-
 
 @dataclass(slots=True)
 class Request:
     """What one model call sends, measured."""
 
     messages: list[Message]  # repaired: a valid tool sequence
-    counted: int  # the token counter's count of ``messages`` (calibration input)
-    shown_tokens: int  # what the token line shows before the call
+    shown_tokens: int  # what the token line shows before the call (the server's expected count)
     estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
 
 
@@ -173,14 +170,15 @@ class ContextPolicy:
             cleanup_age_days=opts.offload_cleanup_age_days,
         )
         self.offload = OffloadStore(config, blobs) if opts.offload else None
-        # Displayed: the model's tokenizer's count, calibrated by each call's input tokens.
-        # Decided on: the byte estimate, whose head-room the threshold is for.
+        # Shown before any server reported a count: the model's tokenizer's count.
         self.token_counter = token_counter
-        self._calibrated = False
-        # What the server counts beyond the estimate (framing, tool schemas, the tokenizer's
-        # difference). Decisions add it (issue 19: a session of small tool results reached
-        # 99 % of the window, its estimate under 80 %).
-        self.excess = ServerExcess()
+        # The one model of the server's count, learnt from each reply's input tokens: the
+        # threshold, the token line, /context, --dry-run and the notices all use it.
+        self.count = ServerCount()
+        # The largest request (by the server's count) a reply came back for: a stream that
+        # dies on a larger one is a suspected overflow.
+        self.largest_answered = 0
+        self._make, self._summarizer = make, summarizer
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -211,15 +209,42 @@ class ContextPolicy:
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
+        if may_compact and self._last_resort(session, sized, live, due is not None, emit):
+            live = self.views.load(session, sized)
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
-        estimated = estimate_tokens(messages)
+        estimated = estimate_tokens(messages) + estimate_tool_tokens(tools)
+        return Request(messages, self.shown(messages, estimated), estimated)
+
+    def shown(self, messages: list[Message], estimated: int) -> int:
+        """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
+        included): the server's expected count once one reported, else the tokenizer's."""
         counter = self.token_counter
-        counted = counter.count(messages) if counter is not None else estimated
-        tool_tokens = estimate_tool_tokens(tools)
-        # Once calibrated, the ratio accounts for the tool definitions.
-        shown = counted if self._calibrated else counted + tool_tokens
-        return Request(messages, counted, shown, estimated + tool_tokens)
+        if self.count.known or counter is None:
+            return self.count.count(estimated)
+        return estimated - estimate_tokens(messages) + counter.count(messages)
+
+    def _last_resort(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        live: MeasuredView,
+        tried: bool,
+        emit: ContextEventSink,
+    ) -> bool:
+        """A context the compaction just ``tried`` left over the threshold, or one over the
+        room the window leaves beside the reply, is not sent as it is: the protected tail
+        goes (tool results stubbed, the newest message with the summary), as ``/compact``'s
+        last resort. True when that changed the view."""
+        if not self.opts.auto:
+            return False
+        served, limit = self.count.count(live.tokens), self.threshold_tokens
+        room = self.context_window - self.opts.output_reserve
+        if not (tried and served > limit) and served <= room:
+            return False
+        tail = tail_compactor(limit)
+        framing = served - live.tokens
+        return self._compact(session, sized, live.view, tail, True, emit, None, framing) is not None
 
     def _decide(
         self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
@@ -234,7 +259,7 @@ class ContextPolicy:
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
-        served = tokens + self._framing(view.messages)
+        served = self.count.count(tokens)
         if not self.opts.auto:
             if plan.would_compact and not st.warned_over_threshold:
                 st.warned_over_threshold = True
@@ -244,10 +269,12 @@ class ContextPolicy:
             return None
         limit, early = comp.threshold_tokens, False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
-            early = st.smart_trigger(tokens, recent, self.context_window, limit)
+            early = st.smart_trigger(served, recent, self.context_window, limit)
         # Forced when only the server's count or the trigger says so: the compactor's own
-        # check counts the estimate alone.
-        due = plan.would_compact or early or 0 < limit <= served
+        # check counts the estimate alone. Once the server has reported, its count decides
+        # either way: a server that counts less than the estimate compacts later.
+        crossed = 0 < limit <= served if self.count.known else plan.would_compact
+        due = crossed or early or 0 < limit <= served
         last = st.last_compaction_tokens
         grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
@@ -286,7 +313,14 @@ class ContextPolicy:
             st.futile = tried
             return None
         cp = session.add_checkpoint(cp)
-        figures = (cp.tokens_before, cp.tokens_after, cp.messages_before, cp.messages_after)
+        # In the server's count, as the token line shows it (the checkpoint keeps estimates).
+        served = self.count.count
+        figures = (
+            served(cp.tokens_before),
+            served(cp.tokens_after),
+            cp.messages_before,
+            cp.messages_after,
+        )
         emit(notice := Compaction(*figures, result.strategy, result.error))
         return notice
 
@@ -322,8 +356,11 @@ class ContextPolicy:
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
             msgs = view.messages
-            if pad:  # the padding only steers the cut; it is never stored
+            if pad > 0:  # the padding only steers the cut; it is never stored
                 msgs = [Message(head.role, head.content + " " * pad), *msgs[1:]]
+            elif pad < 0:  # a server that counts less: the head weighs less for the cut
+                msgs = [Message(head.role, head.content[: max(0, len(head.content) + pad)])]
+                msgs += view.messages[1:]
             result = comp.compact(
                 msgs,
                 force=force,
@@ -347,13 +384,29 @@ class ContextPolicy:
         return result, cp
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
-        """Calibrates the displayed count, and what the server counts beyond the estimate,
-        by the real input."""
+        """Learns the server's count (``ServerCount``) from the input it reported."""
         if input_tokens > 0 and request.estimated > 0:
-            self.excess.observe(len(request.messages), input_tokens - request.estimated)
-        if input_tokens > 0 and self.token_counter is not None:
-            self.token_counter.calibrate(request.counted, input_tokens)
-            self._calibrated = True
+            self.count.observe(request.estimated, input_tokens)
+            self.largest_answered = max(self.largest_answered, input_tokens)
+
+    def answered(self, request: Request) -> None:
+        """A reply came back for ``request`` (whether or not the server reported usage)."""
+        self.largest_answered = max(self.largest_answered, request.shown_tokens)
+
+    def adopt_window(self, window: int, output_reserve: int) -> bool:
+        """Works with ``window`` from now on when it is smaller than the one in use (the
+        server said so), keeping ``output_reserve`` tokens of it for the reply: the
+        compactor's threshold and the inline limit follow. True when it changed anything."""
+        if window <= 0 or window >= self.context_window:
+            return False
+        self.context_window = window
+        self.opts = replace(self.opts, output_reserve=output_reserve)
+        threshold = self.opts.threshold_tokens(window)
+        self.compactor = self._make(self._summarizer, window, threshold)
+        self.inline_limit_tokens = offload_limit(self.opts.offload_max_result_tokens, window)
+        if self.offload is not None:
+            self.offload.config.max_result_tokens = self.inline_limit_tokens
+        return True
 
     def after_overflow(
         self,
@@ -429,8 +482,10 @@ class ContextPolicy:
         return notice
 
     def _framing(self, msgs: Sequence[Message]) -> int:
-        """Tokens the server is expected to count in ``msgs`` beyond the estimate."""
-        return self.excess.tokens(len(msgs))
+        """Tokens the server is expected to count in ``msgs`` beyond the estimate (negative:
+        it counts fewer)."""
+        tokens = estimate_tokens(msgs)
+        return self.count.count(tokens) - tokens
 
     def plan(
         self,

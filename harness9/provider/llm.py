@@ -37,7 +37,9 @@ from harness9.provider.errors import (
     error_body,
     is_overloaded,
     provider_message,
+    refused_window,
     retry_delay,
+    says_too_long,
 )
 from harness9.provider.wire import api_base_hint
 from harness9.schema import ROLE_ASSISTANT, Message, ToolCall, ToolDefinition, Usage
@@ -217,6 +219,15 @@ class LLMProvider:
 
     def __repr__(self) -> str:
         return f"LLMProvider(model={self.model!r}, api_base={self.api_base!r})"
+
+    def fit_window(self, window: int) -> int:
+        """Work in a ``window`` the server named: the reply's budget (``max_tokens``) becomes
+        at most a fifth of it, since some servers (vLLM, llama.cpp's) count it against the
+        window with the prompt. Returns the new budget (0: none is asked for)."""
+        self.context_window = window
+        if self.max_tokens is not None:
+            self.max_tokens = max(1, min(self.max_tokens, window // 5))
+        return self.max_tokens or 0
 
     # -- credentials -----------------------------------------------------------------------
     def check_credentials(self) -> None:
@@ -403,8 +414,13 @@ class LLMProvider:
         model = self.model
         body = error_body(str(exc))
         status = body_status(body) or getattr(exc, "status_code", None)
-        if isinstance(exc, litellm.ContextWindowExceededError):
-            return ContextWindowExceededError(f"context window exceeded for {model}: {detail}")
+        said = _refusal_text(exc)
+        if isinstance(exc, litellm.ContextWindowExceededError) or (
+            status in (None, 400, 413, 500) and says_too_long(said)
+        ):
+            return ContextWindowExceededError(
+                f"context window exceeded for {model}: {detail}", refused_window(said)
+            )
         if isinstance(exc, litellm.AuthenticationError | openai.PermissionDeniedError) or (
             status in (401, 403)
         ):
@@ -557,6 +573,17 @@ def _mark_estimate(
     ):
         usage.input_estimated = True
     return usage
+
+
+def _refusal_text(exc: BaseException) -> str:
+    """Everything the server said in an error: litellm's message keeps only the body's
+    ``message``, while llama.cpp names its window in another field (``n_ctx``), which the
+    HTTP response litellm keeps holds."""
+    text = str(exc)
+    response: Any = getattr(exc, "response", None)
+    with contextlib.suppress(Exception):  # no response, or one whose body was streamed away
+        text += " " + str(response.text)
+    return text
 
 
 def _clean_message(exc: BaseException) -> str:
