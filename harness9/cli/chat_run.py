@@ -212,7 +212,7 @@ class ChatRun:
         if quiet:
             limits = get_model_limits(s.model, override=s.context_window, api_base=s.api_base)
             return limits.context_tokens
-        if repl and server_would_answer(s.model, override=s.context_window):
+        if repl and server_would_answer(s.model, override=s.context_window, api_base=s.api_base):
             self.probe = WindowProbe(s.model, s.api_base)
             limits = get_model_limits(s.model, api_base=s.api_base)
             source = window_source(s.model)

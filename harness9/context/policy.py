@@ -96,6 +96,9 @@ class Request:
     messages: list[Message]  # repaired: a valid tool sequence
     shown_tokens: int  # what the token line shows before the call (the server's expected count)
     estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
+    window: int = (
+        0  # the window it was made for (a smaller one learnt since changes the reply's room)
+    )
 
 
 @dataclass(slots=True)
@@ -179,6 +182,8 @@ class ContextPolicy:
         # dies on a larger one is a suspected overflow.
         self.largest_answered = 0
         self._make, self._summarizer = make, summarizer
+        # Told the window the server named (``adopt_window``): the adapters fit their budgets.
+        self.window_listeners: list[Callable[[int], object]] = []
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -214,7 +219,7 @@ class ContextPolicy:
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
         estimated = estimate_tokens(messages) + estimate_tool_tokens(tools)
-        return Request(messages, self.shown(messages, estimated), estimated)
+        return Request(messages, self.shown(messages, estimated), estimated, self.context_window)
 
     def shown(self, messages: list[Message], estimated: int) -> int:
         """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
@@ -393,14 +398,19 @@ class ContextPolicy:
         """A reply came back for ``request`` (whether or not the server reported usage)."""
         self.largest_answered = max(self.largest_answered, request.shown_tokens)
 
-    def adopt_window(self, window: int, output_reserve: int) -> bool:
+    def adopt_window(self, window: int) -> bool:
         """Works with ``window`` from now on when it is smaller than the one in use (the
-        server said so), keeping ``output_reserve`` tokens of it for the reply: the
-        compactor's threshold and the inline limit follow. True when it changed anything."""
+        server said so): the reply's budget becomes at most a fifth of it (some servers
+        count it against the window), and the compactor's threshold, the inline limit and
+        every ``window_listeners`` (the models' adapters) follow. True when it changed."""
         if window <= 0 or window >= self.context_window:
             return False
         self.context_window = window
-        self.opts = replace(self.opts, output_reserve=output_reserve)
+        reserve = self.opts.output_reserve
+        if reserve > 0:
+            self.opts = replace(self.opts, output_reserve=max(1, min(reserve, window // 5)))
+        for listener in self.window_listeners:
+            listener(window)
         threshold = self.opts.threshold_tokens(window)
         self.compactor = self._make(self._summarizer, window, threshold)
         self.inline_limit_tokens = offload_limit(self.opts.offload_max_result_tokens, window)

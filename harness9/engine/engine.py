@@ -223,7 +223,7 @@ class AgentEngine:
         self._streamed.clear()
         may_compact_on_overflow = True
         just_compacted = False  # one compaction per model call, never two
-        refused: list[Message] | None = None  # the messages the server just refused
+        refused: Request | None = None  # the request the server just refused
         try:
             while result.iterations < self.options.max_iterations:
                 system = self.prompt_builder.build(sess)
@@ -240,7 +240,7 @@ class AgentEngine:
                 if answer is None:  # the context overflowed and was compacted: ask again
                     may_compact_on_overflow = False
                     just_compacted = True
-                    refused = request.messages
+                    refused = request
                     continue
                 reply, usage = answer
                 may_compact_on_overflow, refused = True, None  # this call got through
@@ -382,9 +382,12 @@ class AgentEngine:
         if why is not None:
             raise ContextWindowExceededError(why) from cause
 
-    def _never_the_same(self, request: Request, refused: list[Message] | None) -> None:
-        """A retry is never the request the server refused: it would be refused again."""
-        if refused is not None and request.messages == refused:
+    def _never_the_same(self, request: Request, refused: Request | None) -> None:
+        """A retry is never the request the server refused: it would be refused again (the
+        same messages made for a smaller window ask for a smaller reply)."""
+        if refused is None or request.window != refused.window:
+            return
+        if request.messages == refused.messages:
             raise ContextWindowExceededError(self._too_long(request, "nothing could be cut"))
 
     def _too_long(self, request: Request, what: str) -> str:
@@ -401,15 +404,8 @@ class AgentEngine:
         """Work with the server's ``window`` from now on, when smaller than the one in use:
         say so, fit the reply's budget into it, and store it with the session's settings
         (``--resume``, ``--continue`` and ``compact`` use it)."""
-        from harness9.provider.llm import LLMProvider
-
         old = self.policy.context_window
-        if window >= old:
-            return
-        reserve = self.policy.opts.output_reserve
-        if isinstance(self.provider, LLMProvider):
-            reserve = self.provider.fit_window(window)
-        if not self.policy.adopt_window(window, reserve):
+        if not self.policy.adopt_window(window):
             return
         self.on_event(
             ev.Notice(

@@ -1,0 +1,136 @@
+"""The window the server really has: read from its refusal in each common wording, asked
+of the server at start, and its own count believed either way (issue 32)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+from window_server import LocalServer, is_summary_request
+
+from harness9.cli import app
+from harness9.config import db_path
+from harness9.store import open_manager
+
+runner = CliRunner()
+
+
+def note(i: int, tokens: int = 300) -> str:
+    """A note of about ``tokens`` tokens (bytes / 4), one line."""
+    head = f"note {i}: "
+    return head + f"remember the figure {i}. " * ((tokens * 4 - len(head)) // 24)
+
+
+def chat(server, *lines: str, extra: tuple[str, ...] = ()) -> object:
+    argv = ["chat", "--model", "openai/smol", "--api-base", server.base_url, "--yes", *extra]
+    return runner.invoke(app, argv, input="".join(line + "\n" for line in lines))
+
+
+def agent_requests(server) -> list[dict]:
+    return [b for b in server.requests if not is_summary_request(b)]
+
+
+def latest_settings():
+    with open_manager(db_path()) as m:
+        [info] = m.list_sessions()
+        return info.id, m.open_session(info.id).model_settings()
+
+
+@pytest.mark.parametrize("kind", ["openai", "vllm", "llama.cpp", "lm-studio"])
+def test_a_refusal_naming_a_smaller_window_is_adopted_stored_and_never_exceeded_again(
+    llm_server, kind
+):
+    local = LocalServer(kind, 4096)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i) for i in range(12)))
+
+    assert result.exit_code == 0, result.output
+    assert "the server's window is 4,096 tokens, not 32.8K: compacting to it" in result.output
+    assert len(local.over) == 1  # the first refusal only
+    assert len(local.answered) >= 12  # every note answered (and the summaries)
+    _, settings = latest_settings()
+    assert settings is not None and settings.context_window == 4096
+
+
+@pytest.mark.parametrize("finishes", [False, True])
+def test_a_stream_that_dies_after_a_200_on_a_larger_request_is_a_suspected_overflow(
+    llm_server, finishes
+):
+    # llama-cpp-python: a streamed request over its window gets a 200 whose stream ends
+    # empty; its chat template drops the tool definitions.
+    local = LocalServer("llama-cpp-python", 2048, counts_tools=False)
+    local.dead_stream_finishes = finishes
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i) for i in range(10)))
+
+    assert result.exit_code == 0, result.output
+    assert "sent an empty reply" not in result.output
+    assert "the server sent nothing back for a request of ~" in result.output
+    assert len(local.over) == 1  # the first failed stream only
+    assert len([b for b in agent_requests(llm_server) if local.count(b) <= 2048]) >= 10
+
+
+def test_an_honest_empty_reply_keeps_its_message(llm_server):
+    llm_server.reply_empty(usage=(40, 0))
+
+    result = chat(llm_server, "hello")
+
+    assert "sent an empty reply (no text, no tool call)" in result.output
+    assert len(llm_server.requests) == 1  # not retried as an overflow
+
+
+def test_a_resumed_session_keeps_the_learnt_window(llm_server):
+    local = LocalServer("openai", 4096)
+    llm_server.respond_with(local)
+    chat(llm_server, *(note(i) for i in range(10)))
+    sid, _ = latest_settings()
+    before = len(local.over)
+
+    result = runner.invoke(app, ["chat", "--resume", sid, "--yes"], input=note(99) + "\n")
+
+    assert result.exit_code == 0, result.output
+    assert "/4.1K" in result.output and "32.8K" not in result.output
+    assert len(local.over) == before  # no second refusal to learn it again
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/props", {"default_generation_settings": {"n_ctx": 6144}}),
+        ("/v1/models", {"object": "list", "data": [{"id": "smol", "max_model_len": 6144}]}),
+        (
+            "/api/v0/models",
+            {"data": [{"id": "smol", "state": "loaded", "max_context_length": 6144}]},
+        ),
+    ],
+)
+def test_an_openai_compatible_server_is_asked_its_window_at_start(llm_server, route, body):
+    llm_server.serve_get(route, body)
+    llm_server.reply_text("hello")
+
+    result = chat(llm_server, "hi")
+
+    assert result.exit_code == 0, result.output
+    assert "the context window of openai/smol is 6.1K, as its server reports" in result.output
+    assert "ctx" in result.output and "/6.1K" in result.output
+    assert llm_server.requests[0]["max_tokens"] == 6144 // 5
+
+
+def test_the_context_window_flag_wins_over_what_the_server_reports(llm_server):
+    llm_server.serve_get("/props", {"default_generation_settings": {"n_ctx": 6144}})
+    llm_server.reply_text("hello")
+
+    result = chat(llm_server, "hi", extra=("--context-window", "16000"))
+
+    assert "/16K" in result.output and "6.1K" not in result.output
+    assert "/props" not in llm_server.get_requests
+
+
+def test_a_server_that_answers_no_route_leaves_the_guess_said_as_one(llm_server):
+    llm_server.reply_text("hello")
+
+    result = chat(llm_server, "hi")
+
+    assert "is not known; assuming 32.8K" in result.output
+    assert {"/props", "/v1/models", "/api/v0/models"} <= set(llm_server.get_requests)
