@@ -9,6 +9,7 @@ from window_server import LocalServer, is_summary_request
 
 from harness9.cli import app
 from harness9.config import db_path
+from harness9.context.tokens import format_token_count
 from harness9.store import open_manager
 
 runner = CliRunner()
@@ -134,3 +135,62 @@ def test_a_server_that_answers_no_route_leaves_the_guess_said_as_one(llm_server)
 
     assert "is not known; assuming 32.8K" in result.output
     assert {"/props", "/v1/models", "/api/v0/models"} <= set(llm_server.get_requests)
+
+
+def test_anthropics_too_long_wording_names_the_window(monkeypatch):
+    from anthropic_server import ScriptedAnthropicServer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with ScriptedAnthropicServer() as server:
+        server.reply_error(400, "prompt is too long: 9000 tokens > 8000 maximum")
+        server.reply_text("fits now")
+        argv = ["chat", "--model", "anthropic/claude-sonnet-4-5", "--api-base", server.base_url]
+        result = runner.invoke(app, [*argv, "--yes"], input="hi\n")
+
+        assert result.exit_code == 0, result.output
+        assert "the server's window is 8,000 tokens, not 200K: compacting to it" in result.output
+        assert "fits now" in result.output
+        assert server.requests[1]["max_tokens"] == 8000 // 5
+
+
+def test_geminis_too_long_wording_names_the_window(gemini_server):
+    gemini_server.reply_error(
+        400,
+        "The input token count (9000) exceeds the maximum number of tokens allowed (8000).",
+    )
+    gemini_server.reply_text("fits now")
+    argv = ["chat", "--model", "gemini/gemini-2.5-flash", "--api-base", gemini_server.base_url]
+    result = runner.invoke(app, [*argv, "--yes"], input="hi\n")
+
+    assert result.exit_code == 0, result.output
+    assert "the server's window is 8,000 tokens, not 1M: compacting to it" in result.output
+    assert "fits now" in result.output
+
+
+def test_a_server_that_does_not_count_the_tools_is_believed_below_the_estimate(llm_server):
+    # The chat template has no place for tool definitions: ~1,000 tokens fewer than the
+    # estimate, which alone would be over the 2,048 window's threshold from the first turn.
+    local = LocalServer("openai", 2048, counts_tools=False)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i, 60) for i in range(8)), extra=("--context-window", "2048"))
+
+    assert result.exit_code == 0, result.output
+    assert "context compacted" not in result.output
+    assert max(local.answered) < 1638  # the threshold, by the server's own count
+    lines = [line for line in result.output.splitlines() if "ctx " in line]
+    shown = lines[-1].split("ctx ")[1].split("/")[0]
+    assert shown == format_token_count(local.answered[-1])  # the server's count, no "~"
+
+
+def test_told_the_right_small_window_no_request_goes_over_it(llm_server):
+    # llama-cpp-python at 2,048: tools not counted, max_tokens counted, a failed stream for
+    # anything over; eight long notes, each a quarter of the window.
+    local = LocalServer("llama-cpp-python", 2048, counts_tools=False, counts_max_tokens=True)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i, 500) for i in range(8)), extra=("--context-window", "2048"))
+
+    assert result.exit_code == 0, result.output
+    assert local.over == []
+    assert len(agent_requests(llm_server)) >= 8

@@ -55,7 +55,7 @@ class LocalServer:
     # llama-cpp-python's failed stream: with a finish reason (else it just ends).
     dead_stream_finishes: bool = False
     summary: str = "**Goal:** keep notes\n**Critical Context:** the notes so far"
-    counts_max_tokens: bool = field(init=False)
+    counts_max_tokens: bool | None = None  # None: as the kind does (vLLM, llama.cpp)
     over: list[int] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
     refusals: int = 0
@@ -63,7 +63,8 @@ class LocalServer:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown kind {self.kind!r}; one of {', '.join(KINDS)}")
-        self.counts_max_tokens = self.kind in ("vllm", "llama.cpp")
+        if self.counts_max_tokens is None:
+            self.counts_max_tokens = self.kind in ("vllm", "llama.cpp")
 
     def count(self, body: dict[str, Any]) -> int:
         """The prompt's tokens as this server counts them (4 tokens of framing a message)."""
