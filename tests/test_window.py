@@ -194,3 +194,32 @@ def test_told_the_right_small_window_no_request_goes_over_it(llm_server):
     assert result.exit_code == 0, result.output
     assert local.over == []
     assert len(agent_requests(llm_server)) >= 8
+
+
+def kilo(figure: str) -> float:
+    """ "3.2K" -> 3200.0, "710" -> 710.0 (a token line's figure, "~" dropped)."""
+    figure = figure.lstrip("~")
+    return float(figure[:-1]) * 1000 if figure.endswith("K") else float(figure)
+
+
+def test_the_compaction_notice_counts_as_the_token_line_does(llm_server):
+    # A server that counts half again the estimate: the notice's figures are its count, so
+    # it starts above the line before it (the context only grew since) and ends on the
+    # figure the token line then shows for the request that follows.
+    local = LocalServer("openai", 8192, ratio=1.5)
+    llm_server.respond_with(local)
+
+    result = chat(
+        llm_server, *(note(i, 400) for i in range(14)), extra=("--context-window", "8192")
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "ctx " in line or "compacted" in line]
+    notices = [i for i, line in enumerate(lines) if "context compacted" in line]
+    assert notices
+    for i in notices:
+        before, after = lines[i].split("— ")[1].split(" tokens")[0].split(" → ")
+        previous = lines[i - 1].split("ctx ")[1].split("/")[0]
+        following = lines[i + 1].split("ctx ")[1].split("/")[0]
+        assert kilo(before) >= kilo(previous)
+        assert following == "~" + after
