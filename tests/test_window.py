@@ -223,3 +223,18 @@ def test_the_compaction_notice_counts_as_the_token_line_does(llm_server):
         following = lines[i + 1].split("ctx ")[1].split("/")[0]
         assert kilo(before) >= kilo(previous)
         assert following == "~" + after
+
+
+def test_context_shows_the_servers_count_beside_the_estimates(llm_server):
+    # A server that counts half again the estimate: /context's estimates add up to less
+    # than the server's count of the last request; its own row says what the server counts.
+    local = LocalServer("openai", 32_768, ratio=1.5)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, note(1, 400), "/context")
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    [row] = [line for line in lines if "as the server counts" in line]
+    total = next(line for line in lines if line.strip().startswith("total")).split()[-1]
+    assert kilo(total) < local.answered[-1] <= kilo(row.split()[-1]) + 50  # shown to 0.1K

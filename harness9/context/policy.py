@@ -112,6 +112,9 @@ class ContextBreakdown:
     message_count: int
     context_window: int
     threshold: int
+    served: int | None = (
+        None  # the total as the server is expected to count it (None: no report yet)
+    )
 
     @property
     def total(self) -> int:
@@ -518,6 +521,9 @@ class ContextPolicy:
                 plan.would_compact = False
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
             plan.tokens_after = plan.tokens_before  # a compaction that would grow is not stored
+        # In the server's count, as the token line and the notices show it.
+        plan.tokens_before = self.count.count(plan.tokens_before)
+        plan.tokens_after = self.count.count(plan.tokens_after)
         return view, plan
 
     def breakdown(
@@ -529,9 +535,11 @@ class ContextPolicy:
         summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
         tool_tokens, window = estimate_tool_tokens(tools), self.context_window
-        return ContextBreakdown(
+        b = ContextBreakdown(
             system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
         )
+        b.served = self.count.count(b.total) if self.count.known else None
+        return b
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault`` is atomic)."""
