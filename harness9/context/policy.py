@@ -250,9 +250,22 @@ class ContextPolicy:
         room = self.context_window - self.opts.output_reserve
         if not (tried and served > limit) and served <= room:
             return False
-        tail = tail_compactor(limit)
         framing = served - live.tokens
-        return self._compact(session, sized, live.view, tail, True, emit, None, framing) is not None
+        # First all but the newest message folds into one summary; what is then still over
+        # loses its tool results and, last, its oldest messages.
+        whole = SummarizationCompactor(
+            self._summarizer, limit, min_tail_messages=1, summarizer_window=self.context_window
+        )
+        folded = self._compact(session, sized, live.view, whole, True, emit, None, framing)
+        if folded is not None:
+            live = self.views.load(session, sized)
+            served = self.count.count(live.tokens)
+            if served <= limit:
+                return True
+            framing = served - live.tokens
+        tail = tail_compactor(limit)
+        cut = self._compact(session, sized, live.view, tail, True, emit, None, framing)
+        return folded is not None or cut is not None
 
     def _decide(
         self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
