@@ -238,3 +238,26 @@ def test_context_shows_the_servers_count_beside_the_estimates(llm_server):
     [row] = [line for line in lines if "as the server counts" in line]
     total = next(line for line in lines if line.strip().startswith("total")).split()[-1]
     assert kilo(total) < local.answered[-1] <= kilo(row.split()[-1]) + 50  # shown to 0.1K
+
+
+def test_a_one_shot_on_a_vllm_server_fits_the_reply_into_the_window_it_learns(llm_server):
+    # 6,553 tokens of reply budget (a fifth of the 32.8K guess) alone are over vLLM's 4,096.
+    local = LocalServer("vllm", 4096)
+    llm_server.respond_with(local)
+    argv = ["chat", "--model", "openai/smol", "--api-base", llm_server.base_url, "--yes"]
+
+    result = runner.invoke(app, [*argv, "what is in the notes?"])
+
+    assert result.exit_code == 0, result.output
+    first, retry = agent_requests(llm_server)
+    assert first["max_tokens"] == 6553 and retry["max_tokens"] == 4096 // 5
+    assert first["messages"] == retry["messages"]  # the same context, a reply that fits
+
+
+def test_a_refusal_with_nothing_to_cut_is_not_sent_again_and_suggests_the_flag(llm_server):
+    llm_server.reply_error(400, "the request is too long", code="context_length_exceeded")
+
+    result = chat(llm_server, "hi")
+
+    assert len(agent_requests(llm_server)) == 1  # the refused request was not resent
+    assert "set --context-window N" in result.output

@@ -353,8 +353,8 @@ def window_notes(
     whatever window it was started with); for a model no table knows the guess is then
     the small end, ``LOCAL_GUESS``. ``source`` is ``chat_limits``'s (None: the tables'). A
     window a server reported is said once (an Ollama server is then told to use it,
-    as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
-    so for those the user is told how to set it instead.
+    as num_ctx); an OpenAI-compatible server is asked on its own routes
+    (provider/discovery.py), and when none answers the user is told how to set it.
     """
     from rich.text import Text
 

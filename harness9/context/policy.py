@@ -449,7 +449,10 @@ class ContextPolicy:
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
-            return reason
+            if "--context-window" in reason:
+                return reason
+            window = format_token_count(self.context_window)
+            return f"{reason} (if the server's window is smaller than {window}, set --context-window N)"
         what = f"the model rejected the context as too long ({reason})"
         emit(Notice(f"{what}; compacting and retrying"))
         self.compact(session, system, tools=tools, emit=emit, rejected=True)

@@ -11,7 +11,7 @@ through ``litellm.get_model_info``: importing litellm costs seconds, and
 ``compact --dry-run`` or the token line must not pay that just to learn a
 window size. Nothing here prints, and only ``server_limits`` touches the
 network: once, when a chat starts or switches to a local model (an Ollama one, or one no
-table knows).
+table knows, an OpenAI-compatible server's among them: provider/discovery.py).
 """
 
 from __future__ import annotations
@@ -195,8 +195,8 @@ def served_locally(name: str, api_base: str | None) -> bool:
 
 # Providers whose server can be asked for a model's window: Ollama's POST {api_base}/api/show
 # (asked directly, provider/ollama.py) and Lemonade's GET {api_base}/models/{name}, whose
-# ctx_size ``litellm.get_model_info(name, api_base=...)`` reads. For other providers,
-# OpenAI-compatible servers (llama.cpp, vLLM) among them, there is no call that asks.
+# ctx_size ``litellm.get_model_info(name, api_base=...)`` reads. OpenAI-compatible servers
+# (llama.cpp, vLLM, LM Studio) are asked on their own routes (OPENAI_COMPATIBLE_PROVIDERS).
 SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat", "lemonade"})
 # A local server answers in milliseconds; one that does not must not hold up start-up.
 SERVER_TIMEOUT_S = 3.0
