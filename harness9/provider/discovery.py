@@ -67,8 +67,10 @@ def _get_json(url: str, timeout: float) -> Any:
     import urllib.error  # only a chat on a local server pays for these imports
     import urllib.request
 
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if not url.startswith(("http://", "https://")):
+        return None  # not a server's address: the chat's own request says so
     try:
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             return json.loads(response.read() or b"null")
     except (OSError, ValueError, urllib.error.URLError):
