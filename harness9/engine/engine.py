@@ -439,7 +439,7 @@ class AgentEngine:
         fixed = estimate_tokens([self.prompt_builder.build(sess)]) + estimate_tool_tokens(
             self.registry.definitions()
         )
-        if size + fixed <= window:
+        if self.policy.count.count(size + fixed) <= window:  # as the server counts it
             return None
         return (
             f"this message is about {format_token_count(size)} tokens and can never fit the "
