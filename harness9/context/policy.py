@@ -299,8 +299,10 @@ class ContextPolicy:
         last = st.last_compaction_tokens
         grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
-            forced = not plan.would_compact
-            return comp, forced, served - tokens if forced else 0
+            # The cut counts what the server counts (the framing), once it has reported.
+            forced = not crossed
+            framing = served - tokens if self.count.known or forced else 0
+            return comp, forced, framing
         bound = self.opts.max_messages
         if bound and len(view.messages) > bound:
             return MessageBound(bound, bound // 2), True, 0
