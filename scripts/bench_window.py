@@ -22,7 +22,12 @@ Measures per server:
   compacts a little ahead of the threshold on purpose;
 - compactions, against the same session run with ``--context-window`` set to the server's
   window (the "told up front" baseline: harness9 learns the server's count from the first
-  reply in both runs). Target: within 10 %.
+  reply in both runs). Target: at most 10 % more than the baseline. Fewer is not a miss: a
+  session that learns the window from a refusal makes its first compaction at the window
+  rather than at the threshold, which saves one over a long session.
+
+``--smart-triggers`` leaves the smart trigger on (the default of ``harness9 chat``): it
+compacts up to two calls' growth before the threshold, so "early" then counts those too.
 
 ``--api-base URL --model openai/NAME``: the same session against a real local server
 (llama.cpp, llama-cpp-python, vLLM, LM Studio) instead; the server's side is not visible
@@ -152,9 +157,13 @@ def chat(argv: list[str], lines: list[str], home: Path) -> tuple[int, str]:
     return result.exit_code, result.output + stdout.getvalue() + stderr.getvalue()
 
 
+SMART_TRIGGERS = False  # --smart-triggers
+
+
 def prepare_home(home: Path) -> Path:
     home.mkdir(parents=True)
-    (home / "config.toml").write_text("[compaction]\nsmart_triggers = false\n")
+    if not SMART_TRIGGERS:
+        (home / "config.toml").write_text("[compaction]\nsmart_triggers = false\n")
     return home
 
 
@@ -218,13 +227,18 @@ def main() -> int:
     parser.add_argument("--note-tokens", type=int, default=150)
     parser.add_argument("--api-base", help="a real local server instead of the scripted ones")
     parser.add_argument("--model", default="openai/local", help="with --api-base")
+    parser.add_argument("--smart-triggers", action="store_true", help="leave them on")
     args = parser.parse_args()
+    global SMART_TRIGGERS
+    SMART_TRIGGERS = args.smart_triggers
     if args.api_base:
         run_real(args.api_base, args.model, args.calls, args.note_tokens)
         return 0
+    triggers = "on" if SMART_TRIGGERS else "off"
     print(
         f"{args.calls} turns of ~{args.note_tokens}-token notes; server window {WINDOW:,}; "
-        "harness9 starts from its 32.8K guess (baseline: told --context-window)\n"
+        "harness9 starts from its 32.8K guess (baseline: told --context-window); "
+        f"smart trigger {triggers}\n"
     )
     header = "| server | over (after 1st) | lost | early | compactions (told) | window learnt |"
     print(header)
@@ -232,7 +246,7 @@ def main() -> int:
     good = True
     for name, kind, extra in SERVERS:
         row = run_scripted(name, kind, extra, args.calls, args.note_tokens)
-        within = abs(row.compactions - row.baseline) <= max(1, round(row.baseline * 0.1))
+        within = row.compactions <= row.baseline * 1.1
         row_good = row.over_after_first == 0 and row.lost == 0 and row.early == 0 and within
         good = good and row_good
         print(
