@@ -261,3 +261,14 @@ def test_a_refusal_with_nothing_to_cut_is_not_sent_again_and_suggests_the_flag(l
 
     assert len(agent_requests(llm_server)) == 1  # the refused request was not resent
     assert "set --context-window N" in result.output
+
+
+def test_llama_cpp_pythons_own_wording_names_the_window(llm_server):
+    llm_server.reply_error(400, "Requested tokens (40000) exceed context window of 16384")
+    llm_server.reply_text("fits now")
+
+    result = chat(llm_server, "hi", extra=("--no-stream",))
+
+    assert result.exit_code == 0, result.output
+    assert "the server's window is 16,384 tokens, not 32.8K: compacting to it" in result.output
+    assert agent_requests(llm_server)[1]["max_tokens"] == 16384 // 5
