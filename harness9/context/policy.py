@@ -96,9 +96,8 @@ class Request:
     messages: list[Message]  # repaired: a valid tool sequence
     shown_tokens: int  # what the token line shows before the call (the server's expected count)
     estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
-    window: int = (
-        0  # the window it was made for (a smaller one learnt since changes the reply's room)
-    )
+    # The window it was made for (one learnt since leaves the reply other room).
+    window: int = 0
 
 
 @dataclass(slots=True)
@@ -112,9 +111,8 @@ class ContextBreakdown:
     message_count: int
     context_window: int
     threshold: int
-    served: int | None = (
-        None  # the total as the server is expected to count it (None: no report yet)
-    )
+    # The total as the server is expected to count it (None: no server reported yet).
+    served: int | None = None
 
     @property
     def total(self) -> int:
@@ -217,7 +215,7 @@ class ContextPolicy:
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
-        if may_compact and self._last_resort(session, sized, live, due is not None, emit):
+        if may_compact and self._last_resort(session, sized, live, emit):
             live = self.views.load(session, sized)
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
@@ -237,18 +235,17 @@ class ContextPolicy:
         session: CheckpointedSession,
         sized: Message,
         live: MeasuredView,
-        tried: bool,
         emit: ContextEventSink,
     ) -> bool:
-        """A context the compaction just ``tried`` left over the threshold, or one over the
-        room the window leaves beside the reply, is not sent as it is: the protected tail
-        goes (tool results stubbed, the newest message with the summary), as ``/compact``'s
-        last resort. True when that changed the view."""
+        """A context over the room the window leaves beside the reply (the compaction could
+        not bring it under: a protected tail larger than a small window) is not sent as it
+        is: all but the newest message folds into one summary, and what is then still over
+        the threshold loses its tool results and its oldest messages (``/compact``'s last
+        resort). True when that changed the view."""
         if not self.opts.auto:
             return False
         served, limit = self.count.count(live.tokens), self.threshold_tokens
-        room = self.context_window - self.opts.output_reserve
-        if not (tried and served > limit) and served <= room:
+        if served <= self.context_window - self.opts.output_reserve:
             return False
         framing = served - live.tokens
         # First all but the newest message folds into one summary; what is then still over
