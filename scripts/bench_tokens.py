@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness9.context.tokens import estimate_tokens  # noqa: E402
+from harness9.context.tokens import ServerCount, estimate_tokens  # noqa: E402
 from harness9.provider.llm import load_litellm  # noqa: E402
 from harness9.provider.tokenizer import ByteCounter, TokenCounter, TokenizerCounter  # noqa: E402
 from harness9.schema import Message  # noqa: E402
@@ -134,9 +134,10 @@ def session(kind: str, n: int, seed: int) -> list[Message]:
 def calibrated_error(
     counter: TokenCounter, msgs: list[Message], turns: list[int], truth: Callable
 ) -> float:
+    model = ServerCount()  # the context policy's model of the server's count
     for n in turns:
-        counter.calibrate(counter.count(msgs[:n]), truth(msgs[:n]))
-    return error(counter.count(msgs), truth(msgs))
+        model.observe(counter.count(msgs[:n]), truth(msgs[:n]))
+    return error(model.count(counter.count(msgs)), truth(msgs))
 
 
 def error(estimate: int, exact: int) -> float:

@@ -65,6 +65,8 @@ class ErrorReply:
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # More fields of the error object (llama.cpp's n_prompt_tokens and n_ctx).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,6 +79,16 @@ class StreamBreakReply:
 
 
 @dataclass(slots=True, frozen=True)
+class DeadStreamReply:
+    """A 200 whose stream then ends with no text, no tool call and no usage: how
+    llama-cpp-python's server fails a streamed request that is over its window. With
+    ``finish`` the stream still says ``finish_reason: stop``; without, it just ends."""
+
+    finish: bool = False
+    delay: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
 class EmptyReply:
     """An assistant message with empty content and no tool calls."""
 
@@ -84,7 +96,7 @@ class EmptyReply:
     delay: float = 0.0
 
 
-Reply = TextReply | ToolCallsReply | ErrorReply | StreamBreakReply | EmptyReply
+Reply = TextReply | ToolCallsReply | ErrorReply | StreamBreakReply | EmptyReply | DeadStreamReply
 Responder = Callable[[dict[str, Any]], "Reply | str | None"]
 
 _DEFAULT_ERROR_TYPES = {
@@ -110,6 +122,10 @@ class ScriptedLLMServer:
         self._responder: Responder | None = None
         # Ollama's POST /api/show: model name -> (context length, seconds to wait first).
         self._shown: dict[str, tuple[int, float]] = {}
+        # GET routes answered with fixed JSON (a local server's window: llama.cpp's /props,
+        # vLLM's /v1/models, LM Studio's /api/v0/models), path -> body.
+        self._routes: dict[str, Any] = {}
+        self.get_requests: list[str] = []
         self.show_requests: list[dict[str, Any]] = []
         # (arrived, answered) perf_counter() seconds of each chat request, parallel to
         # ``requests``: when its body was read and when its reply was fully sent.
@@ -228,9 +244,18 @@ class ScriptedLLMServer:
         code: str | None = None,
         headers: dict[str, str] | None = None,
         delay: float = 0.0,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.reply(
-            ErrorReply(status, message, type=type, code=code, headers=headers or {}, delay=delay)
+            ErrorReply(
+                status,
+                message,
+                type=type,
+                code=code,
+                headers=headers or {},
+                delay=delay,
+                extra=extra or {},
+            )
         )
 
     def reply_stream_break(
@@ -251,6 +276,15 @@ class ScriptedLLMServer:
         get a 404. Both are recorded in ``show_requests``."""
         with self._lock:
             self._shown[name] = (context_length, delay)
+
+    def serve_get(self, path: str, body: Any) -> None:
+        """Answer ``GET path`` (from the server's root, e.g. ``/props``) with ``body``."""
+        with self._lock:
+            self._routes[path.rstrip("/")] = body
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self._host}:{self.port}"
 
     def respond_with(self, fn: Responder | None) -> None:
         """Consult ``fn(body)`` before the queue; None from it falls through to the queue."""
@@ -337,6 +371,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0].rstrip("/")
+        owner = self.owner
+        with owner._lock:
+            owner.get_requests.append(path)
+            routed = owner._routes.get(path)
+        if routed is not None:
+            self._send_json(200, routed)
+            return
         if "/models/" in path:
             self._lemonade_model(unquote(path.rsplit("/models/", 1)[1]))
             return
@@ -391,11 +432,13 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if isinstance(spec, ErrorReply):
             err_type = spec.type or _DEFAULT_ERROR_TYPES.get(spec.status, "server_error")
-            self._send_json(
-                spec.status, _error_body(spec.message, err_type, spec.code), spec.headers
-            )
+            payload = _error_body(spec.message, err_type, spec.code)
+            payload["error"].update(spec.extra)
+            self._send_json(spec.status, payload, spec.headers)
         elif isinstance(spec, StreamBreakReply):
             self._break(spec, body, stream)
+        elif isinstance(spec, DeadStreamReply):
+            self._dead_stream(spec, body)
         elif stream:
             self._stream(spec, body)
         else:
@@ -478,6 +521,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(final)
         self._event("[DONE]")
         self._write_chunk(b"")  # the terminating zero-length chunk
+
+    def _dead_stream(self, spec: DeadStreamReply, body: dict[str, Any]) -> None:
+        """200, the role, then the end: no text, no usage (a finish reason if ``finish``)."""
+        chunk = _chunk_factory(body.get("model", "scripted"), include_usage=False)
+        self._start_stream()
+        self._event(chunk({"role": "assistant", "content": ""}))
+        if spec.finish:
+            self._event(chunk({}, finish_reason="stop"))
+        self._event("[DONE]")
+        self._write_chunk(b"")
 
     def _break(self, spec: StreamBreakReply, body: dict[str, Any], stream: bool) -> None:
         if stream:

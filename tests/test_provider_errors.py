@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from llm_server import ScriptedLLMServer
 from support import chat, piped
 
 from harness9.provider import LLMProvider, RateLimitError, ServiceUnavailableError
-from harness9.provider.errors import error_body, is_overloaded, provider_message, retry_delay
+from harness9.provider.errors import (
+    error_body,
+    is_overloaded,
+    provider_message,
+    refused_window,
+    retry_delay,
+)
 from harness9.provider.wire import api_base_hint
 from harness9.schema import Message
 
@@ -110,3 +117,28 @@ def test_the_api_base_hint_follows_litellms_url_construction() -> None:
     assert api_base_hint("gemini/gemini-2.5-flash", "http://h:1/v1beta/") == ""
     assert "ends in /v1 " in api_base_hint("openai/qwen", "http://localhost:8000")
     assert api_base_hint("mistral/mistral-large", "http://h:1") == ""  # a form not known
+
+
+# -- the window a too-long refusal names (issue 32) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "window"),
+    [
+        ("This model's maximum context length is 4096 tokens. However, you requested 6953", 4096),
+        ("Requested tokens (3191) exceed context window of 2048", 2048),
+        ("However, the model is loaded with context length of only 2048 tokens, which", 2048),
+        ("prompt is too long: 250000 tokens > 200000 maximum", 200_000),
+        (
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            1_048_576,
+        ),
+        (
+            '{"error": {"type": "exceed_context_size_error", "n_prompt_tokens": 3191, "n_ctx": 2048}}',
+            2048,
+        ),
+        ("the request is too long", None),
+    ],
+)
+def test_a_refusal_names_the_window_in_each_servers_words(said, window):
+    assert refused_window(said) == window

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from history import ScriptedSummarizer, exchanges
 from llm_server import ErrorReply
 from support import stored_session
@@ -20,7 +21,7 @@ from harness9.config import ContextOptions, db_path
 from harness9.context.pipeline import HybridCompactor
 from harness9.context.policy import ContextPolicy, offload_limit
 from harness9.context.summarize import CLIPPED_NOTE, clipped
-from harness9.context.tokens import ServerExcess, estimate_tokens
+from harness9.context.tokens import ServerCount, estimate_tokens
 from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
@@ -181,18 +182,18 @@ def test_a_window_session_cuts_before_a_call_the_server_would_count_over_the_win
         assert second.messages[-1] == first.messages[-1]
 
 
-def test_the_servers_excess_is_split_into_a_fixed_part_and_one_per_message():
-    # Tool schemas the server counts 300 tokens larger, and 20 tokens of framing a message:
-    # learnt on a 3-message view, it is not 110 a message on a 16-message one.
-    excess = ServerExcess()
-    excess.observe(3, 300 + 20 * 3)
-    assert excess.tokens(3) == 360  # one call: all of it per message
-    for n in (3, 8, 10, 12, 3):
-        excess.observe(n, 300 + 20 * n)
-    assert round(excess.fixed) == 300 and round(excess.per_message) == 20
-    assert excess.tokens(16) == 300 + 20 * 16
-    excess.observe(5, -400)  # a server that counts less: never a negative excess
-    assert excess.fixed >= 0 and excess.per_message >= 0
+def test_the_servers_count_is_fitted_as_a_ratio_and_a_fixed_part():
+    # Tool schemas the server counts 300 tokens larger, and a tokenizer 10 % denser: learnt
+    # on a small view after a compaction, the fixed part is not scaled on a larger one.
+    model = ServerCount()
+    model.observe(1000, 1100 + 300)
+    assert model.count(1000) == 1400  # one call: the larger of ratio alone and fixed alone
+    for estimate in (1000, 2000, 2500, 3000, 1200):
+        model.observe(estimate, round(1.1 * estimate) + 300)
+    assert round(model.fixed) == 300 and model.ratio == pytest.approx(1.1)
+    assert model.count(4000) == 4400 + 300
+    model.observe(5000, 1000)  # a server that counts less moves the fit down, not clamped at 0
+    assert model.count(5000) < 5000
 
 
 def test_a_summary_over_half_the_room_beside_the_system_message_is_clipped_keeping_facts():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from llm_server import ErrorReply
@@ -112,7 +113,7 @@ def test_a_context_three_times_over_its_window_still_compacts_in_chunks(llm_serv
         assert estimate_tokens([Message.from_dict(m) for m in body["messages"]]) <= window
 
 
-def test_displayed_estimates_use_the_tokenizer_and_are_calibrated_by_real_usage(
+def test_the_token_line_shows_the_tokenizer_until_the_server_reports_then_its_count(
     llm_server, tmp_path: Path
 ):
     session = MemorySession()
@@ -120,34 +121,31 @@ def test_displayed_estimates_use_the_tokenizer_and_are_calibrated_by_real_usage(
     counter = make_token_counter("openai/gpt-4o-mini")
     seen: list[ev.Event] = []
     registry = default_registry()
+    policy = ContextPolicy(ContextOptions(), provider, 128_000, token_counter=counter)
     engine = AgentEngine(
         provider,
         registry,
         tmp_path,
         session=session,
-        policy=ContextPolicy(ContextOptions(), provider, 128_000, token_counter=counter),
+        policy=policy,
         prompt_builder=PromptBuilder(tmp_path),
         on_event=seen.append,
     )
-    llm_server.reply_text("first", usage=(0, 1))  # no input usage: nothing to calibrate yet
+    llm_server.reply_text("first", usage=(0, 1))  # no input usage: nothing learnt yet
     engine.run_turn("hello")
     first_estimate = [e.tokens for e in seen if isinstance(e, ev.TokenUpdate) and not e.actual][0]
     first_request = [Message.from_dict(m) for m in llm_server.requests[0]["messages"]]
-    assert first_estimate == counter.count(first_request) + estimate_tool_tokens(
-        registry.definitions()
-    )
+    tool_tokens = estimate_tool_tokens(registry.definitions())
+    assert first_estimate == counter.count(first_request) + tool_tokens
 
-    raw = counter.count([Message.from_dict(m) for m in llm_server.requests[0]["messages"]])
-    seen.clear()
-    llm_server.reply_text("second", usage=(2 * raw + 200, 1))
+    llm_server.reply_text("second", usage=(2 * (estimate_tokens(first_request) + tool_tokens), 1))
     engine.run_turn("again")
-    # Calibrated on (count, actual): the ratio moves halfway to actual/count (documented rule).
-    assert 1.4 < counter.ratio < 1.6
-    ratio = counter.ratio
+    learnt = copy.deepcopy(policy.count)  # what the third request is shown by
     llm_server.reply_text("third", usage=(500, 1))
     seen.clear()
     engine.run_turn("once more")
     shown = [e.tokens for e in seen if isinstance(e, ev.TokenUpdate) and not e.actual][0]
-    third_request = [Message.from_dict(m) for m in llm_server.requests[2]["messages"]]
-    # Calibrated: the tokenizer's count scaled by the ratio, tool definitions no longer added.
-    assert shown == round(counter.raw_count(third_request) * ratio)
+    third = [Message.from_dict(m) for m in llm_server.requests[2]["messages"]]
+    # The server's count model, learnt from two reports: no longer the tokenizer's count.
+    assert shown == learnt.count(estimate_tokens(third) + tool_tokens)
+    assert shown != counter.count(third) + tool_tokens

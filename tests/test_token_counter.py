@@ -1,4 +1,4 @@
-"""Token counters: the model's tokenizer through litellm, cached per message, calibrated."""
+"""Token counters: the model's tokenizer through litellm, cached per message; the server's count model."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import threading
 import pytest
 from support import run_python
 
-from harness9.context.tokens import estimate_tokens
+from harness9.context.tokens import ServerCount, estimate_tokens
 from harness9.provider import tokenizer as tokenizer_module
 from harness9.provider.llm import load_litellm
 from harness9.provider.tokenizer import (
     ByteCounter,
-    Calibration,
     TokenizerCounter,
     TokenizerSpec,
     _run_within,
@@ -138,73 +137,56 @@ def test_gpt_4o_counts_with_o200k_and_gpt_4_with_cl100k() -> None:
     assert TokenizerCounter("gpt-4o-mini").count(msgs) < TokenizerCounter("gpt-4").count(msgs)
 
 
-def test_byte_estimate_of_chinese_is_within_the_calibration_band_of_each_tokenizer() -> None:
+def test_byte_estimate_of_chinese_is_within_half_and_twice_each_tokenizer() -> None:
     msgs = [Message("user", CHINESE * 5)]
     estimate = estimate_tokens(msgs)  # 273: three bytes a character, four bytes a token
     for model in ("gpt-4o-mini", "gpt-4", "claude-sonnet-4-5", "deepseek-chat"):
-        exact = TokenizerCounter(model).raw_count(msgs)
+        exact = TokenizerCounter(model).count(msgs)
         assert 0.5 * exact <= estimate <= 2.0 * exact, model
     # characters / 4 would be 91: a third of what o200k counts.
-    assert len(CHINESE * 5) // 4 < TokenizerCounter("gpt-4o-mini").raw_count(msgs) // 2
+    assert len(CHINESE * 5) // 4 < TokenizerCounter("gpt-4o-mini").count(msgs) // 2
 
 
-# -- calibration ----------------------------------------------------------------------------
+# -- the server's count (one model, either side of the estimate) ----------------------------
 
 
-def test_calibration_moves_the_next_estimate_half_way_to_the_actual() -> None:
-    counter = ByteCounter()
-    msgs = [message_bytes_of(1000)]
-    assert counter.count(msgs) == 1000
-    counter.calibrate(1000, 1200)  # would have been exact at 1.2; move half-way
-    assert counter.ratio == pytest.approx(1.1)
-    assert counter.count(msgs) == 1100
-    counter.calibrate(1100, 1200)  # target 1.1 * 1200 / 1100 = 1.2
-    assert counter.ratio == pytest.approx(1.15)
-    assert counter.count(msgs) == 1150
+def test_the_servers_count_is_the_estimate_until_a_server_reports() -> None:
+    model = ServerCount()
+    assert not model.known and model.count(1000) == 1000
 
 
-def test_repeated_calibration_converges_on_the_actual() -> None:
-    counter = ByteCounter()
-    msgs = [message_bytes_of(1000)]
-    for _ in range(20):
-        counter.calibrate(counter.count(msgs), 1300)
-    assert counter.count(msgs) == 1300
+def test_one_report_of_a_server_that_counts_half_again_scales_larger_requests() -> None:
+    model = ServerCount()
+    model.observe(1000, 1500)
+    assert model.count(1000) == 1500 and model.count(2000) == 3000
 
 
-def test_tokenizer_counter_scales_its_raw_count_by_the_ratio() -> None:
-    counter = TokenizerCounter("gpt-4o-mini")
-    msgs = with_tools()
-    raw = counter.raw_count(msgs)
-    counter.calibrate(raw, raw * 2)  # e.g. tool definitions the counter cannot see
-    assert counter.ratio == pytest.approx(1.5)
-    assert counter.count(msgs) == round(raw * 1.5)
+def test_one_report_of_a_server_that_drops_the_tools_takes_them_off_larger_requests() -> None:
+    # 1,000 tokens of tool definitions the chat template has no place for.
+    model = ServerCount()
+    model.observe(1500, 500)
+    assert model.count(2500) == 1500
 
 
-def test_calibration_target_is_clamped_to_two() -> None:
-    cal = Calibration()
-    cal.update(1000, 10_000)  # target 10.0 is clamped to 2.0
-    assert cal.ratio == pytest.approx(1.5)
-    for _ in range(50):
-        cal.update(1000, 10_000)
-    assert cal.ratio <= 2.0
-    assert cal.apply(1000) == 2000
+def test_requests_of_different_sizes_fit_a_ratio_and_a_fixed_part() -> None:
+    model = ServerCount()
+    for estimate in (1000, 1500, 2000, 3000):
+        model.observe(estimate, round(0.7 * estimate) - 400)  # a denser tokenizer, no tools
+    assert model.ratio == pytest.approx(0.7) and model.fixed == pytest.approx(-400)
+    assert model.count(4000) == 2400  # below the estimate: believed
 
 
-def test_calibration_target_is_clamped_to_one_half() -> None:
-    cal = Calibration()
-    cal.update(1000, 100)  # target 0.1 is clamped to 0.5
-    assert cal.ratio == pytest.approx(0.75)
-    for _ in range(50):
-        cal.update(1000, 100)
-    assert cal.ratio >= 0.5
-    assert cal.apply(1000) == 500
+def test_a_ratio_outside_four_times_either_way_is_clamped() -> None:
+    model = ServerCount()
+    model.observe(1000, 10_000)
+    assert model.ratio == 4.0
 
 
-def test_calibration_ignores_a_call_without_usage() -> None:
-    cal = Calibration()
-    cal.update(1000, 0)
-    cal.update(0, 500)
-    assert cal.ratio == 1.0
+def test_a_call_without_usage_teaches_nothing() -> None:
+    model = ServerCount()
+    model.observe(1000, 0)
+    model.observe(0, 500)
+    assert not model.known
 
 
 # -- choosing a counter, and falling back ---------------------------------------------------

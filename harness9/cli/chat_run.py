@@ -221,7 +221,7 @@ class ChatRun:
         if quiet:
             limits = get_model_limits(s.model, override=s.context_window, api_base=s.api_base)
             return limits.context_tokens
-        if repl and server_would_answer(s.model, override=s.context_window):
+        if repl and server_would_answer(s.model, override=s.context_window, api_base=s.api_base):
             self.probe = WindowProbe(s.model, s.api_base)
             limits = get_model_limits(s.model, api_base=s.api_base)
             source = window_source(s.model)
@@ -433,8 +433,8 @@ def window_notes(
     whatever window it was started with); for a model no table knows the guess is then
     the small end, ``LOCAL_GUESS``. ``source`` is ``chat_limits``'s (None: the tables'). A
     window a server reported is said once (an Ollama server is then told to use it,
-    as num_ctx); litellm offers no public way to ask an OpenAI-compatible server,
-    so for those the user is told how to set it instead.
+    as num_ctx); an OpenAI-compatible server is asked on its own routes
+    (provider/discovery.py), and when none answers the user is told how to set it.
     """
     from rich.text import Text
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
@@ -54,7 +54,7 @@ from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
     BYTES_PER_TOKEN,
-    ServerExcess,
+    ServerCount,
     estimate_tokens,
     estimate_tool_tokens,
     format_token_count,
@@ -91,17 +91,16 @@ class TokenCounter(Protocol):
 
     def count(self, msgs: list[Message]) -> int: ...
 
-    def calibrate(self, estimated: int, actual_input_tokens: int) -> None: ...
-
 
 @dataclass(slots=True)
 class Request:
     """What one model call sends, measured."""
 
     messages: list[Message]  # repaired: a valid tool sequence
-    counted: int  # the token counter's count of ``messages`` (calibration input)
-    shown_tokens: int  # what the token line shows before the call
+    shown_tokens: int  # what the token line shows before the call (the server's expected count)
     estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
+    # The window it was made for (one learnt since leaves the reply other room).
+    window: int = 0
 
 
 @dataclass(slots=True)
@@ -115,6 +114,8 @@ class ContextBreakdown:
     message_count: int
     context_window: int
     threshold: int
+    # The total as the server is expected to count it (None: no server reported yet).
+    served: int | None = None
 
     @property
     def total(self) -> int:
@@ -176,14 +177,17 @@ class ContextPolicy:
             cleanup_age_days=opts.offload_cleanup_age_days,
         )
         self.offload = OffloadStore(config, blobs) if opts.offload else None
-        # Displayed: the model's tokenizer's count, calibrated by each call's input tokens.
-        # Decided on: the byte estimate, whose head-room the threshold is for.
+        # Shown before any server reported a count: the model's tokenizer's count.
         self.token_counter = token_counter
-        self._calibrated = False
-        # What the server counts beyond the estimate (framing, tool schemas, the tokenizer's
-        # difference). Decisions add it (issue 19: a session of small tool results reached
-        # 99 % of the window, its estimate under 80 %).
-        self.excess = ServerExcess()
+        # The one model of the server's count, learnt from each reply's input tokens: the
+        # threshold, the token line, /context, --dry-run and the notices all use it.
+        self.count = ServerCount()
+        # The largest request (by the server's count) a reply came back for: a stream that
+        # dies on a larger one is a suspected overflow.
+        self.largest_answered = 0
+        self._make, self._summarizer = make, summarizer
+        # Told the window the server named (``adopt_window``): the adapters fit their budgets.
+        self.window_listeners: list[Callable[[int], object]] = []
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -214,15 +218,54 @@ class ContextPolicy:
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
+        if may_compact and self._last_resort(session, sized, live, emit):
+            live = self.views.load(session, sized)
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
-        estimated = estimate_tokens(messages)
+        estimated = estimate_tokens(messages) + estimate_tool_tokens(tools)
+        return Request(messages, self.shown(messages, estimated), estimated, self.context_window)
+
+    def shown(self, messages: list[Message], estimated: int) -> int:
+        """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
+        included): the server's expected count once one reported, else the tokenizer's."""
         counter = self.token_counter
-        counted = counter.count(messages) if counter is not None else estimated
-        tool_tokens = estimate_tool_tokens(tools)
-        # Once calibrated, the ratio accounts for the tool definitions.
-        shown = counted if self._calibrated else counted + tool_tokens
-        return Request(messages, counted, shown, estimated + tool_tokens)
+        if self.count.known or counter is None:
+            return self.count.count(estimated)
+        return estimated - estimate_tokens(messages) + counter.count(messages)
+
+    def _last_resort(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        live: MeasuredView,
+        emit: ContextEventSink,
+    ) -> bool:
+        """A context over the room the window leaves beside the reply (the compaction could
+        not bring it under: a protected tail larger than a small window) is not sent as it
+        is: all but the newest message folds into one summary, and what is then still over
+        the threshold loses its tool results and its oldest messages (``/compact``'s last
+        resort). True when that changed the view."""
+        if not self.opts.auto:
+            return False
+        served, limit = self.count.count(live.tokens), self.threshold_tokens
+        if served <= self.context_window - self.opts.output_reserve:
+            return False
+        framing = served - live.tokens
+        # First all but the newest message folds into one summary; what is then still over
+        # loses its tool results and, last, its oldest messages.
+        whole = SummarizationCompactor(
+            self._summarizer, limit, min_tail_messages=1, summarizer_window=self.context_window
+        )
+        folded = self._compact(session, sized, live.view, whole, True, emit, None, framing)
+        if folded is not None:
+            live = self.views.load(session, sized)
+            served = self.count.count(live.tokens)
+            if served <= limit:
+                return True
+            framing = served - live.tokens
+        tail = tail_compactor(limit)
+        cut = self._compact(session, sized, live.view, tail, True, emit, None, framing)
+        return folded is not None or cut is not None
 
     def _decide(
         self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
@@ -237,7 +280,7 @@ class ContextPolicy:
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
-        served = tokens + self._framing(view.messages)
+        served = self.count.count(tokens)
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
             if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
@@ -246,15 +289,19 @@ class ContextPolicy:
             return None
         limit, early = comp.threshold_tokens, False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
-            early = st.smart_trigger(tokens, recent, self.context_window, limit)
+            early = st.smart_trigger(served, recent, self.context_window, limit)
         # Forced when only the server's count or the trigger says so: the compactor's own
-        # check counts the estimate alone.
-        due = plan.would_compact or early or 0 < limit <= served
+        # check counts the estimate alone. Once the server has reported, its count decides
+        # either way: a server that counts less than the estimate compacts later.
+        crossed = 0 < limit <= served if self.count.known else plan.would_compact
+        due = crossed or early or 0 < limit <= served
         last = st.last_compaction_tokens
         grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
-            forced = not plan.would_compact
-            return comp, forced, served - tokens if forced else 0
+            # The cut counts what the server counts (the framing), once it has reported.
+            forced = not crossed
+            framing = served - tokens if self.count.known or forced else 0
+            return comp, forced, framing
         bound = self.opts.max_messages
         if bound and len(view.messages) > bound:
             return MessageBound(bound, bound // 2), True, 0
@@ -313,9 +360,16 @@ class ContextPolicy:
         if not gained:
             return None  # the last resort's notice reports both
         tokens, msgs = shown_before or (cp.tokens_before, cp.messages_before)
+        # In the server's count, as the token line shows it (the checkpoint keeps estimates).
+        served = self.count.count
         emit(
             notice := Compaction(
-                tokens, cp.tokens_after, msgs, cp.messages_after, result.strategy, result.error
+                served(tokens),
+                served(cp.tokens_after),
+                msgs,
+                cp.messages_after,
+                result.strategy,
+                result.error,
             )
         )
         self._explain_fixed_part(st, sized, cp.tokens_after, emit)
@@ -372,8 +426,11 @@ class ContextPolicy:
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
             msgs = view.messages
-            if pad:  # the padding only steers the cut; it is never stored
+            if pad > 0:  # the padding only steers the cut; it is never stored
                 msgs = [Message(head.role, head.content + " " * pad), *msgs[1:]]
+            elif pad < 0:  # a server that counts less: the head weighs less for the cut
+                msgs = [Message(head.role, head.content[: max(0, len(head.content) + pad)])]
+                msgs += view.messages[1:]
             result = comp.compact(
                 msgs,
                 force=force,
@@ -412,13 +469,34 @@ class ContextPolicy:
         )
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
-        """Calibrates the displayed count, and what the server counts beyond the estimate,
-        by the real input."""
+        """Learns the server's count (``ServerCount``) from the input it reported."""
         if input_tokens > 0 and request.estimated > 0:
-            self.excess.observe(len(request.messages), input_tokens - request.estimated)
-        if input_tokens > 0 and self.token_counter is not None:
-            self.token_counter.calibrate(request.counted, input_tokens)
-            self._calibrated = True
+            self.count.observe(request.estimated, input_tokens)
+            self.largest_answered = max(self.largest_answered, input_tokens)
+
+    def answered(self, request: Request) -> None:
+        """A reply came back for ``request`` (whether or not the server reported usage)."""
+        self.largest_answered = max(self.largest_answered, request.shown_tokens)
+
+    def adopt_window(self, window: int) -> bool:
+        """Works with ``window`` from now on when it is smaller than the one in use (the
+        server said so): the reply's budget becomes at most a fifth of it (some servers
+        count it against the window), and the compactor's threshold, the inline limit and
+        every ``window_listeners`` (the models' adapters) follow. True when it changed."""
+        if window <= 0 or window >= self.context_window:
+            return False
+        self.context_window = window
+        reserve = self.opts.output_reserve
+        if reserve > 0:
+            self.opts = replace(self.opts, output_reserve=max(1, min(reserve, window // 5)))
+        for listener in self.window_listeners:
+            listener(window)
+        threshold = self.opts.threshold_tokens(window)
+        self.compactor = self._make(self._summarizer, window, threshold)
+        self.inline_limit_tokens = offload_limit(self.opts.offload_max_result_tokens, window)
+        if self.offload is not None:
+            self.offload.config.max_result_tokens = self.inline_limit_tokens
+        return True
 
     def after_overflow(
         self,
@@ -435,7 +513,10 @@ class ContextPolicy:
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
-            return reason
+            if "--context-window" in reason:
+                return reason
+            window = format_token_count(self.context_window)
+            return f"{reason} (if the server's window is smaller than {window}, set --context-window N)"
         what = f"the model rejected the context as too long ({reason})"
         emit(Notice(f"{what}; compacting and retrying"))
         self.compact(session, system, tools=tools, emit=emit, rejected=True)
@@ -513,8 +594,10 @@ class ContextPolicy:
         return notice
 
     def _framing(self, msgs: Sequence[Message]) -> int:
-        """Tokens the server is expected to count in ``msgs`` beyond the estimate."""
-        return self.excess.tokens(len(msgs))
+        """Tokens the server is expected to count in ``msgs`` beyond the estimate (negative:
+        it counts fewer)."""
+        tokens = estimate_tokens(msgs)
+        return self.count.count(tokens) - tokens
 
     def plan(
         self,
@@ -532,6 +615,9 @@ class ContextPolicy:
             return view, plan  # its figures say what it would have saved
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
             plan.tokens_after = plan.tokens_before  # a compaction that would grow is not stored
+        # In the server's count, as the token line and the notices show it.
+        plan.tokens_before = self.count.count(plan.tokens_before)
+        plan.tokens_after = self.count.count(plan.tokens_after)
         return view, plan
 
     def _verdict(
@@ -599,9 +685,11 @@ class ContextPolicy:
         summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
         tool_tokens, window = estimate_tool_tokens(tools), self.context_window
-        return ContextBreakdown(
+        b = ContextBreakdown(
             system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
         )
+        b.served = self.count.count(b.total) if self.count.known else None
+        return b
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault`` is atomic)."""

@@ -2,8 +2,8 @@
 
 The estimate counts UTF-8 *bytes*, not characters: CJK text is about three bytes a character
 and close to one token each, so characters/4 would under-count it by a factor of four, while
-bytes/4 stays within the 20 % head-room the compaction threshold keeps. ``ServerExcess``
-learns what a server counts beyond it.
+bytes/4 stays within the 20 % head-room the compaction threshold keeps. ``ServerCount``
+learns how a server's count differs from it, either way.
 """
 
 from __future__ import annotations
@@ -67,38 +67,62 @@ def format_token_count(n: int) -> str:
     return text + suffix
 
 
-class ServerExcess:
-    """What the server counts beyond the estimate, learnt from each call's reported input:
-    a fixed part (the tool definitions as the server serialises them, its tokenizer's
-    difference on the system message) plus a part per message (roles, call ids,
-    separators), fitted by least squares over the last ``SAMPLES`` calls. Until those
-    calls differ in length, all of it counts per message.
+class ServerCount:
+    """The one model of how the server counts a request, learnt from the input tokens each
+    reply reports against the request's estimate (bytes / 4 of the messages plus the tool
+    definitions): ``count = ratio * estimate + fixed``, fitted by least squares over the
+    last ``SAMPLES`` calls. Both parts may take the count below the estimate as well as
+    above it: a chat template that drops the tool definitions (a negative fixed part), a
+    denser tokenizer or CJK text (a ratio under 1), a tokenizer that splits more, framing.
 
-    One share per message misjudged a fixed difference: learnt on a 3-message view after a
-    compaction, 330 tokens of tool schemas became 110 a message, which a 16-message view
-    then counted as 1,760.
+    Until the calls differ enough in size to tell the two parts apart, the count is the
+    larger of the two one-part readings (``ratio`` alone, ``fixed`` alone): each is exact
+    for its own kind of server, and the larger never under-counts a growing context for
+    either. With no call reported yet, the count is the estimate itself.
     """
 
     SAMPLES = 8
+    RATIO_MIN = 0.25
+    RATIO_MAX = 4.0
+    # Estimates closer than this share of their mean cannot tell a ratio from a fixed part.
+    MIN_SPREAD = 0.1
 
     def __init__(self) -> None:
         self._samples: deque[tuple[int, int]] = deque(maxlen=self.SAMPLES)
-        self.fixed = 0.0
-        self.per_message = 0.0
+        self.ratio, self.fixed = 1.0, 0.0
+        self._one_part: tuple[float, float] | None = None  # (ratio alone, fixed alone)
 
-    def observe(self, messages: int, excess: int) -> None:
-        self._samples.append((max(1, messages), excess))
+    @property
+    def known(self) -> bool:
+        """Whether a server has reported any count yet."""
+        return bool(self._samples)
+
+    def observe(self, estimated: int, actual: int) -> None:
+        """One reply's reported input tokens (``actual``) for a request of ``estimated``."""
+        if estimated <= 0 or actual <= 0:
+            return  # no request, or a server that reports no usage
+        self._samples.append((estimated, actual))
         samples = list(self._samples)
-        mean_n = sum(n for n, _ in samples) / len(samples)
-        mean_e = sum(e for _, e in samples) / len(samples)
-        var = sum((n - mean_n) ** 2 for n, _ in samples)
-        if var == 0:
-            self.fixed, self.per_message = 0.0, max(0.0, excess / max(1, messages))
+        n = len(samples)
+        mean_e = sum(e for e, _ in samples) / n
+        mean_a = sum(a for _, a in samples) / n
+        var = sum((e - mean_e) ** 2 for e, _ in samples)
+        spread = max(e for e, _ in samples) - min(e for e, _ in samples)
+        if spread < self.MIN_SPREAD * mean_e or var == 0:
+            ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, mean_a / mean_e))
+            self._one_part = (ratio, mean_a - mean_e)
+            self.ratio, self.fixed = ratio, 0.0
             return
-        cov = sum((n - mean_n) * (e - mean_e) for n, e in samples)
-        self.per_message = max(0.0, cov / var)
-        self.fixed = max(0.0, mean_e - self.per_message * mean_n)
+        cov = sum((e - mean_e) * (a - mean_a) for e, a in samples)
+        self.ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, cov / var))
+        self.fixed = mean_a - self.ratio * mean_e
+        self._one_part = None
 
-    def tokens(self, messages: int) -> int:
-        """The excess expected of a request of ``messages`` messages."""
-        return int(self.fixed + self.per_message * messages)
+    def count(self, estimated: int) -> int:
+        """The server's expected count of a request whose estimate is ``estimated``."""
+        if not self._samples:
+            return estimated
+        if self._one_part is not None:
+            ratio, fixed = self._one_part
+            return max(0, round(max(ratio * estimated, estimated + fixed)))
+        return max(0, round(self.ratio * estimated + self.fixed))

@@ -223,6 +223,7 @@ class AgentEngine:
         self._streamed.clear()
         may_compact_on_overflow = True
         just_compacted = False  # one compaction per model call, never two
+        refused: Request | None = None  # the request the server just refused
         try:
             while result.iterations < self.options.max_iterations:
                 system = self.prompt_builder.build(sess)
@@ -231,6 +232,7 @@ class AgentEngine:
                     sess, system, tools, tools_used[-5:], emit, may_compact=not just_compacted
                 )
                 just_compacted = False
+                self._never_the_same(request, refused)
                 emit(ev.TokenUpdate(request.shown_tokens, policy.context_window))
                 answer = self._call_model(
                     sess, system, tools, request, may_compact=may_compact_on_overflow
@@ -238,9 +240,10 @@ class AgentEngine:
                 if answer is None:  # the context overflowed and was compacted: ask again
                     may_compact_on_overflow = False
                     just_compacted = True
+                    refused = request
                     continue
                 reply, usage = answer
-                may_compact_on_overflow = True  # once per model call: this one got through
+                may_compact_on_overflow, refused = True, None  # this call got through
                 self._streamed.clear()  # complete: stored below (or reported, when empty)
                 result.iterations += 1
                 if usage is not None:
@@ -322,7 +325,7 @@ class AgentEngine:
 
     def _call_model(
         self,
-        sess: CheckpointedSession,
+        sess: HoldingSession,
         system: Message,
         tools: list[ToolDefinition],
         request: Request,
@@ -331,7 +334,7 @@ class AgentEngine:
     ) -> tuple[Message, Usage | None] | None:
         """The model's reply; None when it rejected the context as too long and the
         policy compacted (once per model call: ``may_compact``)."""
-        policy, emit = self.policy, self.on_event
+        policy = self.policy
         try:
             reply, usage = self.provider.generate(
                 request.messages,
@@ -340,16 +343,78 @@ class AgentEngine:
                 on_delta=self._on_delta,
             )
         except ContextWindowExceededError as exc:
-            why = policy.after_overflow(
-                sess, system, tools, str(exc), emit=emit, may_compact=may_compact
-            )
-            if why is None:
-                return None  # compacted: the caller retries, once
-            raise ContextWindowExceededError(why) from exc
+            if exc.window is not None:
+                self._adopt_window(sess, exc.window)
+            self._overflowed(sess, system, tools, str(exc), may_compact, exc)
+            return None
         except StreamInterruptedError:
             self._keep_partial(sess)
             raise
+        empty = not reply.content.strip() and not reply.tool_calls
+        if empty and usage is None and request.shown_tokens > policy.largest_answered:
+            # A stream that ended with nothing after a 200, on a request larger than any
+            # this server answered: how a server that fails the stream says "too long".
+            # The window is then taken as the largest request answered (at least half of
+            # this one): every later request fits it.
+            if policy.largest_answered > 0:
+                guess = max(policy.largest_answered, request.shown_tokens // 2)
+                self._adopt_window(sess, guess)
+            why = self._too_long(request, "the server sent nothing back")
+            self._overflowed(sess, system, tools, why, may_compact, None)
+            return None
+        policy.answered(request)
         return Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls)), usage
+
+    def _overflowed(
+        self,
+        sess: CheckpointedSession,
+        system: Message,
+        tools: list[ToolDefinition],
+        reason: str,
+        may_compact: bool,
+        cause: Exception | None,
+    ) -> None:
+        """The request was (or is taken to be) too long: compacted for the caller to retry
+        (once), or the error raised."""
+        why = self.policy.after_overflow(
+            sess, system, tools, reason, emit=self.on_event, may_compact=may_compact
+        )
+        if why is not None:
+            raise ContextWindowExceededError(why) from cause
+
+    def _never_the_same(self, request: Request, refused: Request | None) -> None:
+        """A retry is never the request the server refused: it would be refused again (the
+        same messages made for a smaller window ask for a smaller reply)."""
+        if refused is None or request.window != refused.window:
+            return
+        if request.messages == refused.messages:
+            raise ContextWindowExceededError(self._too_long(request, "nothing could be cut"))
+
+    def _too_long(self, request: Request, what: str) -> str:
+        """A failed request's size against the window, and what to do about it."""
+        size = format_token_count(request.shown_tokens)
+        window = format_token_count(self.policy.context_window)
+        return (
+            f"the request to {self.provider.model} failed: {what} for a request of ~{size} "
+            f"tokens (window {window}); if the server's window is smaller, set "
+            "--context-window N"
+        )
+
+    def _adopt_window(self, sess: HoldingSession, window: int) -> None:
+        """Work with the server's ``window`` from now on, when smaller than the one in use:
+        say so, fit the reply's budget into it, and store it with the session's settings
+        (``--resume``, ``--continue`` and ``compact`` use it)."""
+        old = self.policy.context_window
+        if not self.policy.adopt_window(window):
+            return
+        self.on_event(
+            ev.Notice(
+                f"the server's window is {window:,} tokens, not {format_token_count(old)}: "
+                "compacting to it"
+            )
+        )
+        self._remembered = ""  # stored again, with the new window
+        self._remember_model(sess)
 
     def _on_delta(self, text: str) -> None:
         self._streamed.append(text)
@@ -374,7 +439,7 @@ class AgentEngine:
         fixed = estimate_tokens([self.prompt_builder.build(sess)]) + estimate_tool_tokens(
             self.registry.definitions()
         )
-        if size + fixed <= window:
+        if self.policy.count.count(size + fixed) <= window:  # as the server counts it
             return None
         return (
             f"this message is about {format_token_count(size)} tokens and can never fit the "

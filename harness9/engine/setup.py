@@ -86,6 +86,7 @@ def build_engine(
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
     policy = parts.policy(lambda event: engine.on_event(event))
+    policy.window_listeners.append(provider.fit_window)
     sub = subagents if subagents is not None and subagents.enabled else None
     registry = parts.registry(policy, children if sub is not None else None)
     if sub is not None and children is not None:
@@ -150,7 +151,7 @@ class _Parts:
         opts = self.opts
         summarizer = self.provider(opts.summary_model)
         _report_to(summarizer, report, summary=True)
-        return ContextPolicy(
+        policy = ContextPolicy(
             opts,
             MeteredSummarizer(summarizer, report),
             self.context_window,
@@ -158,6 +159,8 @@ class _Parts:
             blobs=self.blobs,
             compactor_factory=self.compactor_factory,
         )
+        policy.window_listeners.append(summarizer.fit_window)
+        return policy
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
         from harness9.context.tokens import BYTES_PER_TOKEN

@@ -32,7 +32,12 @@ class LocalRequestError(ProviderError):
 
 
 class ContextWindowExceededError(BadRequestError):
-    """The prompt did not fit the model's window (the engine compacts and tries again)."""
+    """The prompt did not fit the model's window (the engine compacts and tries again).
+    ``window``: the window the server named in its refusal (None: it named none)."""
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
 
 
 class TransientError(ProviderError):
@@ -155,3 +160,46 @@ def _unbytes(text: str) -> str:
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else found.group(0)
 
     return _BYTES_LITERAL.sub(decode, text)
+
+
+# -- the window a refusal names ------------------------------------------------------------
+# How each common server says how large its window is when it refuses a prompt as too long.
+# The first group of each pattern is the window.
+_WINDOW_WORDINGS = (
+    # OpenAI and vLLM: "This model's maximum context length is 4096 tokens. However, ..."
+    re.compile(r"maximum context length is (\d[\d,]*) tokens", re.IGNORECASE),
+    # llama-cpp-python: "Requested tokens (3191) exceed context window of 2048"
+    re.compile(r"exceed(?:s)? context window of (\d[\d,]*)", re.IGNORECASE),
+    # LM Studio: "... the model is loaded with context length of only 2048 tokens ..."
+    re.compile(r"context length of only (\d[\d,]*) tokens", re.IGNORECASE),
+    # Anthropic: "prompt is too long: 250000 tokens > 200000 maximum"
+    re.compile(r"prompt is too long: \d[\d,]* tokens > (\d[\d,]*) maximum", re.IGNORECASE),
+    # Gemini: "The input token count (1200000) exceeds the maximum number of tokens allowed
+    # (1048576)."
+    re.compile(r"maximum number of tokens allowed \((\d[\d,]*)\)", re.IGNORECASE),
+    # llama.cpp's llama-server: exceed_context_size_error, the window as "n_ctx" in the body
+    re.compile(r"""["']n_ctx["']\s*:\s*(\d+)"""),
+)
+# Refusals litellm does not map to its ContextWindowExceededError by itself.
+_OVERFLOW_WORDINGS = (
+    re.compile(r"exceed(?:s)? context window of \d", re.IGNORECASE),  # llama-cpp-python
+    re.compile(r"context length of only \d[\d,]* tokens", re.IGNORECASE),  # LM Studio
+    re.compile(r"exceed_context_size_error|context_length_exceeded", re.IGNORECASE),
+)
+
+
+def refused_window(text: str) -> int | None:
+    """The window (tokens) a server's too-long refusal names, in any of the common servers'
+    wordings; None when it names none."""
+    text = _unbytes(text)
+    for pattern in _WINDOW_WORDINGS:
+        found = pattern.search(text)
+        if found:
+            window = int(found.group(1).replace(",", ""))
+            return window if window > 0 else None
+    return None
+
+
+def says_too_long(text: str) -> bool:
+    """Whether an error's text is a too-long refusal in a wording litellm leaves unmapped."""
+    return any(p.search(text) for p in _OVERFLOW_WORDINGS)

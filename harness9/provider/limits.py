@@ -11,7 +11,7 @@ through ``litellm.get_model_info``: importing litellm costs seconds, and
 ``compact --dry-run`` or the token line must not pay that just to learn a
 window size. Nothing here prints, and only ``server_limits`` touches the
 network: once, when a chat starts or switches to a local model (an Ollama one, or one no
-table knows).
+table knows, an OpenAI-compatible server's among them: provider/discovery.py).
 """
 
 from __future__ import annotations
@@ -120,20 +120,23 @@ def chat_limits(
     if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
         return limits, "override"
     source = window_source(name)
-    if server_would_answer(name):
+    if server_would_answer(name, api_base=api_base):
         reported = server_limits(name, api_base)
         if reported is not None:
             return reported, "server"
     return limits, source
 
 
-def server_would_answer(name: str, *, override: int | None = None) -> bool:
+def server_would_answer(
+    name: str, *, override: int | None = None, api_base: str | None = None
+) -> bool:
     """Whether ``chat_limits`` would ask ``name``'s server: an Ollama model always (litellm's
     map has the model's window, the server the one it runs), another local server's only
     for a model the map does not know."""
     if override is not None or os.environ.get(ENV_CONTEXT_WINDOW, "").strip():
         return False
-    return asks_server(name) and (is_ollama(name) or window_source(name) != "map")
+    asks = asks_server(name) or asks_openai_compatible(name, api_base)
+    return asks and (is_ollama(name) or window_source(name) != "map")
 
 
 class WindowProbe:
@@ -192,11 +195,26 @@ def served_locally(name: str, api_base: str | None) -> bool:
 
 # Providers whose server can be asked for a model's window: Ollama's POST {api_base}/api/show
 # (asked directly, provider/ollama.py) and Lemonade's GET {api_base}/models/{name}, whose
-# ctx_size ``litellm.get_model_info(name, api_base=...)`` reads. For other providers,
-# OpenAI-compatible servers (llama.cpp, vLLM) among them, there is no call that asks.
+# ctx_size ``litellm.get_model_info(name, api_base=...)`` reads. OpenAI-compatible servers
+# (llama.cpp, vLLM, LM Studio) are asked on their own routes (OPENAI_COMPATIBLE_PROVIDERS).
 SERVER_WINDOW_PROVIDERS = frozenset({"ollama", "ollama_chat", "lemonade"})
 # A local server answers in milliseconds; one that does not must not hold up start-up.
 SERVER_TIMEOUT_S = 3.0
+
+
+# Providers that reach an OpenAI-compatible server at an --api-base: llama.cpp's, vLLM's and
+# LM Studio's are asked their window on their own routes (provider/discovery.py).
+OPENAI_COMPATIBLE_PROVIDERS = frozenset(
+    {"openai", "hosted_vllm", "lm_studio", "llamafile", "openai_like", "custom_openai"}
+)
+
+
+def asks_openai_compatible(name: str, api_base: str | None) -> bool:
+    """True when ``name`` goes to an OpenAI-compatible server at ``api_base``."""
+    provider, sep, _ = name.strip().partition("/")
+    return bool(sep and api_base and api_base.strip()) and (
+        provider.lower() in OPENAI_COMPATIBLE_PROVIDERS
+    )
 
 
 def asks_server(name: str) -> bool:
@@ -210,8 +228,16 @@ def server_limits(
 ) -> ModelLimits | None:
     """The window ``name``'s server reports; None when nobody can ask it (see
     ``SERVER_WINDOW_PROVIDERS``), or the server does not answer within ``timeout`` seconds,
-    or it reports no window. Ollama's is asked directly (see provider/ollama.py); the
-    others through litellm, which this imports: call it once, at start-up."""
+    or it reports no window. Ollama's is asked directly (see provider/ollama.py), and so
+    are OpenAI-compatible servers at an --api-base (provider/discovery.py); the others
+    through litellm, which this imports: call it once, at start-up."""
+    if asks_openai_compatible(name, api_base) and api_base is not None:
+        from harness9.provider.discovery import discover_window
+
+        found = discover_window(name, api_base, timeout=timeout)
+        if found is None:
+            return None
+        return ModelLimits(found, min(_lookup(name.strip(), True).output_tokens, found))
     if not asks_server(name):
         return None
     if is_ollama(name):

@@ -37,7 +37,9 @@ from harness9.provider.errors import (
     error_body,
     is_overloaded,
     provider_message,
+    refused_window,
     retry_delay,
+    says_too_long,
 )
 from harness9.provider.wire import api_base_hint
 from harness9.schema import ROLE_ASSISTANT, Message, ToolCall, ToolDefinition, Usage
@@ -218,6 +220,14 @@ class LLMProvider:
     def __repr__(self) -> str:
         return f"LLMProvider(model={self.model!r}, api_base={self.api_base!r})"
 
+    def fit_window(self, window: int) -> None:
+        """Work in a ``window`` the server named: the reply's budget (``max_tokens``) becomes
+        at most a fifth of it, since some servers (vLLM, llama.cpp's) count it against the
+        window with the prompt (the context policy keeps the same reserve)."""
+        self.context_window = window
+        if self.max_tokens is not None:
+            self.max_tokens = max(1, min(self.max_tokens, window // 5))
+
     # -- credentials -----------------------------------------------------------------------
     def check_credentials(self) -> None:
         """Fail fast, offline, when the provider needs a key and none is anywhere."""
@@ -275,10 +285,16 @@ class LLMProvider:
                 response = litellm.completion(**request)
                 if stream:
                     reply, usage = self._read_stream(response, on_delta, shown)
+                    if not reply.content and not reply.tool_calls:
+                        usage = _no_usage_sent(litellm, request["messages"], usage)
                 else:
                     reply, usage = _read_response(response)
                 return reply, _mark_estimate(litellm, self.model, request["messages"], usage)
             except Exception as exc:
+                if stream and response is not None and not shown and _ended_without_reply(exc):
+                    # A 200 whose stream closed before any reply: no reply, no usage. Whether
+                    # it means "too long" is the caller's to judge (it knows the sizes).
+                    return Message(ROLE_ASSISTANT, ""), None
                 error = self._translate(exc)
                 if error is None:
                     raise
@@ -417,8 +433,13 @@ class LLMProvider:
         model = self.model
         body = error_body(str(exc))
         status = body_status(body) or getattr(exc, "status_code", None)
-        if isinstance(exc, litellm.ContextWindowExceededError):
-            return ContextWindowExceededError(f"context window exceeded for {model}: {detail}")
+        said = _refusal_text(exc)
+        if isinstance(exc, litellm.ContextWindowExceededError) or (
+            status in (None, 400, 413, 500) and says_too_long(said)
+        ):
+            return ContextWindowExceededError(
+                f"context window exceeded for {model}: {detail}", refused_window(said)
+            )
         if isinstance(exc, litellm.AuthenticationError | openai.PermissionDeniedError) or (
             status in (401, 403)
         ):
@@ -571,6 +592,38 @@ def _mark_estimate(
     ):
         usage.input_estimated = True
     return usage
+
+
+def _ended_without_reply(exc: BaseException) -> bool:
+    """litellm's report of a stream the server closed cleanly before any finish reason
+    (its MidStreamFallbackError, or the httpx error it raises it from)."""
+    return any("Stream ended before a finish_reason" in str(e) for e in _cause_chain(exc))
+
+
+def _refusal_text(exc: BaseException) -> str:
+    """Everything the server said in an error: litellm's message keeps only the body's
+    ``message``, while llama.cpp names its window in another field (``n_ctx``), which the
+    HTTP response litellm keeps holds."""
+    text = str(exc)
+    response: Any = getattr(exc, "response", None)
+    with contextlib.suppress(Exception):  # no response, or one whose body was streamed away
+        text += " " + str(response.text)
+    return text
+
+
+def _no_usage_sent(
+    litellm: ModuleType, messages: list[dict[str, Any]], usage: Usage | None
+) -> Usage | None:
+    """None for the usage of an empty stream when it is litellm's own stand-in (its count of
+    the messages) rather than the server's: a stream that closed before any reply reports
+    none, and the engine must be able to tell it from an honest empty reply."""
+    if usage is None or usage.output_tokens:
+        return usage
+    try:
+        stand_in = litellm.token_counter(messages=messages)
+    except Exception:  # noqa: BLE001 - no count to compare with: take the figure as real
+        return usage
+    return None if usage.input_tokens == stand_in else usage
 
 
 def _clean_message(exc: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Token counts with the model's own tokenizer, cached per message and calibrated.
+"""Token counts with the model's own tokenizer, cached per message.
 
 ``make_token_counter(model)`` picks a ``TokenizerCounter`` when litellm ships the
 tokenizer for the model inside its package (OpenAI's tiktoken encodings, the
@@ -6,12 +6,11 @@ Anthropic and DeepSeek tokenizer files), else the zero-dependency ``ByteCounter`
 (UTF-8 bytes / 4). Only bundled tokenizers are used: litellm fetches the others
 (Llama, Cohere) from the network, with retries that take tens of seconds offline.
 
-Both counters are *calibrated*: after each model call the engine reports the
-input tokens the server billed, and a smoothed ratio actual/estimated scales the
-next counts. The ratio absorbs what the counter cannot see (tool definitions,
-the provider's chat framing, a system prompt added elsewhere) and the gap
-between a stand-in tokenizer and the real one (Claude 3+ has no public
-tokenizer; the bundled one is Claude 2's).
+A counter gives the token line its figure before any server has reported one.
+Once a server has, the context policy's one model of the server's count
+(``harness9.context.tokens.ServerCount``) takes over: it sees what a counter
+cannot (tool definitions, the provider's chat framing, a tokenizer that is only a
+stand-in: Claude 3+ has no public tokenizer; the bundled one is Claude 2's).
 
 Choosing a counter never imports litellm; the first ``count`` does.
 """
@@ -34,65 +33,20 @@ DEFAULT_CACHE_SIZE = 20_000
 # something is reaching for the network, and bytes/4 is better than a hang.
 LOAD_TIMEOUT_S = 10.0
 
-RATIO_MIN = 0.5
-RATIO_MAX = 2.0
-# Weight of the newest observation in the moving average: one call moves the
-# ratio half-way to what would have made the last estimate exact, so a steady
-# gap is corrected within a few turns and one odd usage report cannot swing it.
-CALIBRATION_ALPHA = 0.5
-
 _T = TypeVar("_T")
 
 
 class TokenCounter(Protocol):
     def count(self, msgs: list[Message]) -> int: ...
 
-    def calibrate(self, estimated: int, actual_input_tokens: int) -> None: ...
-
-
-@dataclass(slots=True)
-class Calibration:
-    """Exponential moving average of actual/estimated, kept within [0.5, 2.0].
-
-    ``update(estimated, actual)`` takes the value ``count()`` returned for a request
-    (already scaled by ``ratio``) and the input tokens the server reported for it.
-    The ratio that would have made that estimate exact is ``ratio * actual /
-    estimated``; it is clamped to [RATIO_MIN, RATIO_MAX] (a usage report outside
-    that band is not tokenizer drift: prompt caching, a proxy, a bug) and the ratio
-    moves ``alpha`` of the way toward it.
-    """
-
-    ratio: float = 1.0
-    alpha: float = CALIBRATION_ALPHA
-
-    def apply(self, raw: int) -> int:
-        return round(raw * self.ratio)
-
-    def update(self, estimated: int, actual_input_tokens: int) -> None:
-        if estimated <= 0 or actual_input_tokens <= 0:
-            return  # no request, or a server that reports no usage
-        target = self.ratio * actual_input_tokens / estimated
-        target = min(RATIO_MAX, max(RATIO_MIN, target))
-        self.ratio += self.alpha * (target - self.ratio)
-
 
 class ByteCounter:
-    """UTF-8 bytes / 4 (``estimate_tokens``), scaled by the calibration ratio."""
+    """UTF-8 bytes / 4 (``estimate_tokens``)."""
 
     name = "bytes/4"
 
-    def __init__(self) -> None:
-        self.calibration = Calibration()
-
-    @property
-    def ratio(self) -> float:
-        return self.calibration.ratio
-
     def count(self, msgs: list[Message]) -> int:
-        return self.calibration.apply(estimate_tokens(msgs))
-
-    def calibrate(self, estimated: int, actual_input_tokens: int) -> None:
-        self.calibration.update(estimated, actual_input_tokens)
+        return estimate_tokens(msgs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +145,6 @@ class TokenizerCounter:
         self.spec = spec
         self.cache_size = max(0, cache_size)
         self.load_timeout = load_timeout
-        self.calibration = Calibration()
         self.tokenized = 0
         self.load_error: str | None = None
         self._cache: OrderedDict[_CacheKey, int] = OrderedDict()
@@ -202,18 +155,8 @@ class TokenizerCounter:
     def name(self) -> str:
         return self.spec.family if self.load_error is None else "bytes/4"
 
-    @property
-    def ratio(self) -> float:
-        return self.calibration.ratio
-
     def count(self, msgs: list[Message]) -> int:
-        return self.calibration.apply(self.raw_count(msgs))
-
-    def calibrate(self, estimated: int, actual_input_tokens: int) -> None:
-        self.calibration.update(estimated, actual_input_tokens)
-
-    def raw_count(self, msgs: list[Message]) -> int:
-        """The tokenizer's count, before calibration (0 for an empty list)."""
+        """The tokenizer's count (0 for an empty list)."""
         if not msgs:
             return 0
         if self._count_dicts is None and self.load_error is None:

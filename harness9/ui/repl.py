@@ -587,6 +587,8 @@ class ChatLoop:
         rows[2:2] = mcp_context_rows(self.engine.registry)
         for label, tokens in rows:
             table.add_row(label, format_token_count(tokens))
+        if b.served is not None:  # the rows above are estimates; the server counts this
+            table.add_row("as the server counts", format_token_count(b.served))
         table.add_row("window", format_token_count(b.context_window))
         table.add_row("compaction threshold", format_token_count(b.threshold))
         u = self.usage
