@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-from llm_server import ScriptedLLMServer
+
+from tests.support.llm_server import ScriptedLLMServer
 
 # Shared CI machines are noisy: no deadlines, and a fixed example budget.
 settings.register_profile(
@@ -57,8 +58,8 @@ def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 @pytest.fixture
 def ollama_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """A started scripted Ollama server (tests/ollama_server.py)."""
-    from ollama_server import ScriptedOllamaServer
+    """A started scripted Ollama server (tests/support/ollama_server.py)."""
+    from tests.support.ollama_server import ScriptedOllamaServer
 
     monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
     monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
@@ -68,8 +69,8 @@ def ollama_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 @pytest.fixture
 def gemini_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """A started scripted Gemini server (tests/gemini_server.py); GEMINI_API_KEY is set."""
-    from gemini_server import ScriptedGeminiServer
+    """A started scripted Gemini server (tests/support/gemini_server.py); GEMINI_API_KEY is set."""
+    from tests.support.gemini_server import ScriptedGeminiServer
 
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.setenv("GEMINI_API_KEY", "gm-test-key")
@@ -91,12 +92,12 @@ def _pg_unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[object]:
-    """A started PgCluster (tests/pg_server.py), stopped after the run."""
+    """A started PgCluster (tests/support/pg_server.py), stopped after the run."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         _pg_unavailable("psycopg is not installed (pip install -e '.[dev]')")
-    from pg_server import PgCluster, find_binaries
+    from tests.support.pg_server import PgCluster, find_binaries
 
     bin_dir, why = find_binaries()
     if bin_dir is None:
