@@ -19,12 +19,7 @@ from harness9.schema import Message
 from harness9.store import Manager
 from harness9.tools import default_registry
 from tests.support.cli import chat, runner
-
-
-def is_summary_request(body) -> bool:
-    # Summaries are asked for without tools (every chat request offers them), whatever
-    # the summariser's prompt (plain or the structured marker prompt).
-    return not body.get("tools")
+from tests.support.llm_server import is_summary_request
 
 
 def write_config(text: str) -> None:

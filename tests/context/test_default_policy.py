@@ -21,7 +21,7 @@ from harness9.context.view import build_view, render_instructions, summary_text
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from harness9.store.session import RecallEntry
-from tests.support.llm_server import TextReply, ToolCallsReply
+from tests.support.llm_server import TextReply, ToolCallsReply, is_summary_request
 
 runner = CliRunner()
 HANDLE_RE = re.compile(r"\b(msg_\d+|ofl_[0-9a-f]{12})\b")
@@ -32,10 +32,6 @@ def chat(server, stdin: str, *args: str, work=None):
     if work is not None:
         argv += ["--workdir", str(work)]
     return runner.invoke(app, [*argv, *args], input=stdin)
-
-
-def is_summary_request(body) -> bool:
-    return not body.get("tools")
 
 
 def chat_requests(server) -> list[dict]:

@@ -13,10 +13,7 @@ from harness9.context.view import (
 from harness9.schema import SUMMARY_PREFIX, Message
 from harness9.store.lineage import ForkPoint, kept_checkpoints
 from harness9.store.session import STUB_STUBBED, Checkpoint, Stub
-
-
-def user(text: str) -> Message:
-    return Message("user", text)
+from tests.support.history import user
 
 
 def test_the_budget_scales_with_the_window_up_to_codexs_20k():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,13 +19,9 @@ from harness9.schema import Message, ToolDefinition
 from harness9.store import Manager
 from harness9.tools import ToolResult, default_registry
 from tests.support.history import exchanges
+from tests.support.llm_server import is_summary_request
 
 SUMMARY_REPLY = "**Goal:** build the parser\n**Critical Context:** parser.py line 42"
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    """A summariser's call: chat requests always carry the tool definitions."""
-    return not body.get("tools")
 
 
 @pytest.fixture

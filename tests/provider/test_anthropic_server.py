@@ -36,7 +36,7 @@ def body(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"model": "claude-sonnet-4-5", "max_tokens": 1000, "messages": messages, **extra}
 
 
-def user(text: str, mark: bool = False) -> dict[str, Any]:
+def wire_user(text: str, mark: bool = False) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "text", "text": text}
     if mark:
         block["cache_control"] = MARK
@@ -57,19 +57,19 @@ def rejected(server: ScriptedAnthropicServer, request: dict[str, Any]) -> str:
 
 
 def test_max_tokens_over_the_models_limit_is_rejected(server):
-    request = body([user("hi")], model="claude-sonnet-4-20250514", max_tokens=128_000)
+    request = body([wire_user("hi")], model="claude-sonnet-4-20250514", max_tokens=128_000)
     assert "128000 > 64000" in rejected(server, request)
 
 
 def test_more_than_four_breakpoints_are_rejected(server):
     system = [{"type": "text", "text": f"part {i}", "cache_control": MARK} for i in range(4)]
-    message = rejected(server, body([user("hi", mark=True)], system=system))
+    message = rejected(server, body([wire_user("hi", mark=True)], system=system))
     assert message == "A maximum of 4 blocks with cache_control may be provided. Found 5."
 
 
 def test_empty_text_blocks_and_unalternating_roles_are_rejected(server):
-    assert "non-empty" in rejected(server, body([user("")]))
-    assert "alternate" in rejected(server, body([user("a"), user("b")]))
+    assert "non-empty" in rejected(server, body([wire_user("")]))
+    assert "alternate" in rejected(server, body([wire_user("a"), wire_user("b")]))
 
 
 def test_a_tool_use_needs_its_tool_result_in_the_next_message(server):
@@ -77,7 +77,7 @@ def test_a_tool_use_needs_its_tool_result_in_the_next_message(server):
         "role": "assistant",
         "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}],
     }
-    assert "without `tool_result`" in rejected(server, body([user("a"), call, user("b")]))
+    assert "without `tool_result`" in rejected(server, body([wire_user("a"), call, wire_user("b")]))
     stray = {
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "x"}],
@@ -89,7 +89,7 @@ def test_a_tool_use_needs_its_tool_result_in_the_next_message(server):
 def test_a_prefix_ending_at_a_breakpoint_is_written_then_read(server):
     server.reply_text("one", usage=(0, 5))
     server.reply_text("two", usage=(0, 5))
-    request = body([user(BIG, mark=True)])
+    request = body([wire_user(BIG, mark=True)])
     assert post(server, request)[0] == 200
     status, answer = post(server, request)
     first, second = server.usage_log
@@ -104,15 +104,15 @@ def test_a_prefix_ending_at_a_breakpoint_is_written_then_read(server):
 def test_without_a_breakpoint_nothing_is_cached(server):
     server.reply_text("one")
     server.reply_text("two")
-    post(server, body([user(BIG)]))
-    post(server, body([user(BIG)]))
+    post(server, body([wire_user(BIG)]))
+    post(server, body([wire_user(BIG)]))
     assert [(u.cache_read, u.cache_write) for u in server.usage_log] == [(0, 0), (0, 0)]
 
 
 def test_a_short_prefix_is_not_cached(server):
     server.reply_text("one")
     server.reply_text("two")
-    request = body([user("short", mark=True)])
+    request = body([wire_user("short", mark=True)])
     post(server, request)
     post(server, request)
     assert [(u.cache_read, u.cache_write) for u in server.usage_log] == [(0, 0), (0, 0)]
@@ -121,9 +121,9 @@ def test_a_short_prefix_is_not_cached(server):
 def test_a_longer_request_reads_the_cached_prefix_and_writes_only_the_rest(server):
     server.reply_text("one")
     server.reply_text("two")
-    post(server, body([user(BIG, mark=True)]))
+    post(server, body([wire_user(BIG, mark=True)]))
     reply = {"role": "assistant", "content": "ok"}
-    post(server, body([user(BIG), reply, user("more", mark=True)]))
+    post(server, body([wire_user(BIG), reply, wire_user("more", mark=True)]))
     first, second = server.usage_log
     assert second.cache_read == first.cache_write
     tail = block_tokens({"role": "assistant", "type": "text", "text": "ok"}) + block_tokens(
@@ -146,7 +146,7 @@ def test_one_hour_writes_are_reported_apart(server):
 def test_a_refused_request_caches_nothing(server):
     server.reply_error(429, "slow down")
     server.reply_text("ok")
-    request = body([user(BIG, mark=True)])
+    request = body([wire_user(BIG, mark=True)])
     assert post(server, request)[0] == 429
     assert post(server, request)[0] == 200
     (answered,) = server.usage_log

@@ -19,7 +19,7 @@ from harness9.provider import LLMProvider, make_token_counter
 from harness9.schema import Message, ToolCall
 from harness9.store import MemorySession
 from harness9.tools import default_registry
-from tests.support.llm_server import ErrorReply
+from tests.support.llm_server import ErrorReply, is_summary_request
 
 
 def history(pairs: int, size: int = 400) -> list[Message]:
@@ -32,12 +32,6 @@ def history(pairs: int, size: int = 400) -> list[Message]:
             Message("assistant", f"answer {i} " + "a" * size),
         ]
     return msgs
-
-
-def is_summary_request(body) -> bool:
-    # Summaries are asked for without tools (every chat request offers them), whatever
-    # the summariser's prompt (plain or the structured marker prompt).
-    return not body.get("tools")
 
 
 def test_a_summary_comes_back_through_litellm_with_the_five_section_template(llm_server):

@@ -17,13 +17,10 @@ from harness9.store.pg_index import EAGER_ROWS
 from harness9.store.pg_migrations import MIGRATIONS
 from harness9.store.postgres import PostgresManager
 from harness9.store.session import SessionInfo, StoredMessage
+from tests.support.history import user
 
 SID = "0b6f3c9e-2d4a-4e8b-9c1d-7a5e3f2b1c0d"
 READ_ONLY = "?options=-c%20default_transaction_read_only%3Don"
-
-
-def user(text: str) -> Message:
-    return Message("user", text)
 
 
 def unindexed_ids(url: str) -> list[int]:

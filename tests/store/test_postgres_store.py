@@ -30,6 +30,7 @@ from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_V
 from harness9.store.postgres import PostgresManager
 from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
 from tests.support.cli import cli_env, run_cli, run_python
+from tests.support.history import user
 
 runner = CliRunner()
 
@@ -38,10 +39,6 @@ def cli(*args: str, input: str | None = None):
     result = runner.invoke(app, list(args), input=input)
     use_database_url(None)  # the flag is per process; CliRunner shares this one
     return result
-
-
-def user(text: str) -> Message:
-    return Message("user", text)
 
 
 # -- selection -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, CheckpointedSession, Manager, MemorySession, Session
+from tests.support.history import user
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -24,10 +25,6 @@ def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpoi
         return
     with Manager(tmp_path / "sessions.db") as manager:
         yield manager.new_session()
-
-
-def user(text: str) -> Message:
-    return Message("user", text)
 
 
 def cp(last_message_id: int, summary: str = "sum") -> Checkpoint:

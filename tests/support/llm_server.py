@@ -277,6 +277,11 @@ class ScriptedLLMServer:
             self._stopping.wait(seconds)
 
 
+def is_summary_request(body: dict[str, Any]) -> bool:
+    """A summariser's call, whatever its prompt: chat requests always offer the tools."""
+    return not body.get("tools")
+
+
 # -- wire format ---------------------------------------------------------------------------
 
 

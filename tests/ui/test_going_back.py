@@ -17,7 +17,12 @@ from harness9.config import db_path
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from tests.support.cli import chat, cli
-from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
+from tests.support.llm_server import (
+    ScriptedLLMServer,
+    TextReply,
+    ToolCallsReply,
+    is_summary_request,
+)
 
 RULES = (
     "never edit anything under the migrations/ folder",
@@ -26,10 +31,6 @@ RULES = (
 )
 FOURTH_RULE = "from now on, report each file's line count as well"
 KEEPS_NOTHING = "The conversation went on."  # the adversarial summariser's every answer
-
-
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return not body.get("tools")  # chat requests always offer the tools
 
 
 def request_text(body: dict[str, Any]) -> str:
