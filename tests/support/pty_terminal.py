@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pty
 import select
 import struct
 import subprocess
@@ -135,3 +136,49 @@ class PtyProcess:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.hang_up()
+
+
+def drive_pty(
+    argv: list[str], env: dict[str, str], steps: list[tuple[str, bytes]], timeout: float = 120
+) -> tuple[str, int]:
+    """Run ``python -m harness9 ARGV`` on a pty; for each (text, keys) wait until ``text``
+    has been printed (since the previous step), then type ``keys``. Returns all it printed
+    and its exit code (-9: killed at the timeout)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness9", *argv],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=cli_env(**env),
+        close_fds=True,
+    )
+    os.close(slave)
+    seen, mark = b"", 0
+    pending = list(steps)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            found = seen.find(pending[0][0].encode(), mark) if pending else -1
+            if found >= 0:
+                # The next step looks only after this match: a prompt printed in the same
+                # read as the text waited for still counts for the step after it.
+                mark = found + len(pending[0][0].encode())
+                os.write(master, pending.pop(0)[1])
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        os.close(master)
+    return seen.decode("utf-8", errors="replace"), proc.returncode

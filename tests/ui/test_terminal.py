@@ -35,6 +35,7 @@ from harness9.ui.line_editor import prompt_reader
 from harness9.ui.markdown import MarkdownReply, split_blocks
 from harness9.ui.repl import SLASH_COMMANDS, ChatIO, ChatLoop
 from tests.support.cli import NO_SUBAGENTS, NO_SUMMARIES
+from tests.support.pty_terminal import drive_pty
 
 runner = CliRunner()
 REPLY_MD = (
@@ -694,61 +695,6 @@ def test_in_a_terminal_the_reply_is_rendered_and_no_color_keeps_the_source(
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rendered)
     assert "x = 1" in text and "```" not in text  # a highlighted block, no fences
     assert "```python\r\nx = 1\r\n```" in plain  # the pty turns \n into \r\n
-
-
-def drive_pty(
-    argv: list[str], env: dict[str, str], steps: list[tuple[str, bytes]], timeout: float = 120
-) -> tuple[str, int]:
-    """Run ``python -m harness9 ARGV`` on a pty; for each (text, keys) wait until ``text``
-    has been printed (since the previous step), then type ``keys``. Returns all it printed
-    and its exit code (-9: killed at the timeout)."""
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
-    import time
-
-    from tests.support.cli import cli_env
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness9", *argv],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=cli_env(**env),
-        close_fds=True,
-    )
-    os.close(slave)
-    seen, mark = b"", 0
-    pending = list(steps)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            found = seen.find(pending[0][0].encode(), mark) if pending else -1
-            if found >= 0:
-                # The next step looks only after this match: a prompt printed in the same
-                # read as the text waited for still counts for the step after it.
-                mark = found + len(pending[0][0].encode())
-                os.write(master, pending.pop(0)[1])
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            elif proc.poll() is not None:
-                break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        os.close(master)
-    return seen.decode("utf-8", errors="replace"), proc.returncode
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from harness9.engine.setup import build_engine
 from harness9.store import Manager
 from harness9.ui.repl import ChatIO, ChatLoop
 from tests.support.cli import cli
-from tests.ui.test_terminal import drive_pty
+from tests.support.pty_terminal import drive_pty
 
 
 def test_an_interrupted_turn_starts_its_notice_on_a_new_line(llm_server, harness9_home, tmp_path):
