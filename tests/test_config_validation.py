@@ -7,12 +7,7 @@ import pytest
 
 from harness9.config import config_path, context_options
 from harness9.errors import ConfigError
-from tests.support.cli import chat, cli
-
-
-def write_config(text: str) -> None:
-    config_path().parent.mkdir(parents=True, exist_ok=True)
-    config_path().write_text(text)
+from tests.support.cli import chat, cli, write_config
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from harness9.cli import app
-from harness9.config import ContextOptions, db_path, harness9_home, tool_results_dir
+from harness9.config import ContextOptions, db_path, tool_results_dir
 from harness9.context.policy import ContextPolicy
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
@@ -18,13 +18,8 @@ from harness9.provider import LLMProvider
 from harness9.schema import Message
 from harness9.store import Manager
 from harness9.tools import default_registry
-from tests.support.cli import chat, runner
+from tests.support.cli import chat, runner, write_config
 from tests.support.llm_server import is_summary_request
-
-
-def write_config(text: str) -> None:
-    harness9_home().mkdir(parents=True, exist_ok=True)
-    (harness9_home() / "config.toml").write_text(text)
 
 
 def test_a_50kb_tool_output_is_offloaded_and_recalled_in_full(llm_server, tmp_path):

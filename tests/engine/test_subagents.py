@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from harness9.config import db_path
 from harness9.store import Manager
-from tests.support.cli import chat, cli
+from tests.support.cli import chat, cli, write_config
 from tests.support.llm_server import TextReply, ToolCallsReply
 
 SUB_MARK = "You are a sub-agent"
@@ -232,15 +232,10 @@ def test_a_child_session_can_be_resumed(llm_server, tmp_path):
     assert json.loads(cli("sessions", "list", "--json").stdout)[0]["id"] == parent["id"]
 
 
-def write_config(home, text: str) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(text)
-
-
 def test_a_sub_agent_at_its_bound_returns_a_clear_partial_result(
     llm_server, tmp_path, harness9_home
 ):
-    write_config(harness9_home, "[subagents]\nmax_model_calls = 2\n")
+    write_config("[subagents]\nmax_model_calls = 2\n")
     work = tmp_path / "w"
     work.mkdir()
     (work / "a.txt").write_text("first clue: the key is under the mat\n")
@@ -269,7 +264,7 @@ def test_a_sub_agent_at_its_bound_returns_a_clear_partial_result(
 
 
 def test_no_nesting_by_default_and_one_more_level_when_allowed(llm_server, tmp_path, harness9_home):
-    write_config(harness9_home, "[subagents]\nnested = true\n")
+    write_config("[subagents]\nnested = true\n")
     work = tmp_path / "w"
     work.mkdir()
     depths: list[tuple[int, bool]] = []
@@ -449,7 +444,7 @@ def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):
 
 
 def test_task_is_not_offered_when_sub_agents_are_off(llm_server, tmp_path, harness9_home):
-    write_config(harness9_home, "[subagents]\nenabled = false\n")
+    write_config("[subagents]\nenabled = false\n")
     llm_server.respond_with(lambda body: TextReply("hello"))
     assert chat(llm_server, "hi\n").exit_code == 0
     assert "task" not in tool_names(llm_server.requests[0])
@@ -457,7 +452,7 @@ def test_task_is_not_offered_when_sub_agents_are_off(llm_server, tmp_path, harne
 
 
 def test_a_bad_subagents_setting_is_one_line_on_stderr(llm_server, harness9_home):
-    write_config(harness9_home, "[subagents]\nparallel = 99\n")
+    write_config("[subagents]\nparallel = 99\n")
     result = chat(llm_server, "hi\n")
     assert result.exit_code == 1
     assert "subagents.parallel in " in result.stderr and "out-of-range value 99" in result.stderr

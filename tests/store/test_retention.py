@@ -14,16 +14,10 @@ from harness9.schema import Message
 from harness9.store import Manager, open_manager
 from harness9.store.backend import open_url
 from harness9.store.retention import apply_retention, retention_notice, startup_retention
+from tests.support.cli import write_config
 
 NOW = 1_800_000_000.0
 DAY = 86_400
-
-
-def write_config(home: Path, text: str) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "config.toml"
-    path.write_text(text)
-    return path
 
 
 def _at(when: float):
@@ -46,13 +40,13 @@ def test_a_missing_config_file_is_an_empty_config(harness9_home: Path):
 
 
 def test_the_config_file_is_read_from_harness9_home(harness9_home: Path):
-    write_config(harness9_home, "retention_days = 30\n[offload]\nenabled = false\n")
+    write_config("retention_days = 30\n[offload]\nenabled = false\n")
     assert config_path() == harness9_home / "config.toml"
     assert load_config_file() == {"retention_days": 30, "offload": {"enabled": False}}
 
 
 def test_malformed_toml_is_one_line_naming_the_file_and_line(harness9_home: Path):
-    path = write_config(harness9_home, "# retention\nretention_days 30\n")
+    path = write_config("# retention\nretention_days 30\n")
     with pytest.raises(ConfigError) as info:
         load_config_file()
     message = str(info.value)
@@ -160,7 +154,7 @@ def test_startup_retention_reads_the_config_and_applies_it(harness9_home: Path):
     with open_manager(db_path()) as m:
         session_updated_at(m, NOW - 10 * DAY)
         kept = session_updated_at(m, NOW)
-    write_config(harness9_home, "retention_days = 7\n")
+    write_config("retention_days = 7\n")
     with _at(NOW), open_manager(db_path()) as m:
         assert startup_retention(m, retention_days(load_config_file())) == (
             "Removed 1 session not updated in 7 days (retention_days in config.toml)."
@@ -178,7 +172,7 @@ def test_startup_retention_without_a_config_file_deletes_nothing(harness9_home: 
 def test_startup_retention_with_a_bad_value_deletes_nothing(harness9_home: Path):
     with open_manager(db_path()) as m:
         session_updated_at(m, NOW - 100 * DAY)
-    write_config(harness9_home, "retention_days = -3\n")
+    write_config("retention_days = -3\n")
     with open_manager(db_path()) as m:
         with pytest.raises(ConfigError, match="retention_days in .*config.toml must be from 0"):
             startup_retention(m, retention_days(load_config_file()))

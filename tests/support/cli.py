@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from harness9.cli import app
 from harness9.cli.env import Environment
-from harness9.config import db_path
+from harness9.config import config_path, db_path
 from harness9.schema import Message
 from harness9.store import open_manager
 
@@ -156,3 +156,11 @@ def stored_session(*msgs: Message) -> str:
         s = m.new_session()
         s.add_messages(list(msgs))
         return s.session_id
+
+
+def write_config(text: str) -> Path:
+    """``text`` as the config.toml of $HARNESS9_HOME (the test's own home); its path."""
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
