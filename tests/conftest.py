@@ -177,3 +177,12 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
     if backend == "postgres":
         return request.getfixturevalue("pg_url")
     return str(tmp_path / "sessions.db")
+
+
+@pytest.fixture
+def on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a module's tests on both stores through the CLI: the SQLite file of
+    $HARNESS9_HOME, then PostgreSQL named by HARNESS9_DATABASE_URL. A module asks for it
+    with ``pytestmark = pytest.mark.usefixtures("on_each_store")``."""
+    if backend == "postgres":
+        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)

@@ -16,12 +16,7 @@ from harness9.store import Checkpoint
 from harness9.store.backend import open_store as open_manager
 from tests.support.cli import cli, run_cli
 
-
-@pytest.fixture(autouse=True)
-def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test here runs on the SQLite file and on PostgreSQL (through the URL)."""
-    if backend == "postgres":
-        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)
+pytestmark = pytest.mark.usefixtures("on_each_store")
 
 
 def full_session() -> str:

@@ -16,11 +16,7 @@ from tests.support.cli import chat, cli, piped
 DEAD_BASE = "http://127.0.0.1:9/v1"  # nothing listens there: a request to it fails at once
 
 
-@pytest.fixture(autouse=True)
-def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test here runs on the SQLite file and on PostgreSQL (through the URL)."""
-    if backend == "postgres":
-        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)
+pytestmark = pytest.mark.usefixtures("on_each_store")
 
 
 def only_session() -> tuple[str, SessionSettings | None]:

@@ -44,10 +44,7 @@ SYSTEM = Message("system", "sys")
 STUB = f'[stubbed] 5000 tokens stubbed; offload_recall(id="{OID}") for it'
 
 
-@pytest.fixture(autouse=True)
-def _on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if backend == "postgres":
-        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)
+pytestmark = pytest.mark.usefixtures("on_each_store")
 
 
 def store() -> SessionStore:
