@@ -167,6 +167,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """An SQLite store's path in the test's temp dir (not created yet). A test that takes it
+    inspects the file by hand, so it runs on SQLite only (see pytest_generate_tests)."""
+    return tmp_path / "sessions.db"
+
+
+@pytest.fixture
+def manager(db: Path) -> Iterator[object]:
+    """A Manager on ``db``, closed after the test."""
+    from harness9.store import Manager
+
+    with Manager(db) as m:
+        yield m
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "sqlite")
 

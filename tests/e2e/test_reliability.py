@@ -44,11 +44,6 @@ CONNECT_AND_CLOSE = (
 )
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -16,18 +16,11 @@ from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine, EngineOptions
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider
 from harness9.schema import Message, ToolDefinition
-from harness9.store import Manager
 from harness9.tools import ToolResult, default_registry
 from tests.support.history import exchanges
 from tests.support.llm_server import is_summary_request
 
 SUMMARY_REPLY = "**Goal:** build the parser\n**Critical Context:** parser.py line 42"
-
-
-@pytest.fixture
-def manager(tmp_path: Path):
-    with Manager(tmp_path / "sessions.db") as m:
-        yield m
 
 
 @pytest.fixture

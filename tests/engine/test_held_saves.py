@@ -68,11 +68,6 @@ class Locker:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
-@pytest.fixture
 def manager(db: Path) -> Iterator[Manager]:
     with Manager(db, lock_wait_s=0.1) as m:  # each attempt gives up fast: the test stays short
         yield m

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,17 +70,6 @@ def insert_unindexed(db: Path, sid: str, n: int) -> None:
             (n, sid),
         )
         conn.execute("UPDATE sessions SET message_count = message_count + ? WHERE id = ?", (n, sid))
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
-@pytest.fixture
-def manager(db: Path) -> Iterator[Manager]:
-    with Manager(db) as m:
-        yield m
 
 
 def test_a_search_catching_up_100000_messages_lets_another_process_save(

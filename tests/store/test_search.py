@@ -27,11 +27,6 @@ H, E = HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
-@pytest.fixture
 def manager(store_url: str) -> Iterator[SessionStore]:
     with open_url(store_url) as m:
         yield m

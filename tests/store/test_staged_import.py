@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,17 +101,6 @@ def big_snapshot(n: int, *, sid: str = SID) -> SessionSnapshot:
     info = SessionInfo(sid, 1000.0, 1000.0 + n, n, "zebra crossing quagga")
     usage = UsageTotals(model_calls=12, input_tokens=9000, output_tokens=700, cost_usd=0.25)
     return SessionSnapshot(info, records, [TodoItem("tidy up")], [], usage=usage)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
-@pytest.fixture
-def manager(db: Path) -> Iterator[Manager]:
-    with Manager(db) as m:
-        yield m
 
 
 def raw_count(db: Path, sql: str, *args: object) -> int:

@@ -29,11 +29,6 @@ from harness9.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "sessions.db"
-
-
-@pytest.fixture
 def manager(store_url: str, backend: str) -> Iterator[SessionStore]:
     if backend == "postgres":
         with open_url(store_url) as pg:
