@@ -9,17 +9,12 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from harness9.cli import app
 from harness9.schema import Message
 from harness9.ui.status import tool_result_line
-from tests.support.cli import cli_env
+from tests.support.cli import cli, cli_env
 from tests.support.cli import stored_session as make_session
 
 runner = CliRunner()
-
-
-def cli(*args: str, input: str | None = None):
-    return runner.invoke(app, list(args), input=input)
 
 
 def test_one_extra_line_is_singular():

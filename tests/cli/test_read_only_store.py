@@ -16,16 +16,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message
 from harness9.store import open_manager
+from tests.support.cli import cli
 
 runner = CliRunner()
-
-
-def cli(*args: str, input: str | None = None):
-    return runner.invoke(app, list(args), input=input)
 
 
 @pytest.fixture

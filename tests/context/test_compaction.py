@@ -12,12 +12,7 @@ from harness9.context import (
     is_valid_tool_sequence,
 )
 from harness9.schema import TRUNCATED_STUB, Message
-from tests.support.history import SYSTEM, asst, call, result, user
-
-
-def users(n: int, size: int = 400) -> list[Message]:
-    return [user(f"{i:03d}".ljust(size, "x")) for i in range(n)]
-
+from tests.support.history import SYSTEM, asst, call, result, user, users
 
 # -- find_cut ---------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from harness9.context import (
     is_valid_tool_sequence,
 )
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message
-from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user
+from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
 
 SECTIONS = (
     "**Goal:**",
@@ -20,10 +20,6 @@ SECTIONS = (
     "**Next Steps:**",
     "**Critical Context:**",
 )
-
-
-def users(n: int, size: int = 400) -> list[Message]:
-    return [user(f"{i:03d}".ljust(size, "x")) for i in range(n)]
 
 
 def test_history_within_budget_is_returned_without_calling_the_summariser():

@@ -18,7 +18,7 @@ from harness9.context import (
 )
 from harness9.schema import SUMMARY_PREFIX, Message, TodoItem
 from harness9.store import Checkpoint, CheckpointedSession, StoredMessage
-from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user
+from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
 
 
 def records(*msgs: Message, first_id: int = 1) -> list[StoredMessage]:
@@ -100,10 +100,6 @@ class RecordLog:
 
 def cp(last_id: int, summary: str = "", strategy: str = "summarize") -> Checkpoint:
     return Checkpoint(last_id, summary, strategy, 100, 10, 20, 5)
-
-
-def users(n: int, size: int = 400) -> list[Message]:
-    return [user(f"{i:03d}".ljust(size, "x")) for i in range(n)]
 
 
 def test_view_without_checkpoint_is_system_plus_every_record():

@@ -45,6 +45,11 @@ def asst(text: str) -> Message:
     return Message("assistant", text)
 
 
+def users(n: int, size: int = 400) -> list[Message]:
+    """``n`` user messages of ``size`` bytes each, numbered 000, 001, ..."""
+    return [user(f"{i:03d}".ljust(size, "x")) for i in range(n)]
+
+
 def call(*ids: str, name: str = "bash", args: str = '{"command":"ls"}') -> Message:
     """An assistant message calling one tool per id."""
     return Message("assistant", "", [ToolCall(i, name, args) for i in ids])
