@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,12 +186,13 @@ def validate_config(cfg: dict[str, Any], where: Path) -> None:
     retention_days(cfg, where)
     file_context_options(cfg, where)
     _tool_options(cfg, where)
+    _mcp_options(cfg, where)
 
 
 # What config.toml may hold at its top level: keys, then [tables]. A misspelt name would
 # otherwise be ignored without a word, the setting silently left at its default.
 TOP_LEVEL_KEYS = ("retention_days", "database_url")
-TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider", "subagents")
+TOP_LEVEL_TABLES = ("compaction", "offload", "topics", "tools", "provider", "subagents", "mcp")
 
 
 def check_top_level(cfg: dict[str, Any], where: Path) -> None:
@@ -636,3 +638,124 @@ def subagent_options(cfg: dict[str, Any] | None = None) -> SubAgentOptions:
             raise ConfigError(f"subagents.{key} in {where} has an out-of-range value {value!r}")
         setattr(opts, key, value)
     return opts
+
+
+# -- [mcp] in config.toml: MCP tool servers ---------------------------------------------------
+
+MCP_DEFER = ("auto", "always", "never")
+MCP_LOADED = ("auto", "conversation", "tools")
+MCP_DEFAULT_TIMEOUT = 60.0  # seconds a server has to start, and each call to answer
+_MCP_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_MCP_SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "enabled", "timeout")
+_MCP_SERVER_KEYS_TOML = (*_MCP_SERVER_KEYS, "auto_approve")
+
+
+@dataclass(slots=True, frozen=True)
+class McpServer:
+    """One MCP server: a program started over stdio (``command``) or a Streamable HTTP
+    ``url``. ``source`` is "config" (config.toml) or ".mcp.json" (the working directory's,
+    which runs only once approved)."""
+
+    name: str
+    source: str = "config"
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str = ""
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    enabled: bool = True
+    timeout: float = MCP_DEFAULT_TIMEOUT
+    auto_approve: bool = False  # its tools run without asking (config.toml only)
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+
+@dataclass(slots=True, frozen=True)
+class McpOptions:
+    servers: tuple[McpServer, ...] = ()
+    # When the MCP tools' definitions go behind `tool_search`: past ``defer_share`` of the
+    # window ("auto"), always, or never.
+    defer: str = "auto"
+    defer_share: float = 0.10
+    # Where definitions tool_search found go: "auto" (by the provider's caching), "conversation"
+    # (in the search's result) or "tools" (added to the tools list).
+    loaded: str = "auto"
+
+
+def mcp_options(cfg: dict[str, Any] | None = None) -> McpOptions:
+    """``[mcp]`` and ``[mcp.servers.NAME]`` from the config file; bad values are ConfigErrors."""
+    cfg = load_config_file() if cfg is None else cfg
+    return _mcp_options(cfg, config_path())
+
+
+def _mcp_options(cfg: dict[str, Any], where: Path) -> McpOptions:
+    from harness9.errors import ConfigError
+
+    table = cfg.get("mcp", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[mcp] in {where} must be a table")
+    unknown = sorted(set(table) - {"servers", "defer", "defer_share", "loaded"})
+    if unknown:
+        raise ConfigError(
+            f"unknown key mcp.{unknown[0]} in {where} (known: servers, defer, defer_share, loaded)"
+        )
+    loaded = table.get("loaded", "auto")
+    if loaded not in MCP_LOADED:
+        raise ConfigError(f"mcp.loaded in {where} must be one of: {', '.join(MCP_LOADED)}")
+    defer = table.get("defer", "auto")
+    if defer not in MCP_DEFER:
+        raise ConfigError(f"mcp.defer in {where} must be one of: {', '.join(MCP_DEFER)}")
+    share = table.get("defer_share", 0.10)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise ConfigError(f"mcp.defer_share in {where} must be a number from 0 to 1, e.g. 0.1")
+    servers = table.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"[mcp.servers] in {where} must be a table of [mcp.servers.NAME]")
+    parsed = tuple(
+        mcp_server(name, entry, source="config", where=f"mcp.servers.{name} in {where}")
+        for name, entry in servers.items()
+    )
+    return McpOptions(parsed, defer, float(share), loaded)
+
+
+def mcp_server(name: str, entry: Any, *, source: str, where: str) -> McpServer:
+    """One server's entry (a config table or a .mcp.json object), checked; ConfigError names
+    ``where`` and what is wrong."""
+    from harness9.errors import ConfigError
+
+    if not _MCP_NAME_RE.match(name):
+        raise ConfigError(f"{where}: a server name is 1-32 letters, digits, _ or -")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a table")
+    known = _MCP_SERVER_KEYS_TOML if source == "config" else (*_MCP_SERVER_KEYS, "type")
+    unknown = sorted(set(entry) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]} (known: {', '.join(known)})")
+    command, url = entry.get("command", ""), entry.get("url", "")
+    if not isinstance(command, str) or not isinstance(url, str) or bool(command) == bool(url):
+        raise ConfigError(f"{where}: set either command (a program) or url (an HTTP server)")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"{where}: args must be a list of strings")
+    env, headers = _str_table(entry, "env", where), _str_table(entry, "headers", where)
+    cwd, enabled = entry.get("cwd", ""), entry.get("enabled", True)
+    timeout, auto = entry.get("timeout", MCP_DEFAULT_TIMEOUT), entry.get("auto_approve", False)
+    if not isinstance(cwd, str) or not isinstance(enabled, bool) or not isinstance(auto, bool):
+        raise ConfigError(f"{where}: cwd is a string; enabled and auto_approve are true or false")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ConfigError(f"{where}: timeout must be a positive number of seconds")
+    return McpServer(
+        name, source, command, tuple(args), env, cwd, url, headers, enabled, float(timeout), auto
+    )
+
+
+def _str_table(entry: dict[str, Any], key: str, where: str) -> tuple[tuple[str, str], ...]:
+    from harness9.errors import ConfigError
+
+    value = entry.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where}: {key} must be a table of strings")
+    return tuple((str(k), v) for k, v in value.items())

@@ -132,6 +132,7 @@ def _root(
 from harness9.cli.chat import chat  # noqa: E402
 from harness9.cli.compact import compact  # noqa: E402
 from harness9.cli.help import HarnessCommand  # noqa: E402
+from harness9.cli.mcp import mcp_app  # noqa: E402
 from harness9.cli.sessions import sessions_app  # noqa: E402
 
 app.command("chat", cls=HarnessCommand)(chat)
@@ -140,6 +141,11 @@ app.add_typer(
     sessions_app,
     name="sessions",
     help="List, show, search, export, import and delete stored chat sessions.",
+)
+app.add_typer(
+    mcp_app,
+    name="mcp",
+    help="List MCP servers and their tools; approve a project's .mcp.json servers.",
 )
 
 

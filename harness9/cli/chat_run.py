@@ -48,6 +48,7 @@ class ChatFlags:
 
 def run_chat(env: Environment, flags: ChatFlags) -> int:
     """The chat command after parsing: set up, run the loop, save, return the exit code."""
+    from harness9.cli.mcp import chat_mcp
     from harness9.config import (
         context_options,
         load_config_file,
@@ -94,12 +95,19 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         run = ChatRun(env, flags, settings, opts, tools.auto_approve, work, manager, out, err)
         run.provider_opts = popts
         run.subagents = subagent_options(cfg)
+        run.mcp = chat_mcp(
+            env, work, cfg, err, ask=env.stdin_isatty and env.stderr_isatty, repl=repl
+        )
         # The window a session already ran with was announced then: not again (once a session).
         announced = stored is not None and settings.context_window == stored.context_window
         loop = run.build_loop(session, repl, markdown=markdown, started=started, quiet=announced)
         loop.recap_on_start = resumed
         hangup.install()  # a closed terminal or a kill ends the chat as Ctrl-D does
-        code = loop.run() if flags.one_shot is None else loop.run_once(flags.one_shot)
+        try:
+            code = loop.run() if flags.one_shot is None else loop.run_once(flags.one_shot)
+        finally:
+            if run.mcp is not None:
+                run.mcp.manager.close()  # every stdio server's process ends with the chat
         return run.finish(loop, code, repl=repl)
 
 
@@ -181,6 +189,7 @@ class ChatRun:
         self.loop: Any = None
         self.provider_opts: Any = None  # the provider's knobs (cache TTL, max output tokens)
         self.subagents: Any = None  # the `task` tool's settings (None: the defaults)
+        self.mcp: Any = None  # the chat's MCP servers (harness9.tools.mcp.toolset.McpTools)
 
     def _approver(self) -> Any:
         """Approvals need someone to answer: a terminal on stdin. In one-shot mode the
@@ -241,6 +250,7 @@ class ChatRun:
             subagents=self.subagents,
             children=self.manager,
             compactor_factory=self.env.compactor_factory,
+            mcp=self.mcp,
         )
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:
@@ -280,9 +290,9 @@ class ChatRun:
         if repl:
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
+            shown = preload_in_background if self.probe is None else self.probe.start
             reader = terminal_reader(
-                harness9_home() / "prompt_history",
-                on_shown=preload_in_background if self.probe is None else self.probe.start,
+                harness9_home() / "prompt_history", on_shown=self._on_shown(shown)
             )
         self.loop = ChatLoop(
             engine,
@@ -297,6 +307,18 @@ class ChatRun:
             started=started,
         )
         return self.loop
+
+    def _on_shown(self, then: Any) -> Any:
+        """Once the prompt is on the screen: start the MCP servers (five Python servers
+        starting take seconds of CPU the first draw should not share), then ``then``."""
+        mcp = self.mcp
+
+        def shown() -> None:
+            if mcp is not None:
+                mcp.manager.start()
+            then()
+
+        return shown
 
     def finish(self, loop: Any, code: int, *, repl: bool) -> int:
         """Save what a locked database held back (one more patient try), apply the

@@ -137,7 +137,9 @@ def _dry_run(env: Environment, engine: Any, session_id: str, *, as_json: bool, f
         "would_compact": plan.would_compact,
         "strategy": plan.strategy,
         "tokens_before": plan.tokens_before,
-        "tokens_after": plan.tokens_after,
+        "tokens_after": plan.tokens_after if plan.would_compact else plan.tokens_before,
+        # It would fold, but save too little to be worth making.
+        "too_small": plan.too_small,
         "messages_to_summarize": plan.cut - 1 if plan.would_compact else 0,
         "messages_kept": len(view.messages) - (plan.cut if plan.would_compact else 1),
         "context_window": engine.context_window,
@@ -251,6 +253,10 @@ def _nothing_to_compact(
     """Why a compaction folded nothing, in the units the strategy goes by."""
     from harness9.context.tokens import format_token_count
 
+    if plan.too_small:
+        from harness9.ui.compaction_plan import too_small_reason
+
+        return f"nothing to compact: {too_small_reason(plan)}"
     tokens = f"{format_token_count(plan.tokens_before)} tokens"
     threshold = f"the {format_token_count(plan.threshold)}-token threshold"
     under = f"{tokens} is under {threshold}"

@@ -25,6 +25,9 @@ class CompactionPlan:
     tokens_before: int  # estimate_tokens(msgs)
     tokens_after: int  # estimate of the result (a summary's size is estimated by ``plan``)
     threshold: int  # the compactor's threshold_tokens
+    # It would fold ``msgs[1:cut]`` down to ``tokens_after`` but save too little to be worth
+    # it (the policy's rule): ``would_compact`` is then False, and nothing is made.
+    too_small: bool = False
 
 
 @dataclass(slots=True)
@@ -36,6 +39,9 @@ class CompactionResult:
     error: str | None = None  # why a fallback happened, if it did
     # The earlier summary at msgs[1] is kept as it was (a fallback after a failed summary).
     kept_previous_summary: bool = False
+    # A summary was made but not used, its result larger than its input: that result, for
+    # a caller that cuts further anyway and keeps what was paid for.
+    declined: CompactionResult | None = None
 
 
 @runtime_checkable

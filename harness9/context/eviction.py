@@ -22,7 +22,13 @@ from harness9.context.patterns import (
 )
 from harness9.context.repair import match_tool_results
 from harness9.context.rule_summary import stats_of, summarize_output
-from harness9.context.stubs import evicted_stub, is_offload_marker, is_stub, stub_message
+from harness9.context.stubs import (
+    evicted_stub,
+    is_offload_marker,
+    is_stub,
+    stub_arguments,
+    stub_message,
+)
 from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
 
@@ -116,8 +122,8 @@ def _fact_lines(content: str, body: str) -> list[str]:
 def evict_by_density(
     messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
 ) -> list[Message]:
-    """A copy in which the results of all but the newest ``keep_groups`` tool groups are
-    replaced by eviction stubs (rule summary, last error lines, declared names and paths),
+    """A copy in which the long arguments of the calls of all but the newest ``keep_groups``
+    tool groups are stubbed, then their results replaced by eviction stubs (rule summary, last error lines, declared names and paths),
     lowest score first (ties: oldest first), until the estimate is at most
     ``target_tokens``. Roles, ids and order stay, so the tool-call sequence stays valid."""
     out = list(messages)
@@ -125,6 +131,14 @@ def evict_by_density(
     if total // BYTES_PER_TOKEN <= target_tokens:
         return out
     groups = tool_groups(out)
+    # Old calls' long arguments go first: the file a write_file wrote is on disk, and the
+    # stub keeps the call's handle.
+    for g in groups[: max(0, len(groups) - keep_groups)]:
+        if total // BYTES_PER_TOKEN <= target_tokens:
+            return out
+        msg = out[g.call_index]
+        out[g.call_index] = stub_arguments(msg)
+        total -= message_bytes(msg) - message_bytes(out[g.call_index])
     # Each old result's own call (ids may be reused across turns, so not a global id map).
     call_of = {
         i: tc

@@ -35,6 +35,7 @@ from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
     awaits_handle,
     is_stub,
+    stub_arguments,
     stub_for,
     summary_message,
     summary_of,
@@ -45,6 +46,7 @@ from harness9.context.summarize import (
     SpanSummarizer,
     Summarizer,
     clipped,
+    summary_estimate,
 )
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
@@ -184,9 +186,12 @@ class Pipeline:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, sizes, cut).kept_tokens(cut)
         kept += _new_stubs(reduced[cut:]) * HANDLE_ALLOWANCE_BYTES // BYTES_PER_TOKEN
-        if s.summary:
+        if s.summary == "folded":  # the words it keeps: at most the head, no model call
             head = estimate_tokens(reduced[1:cut])
             kept += min(head, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
+        elif s.summary:
+            head = estimate_tokens(reduced[1:cut])
+            kept += summary_estimate(head) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
     def _unchanged(self, msgs: Sequence[Message], before: int) -> CompactionPlan:
@@ -320,7 +325,8 @@ def _repaired(msgs: Sequence[Message], before: int) -> int:
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
     """``res``, unless it is larger than its input repaired (a summary longer than what it
-    replaces): then that input, folding nothing. No compaction grows the context."""
+    replaces): then that input, folding nothing, with ``res`` as its ``declined`` (a caller
+    about to cut further keeps the summary paid for). No compaction grows the context."""
     if not res.plan.would_compact:
         return res
     original = repair_orphaned_tool_pairs(msgs)
@@ -328,17 +334,19 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
     if estimate_tokens(res.messages) <= size:
         return res
     plan = replace(res.plan, would_compact=False, cut=1, tokens_after=size)
-    return CompactionResult(original, plan, None, res.strategy, res.error)
+    return CompactionResult(original, plan, None, res.strategy, res.error, declined=res)
 
 
 # -- the reductions, cuts and folded text, as pure functions --------------------------------
 
 
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
-    """Old tool results replaced by stubs (the newest ``keep_groups`` groups stay whole)."""
+    """Old tool results, and their calls' long arguments, replaced by stubs (the newest
+    ``keep_groups`` groups stay whole)."""
     out = list(msgs)
     groups = tool_groups(out)
     for g in groups[: max(0, len(groups) - keep_groups)]:
+        out[g.call_index] = stub_arguments(out[g.call_index])
         for i in g.result_indices:
             m = out[i]
             if is_stub(m.content):

@@ -58,6 +58,7 @@ from harness9.context.tokens import (
     estimate_tokens,
     estimate_tool_tokens,
     format_token_count,
+    utf8_len,
 )
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
@@ -69,6 +70,8 @@ from harness9.context.view import (
     instruction_budget,
     load_view,
     state_items,
+    summary_text,
+    with_notes,
 )
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
@@ -236,11 +239,10 @@ class ContextPolicy:
         plan = comp.plan(view.messages)
         served = tokens + self._framing(view.messages)
         if not self.opts.auto:
-            if plan.would_compact and not st.warned_over_threshold:
+            over = plan.would_compact or 0 < plan.threshold <= served
+            if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
                 st.warned_over_threshold = True
-                over = f"the context ({format_token_count(tokens)} tokens) is over the compaction"
-                threshold = f"threshold ({format_token_count(plan.threshold)} tokens)"
-                emit(Notice(f"{over} {threshold}; automatic compaction is off: run /compact"))
+                emit(Notice(self._over_threshold(tokens, plan.threshold)))
             return None
         limit, early = comp.threshold_tokens, False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
@@ -258,6 +260,15 @@ class ContextPolicy:
             return MessageBound(bound, bound // 2), True, 0
         return None
 
+    def _over_threshold(self, tokens: int, threshold: int) -> str:
+        """The notice of a context over the threshold while automatic compaction is off."""
+        share = tokens * 100 // max(1, self.context_window)
+        size = f"{format_token_count(tokens)} tokens, {share} % of the window"
+        return (
+            f"the context ({size}) is over the compaction threshold "
+            f"({format_token_count(threshold)} tokens); automatic compaction is off: run /compact"
+        )
+
     def _compact(
         self,
         session: CheckpointedSession,
@@ -268,12 +279,20 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
         framing: int = 0,
+        *,
+        keep_paid: bool = False,
+        shown_before: tuple[int, int] | None = None,
     ) -> Compaction | None:
         """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
         Stubs are stored too (see docs/architecture.md, 'Cache-stable requests'): the view
         is a function of the log and the latest
         checkpoint, the same bytes on every request until the next one and on --resume.
-        ``framing``: tokens the server counts beyond the estimate, counted by the cut."""
+        ``framing``: tokens the server counts beyond the estimate, counted by the cut.
+
+        ``keep_paid`` (the last resort follows): a summary that leaves the context over the
+        threshold is stored even when it saves too little, unannounced, so that the last
+        resort cuts after it instead of dropping what was paid for. ``shown_before``: the
+        (tokens, messages) the notice starts from (the view before such a summary)."""
         before = estimate_tokens(view.messages)
         st = self.state(session.session_id)
         last = view.ids[-1] if view.ids else None
@@ -281,15 +300,49 @@ class ContextPolicy:
         if st.futile == tried and instructions is None:
             return None
         emit(CompactionStarted(comp.strategy, before))
-        result, cp = self._run(session, sized, view, comp, force, instructions, emit, framing)
+        result, cp = self._run(
+            session, sized, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
+        )
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
-        if cp is None or not _gained(before, cp.tokens_after, force):
+        gained = cp is not None and _gained(before, cp.tokens_after, force)
+        paid = keep_paid and cp is not None and result.summary is not None
+        if cp is None or not (gained or paid and cp.tokens_after + framing > comp.threshold_tokens):
             st.futile = tried
             return None
         cp = session.add_checkpoint(cp)
-        figures = (cp.tokens_before, cp.tokens_after, cp.messages_before, cp.messages_after)
-        emit(notice := Compaction(*figures, result.strategy, result.error))
+        if not gained:
+            return None  # the last resort's notice reports both
+        tokens, msgs = shown_before or (cp.tokens_before, cp.messages_before)
+        emit(
+            notice := Compaction(
+                tokens, cp.tokens_after, msgs, cp.messages_after, result.strategy, result.error
+            )
+        )
+        self._explain_fixed_part(st, sized, cp.tokens_after, emit)
         return notice
+
+    def _explain_fixed_part(
+        self, st: SessionContextState, sized: Message, after: int, emit: ContextEventSink
+    ) -> None:
+        """Once a session: a compaction left the context over its target because the system
+        prompt and tool definitions (``sized``) take at least half of it. Compactions then
+        come every few turns; say why, and what leaves more room."""
+        window, target = self.context_window, int(self.context_window * self.opts.target)
+        fixed = estimate_tokens([sized])
+        if st.explained_fixed_part or after <= target or fixed * 2 < target:
+            return
+        st.explained_fixed_part = True
+        n = format_token_count
+        emit(
+            Notice(
+                f"the system prompt and tool definitions take {n(fixed)} tokens, "
+                f"{fixed * 100 // window} % of the {n(window)} window, so compaction cannot "
+                f"bring the context down to its {n(target)}-token target "
+                f"({round(self.opts.target * 100)} %) and will run every few turns; a model "
+                "with a larger window (--context-window), a shorter AGENTS.md or fewer tools "
+                "(subagents.enabled = false in config.toml drops `task`) leave more room"
+            )
+        )
 
     def _run(
         self,
@@ -301,6 +354,8 @@ class ContextPolicy:
         instructions: str | None = None,
         emit: ContextEventSink = discard,
         framing: int = 0,
+        *,
+        keep_paid: bool = False,
     ) -> tuple[CompactionResult, Checkpoint | None]:
         """``comp``'s result on ``view`` (built on ``sized``) and the checkpoint it would
         store (None: it changes nothing), with the figures every report prints. Stores nothing.
@@ -309,16 +364,10 @@ class ContextPolicy:
         so the view after can be larger than what the compactor kept: a model-free compaction
         is then made again with that excess counted in the system message, to land under
         the threshold; one with a summary is not repeated (a model call each). ``framing``
-        (tokens) is counted there from the start.
+        (tokens) is counted there from the start. ``keep_paid``: a summary the compactor
+        made but did not use (it grew the context) is the result.
         """
-        window, pins = self.context_window, session.pins()
-        record = partial(  # a result's checkpoint: its recall index and kept user messages
-            checkpoint_for,
-            previous=session.latest_checkpoint(),
-            recall_budget=max(1, int(window * RECALL_SHARE)) if self.opts.recall else 0,
-            state=state_items(session),
-            instruction_budget=instruction_budget(window),
-        )
+        record, pins = self._recorder(session), session.pins()
         head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
@@ -331,6 +380,8 @@ class ContextPolicy:
                 instructions=instructions,
                 on_progress=lambda i, n: emit(CompactionProgress(i, n)),
             )
+            if keep_paid and result.declined is not None:
+                result = result.declined
             if pad:
                 result.messages = [head, *result.messages[1:]]
             cp = record(view, result)
@@ -346,6 +397,19 @@ class ContextPolicy:
             # Whole messages are cut: the pad doubles until the next one goes.
             pad = max(pad * 2, (cp.tokens_after - limit) * BYTES_PER_TOKEN)
         return result, cp
+
+    def _recorder(
+        self, session: CheckpointedSession
+    ) -> Callable[[ModelView, CompactionResult], Checkpoint | None]:
+        """A result's checkpoint: its recall index and the user messages it keeps."""
+        window = self.context_window
+        return partial(
+            checkpoint_for,
+            previous=session.latest_checkpoint(),
+            recall_budget=max(1, int(window * RECALL_SHARE)) if self.opts.recall else 0,
+            state=state_items(session),
+            instruction_budget=instruction_budget(window),
+        )
 
     def observe_usage(self, request: Request, input_tokens: int) -> None:
         """Calibrates the displayed count, and what the server counts beyond the estimate,
@@ -380,7 +444,10 @@ class ContextPolicy:
     def begin_turn(
         self, session: CheckpointedSession, system: Message, emit: ContextEventSink = discard
     ) -> None:
-        """Topic isolation: when the new message starts a new topic, fold the finished ones."""
+        """A new turn: a context over the threshold is announced again (automatic compaction
+        off). Topic isolation: when the new message starts a new topic, fold the finished
+        ones."""
+        self.state(session.session_id).warned_over_threshold = False
         if self.topics is not None and self.opts.auto:
             view = load_view(session, system)
             if self.topics.plan(view.messages).would_compact:
@@ -406,7 +473,10 @@ class ContextPolicy:
         A rejected context was at least the window by the server's count, whatever the
         estimate says (the framing of many small messages, a tokenizer that counts more):
         the compaction counts the difference, so that even the message-counting ``window``
-        cuts, and a strategy that still folds nothing hands over to the last resort."""
+        cuts, and a strategy that still folds nothing hands over to the last resort.
+
+        Asked for under the threshold, it is made only when ``_verdict`` (what --dry-run
+        shows) says it pays for itself, decided before any summary is paid for."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
         if not force and not self.compactor.plan(view.messages).would_compact:
@@ -414,19 +484,32 @@ class ContextPolicy:
         framing = self._framing(view.messages)
         if rejected:
             framing = max(framing, self.context_window - estimate_tokens(view.messages))
-        comp = self.compactor
-        notice = self._compact(session, sized, view, comp, force, emit, instructions, framing)
+        elif (
+            self._optional(view, force, framing)
+            and self._verdict(session, sized, view, force, framing).too_small
+        ):
+            return None
+        comp, key = self.compactor, session.latest_checkpoint_key()
+        shown: tuple[int, int] | None = (estimate_tokens(view.messages), len(view.messages))
+        notice = self._compact(
+            session, sized, view, comp, force, emit, instructions, framing, keep_paid=force
+        )
         if not force:
             return notice
         if notice is not None:
-            view, framing = load_view(session, sized), 0
+            view, framing, shown = load_view(session, sized), 0, None
+        elif session.latest_checkpoint_key() != key:  # a summary kept for the last resort
+            view = load_view(session, sized)
         # Asked for, and the strategy left the context over the threshold (it folded
         # nothing, or its protected tail alone is too big: a small window): the tail's tool
         # results go too, as a last resort, rather than the next request overflowing.
         framing = max(framing, self._framing(view.messages))
         if estimate_tokens(view.messages) + framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
-            notice = self._compact(session, sized, view, tail, True, emit, None, framing) or notice
+            last = self._compact(
+                session, sized, view, tail, True, emit, None, framing, shown_before=shown
+            )
+            notice = last or notice
         return notice
 
     def _framing(self, msgs: Sequence[Message]) -> int:
@@ -441,20 +524,71 @@ class ContextPolicy:
         force: bool = False,
         tools: list[ToolDefinition] | None = None,
     ) -> tuple[ModelView, CompactionPlan]:
-        """What ``compact`` would do now, calling no model and storing nothing (--dry-run):
-        a model-free compaction is made, so its figures are exact; a summary's are estimated."""
+        """What ``compact`` would do now, calling no model and storing nothing (--dry-run)."""
         sized = measured_system(system, tools or [])
         view = load_view(session, sized)
-        plan = self.compactor.plan(view.messages, force=force)
-        if plan.would_compact and plan.strategy in MODEL_FREE_STRATEGIES:
-            _, cp = self._run(session, sized, view, self.compactor, force)
-            if cp is not None and _gained(cp.tokens_before, cp.tokens_after, force):
-                plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
-            else:
-                plan.would_compact = False
+        plan = self._verdict(session, sized, view, force, self._framing(view.messages))
+        if plan.too_small:
+            return view, plan  # its figures say what it would have saved
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
             plan.tokens_after = plan.tokens_before  # a compaction that would grow is not stored
         return view, plan
+
+    def _verdict(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        view: ModelView,
+        force: bool,
+        framing: int,
+    ) -> CompactionPlan:
+        """What compacting ``view`` now makes, calling no model: ``plan`` (--dry-run) shows it
+        and ``compact`` follows it. A model-free compaction is made, so its figures are
+        exact; a summary's size is estimated, with what its checkpoint adds beside it.
+
+        Asked for under the threshold (``force``, nothing due), a compaction saving less than
+        ``MIN_COMPACTION_GAIN`` of the context is ``too_small``: it would break the prompt
+        cache (and pay for a summary) to gain almost nothing."""
+        comp = self.compactor
+        plan = comp.plan(view.messages, force=force)
+        optional = self._optional(view, force, framing)
+        exact = plan.strategy in MODEL_FREE_STRATEGIES
+        if plan.would_compact and exact:
+            _, cp = self._run(session, sized, view, comp, force)
+            if cp is None:
+                plan.would_compact = False
+                return plan
+            plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
+        elif plan.would_compact:
+            plan.tokens_after += self._beside_summary(session, sized, view, plan)
+        # A summary that is due is asked for whatever its estimate: only its result decides.
+        judged = exact or optional
+        gain = _gained(plan.tokens_before, plan.tokens_after, force and not optional)
+        if plan.would_compact and judged and not gain:
+            plan.would_compact, plan.too_small = False, optional
+        return plan
+
+    def _optional(self, view: ModelView, force: bool, framing: int) -> bool:
+        """Asked for (``force``) while nothing is due: under the threshold by the estimate
+        and by the server's expected count (the estimate plus ``framing``)."""
+        comp = self.compactor
+        if not force or comp.plan(view.messages).would_compact:
+            return False
+        return estimate_tokens(view.messages) + framing <= comp.threshold_tokens
+
+    def _beside_summary(
+        self, session: CheckpointedSession, sized: Message, view: ModelView, plan: CompactionPlan
+    ) -> int:
+        """Tokens a checkpoint folding ``view.messages[1:plan.cut]`` adds beside its summary,
+        which the compactor's plan does not count: the folded user messages it keeps verbatim
+        (in the system message), the recall index and the todo state."""
+        kept = [view.messages[0], *view.messages[plan.cut :]]
+        cp = self._recorder(session)(view, CompactionResult(kept, plan, "", plan.strategy))
+        if cp is None:
+            return 0
+        noted = with_notes(sized, session.pins(), cp.instructions)
+        grown = estimate_tokens([noted]) - estimate_tokens(view.messages[:1])
+        return grown + utf8_len(summary_text(cp)) // BYTES_PER_TOKEN
 
     def breakdown(
         self, session: CheckpointedSession, system: Message, tools: list[ToolDefinition]
@@ -553,7 +687,8 @@ class SessionContextState:
     last_compaction: int | None = None  # the call that compacted last
     tokens: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_WINDOW))
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
-    warned_over_threshold: bool = False  # the "automatic compaction is off" notice was shown
+    warned_over_threshold: bool = False  # this turn's "automatic compaction is off" notice
+    explained_fixed_part: bool = False  # why compaction cannot reach its target was said
     # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
     # not shrink: trying again before it changes would bill the same summary call for nothing.
     futile: tuple[str, int | None, int, int] | None = None

@@ -3,18 +3,30 @@
 Stubs of tool results: ``[context truncated]`` (by repair), ``[interrupted: …]`` (a call
 that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
 ``[evicted] <rule summary> (N tokens evicted)``; ``📂 [offload:<id>] …`` heads an output
-kept in the offload store. A kept stub is data (``Stub``, in the checkpoint) rendered only
+kept in the offload store. Stubs of calls' long arguments (a ``write_file``'s content, an
+``edit_file``'s strings): ``[stubbed] N tokens of <name>`` in place of the value, the
+arguments still a JSON object. A kept stub is data (``Stub``, in the checkpoint) rendered only
 by ``render_stub``; a ``RenderedMessage`` carries its data, so later readers read the data.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from operator import attrgetter
 
-from harness9.context.tokens import BYTES_PER_TOKEN
-from harness9.schema import ROLE_USER, SUMMARY_PREFIX, TRUNCATED_STUB, UNFINISHED_STUB, Message
+from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
+from harness9.schema import (
+    ROLE_USER,
+    SUMMARY_PREFIX,
+    TRUNCATED_STUB,
+    UNFINISHED_STUB,
+    Message,
+    ToolCall,
+)
 from harness9.store.session import (
+    STUB_ARGUMENTS,
     STUB_EVICTED,
     STUB_STUBBED,
     STUB_VERBATIM,
@@ -31,6 +43,12 @@ _RECALL_CALL = "offload_recall("
 # What a handle adds to a stub, for size estimates made before ids are known.
 HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
 _message_fields = attrgetter("role", "content", "tool_calls", "tool_call_id")
+# A call's string argument of this many bytes or more is stubbed once the call is old: a
+# file's content, an edit's strings, a long heredoc. Shorter ones say what the call did.
+LONG_ARGUMENT_BYTES = 512
+_ARGUMENT_STUB_RE = re.compile(
+    r'\[stubbed\] \d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
+)
 
 
 def is_stub(content: str) -> bool:
@@ -95,6 +113,10 @@ class RenderedMessage(Message):
 
 def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> RenderedMessage:
     """``original`` shown as ``stub`` (its role and ids kept)."""
+    if stub.kind == STUB_ARGUMENTS:
+        handle = message_handle(message_id) if message_id else ""
+        calls = _stubbed_calls(original.tool_calls, stub.text, handle)
+        return RenderedMessage(original.role, original.content, calls, original.tool_call_id, stub)
     text = render_stub(stub, message_id)
     return RenderedMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
 
@@ -142,3 +164,73 @@ def summary_of(msg: Message) -> str:
     if isinstance(msg, RenderedMessage) and msg.summary is not None:
         return msg.summary
     return msg.content.removeprefix(SUMMARY_PREFIX)
+
+
+# -- calls' long arguments ------------------------------------------------------------------
+
+
+def is_argument_stub(value: object) -> bool:
+    """True when ``value`` is the stand-in of an old call's argument (a model copying it
+    into a new call would write the placeholder, not the text)."""
+    return isinstance(value, str) and _ARGUMENT_STUB_RE.fullmatch(value) is not None
+
+
+def _arguments(call: ToolCall) -> dict | None:
+    try:
+        args = json.loads(call.arguments) if call.arguments else None
+    except ValueError:
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def long_arguments(call: ToolCall) -> dict[str, str]:
+    """``call``'s string arguments of ``LONG_ARGUMENT_BYTES`` or more, by name."""
+    args = _arguments(call)
+    if args is None:
+        return {}
+    return {
+        k: v
+        for k, v in args.items()
+        if isinstance(v, str) and utf8_len(v) >= LONG_ARGUMENT_BYTES and not is_argument_stub(v)
+    }
+
+
+def argument_stub(name: str, value: str, handle: str = "") -> str:
+    """The text in place of an old call's argument ``name`` (its value ``value``)."""
+    text = f"{STUBBED_PREFIX}{utf8_len(value) // BYTES_PER_TOKEN} tokens of {name}"
+    return _named(text, handle) if handle else text
+
+
+def _stubbed_calls(calls: list[ToolCall], names: str, handle: str) -> list[ToolCall]:
+    """``calls`` with the arguments ``names`` lists (``<index>:<name>`` lines) stubbed."""
+    wanted: dict[int, list[str]] = {}
+    for line in names.splitlines():
+        index, _, name = line.partition(":")
+        if index.isdigit() and name:
+            wanted.setdefault(int(index), []).append(name)
+    out = list(calls)
+    for i, keys in wanted.items():
+        args = _arguments(calls[i]) if i < len(calls) else None
+        if args is None:
+            continue
+        for key in keys:
+            if isinstance(args.get(key), str):
+                args[key] = argument_stub(key, args[key], handle)
+        out[i] = ToolCall(calls[i].id, calls[i].name, json.dumps(args, ensure_ascii=False))
+    return out
+
+
+def stub_arguments(msg: Message) -> Message:
+    """``msg`` with its calls' long arguments stubbed (the view adds the message's handle),
+    or ``msg`` itself when it has none or is already shown as a stub."""
+    if not msg.tool_calls or stub_of(msg) is not None:
+        return msg
+    names: list[str] = []
+    tokens = 0
+    for i, call in enumerate(msg.tool_calls):
+        for key, value in long_arguments(call).items():
+            names.append(f"{i}:{key}")
+            tokens += utf8_len(value) // BYTES_PER_TOKEN
+    if not names:
+        return msg
+    return stub_message(Stub(STUB_ARGUMENTS, tokens, text="\n".join(names)), msg)

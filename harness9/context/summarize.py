@@ -30,6 +30,10 @@ _FULL, _PART, _MERGE, _UPDATE = (
 # A summary is assumed to take at most this many tokens when planning (the plan never
 # calls the model). The prompt asks for a concise summary; models answer in a few hundred.
 SUMMARY_ESTIMATE_CAP = 1500
+# ... and at least this many, however short the span: the template's markers and its
+# "Progress:" paragraph. A span shorter than that costs more summarised than kept.
+SUMMARY_ESTIMATE_FLOOR = 150
+SUMMARY_ESTIMATE_RATIO = 4  # a long span: a quarter of its tokens, up to the cap
 # A summary's text takes at most half the room the threshold leaves beside the system
 # message and tool definitions (``clipped``): a 1,750-token summary in a 4K window, beside
 # 1,600 tokens of them, left no room for a turn's tool results, and every request failed.
@@ -193,6 +197,14 @@ class SpanSummarizer:
             items = [m for m in (call(_MERGE, g, None, total) for g in groups) if m]
             if not items:
                 raise ValueError("the summariser returned empty merged summaries")
+
+
+def summary_estimate(span_tokens: int) -> int:
+    """The tokens a summary of a span of ``span_tokens`` is assumed to take before the model
+    is asked (plans, and whether a summary can pay for itself): a quarter of the span,
+    between ``SUMMARY_ESTIMATE_FLOOR`` and ``SUMMARY_ESTIMATE_CAP``."""
+    share = span_tokens // SUMMARY_ESTIMATE_RATIO
+    return min(SUMMARY_ESTIMATE_CAP, max(SUMMARY_ESTIMATE_FLOOR, share))
 
 
 def clipped(text: str, budget_tokens: int | None) -> str:

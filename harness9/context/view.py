@@ -258,9 +258,10 @@ class LiveViews:
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
-    """Kept messages the compactor replaced by stubs, by stored id: ``view.messages[cut:]``
-    matched to the end of ``result.messages`` (a repair that changed its shape: none). A
-    kept message changed other than by a stub is kept as its text (``STUB_VERBATIM``)."""
+    """Kept messages the compactor replaced by stubs (a tool result, or a call's long
+    arguments), by stored id: ``view.messages[cut:]`` matched to the end of
+    ``result.messages`` (a repair that changed its shape: none). A kept message changed
+    other than by a stub is kept as its text (``STUB_VERBATIM``)."""
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
     if len(out) != len(kept):
@@ -269,7 +270,7 @@ def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int,
     for mid, old, new in zip(view.ids[cut:], kept, out, strict=True):
         if old.role != new.role or old.tool_call_id != new.tool_call_id:
             return {}
-        if mid is not None and new.content != old.content:
+        if mid is not None and (new.content != old.content or new.tool_calls != old.tool_calls):
             stub = stub_of(new)
             if stub is None or stub.kind == STUB_VERBATIM:
                 stub = Stub(STUB_VERBATIM, text=with_handle(new.content, mid))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from harness9.store.blobs import BlobStore
     from harness9.store.session import CheckpointedSession
     from harness9.tools.base import Approval, ApprovalAnswer
+    from harness9.tools.mcp.toolset import McpTools
     from harness9.tools.registry import ToolRegistry
     from harness9.tools.task import TaskTool
 
@@ -53,6 +54,7 @@ def build_engine(
     children: ChildSessions | None = None,
     provider_opts: ProviderOptions | None = None,
     compactor_factory: CompactorFactory | None = None,
+    mcp: McpTools | None = None,
 ) -> AgentEngine:
     """The one engine ``chat`` and ``compact`` share, built from settings and context options.
 
@@ -79,6 +81,7 @@ def build_engine(
         assume_yes=assume_yes,
         auto_approve=auto_approve,
         compactor_factory=compactor_factory,
+        mcp=mcp,
     )
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
@@ -125,6 +128,8 @@ class _Parts:
     auto_approve: tuple[str, ...] = ()
     # A program's own compactor (``build_engine``'s ``compactor_factory``), if any.
     compactor_factory: CompactorFactory | None = None
+    # The chat's MCP servers: every agent's registry offers their tools.
+    mcp: McpTools | None = None
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -176,6 +181,9 @@ class _Parts:
                     ]
 
             registry.register(HistorySearchTool(policy.offload, subagents=subagents))
+        if self.mcp is not None:
+            placement = self.mcp.placement or mcp_placement(self.settings.model)
+            registry.add_source(self.mcp.toolset(self.context_window, placement))
         return registry
 
     def task_tool(
@@ -232,6 +240,19 @@ class _Parts:
             spawn, children, make_provider, bounds, depth=depth, on_event=report
         )
         return TaskTool(runner)
+
+
+def mcp_placement(model: str) -> str:
+    """Where the definitions tool_search loads go (docs/mcp.md, "Where loaded definitions go").
+
+    Providers that cache the request's prefix (every hosted one: OpenAI, Anthropic, Gemini,
+    DeepSeek ...) put the tools list before the conversation, so a tool added to it makes
+    every later request miss the cache from the start; delivered in the search's result, the
+    definition leaves the prefix as it was (scripts/bench_mcp.py bills both ways). A local
+    Ollama server bills nothing and its models call listed tools most reliably: the list."""
+    from harness9.provider.ollama import is_ollama
+
+    return "tools" if is_ollama(model) else "conversation"
 
 
 def _serialized(

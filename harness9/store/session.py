@@ -207,12 +207,16 @@ class RecallEntry:
 STUB_STUBBED = "stubbed"  # only its size and handle
 STUB_EVICTED = "evicted"  # its rule summary and fact lines (``text``)
 STUB_VERBATIM = "verbatim"  # ``text`` as it is: a stub stored before stubs were data
-STUB_KINDS = (STUB_STUBBED, STUB_EVICTED, STUB_VERBATIM)
+# An assistant message whose calls' long arguments are shown by size and handle; ``text``
+# names them, one ``<call index>:<argument name>`` a line.
+STUB_ARGUMENTS = "arguments"
+STUB_KINDS = (STUB_STUBBED, STUB_EVICTED, STUB_VERBATIM, STUB_ARGUMENTS)
 
 
 @dataclass(slots=True, frozen=True)
 class Stub:
-    """What the view needs to render a kept tool result as a stub (context.stubs renders)."""
+    """What the view needs to render a kept message as a stub (context.stubs renders): a tool
+    result, or the long arguments of an assistant message's calls."""
 
     kind: str  # one of STUB_KINDS
     tokens: int = 0  # the full result's size

@@ -5,6 +5,7 @@ commands need consent (a TTY prompt or --yes) and have a timeout.
 """
 
 from harness9.tools.base import Tool, ToolContext, ToolError, ToolResult
+from harness9.tools.edit import EditFileTool
 from harness9.tools.files import ReadFileTool, WriteFileTool
 from harness9.tools.history_search import HistorySearchTool
 from harness9.tools.offload_recall import OffloadRecallTool
@@ -15,6 +16,7 @@ from harness9.tools.todos import ReadTodosTool, WriteTodosTool, render_todos
 
 __all__ = [
     "BashTool",
+    "EditFileTool",
     "HistorySearchTool",
     "OffloadRecallTool",
     "PathEscapeError",

@@ -42,7 +42,7 @@ class ToolResult:
 class Approval:
     """What a tool asks the user before acting: run this command, write this file."""
 
-    tool: str  # "bash" or "write_file"
+    tool: str  # "bash", "write_file" or "edit_file"
     subject: str  # the command, or the path relative to the working directory
     question: str  # one line, e.g. "Run: ls -la?"
     preview: str = ""  # plain text shown before the question (a unified diff, a file's head)
@@ -127,3 +127,12 @@ class Tool(Protocol):
     def definition(self) -> ToolDefinition: ...
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+class ToolSource(Protocol):
+    """Tools that come and go with something outside harness9 (MCP servers): the registry
+    asks it for the definitions of every request and for a tool by name."""
+
+    def definitions(self) -> list[ToolDefinition]: ...
+
+    def get(self, name: str) -> Tool | None: ...

@@ -1,4 +1,4 @@
-"""read_file and write_file: text files inside the working directory."""
+"""read_file and write_file: text files inside the working directory (edit_file: tools.edit)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from harness9.context.stubs import is_argument_stub
 from harness9.schema import ToolDefinition
 from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, refusal
 from harness9.tools.sandbox import display_path, resolve_in_workdir
@@ -165,6 +166,11 @@ class WriteFileTool:
         rel = display_path(ctx.workdir, target)
         if target.is_dir():
             raise ToolError(f"{raw} is a directory; give a file path")
+        if is_argument_stub(content):
+            raise ToolError(
+                "content is the placeholder of an earlier call's argument, not the file: "
+                "recall the original with offload_recall, or write the text itself"
+            )
         data = content.encode("utf-8")
         if not ctx.assume_yes:
             why = refusal(
@@ -182,7 +188,7 @@ class WriteFileTool:
                 return ToolResult(content=why, is_error=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(target, data)
+            atomic_write(target, data)
         except OSError as exc:
             raise ToolError(f"could not write {raw}: {exc.strerror or exc}") from exc
         lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
@@ -194,8 +200,6 @@ class WriteFileTool:
 
 def write_preview(target: Path, rel: str, content: str) -> str:
     """What the user sees before approving a write: a unified diff, or a new file's head."""
-    import difflib
-
     new_lines = content.splitlines(keepends=True)
     if not target.exists():
         head = new_lines[:NEW_FILE_HEAD]
@@ -214,7 +218,14 @@ def write_preview(target: Path, rel: str, content: str) -> str:
         return f"{rel} exists but could not be read ({exc.strerror or exc})\n"
     if b"\0" in old[:BINARY_SNIFF_BYTES]:
         return f"{rel} is a binary file ({size} bytes); it will be replaced by text\n"
-    old_lines = old.decode("utf-8", errors="replace").splitlines(keepends=True)
+    return diff_preview(rel, old.decode("utf-8", errors="replace"), content)
+
+
+def diff_preview(rel: str, old: str, new: str) -> str:
+    """The unified diff of ``old`` to ``new`` shown for approval (at most PREVIEW_LINES)."""
+    import difflib
+
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
     diff = list(difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{rel}", tofile=f"b/{rel}"))
     if not diff:
         return f"{rel} is unchanged\n"
@@ -225,7 +236,7 @@ def write_preview(target: Path, rel: str, content: str) -> str:
     )
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
+def atomic_write(target: Path, data: bytes) -> None:
     """Write via a sibling temp file and os.replace: readers see the old file or the new one.
 
     os.replace swaps the directory entry and never follows a symlink at the

@@ -4,16 +4,19 @@ Two kinds of handle (see docs/architecture.md, 'Nothing the agent saw becomes un
 ``ofl_<12 hex>`` names an output
 offloaded to disk; ``msg_<n>`` names a message of this session's own log, which a
 compaction folded or stubbed (its checkpoint's recall index and stubs give them,
-and so do ``history_search`` hits). The log is never rewritten, so a handle works
-for the life of the session.
+and so do ``history_search`` hits): a tool result, or an assistant message whose
+calls' long arguments (a ``write_file``'s content) an old call shows as stubs. The
+log is never rewritten, so a handle works for the life of the session.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness9.context.offload import OffloadStore
-from harness9.schema import ToolDefinition
+from harness9.context.stubs import long_arguments
+from harness9.schema import ToolCall, ToolDefinition
 from harness9.store.offloads import RECALL_MAX_CHARS, OffloadError, page_text
 from harness9.store.session import CheckpointedSession, handle_message_id
 from harness9.tools.base import ToolContext, ToolResult
@@ -115,6 +118,21 @@ class OffloadRecallTool:
         msg = record.message
         text = msg.content
         if msg.tool_calls:  # an assistant's calls: show what it asked for
-            calls = "\n".join(f"-> {c.name}({c.arguments})" for c in msg.tool_calls)
+            calls = "\n".join(call_text(c) for c in msg.tool_calls)
             text = f"{text}\n{calls}" if text else calls
         return page_text(text, offset, limit)
+
+
+def call_text(call: ToolCall) -> str:
+    """A call as recall shows it: its name and arguments, the long ones (those an old call
+    shows as stubs) as plain text after it, so a recalled file reads as the file."""
+    long = long_arguments(call)
+    if not long:
+        return f"-> {call.name}({call.arguments})"
+    args = json.loads(call.arguments)  # long arguments come only from a JSON object
+    short = {k: v for k, v in args.items() if k not in long}
+    parts = [f"-> {call.name}({json.dumps(short, ensure_ascii=False)})"]
+    for key, value in long.items():
+        end = "" if value.endswith("\n") else "\n"
+        parts.append(f"--- {key} ---\n{value}{end}--- end of {key} ---")
+    return "\n".join(parts)

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from harness9.schema import ToolCall, ToolDefinition
-from harness9.tools.base import Tool, ToolContext, ToolError, ToolResult
+from harness9.tools.base import Tool, ToolContext, ToolError, ToolResult, ToolSource
+from harness9.tools.edit import EditFileTool
 from harness9.tools.files import ReadFileTool, WriteFileTool
 from harness9.tools.shell import BashTool
 from harness9.tools.todos import ReadTodosTool, WriteTodosTool
@@ -22,6 +23,7 @@ from harness9.tools.validate import validate
 class ToolRegistry:
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.sources: list[ToolSource] = []
         for tool in tools or []:
             self.register(tool)
 
@@ -30,14 +32,26 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
+    def add_source(self, source: ToolSource) -> None:
+        """Offer ``source``'s tools too (after the registered ones, which win a name)."""
+        self.sources.append(source)
+
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        for source in self.sources:
+            if tool is not None:
+                break
+            tool = source.get(name)
+        return tool
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return [d.name for d in self.definitions()]
 
     def definitions(self) -> list[ToolDefinition]:
-        return [tool.definition() for tool in self._tools.values()]
+        defs = [tool.definition() for tool in self._tools.values()]
+        for source in self.sources:
+            defs += [d for d in source.definitions() if d.name not in self._tools]
+        return defs
 
     def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self.get(call.name)
@@ -81,7 +95,14 @@ def _parse_arguments(call: ToolCall) -> dict[str, Any] | ToolResult:
 
 
 def default_registry() -> ToolRegistry:
-    """bash, read_file, write_file, write_todos, read_todos."""
+    """bash, read_file, write_file, edit_file, write_todos, read_todos."""
     return ToolRegistry(
-        [BashTool(), ReadFileTool(), WriteFileTool(), WriteTodosTool(), ReadTodosTool()]
+        [
+            BashTool(),
+            ReadFileTool(),
+            WriteFileTool(),
+            EditFileTool(),
+            WriteTodosTool(),
+            ReadTodosTool(),
+        ]
     )

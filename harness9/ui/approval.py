@@ -1,10 +1,12 @@
-"""Asking the user before a tool acts: run this command? write this file (here is the diff)?
+"""Asking the user before a tool acts: run this command? write or edit this file (here is
+the diff)?
 
 Answers are y (yes, this once), n (no, the default; "n, reason" tells the model
 why) and a (always: this command, or this path, for the rest of the session; a
-file's diff is still shown each time). Keys typed ahead while the model was
-working are discarded before the question, so a stray Enter or "y" typed for
-the previous prompt cannot answer it; the decision is printed under it.
+path's covers its edits and whole writes alike, and its diff is still shown each
+time). Keys typed ahead while the model was working are discarded before the
+question, so a stray Enter or "y" typed for the previous prompt cannot answer it;
+the decision is printed under it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def split_answer(answer: str) -> tuple[str, str]:
     return answer.lower(), ""
 
 
-_WHAT = {"bash": "command", "write_file": "path"}
+_WHAT = {"bash": "command", "write_file": "path", "edit_file": "path"}
+# "Always" for a path covers every change to that file, whole writes and edits alike.
+_SAME_ANSWER = {"edit_file": "write_file"}
 
 
 def discard_type_ahead(stream: TextIO | None = None) -> None:
@@ -96,7 +100,7 @@ class TerminalApprover:
         self.always.clear()
 
     def __call__(self, approval: Approval) -> ApprovalAnswer:
-        key = (approval.tool, approval.subject)
+        key = (_SAME_ANSWER.get(approval.tool, approval.tool), approval.subject)
         subject = inert(approval.subject)
         if approval.preview:  # shown for an "always" path too: the user sees every change
             room = max(12, self.console.size.height - 8)
@@ -116,7 +120,9 @@ class TerminalApprover:
                 return True
             if word in ("a", "always"):
                 self.always.add(key)
-                what = _WHAT.get(approval.tool, "action")
+                what = _WHAT.get(
+                    approval.tool, "tool" if approval.tool.startswith("mcp__") else "action"
+                )
                 self._decision(
                     f"✓ allowed: {subject} (always for this {what}, this session)", "green"
                 )

@@ -9,10 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from harness9.context.compaction import CompactionPlan
+from harness9.context.policy import MIN_COMPACTION_GAIN
 from harness9.context.tokens import estimate_message_tokens, format_token_count
 from harness9.context.view import ModelView
 from harness9.ui.text import inert
 
+SUMMARY_STRATEGIES = frozenset({"hybrid", "summarize", "topic"})
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 MAX_ROWS = 40
 # Over the threshold with nothing the strategy can fold: the newest tool groups, kept
@@ -20,6 +22,22 @@ MAX_ROWS = 40
 FOLDS_NOTHING = (
     "the strategy finds nothing more to fold (--force also stubs the newest tool results)"
 )
+
+
+def too_small_reason(plan: CompactionPlan) -> str:
+    """Why a compaction asked for under the threshold is not made (``plan.too_small``)."""
+    n = plan.cut - 1
+    summary = plan.strategy in SUMMARY_STRATEGIES
+    verb = "summarising" if summary else "folding" if plan.strategy == "evict" else "dropping"
+    saved = max(0, plan.tokens_before - plan.tokens_after)
+    share = f"{saved * 100 // max(1, plan.tokens_before)} %"
+    what = f"{verb} {n} message{'' if n == 1 else 's'}" if n > 0 else "stubbing old tool results"
+    cost = "the summary call and the prompt cache" if summary else "the prompt cache"
+    return (
+        f"{what} would save {format_token_count(saved)} of "
+        f"{format_token_count(plan.tokens_before)} tokens ({share}), under the "
+        f"{round(MIN_COMPACTION_GAIN * 100)} % it takes to pay for {cost} a compaction breaks"
+    )
 
 
 def render_plan(
@@ -77,6 +95,8 @@ def render_plan(
             f"would {fold_word} {n} message{'' if n == 1 else 's'} "
             f"and keep {summary['messages_kept']}"
         )
+    elif plan.too_small:
+        verdict = f"nothing would be compacted: {too_small_reason(plan)}"
     elif plan.tokens_before > plan.threshold > 0:
         verdict = f"over the threshold, but {FOLDS_NOTHING}"
     else:
@@ -84,8 +104,9 @@ def render_plan(
             f"under the threshold ({format_token_count(plan.threshold)} tokens): "
             "nothing would be compacted"
         )
+    after = plan.tokens_after if plan.would_compact else plan.tokens_before
     out.print(
-        f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(plan.tokens_after)}"
+        f"{verdict}; tokens {format_token_count(plan.tokens_before)} → {format_token_count(after)}"
         f" (window {format_token_count(summary['context_window'])}, threshold {format_token_count(plan.threshold)})"
     )
 

@@ -28,6 +28,7 @@ from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import SessionNotFoundError, UsageTotals
 from harness9.ui import goback
+from harness9.ui.compaction_plan import too_small_reason
 from harness9.ui.hangup import stop_requested
 from harness9.ui.markdown import MarkdownReply, PlainReply, ReplyWriter
 from harness9.ui.picker import PAGE_SIZE, SessionPicker
@@ -533,7 +534,11 @@ class ChatLoop:
         finally:
             self.renderer.stop()
         if notice is None:
-            self.io.err.print(nothing_left_to_fold(self.engine.context_breakdown()))
+            _, plan = self.engine.plan_compaction(force=True)
+            if plan.too_small:  # declined before any summary was paid for
+                self.io.err.print(f"nothing to compact: {too_small_reason(plan)}")
+            else:
+                self.io.err.print(nothing_left_to_fold(self.engine.context_breakdown()))
 
     def cmd_context(self, _rest: str) -> None:
         b = self.engine.context_breakdown()
@@ -545,6 +550,7 @@ class ChatLoop:
             (f"messages ({b.message_count})", b.messages),
             ("total", b.total),
         ]
+        rows[2:2] = mcp_context_rows(self.engine.registry)
         for label, tokens in rows:
             table.add_row(label, format_token_count(tokens))
         table.add_row("window", format_token_count(b.context_window))
@@ -577,6 +583,17 @@ class ChatLoop:
                 cost=self.session_cost(),
             )
         )
+
+    def cmd_mcp(self, _rest: str) -> None:
+        """/mcp: the MCP servers, their state and tools."""
+        from harness9.tools.mcp.toolset import mcp_toolset, server_rows
+        from harness9.ui.mcp_table import NO_SERVERS, server_table
+
+        toolset = mcp_toolset(self.engine.registry.sources)
+        if toolset is None:
+            self.io.err.print(NO_SERVERS)
+            return
+        self.io.err.print(server_table(server_rows(toolset.manager)))
 
     def cmd_last(self, _rest: str) -> None:
         """The last tool result in full (the screen showed its first lines)."""
@@ -743,6 +760,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
         max_words=None,
         required=True,
     ),
+    SlashCommand("/mcp", "/mcp", "list the MCP servers and their tools", ChatLoop.cmd_mcp),
     SlashCommand("/pins", "/pins", "list the pinned notes", goback.cmd_pins),
     SlashCommand(
         "/unpin", "/unpin N", "remove pinned note N", goback.cmd_unpin, max_words=1, required=True
@@ -792,6 +810,17 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def mcp_context_rows(registry: Any) -> list[tuple[str, int]]:
+    """/context: the MCP definitions' share, those sent and those deferred ([]: no MCP)."""
+    from harness9.tools.mcp.toolset import mcp_toolset
+
+    toolset = mcp_toolset(registry.sources)
+    if toolset is None:
+        return []
+    sent, deferred = toolset.share()
+    return [("  MCP definitions sent", sent), ("  MCP definitions deferred", deferred)]
 
 
 def nothing_left_to_fold(b: ContextBreakdown) -> str:

@@ -137,7 +137,7 @@ def test_an_unknown_top_level_key_or_table_is_a_one_line_error_naming_it(
     assert result.stderr.startswith(f"harness9: {named} in ")
     assert (
         "(known: retention_days, database_url, [compaction], [offload], [topics], [tools], "
-        "[provider], [subagents])" in result.stderr
+        "[provider], [subagents], [mcp])" in result.stderr
     )
     assert result.stderr.count("\n") == 1
     assert llm_server.requests == []
@@ -204,7 +204,7 @@ def test_summary_model_flag_sends_summaries_to_that_model(llm_server):
 
 
 def test_compact_command_passes_focus_instructions_to_the_summariser(llm_server):
-    sid = _long_history_session(4)
+    sid = _long_history_session(12)
     llm_server.respond_with(lambda body: "**Goal:** focused" if is_summary_request(body) else None)
 
     result = chat(llm_server, "/compact keep the database decisions\n", "--resume", sid)

@@ -79,7 +79,7 @@ def tool_rounds(n: int = 8) -> list[Message]:
 @pytest.mark.parametrize(
     ("window", "verdict"),
     [
-        ("6000", "would evict old tool results and keep all 24 messages"),  # eviction lands
+        ("6500", "would evict old tool results and keep all 24 messages"),  # eviction lands
         ("4000", "would fold 18 messages and keep 6"),  # it does not: old messages fold
     ],
 )

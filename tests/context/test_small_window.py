@@ -122,7 +122,7 @@ def test_compact_says_when_the_context_is_over_the_threshold_with_nothing_to_fol
     assert "over the threshold, but the strategy finds nothing more to fold" in dry.output
     assert "under the threshold" not in dry.output
     assert plain.exit_code == 0, plain.output
-    assert "4.5K tokens is over the 3.2K-token threshold, but" in plain.output
+    assert "4.7K tokens is over the 3.2K-token threshold, but" in plain.output
     assert forced.exit_code == 0, forced.output
     assert "[protected-tail]" in forced.output
     with Manager(db_path()) as m:

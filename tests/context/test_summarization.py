@@ -10,6 +10,7 @@ from harness9.context import (
     estimate_tokens,
     is_valid_tool_sequence,
 )
+from harness9.context.summarize import summary_estimate
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
 
@@ -140,13 +141,14 @@ def test_head_is_rendered_compactly_for_the_summariser():
     assert "y" * 2001 not in prompt
 
 
-def test_plan_estimates_the_summary_at_the_head_size_capped_at_1500_tokens():
+def test_plan_estimates_the_summary_at_a_quarter_of_the_head_between_150_and_1500_tokens():
     msgs = [SYSTEM, *users(20)]
     plan = SummarizationCompactor(ScriptedSummarizer(), 1000).plan(msgs)
     kept = estimate_tokens([SYSTEM, *msgs[-6:]])
-    # The head (14 * 100 tokens) is under the cap; the prefix adds 23 // 4 tokens.
-    assert plan.tokens_after == kept + 1400 + 5
+    # The head is 14 * 100 tokens: a quarter, 350; the prefix adds 23 // 4 tokens.
+    assert plan.tokens_after == kept + 350 + 5
     assert plan.tokens_before == estimate_tokens(msgs) and plan.threshold == 1000
+    assert [summary_estimate(n) for n in (20, 600, 1400, 8000)] == [150, 150, 350, 1500]
 
 
 def test_forced_compaction_folds_all_but_the_tail_under_the_threshold():

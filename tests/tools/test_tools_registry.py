@@ -26,11 +26,12 @@ class ExplodingTool:
         raise self.exc
 
 
-def test_default_registry_holds_the_five_tools_in_order() -> None:
+def test_default_registry_holds_the_six_tools_in_order() -> None:
     assert default_registry().names() == [
         "bash",
         "read_file",
         "write_file",
+        "edit_file",
         "write_todos",
         "read_todos",
     ]
@@ -43,6 +44,7 @@ def test_definitions_are_json_serialisable_object_schemas_with_required_params()
         "bash": ["command"],
         "read_file": ["path"],
         "write_file": ["path", "content"],
+        "edit_file": ["path", "old_string", "new_string"],
         "write_todos": ["todos"],
         "read_todos": [],
     }
@@ -58,7 +60,7 @@ def test_unknown_tool_is_an_error_listing_the_available_tools(tmp_path: Path) ->
     assert result.is_error
     assert result.content == (
         "error: unknown tool 'delete_everything'; available tools: "
-        "bash, read_file, write_file, write_todos, read_todos"
+        "bash, read_file, write_file, edit_file, write_todos, read_todos"
     )
 
 

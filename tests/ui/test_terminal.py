@@ -586,8 +586,8 @@ def test_context_shows_the_session_cost(llm_server):
 
 def test_a_compaction_summary_call_is_counted_in_the_sessions_tokens_and_cost(llm_server):
     # gpt-4o-mini: $0.15 per M input, $0.60 per M output.
-    for i in range(4):
-        llm_server.reply_text(f"answer {i}", usage=(1_000, 100))  # 4 x $0.00021
+    for i in range(4):  # long answers: a summary of the first two pays for itself
+        llm_server.reply_text(f"answer {i} " + "a" * 2000, usage=(1_000, 100))  # 4 x $0.00021
     llm_server.reply_text("**Goal:** four questions", usage=(20_000, 500))  # $0.0033
     stdin = "one\ntwo\nthree\nfour\n/compact\n/context\n"
     result = cli_chat(

@@ -1,0 +1,129 @@
+"""A project's ``.mcp.json`` (the ``mcpServers`` object Claude Code, Cursor and VS Code
+read) and the approvals that let its servers run.
+
+A ``.mcp.json`` comes with the code checked out, and its servers are programs: none runs
+until the user approved it for that directory, once (asked at a terminal, or with
+``harness9 mcp approve``). An approval is for the server as written: a changed command,
+arguments, environment or URL needs approving again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from harness9.config import McpServer, harness9_home, mcp_server
+from harness9.errors import ConfigError
+
+PROJECT_FILE = ".mcp.json"
+APPROVALS_FILE = "mcp_approvals.json"
+SOURCE_PROJECT = ".mcp.json"
+_TRANSPORTS = ("stdio", "http", "streamable-http", "streamableHttp")
+
+
+def project_servers(workdir: Path) -> list[McpServer]:
+    """The servers of ``workdir``'s .mcp.json ([] when there is none); ConfigError for a
+    file that cannot be read as one."""
+    path = workdir / PROJECT_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ConfigError(f'{path}: "mcpServers" must be an object of servers')
+    return [_server(name, entry, path) for name, entry in servers.items()]
+
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(value: Any, where: str) -> Any:
+    """``${VAR}`` and ``${VAR:-default}`` in every string of ``value`` (as Claude Code expands
+    them in .mcp.json: a checked-in file names a secret without holding it)."""
+    if isinstance(value, dict):
+        return {k: expand(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand(v, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: ${{{name}}} is not set in the environment")
+
+    return _VAR_RE.sub(sub, value)
+
+
+def _server(name: str, entry: Any, path: Path) -> McpServer:
+    where = f'server "{name}" in {path}'
+    entry = expand(entry, where)
+    kind = (
+        entry.get("type", "stdio" if "command" in entry else "http")
+        if isinstance(entry, dict)
+        else "stdio"
+    )
+    if kind not in _TRANSPORTS:
+        raise ConfigError(f"{where}: transport {kind!r} is not supported (stdio or http)")
+    return mcp_server(name, entry, source=SOURCE_PROJECT, where=where)
+
+
+def fingerprint(server: McpServer) -> str:
+    """What an approval is for: everything that says what runs and where it connects."""
+    what = [server.command, list(server.args), dict(server.env), server.cwd, server.url]
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _approvals_path() -> Path:
+    return harness9_home() / APPROVALS_FILE
+
+
+def _load_approvals() -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(_approvals_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def is_approved(workdir: Path, server: McpServer) -> bool:
+    """Config servers always run; a .mcp.json server once approved for ``workdir`` as it is."""
+    if server.source != SOURCE_PROJECT:
+        return True
+    approved = _load_approvals().get(str(workdir), {})
+    return isinstance(approved, dict) and approved.get(server.name) == fingerprint(server)
+
+
+def approve(workdir: Path, server: McpServer) -> None:
+    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically)."""
+    data = _load_approvals()
+    entry = data.get(str(workdir))
+    entry = entry if isinstance(entry, dict) else {}
+    entry[server.name] = fingerprint(server)
+    data[str(workdir)] = entry
+    path = _approvals_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def all_servers(configured: tuple[McpServer, ...], workdir: Path) -> list[McpServer]:
+    """config.toml's servers, then .mcp.json's (a name config.toml already uses is the
+    config's: the user's own file wins over a checked-out one)."""
+    taken = {s.name for s in configured}
+    return [*configured, *(s for s in project_servers(workdir) if s.name not in taken)]
