@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from history import exchanges
-from llm_server import ErrorReply, ScriptedLLMServer
-from pty_terminal import PtyProcess
-from support import chat, cli, stored_session
-
 from harness9.config import db_path
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
+from tests.support.cli import chat, cli, stored_session
+from tests.support.history import exchanges
+from tests.support.llm_server import ErrorReply, ScriptedLLMServer
+from tests.support.pty_terminal import PtyProcess
 
 FOUR_TURNS = "one alpha\ntwo beta\nthree gamma\nfour delta\n"
 # The reason a declined compaction gives, after "nothing to compact: " or "nothing would be

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import cli, terminal
-from test_mcp import DEMO, configure, demo, script, tool_messages
 
 from harness9.config import McpServer
 from harness9.tools.base import Approval, Declined, ToolContext
 from harness9.tools.mcp.manager import McpManager
 from harness9.tools.mcp.toolset import McpTool, McpToolset
+from tests.support.cli import cli, terminal
+from tests.tools.test_mcp import DEMO, configure, demo, script, tool_messages
 
 
 def one_shot(server, workdir: Path, text: str, answers: str):
@@ -55,7 +55,7 @@ def test_auto_approve_runs_a_servers_tools_without_asking(llm_server, harness9_h
 
 
 def test_without_a_terminal_or_yes_a_call_is_refused(llm_server, harness9_home, workdir):
-    from support import chat
+    from tests.support.cli import chat
 
     configure(harness9_home, {"demo": demo()})
     script(llm_server, ("c1", "mcp__demo__add", {"a": 1, "b": 2}))
@@ -130,7 +130,7 @@ def test_the_question_shows_the_arguments(manager, workdir):
 
 
 def test_a_broken_mcp_json_is_one_line_and_the_chat_goes_on(llm_server, workdir):
-    from support import chat
+    from tests.support.cli import chat
 
     (workdir / ".mcp.json").write_text("{broken", encoding="utf-8")
     llm_server.reply_text("hello")

@@ -1,4 +1,4 @@
-"""MCP servers' tools in chat, against real MCP servers (tests/mcp_servers/demo.py, built
+"""MCP servers' tools in chat, against real MCP servers (tests/support/mcp_demo.py, built
 with the SDK's MCPServer) started over stdio and Streamable HTTP on 127.0.0.1, and a
 scripted model that asks for the calls."""
 
@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
-from support import chat, cli
 
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+from tests.support.cli import chat, cli
+from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
+
+DEMO = str(Path(__file__).parents[1] / "support" / "mcp_demo.py")
 
 
 def configure(home: Path, servers: dict[str, dict], **mcp: object) -> None:
@@ -406,7 +407,7 @@ def test_loaded_tools_join_the_tools_list_when_configured(llm_server, harness9_h
 def test_on_claude_a_found_tool_is_called_with_the_tools_list_unchanged(
     harness9_home, workdir, monkeypatch
 ):
-    from anthropic_server import ScriptedAnthropicServer
+    from tests.support.anthropic_server import ScriptedAnthropicServer
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     configure(harness9_home, {"demo": demo("--tools", "40")})

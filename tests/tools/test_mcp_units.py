@@ -133,7 +133,7 @@ def test_closing_the_manager_stops_every_stdio_servers_process(tmp_path):
 
     from harness9.tools.mcp.manager import McpManager
 
-    demo = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+    demo = str(Path(__file__).parents[1] / "support" / "mcp_demo.py")
     marker = tmp_path / "pids"
     servers = [
         McpServer(n, command=sys.executable, args=(demo, "--marker", str(marker))) for n in "ab"

@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
-from test_terminal import chat_loop, lines_of, terminal
-from tools_support import make_ctx, run_tool
 
 from harness9.config import db_path
 from harness9.store import Manager
 from harness9.tools import ToolContext
 from harness9.tools.base import Approval, Declined
 from harness9.ui.approval import TerminalApprover
+from tests.support.tools import make_ctx, run_tool
+from tests.ui.test_terminal import chat_loop, lines_of, terminal
 
 APP = "def main():\n    x = 1\n    y = 2\n    return x + y\n"
 

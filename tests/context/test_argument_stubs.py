@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 
-from llm_server import ToolCallsReply
-from support import chat
-
 from harness9.config import db_path
 from harness9.context.compaction import CompactionPlan, CompactionResult
 from harness9.context.eviction import evict_by_density
@@ -19,6 +16,8 @@ from harness9.store import Manager
 from harness9.store.codec import details_from_json, details_to_json
 from harness9.store.session import STUB_ARGUMENTS, Checkpoint, StoredMessage, Stub
 from harness9.tools.offload_recall import call_text
+from tests.support.cli import chat
+from tests.support.llm_server import ToolCallsReply
 
 FILE = "".join(f"line {i:03d} of the module: value_{i} = compute({i})\n" for i in range(600))
 

@@ -7,8 +7,8 @@ automatic compaction off, every turn over the threshold says so, not only the fi
 
 from __future__ import annotations
 
-from history import exchanges
-from support import chat, stored_session
+from tests.support.cli import chat, stored_session
+from tests.support.history import exchanges
 
 FIXED_PART = "the system prompt and tool definitions take "
 OVER = "is over the compaction threshold (3.2K tokens); automatic compaction is off: run /compact"
