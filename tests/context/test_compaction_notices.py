@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from tests.support.cli import chat, stored_session
 from tests.support.history import exchanges
+from tests.support.llm_server import is_summary_request
 
 FIXED_PART = "the system prompt and tool definitions take "
 OVER = "is over the compaction threshold (3.2K tokens); automatic compaction is off: run /compact"
-
-
-def is_summary_request(body: dict) -> bool:
-    return "compression expert" in body["messages"][0]["content"]
 
 
 def test_a_4k_window_says_once_that_the_system_prompt_and_tools_keep_it_over_target(

@@ -17,7 +17,7 @@ from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from tests.support.cli import chat, cli, stored_session
 from tests.support.history import exchanges
-from tests.support.llm_server import ErrorReply, ScriptedLLMServer
+from tests.support.llm_server import ErrorReply, ScriptedLLMServer, is_summary_request
 from tests.support.pty_terminal import PtyProcess
 
 FOUR_TURNS = "one alpha\ntwo beta\nthree gamma\nfour delta\n"
@@ -27,10 +27,6 @@ DECLINED = (
     "summarising 2 messages would save 0 of 1.4K tokens (0 %), under the 5 % it takes to "
     "pay for the summary call and the prompt cache a compaction breaks"
 )
-
-
-def is_summary_request(body: dict) -> bool:
-    return "compression expert" in body["messages"][0]["content"]
 
 
 def echo(body: dict) -> str:
