@@ -64,6 +64,7 @@ from harness9.store.search import (
 )
 from harness9.store.session import SessionInfo, StoredMessage
 from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager
+from harness9.store.sqlite_search import SEARCH_SQL as STORE_SEARCH_SQL
 from scripts.bench_process import MINIMAL_TYPER_APP, MINIMAL_TYPER_LABEL, compile_bytecode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,7 +120,7 @@ CREATE TABLE messages (
 CREATE INDEX idx_messages_session ON messages(session_id, id);
 CREATE VIRTUAL TABLE messages_fts USING fts5(body, tokenize = 'unicode61');
 """
-SEARCH_SQL = Manager._SEARCH_SQL + " ORDER BY bm25(messages_fts), m.id DESC LIMIT 20"
+SEARCH_SQL = STORE_SEARCH_SQL + " ORDER BY bm25(messages_fts), m.id DESC LIMIT 20"
 SEARCH_ARGS = (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, to_fts_query(QUERY))
 
 

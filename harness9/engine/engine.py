@@ -38,7 +38,7 @@ from harness9.schema import (
     Usage,
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
-from harness9.store.session import CheckpointedSession, OffloadLink, SessionSettings
+from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
@@ -113,7 +113,7 @@ class AgentEngine:
         registry: ToolRegistry,
         workdir: Path,
         *,
-        session: CheckpointedSession,
+        session: ChatSession,
         policy: ContextPolicy,
         prompt_builder: PromptBuilder | None = None,
         options: EngineOptions | None = None,
@@ -146,7 +146,7 @@ class AgentEngine:
         with self._lock:
             return self._session
 
-    def _holding(self, session: CheckpointedSession) -> HoldingSession:
+    def _holding(self, session: ChatSession) -> HoldingSession:
         """Every save goes through a HoldingSession: a locked database never loses a reply."""
         if isinstance(session, HoldingSession):
             return session
@@ -165,7 +165,7 @@ class AgentEngine:
         sess.flush()
         return len(sess.held)
 
-    def set_session(self, session: CheckpointedSession) -> None:
+    def set_session(self, session: ChatSession) -> None:
         with self._lock:
             self._session.flush()  # the session being left keeps what it was told
             self._session = self._holding(session)
@@ -301,7 +301,7 @@ class AgentEngine:
         while pending:
             self._run_next(sess, pending, tools_used)
 
-    def _remember_model(self, sess: CheckpointedSession) -> None:
+    def _remember_model(self, sess: HoldingSession) -> None:
         """Store the model and window the session uses (``harness9 compact`` reads them)."""
         if self._remembered == sess.session_id and self._remembered_model == self.provider.model:
             return

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from harness9.provider import LLMProvider
     from harness9.schema import Usage
     from harness9.store.blobs import BlobStore
-    from harness9.store.session import CheckpointedSession
+    from harness9.store.session import ChatSession, CheckpointedSession
     from harness9.tools.base import Approval, ApprovalAnswer
     from harness9.tools.mcp.toolset import McpTools
     from harness9.tools.registry import ToolRegistry
@@ -39,7 +39,7 @@ def resolve_workdir(path: Path | None) -> Path:
 def build_engine(
     settings: Settings,
     opts: ContextOptions,
-    session: CheckpointedSession,
+    session: ChatSession,
     workdir: Path,
     context_window: int,
     *,
@@ -203,7 +203,7 @@ class _Parts:
         bounds = Bounds(sub.max_model_calls, sub.max_tokens, sub.max_seconds)
         asking = _serialized(self.confirm, report)
 
-        def spawn(session: CheckpointedSession, model: ModelProvider, level: int) -> AgentEngine:
+        def spawn(session: ChatSession, model: ModelProvider, level: int) -> AgentEngine:
             def child_report(event: Event) -> None:
                 child.on_event(event)  # the runner installs its forwarder after this
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness9.engine import events as ev
 from harness9.provider.errors import ProviderError
 from harness9.schema import ROLE_ASSISTANT, Message, ToolDefinition, Usage
-from harness9.store.session import CheckpointedSession, SessionInfo, SubAgentLink
+from harness9.store.session import ChatSession, SessionInfo, SubAgentLink
 from harness9.tools.base import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -118,15 +118,15 @@ class ChildSessions(Protocol):
 
     def new_child_session(
         self, parent_id: str, tool_call_id: str, description: str = ""
-    ) -> CheckpointedSession: ...
+    ) -> ChatSession: ...
 
-    def open_session(self, session_id: str) -> CheckpointedSession: ...
+    def open_session(self, session_id: str) -> ChatSession: ...
 
     def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]: ...
 
 
 # Builds a sub-agent's engine: (its session, its bounded model, its depth) -> engine.
-Spawn = Callable[[CheckpointedSession, "ModelProvider", int], "AgentEngine"]
+Spawn = Callable[[ChatSession, "ModelProvider", int], "AgentEngine"]
 
 
 @dataclass(slots=True)

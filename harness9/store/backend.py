@@ -21,7 +21,8 @@ from harness9.errors import ConfigError, UsageError
 from harness9.store.blobs import BlobStore
 from harness9.store.search import SearchHit
 from harness9.store.session import (
-    CheckpointedSession,
+    ChatSession,
+    Checkpoint,
     CorruptRow,
     ForkOrigin,
     SessionInfo,
@@ -35,10 +36,13 @@ if TYPE_CHECKING:
 SCHEMES = ("postgresql://", "postgres://")
 
 
-class StoredSession(CheckpointedSession, Protocol):
-    """A session of a persistent store: reads also report the rows they had to skip."""
+class StoredSession(ChatSession, Protocol):
+    """A session of a persistent store: reads also report the rows they had to skip, and
+    its whole list of checkpoints can be read (``sessions show``, export)."""
 
     corrupt_rows: list[CorruptRow]
+
+    def list_checkpoints(self) -> list[Checkpoint]: ...
 
 
 class UsageStore(Protocol):

@@ -60,10 +60,6 @@ CHECKPOINT_TYPES: dict[str, type] = {
     "created_at": float,
 }
 CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_FIELDS)
-INSERT_CHECKPOINT = (
-    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
-    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
-)
 # A session's checkpoints with their data, then (for rows stored before checkpoints were
 # data) their old prose details, then the kept instructions; append ORDER BY. No joined
 # table has a column named like one of ``compactions``, so the plain names are unambiguous.
@@ -82,9 +78,6 @@ def select_checkpoints(param: str) -> str:
         f"SELECT {CHECKPOINT_COLUMNS}, {CHECKPOINT_EXTRA_COLUMNS} {SELECT_CHECKPOINTS_FROM}"
         f"WHERE session_id = {param}"
     )
-
-
-SELECT_CHECKPOINTS = select_checkpoints("?")
 
 
 class CorruptValueError(ValueError):

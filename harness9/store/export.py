@@ -71,7 +71,6 @@ from harness9.store.codec import (
 )
 from harness9.store.legacy_checkpoint import read_legacy_details
 from harness9.store.legacy_offload import legacy_offload
-from harness9.store.rows import USAGE_COLUMNS, usage_row
 from harness9.store.session import (
     MAX_TIMESTAMP,
     Checkpoint,
@@ -85,6 +84,7 @@ from harness9.store.session import (
     is_session_id,
     valid_timestamp,
 )
+from harness9.store.usage import USAGE_COLUMNS, usage_row
 
 FORMAT = "harness9-session"
 VERSION = 1

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from harness9.schema import Message, TodoItem
 from harness9.store.search import SearchHit
 from harness9.store.session import (
+    ChatSession,
     Checkpoint,
-    CheckpointedSession,
     OffloadLink,
     SessionSettings,
     StoreBusyError,
@@ -42,7 +42,7 @@ def held_notice(count: int) -> str:
 
 
 class HoldingSession:
-    """``inner`` (a CheckpointedSession) with lock-tolerant ``add_messages``.
+    """``inner`` (a ChatSession) with lock-tolerant ``add_messages``.
 
     ``on_held(text)`` is called with one line when messages start being held, and
     ``on_saved(text)`` when held messages have finally been saved.
@@ -50,7 +50,7 @@ class HoldingSession:
 
     def __init__(
         self,
-        inner: CheckpointedSession,
+        inner: ChatSession,
         *,
         on_held: Callable[[str], None] | None = None,
         on_saved: Callable[[str], None] | None = None,
@@ -203,9 +203,6 @@ class HoldingSession:
 
     def latest_checkpoint_key(self) -> tuple[int, int, float] | None:
         return self.inner.latest_checkpoint_key()
-
-    def list_checkpoints(self) -> list[Checkpoint]:
-        return self.inner.list_checkpoints()
 
     def get_record(self, message_id: int) -> StoredMessage | None:
         found = self.inner.get_record(message_id)

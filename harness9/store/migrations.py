@@ -352,7 +352,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         # A sub-agent's conversation (the `task` tool) is a session of its own; this row says
         # whose tool call started it. A table of its own for the reason compaction_details
         # has one. Deleting the parent deletes its children in the same transaction
-        # (harness9.store.sql_manager: the cascade below only removes the link).
+        # (harness9.store.sessions: the cascade below only removes the link).
         "subagent_sessions",
         """
         CREATE TABLE subagent_sessions (

@@ -27,10 +27,11 @@ import psycopg
 from harness9.schema import Message
 from harness9.store import pg_index
 from harness9.store.codec import message_values, select_checkpoints
-from harness9.store.lineage import read_scope
+from harness9.store.lineage import family
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
 from harness9.store.pg_search import parse, snippet, to_tsquery_text
+from harness9.store.scope import read_scope
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import SearchHit, clean_snippet
 from harness9.store.session import (
@@ -43,7 +44,8 @@ from harness9.store.session import (
     check_session_id,
     offload_links,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql
+from harness9.store.sessions import aged_sql
+from harness9.store.sql_manager import SqlManagerBase
 from harness9.store.sql_session import (
     REMEMBER_CONFLICT_SQL,
     REMEMBER_SQL,
@@ -274,7 +276,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         where = pg_index.MATCH_SQL
         args: list[object] = [to_tsquery_text(terms)]
         if session_id is not None:
-            # A fork's inherited messages too (harness9.store.lineage).
+            # A fork's inherited messages too (harness9.store.scope).
             with self.read() as conn:
                 mine, scoped = read_scope(conn, "%s", session_id).where("%s", "m.")
             where += f" AND {mine}"
@@ -349,7 +351,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
         removed: list[str] = []  # with the sub-agents' sessions
         with self.transaction() as conn:
             for sid in ids:
-                kids = self._family(conn, [sid])[1:]
+                kids = family(conn, "%s", [sid])[1:]
                 # Messages, todos, compactions and blobs go by ON DELETE CASCADE.
                 if conn.execute(
                     f"DELETE FROM sessions WHERE id = %s AND {aged_sql('%s')}",

@@ -1,5 +1,5 @@
-"""Rows as both stores read and write them: one message decoder that sets damaged rows
-aside, and the session_usage columns with the statement that adds to them."""
+"""Rows as both stores read them: one message decoder that sets damaged rows aside, and
+the sessions row as a listing shows it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness9.store.codec import CorruptValueError, message_from_values, offload_from_values
-from harness9.store.session import CorruptRow, StoredMessage, UsageTotals, valid_timestamp
+from harness9.store.session import CorruptRow, SessionInfo, StoredMessage, valid_timestamp
 
 
 def records_from_rows(
@@ -38,64 +38,18 @@ def records_from_rows(
     return out, corrupt
 
 
-# The session_usage columns both stores add to and read back, in UsageTotals' order.
-USAGE_COLUMNS = (
-    "model_calls",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cost_usd",
-    "unpriced_calls",
-    "summary_calls",
-    "summary_input_tokens",
-    "summary_output_tokens",
-    "summary_cost_usd",
-    "summary_unpriced_calls",
-    "cache_write_tokens",
-)
+def info_from_row(row: Sequence[Any]) -> SessionInfo:
+    """A sessions row (``harness9.store.sessions.INFO_SQL``) for display: a damaged title
+    or count never breaks a listing.
 
-
-def usage_upsert_sql(param: str, table: str = "session_usage", old: str = "") -> str:
-    """The statement adding one call's usage (``usage_values``) to its session's row.
-
-    ``param`` is the driver's placeholder; ``table`` may carry an alias that ``old``
-    (``"u."``) then uses to name the row's current values.
+    Times are passed on as stored (renderers show an impossible one as unknown), so
+    what is shown never differs from what an export writes.
     """
-    names = ", ".join(USAGE_COLUMNS)
-    params = ", ".join([param] * (len(USAGE_COLUMNS) + 1))
-    sums = ", ".join(f"{c} = {old}{c} + excluded.{c}" for c in USAGE_COLUMNS)
-    return (
-        f"INSERT INTO {table} (session_id, {names}) VALUES ({params}) "
-        f"ON CONFLICT (session_id) DO UPDATE SET {sums}"
-    )
-
-
-def usage_values(
-    session_id: str,
-    *,
-    input_tokens: int,
-    output_tokens: int,
-    cached_tokens: int,
-    cost_usd: float | None,
-    summary: bool,
-    cache_write_tokens: int = 0,
-) -> tuple[str | int | float, ...]:
-    """One call's row for ``usage_upsert_sql``: counted in the totals, and apart when a summary."""
-    unpriced = 1 if cost_usd is None else 0
-    totals = (1, input_tokens, output_tokens, cached_tokens, cost_usd or 0.0, unpriced)
-    if summary:
-        part = (1, input_tokens, output_tokens, cost_usd or 0.0, unpriced)
-    else:
-        part = (0, 0, 0, 0.0, 0)
-    return (session_id, *totals, *part, cache_write_tokens)
-
-
-def usage_insert_sql(param: str) -> str:
-    """The statement storing a whole UsageTotals (``usage_row``) for a session (import)."""
-    params = ", ".join([param] * (len(USAGE_COLUMNS) + 1))
-    return f"INSERT INTO session_usage (session_id, {', '.join(USAGE_COLUMNS)}) VALUES ({params})"
-
-
-def usage_row(session_id: str, usage: UsageTotals) -> tuple[str | int | float, ...]:
-    """``usage`` as the values of ``usage_insert_sql`` (its fields are named as the columns)."""
-    return (session_id, *(getattr(usage, c) for c in USAGE_COLUMNS))
+    sid, created, updated, count, title, workdir, parent = row
+    if isinstance(title, bytes):
+        title = title.decode("utf-8", "replace")
+    elif not isinstance(title, str):
+        title = "" if title is None else str(title)
+    if isinstance(count, bool) or not isinstance(count, int):
+        count = 0
+    return SessionInfo(sid, created, updated, count, title, str(workdir or ""), parent or "")

@@ -340,10 +340,15 @@ class Session(Protocol):
 
 @runtime_checkable
 class CheckpointedSession(Session, Protocol):
-    """A session that also stores message ids and compaction checkpoints."""
+    """A session that also stores message ids and compaction checkpoints: what the
+    context (view, policy) and the tools read and write."""
 
     def get_records(self, limit: int = 0, after_id: int = 0) -> list[StoredMessage]:
         """Messages with their ids, oldest first; only ids > after_id."""
+        ...
+
+    def get_record(self, message_id: int) -> StoredMessage | None:
+        """The stored message with this id if it belongs to this session, else None."""
         ...
 
     def add_checkpoint(self, cp: Checkpoint) -> Checkpoint: ...
@@ -354,27 +359,17 @@ class CheckpointedSession(Session, Protocol):
         """The latest checkpoint's (id, last_message_id, created_at), read without the rest."""
         ...
 
-    def list_checkpoints(self) -> list[Checkpoint]: ...
-
-    def get_record(self, message_id: int) -> StoredMessage | None:
-        """The stored message with this id if it belongs to this session, else None."""
+    def pins(self) -> list[str]:
+        """The session's pinned notes, in the order pinned (every request shows them)."""
         ...
 
     def search(self, query: str, *, limit: int = 10) -> list[SearchHit]:
         """This session's messages matching ``query`` (words ANDed), best match first."""
         ...
 
-    def remember_model(self, settings: SessionSettings) -> None:
-        """Record the model, window, API base and workdir the session is used with."""
-        ...
 
-    def model_settings(self) -> SessionSettings | None:
-        """What ``remember_model`` last recorded; None when never."""
-        ...
-
-    def pins(self) -> list[str]:
-        """The session's pinned notes, in the order pinned."""
-        ...
+class PinBoard(Protocol):
+    """Pinning and unpinning notes (the chat's /pin and /unpin); ``pins`` reads them."""
 
     def add_pin(self, text: str) -> int:
         """Pin ``text``; return how many pins there are now (its number)."""
@@ -384,3 +379,21 @@ class CheckpointedSession(Session, Protocol):
         """Unpin the ``number``-th pin (1-based, as ``pins`` orders them); its text, or
         None when there is no such pin."""
         ...
+
+
+class RememberedSettings(Protocol):
+    """How chat last ran a session: the engine records it, ``--continue``/``--resume``
+    and ``compact`` read it back."""
+
+    def remember_model(self, settings: SessionSettings) -> None:
+        """Record the model, window, API base and workdir the session is used with."""
+        ...
+
+    def model_settings(self) -> SessionSettings | None:
+        """What ``remember_model`` last recorded; None when never."""
+        ...
+
+
+@runtime_checkable
+class ChatSession(CheckpointedSession, PinBoard, RememberedSettings, Protocol):
+    """What a chat runs on: the engine holds one (harness9.store.holding wraps it)."""

@@ -25,8 +25,8 @@ from harness9.store.codec import (
     encode_todos,
     message_from_values,
 )
-from harness9.store.lineage import Scope, read_scope
 from harness9.store.rows import records_from_rows
+from harness9.store.scope import Scope, read_scope, see_below
 from harness9.store.search import SearchHit
 from harness9.store.session import (
     Checkpoint,
@@ -94,7 +94,7 @@ class SqlSessionBase:
 
     def scope(self, conn: Any) -> Scope:
         """The messages rows this session holds, its own and a fork's inherited ones
-        (harness9.store.lineage), read in ``conn``."""
+        (harness9.store.scope), read in ``conn``."""
         return read_scope(conn, self.PARAM, self._id)
 
     def _read_records(
@@ -270,39 +270,10 @@ class SqlSessionBase:
         if role == ROLE_USER:
             self._retitle(conn)
 
-    def _seen_by_forks(self, conn: Any, rid: int) -> bool:
-        p = self.PARAM
-        return (
-            conn.execute(
-                f"SELECT 1 FROM inherited_messages WHERE base_id = {p} AND upto_id >= {p}",
-                (self._id, rid),
-            ).fetchone()
-            is not None
-        )
-
     def _see_below(self, conn: Any, rid: int) -> None:
-        """From now on this session holds only what it held below message ``rid``.
-
-        Forks that see ``rid`` keep it: the session first hands its rows to the one that
-        sees most (``_hand_over``) and becomes a fork of that heir, below ``rid``.
-        Otherwise its own rows from ``rid`` on are deleted and it inherits less.
-        """
-        p = self.PARAM
-        heir = self._hand_over(conn) if self._seen_by_forks(conn, rid) else None
-        conn.execute(f"DELETE FROM messages WHERE session_id = {p} AND id >= {p}", (self._id, rid))
-        if heir is not None:
-            conn.execute(
-                "INSERT INTO inherited_messages (session_id, base_id, upto_id) "
-                f"VALUES ({p}, {p}, {p}) ON CONFLICT (session_id) DO UPDATE SET "
-                "base_id = excluded.base_id, upto_id = excluded.upto_id",
-                (self._id, heir, rid - 1),
-            )
-        else:
-            conn.execute(
-                f"UPDATE inherited_messages SET upto_id = {p} "
-                f"WHERE session_id = {p} AND upto_id >= {p}",
-                (rid - 1, self._id, rid),
-            )
+        """From now on this session holds only what it held below message ``rid``; forks
+        that see ``rid`` keep it (harness9.store.scope.see_below)."""
+        see_below(conn, self.PARAM, self._id, rid, self._hand_over)
 
     def _hand_over(self, conn: Any) -> str | None:
         """Hand this session's shared rows to the fork that sees most of them, as a delete

@@ -25,29 +25,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness9.schema import Message
-from harness9.store import fts_index
+from harness9.store import fts_index, sqlite_search
 from harness9.store.codec import (
-    INSERT_CHECKPOINT,
-    SELECT_CHECKPOINTS,
+    CHECKPOINT_COLUMNS,
+    CHECKPOINT_FIELDS,
     checkpoint_values,
     message_values,
+    select_checkpoints,
 )
-from harness9.store.lineage import read_scope
+from harness9.store.lineage import family
 from harness9.store.locking import BUSY_TIMEOUT_MS, begin_immediate, is_busy
 from harness9.store.migrations import SCHEMA_VERSION, SchemaError, check_version, migrate
 from harness9.store.scrub import map_message, scrub_surrogates
 from harness9.store.search import (
-    ELLIPSIS,
-    HIGHLIGHT_CLOSE,
-    HIGHLIGHT_OPEN,
-    SNIPPET_TOKENS,
     SearchHit,
-    SearchQueryError,
-    cjk_match,
-    clean_snippet,
-    has_cjk,
-    query_terms,
-    substring_snippet,
     to_fts_query,
 )
 from harness9.store.session import (
@@ -62,7 +53,8 @@ from harness9.store.session import (
     check_session_id,
     offload_links,
 )
-from harness9.store.sql_manager import SqlManagerBase, aged_sql
+from harness9.store.sessions import aged_sql
+from harness9.store.sql_manager import SqlManagerBase
 from harness9.store.sql_session import (
     REMEMBER_CONFLICT_SQL,
     REMEMBER_SQL,
@@ -92,6 +84,12 @@ _RESTORE_MESSAGE = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
     "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_CHECKPOINT = (
+    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
+    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+)
+# A session's checkpoints with their data; append ORDER BY.
+_SELECT_CHECKPOINTS = select_checkpoints("?")
 
 
 def advice(detail: str) -> str:
@@ -357,14 +355,6 @@ class Manager(SqlManagerBase["SQLiteSession"]):
         self._restrict_permissions()  # the first write creates -wal/-shm
         return session
 
-    _SEARCH_SQL = (
-        # Text comes back as bytes, decoded leniently: one corrupt row must not break search.
-        "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, CAST(s.title AS BLOB), "
-        "CAST(snippet(messages_fts, 0, ?, ?, ?, ?) AS BLOB), bm25(messages_fts) "
-        "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
-        "JOIN sessions AS s ON s.id = m.session_id WHERE messages_fts MATCH ?"
-    )
-
     def search(
         self,
         query: str,
@@ -378,79 +368,13 @@ class Manager(SqlManagerBase["SQLiteSession"]):
         First indexes the messages written since the last search (harness9.store.fts_index),
         so every message stored before the call can be found; see ``catch_up_index`` for
         ``on_progress``. Raises SearchQueryError for a query with no reading (see
-        harness9.store.search).
+        harness9.store.search). The queries are harness9.store.sqlite_search's.
         """
         expr = to_fts_query(query)
         if session_id is not None:
             check_session_id(session_id)
         self.catch_up_index(on_progress)
-        if has_cjk(query):
-            return self._search_cjk(query, limit=limit, session_id=session_id)
-        sql = self._SEARCH_SQL
-        args: list[object] = [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, ELLIPSIS, SNIPPET_TOKENS, expr]
-        if session_id is not None:
-            mine, scoped = self._scope_of(session_id, "m.")
-            sql += f" AND {mine}"
-            args += scoped
-        sql += " ORDER BY bm25(messages_fts), m.id DESC"
-        if limit > 0:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._lock:
-            try:
-                rows = self.conn.execute(sql, args).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "fts5" in str(exc) or "syntax error" in str(exc):
-                    raise SearchQueryError(f"cannot search for {query.strip()!r}: {exc}") from exc
-                raise StoreError(
-                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
-                ) from exc
-            except sqlite3.Error as exc:
-                raise StoreError(
-                    f"cannot read session database {self.path}: {exc}{advice(str(exc))}"
-                ) from exc
-        return _hits(rows, clean_snippet, session_id)
-
-    def _scope_of(self, session_id: str, alias: str) -> tuple[str, tuple[object, ...]]:
-        """The condition "a message ``session_id`` holds" (a fork's inherited ones too)."""
-        with self.read() as conn:
-            return read_scope(conn, "?", session_id).where("?", alias)
-
-    def _search_cjk(self, query: str, *, limit: int, session_id: str | None) -> list[SearchHit]:
-        """A query with CJK text: substring matches in the trigram index of CJK rows.
-
-        bm25 ranks the hits when some term is 3+ characters (a trigram MATCH); with
-        only shorter terms (LIKE) the newest come first.
-        """
-        terms = query_terms(query)
-        match, likes = cjk_match(terms)
-        conds: list[str] = []
-        args: list[object] = []
-        if match is not None:
-            conds.append("messages_cjk MATCH ?")
-            args.append(match)
-        for pattern in likes:
-            # `|| ''` keeps LIKE off the trigram index, which misses patterns under 3 chars.
-            conds.append("(c.body || '') LIKE ? ESCAPE '\\'")
-            args.append(pattern)
-        if session_id is not None:
-            mine, scoped = self._scope_of(session_id, "m.")
-            conds.append(mine)
-            args += scoped
-        rank = "bm25(messages_cjk)" if match is not None else "0.0"
-        sql = (
-            "SELECT m.session_id, m.id, CAST(m.role AS BLOB), m.created_at, "
-            f"CAST(s.title AS BLOB), CAST(c.body AS BLOB), {rank} "
-            "FROM messages_cjk AS c JOIN messages AS m ON m.id = c.rowid "
-            "JOIN sessions AS s ON s.id = m.session_id "
-            f"WHERE {' AND '.join(conds)} ORDER BY {rank}, m.id DESC"
-        )
-        if limit > 0:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self.read() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        return _hits(rows, lambda body: substring_snippet(clean_snippet(body), terms), session_id)
+        return sqlite_search.search(self, query, expr, limit=limit, session_id=session_id)
 
     def unindexed_count(self) -> int:
         """Messages the search index has not caught up with (a read-only store cannot)."""
@@ -525,7 +449,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
                     continue  # gone, or written to since it was listed
                 # Its sub-agents' sessions go with it, deepest first. Messages, todos and
                 # compactions go by ON DELETE CASCADE.
-                for gone in reversed(self._family(conn, [sid])):
+                for gone in reversed(family(conn, "?", [sid])):
                     conn.execute("DELETE FROM sessions WHERE id = ?", (gone,))
                     removed.append(gone)
                 deleted.append(sid)
@@ -543,7 +467,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
     # -- the driver's half of checkpoints and moving sessions ---------------------------
 
     def _insert_checkpoint(self, conn: sqlite3.Connection, session_id: str, cp: Checkpoint) -> int:
-        cur = conn.execute(INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
+        cur = conn.execute(_INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
         return int(cur.lastrowid or 0)
 
     @contextmanager
@@ -609,7 +533,7 @@ class SQLiteSession(SqlSessionBase):
     """One session's history in the Manager's database (see the Session protocol)."""
 
     PARAM = "?"
-    SELECT_CHECKPOINTS = SELECT_CHECKPOINTS
+    SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
     _m: Manager
 
     def _fetch_records(
@@ -718,23 +642,3 @@ def open_manager(path: Path, *, on_session_deleted: Callable[[str], None] | None
     """The store in ``path`` (its directory created 0700 if missing). The CLI makes an
     existing home private first (``harness9.config.store_location``)."""
     return Manager(path, on_session_deleted=on_session_deleted)
-
-
-def _hits(
-    rows: Iterable[Sequence[Any]], snippet: Callable[[Any], str], session_id: str | None = None
-) -> list[SearchHit]:
-    """Search rows (session, id, role, time, title, text, score) as hits; ``snippet`` cuts the
-    text. A search of one session reports its hits as that session's (a fork's inherited
-    rows belong to its origin)."""
-    return [
-        SearchHit(
-            session_id or sid,
-            mid,
-            clean_snippet(role),
-            created,
-            clean_snippet(title),
-            snippet(text),
-            float(score),
-        )
-        for sid, mid, role, created, title, text, score in rows
-    ]

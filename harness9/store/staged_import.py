@@ -26,7 +26,8 @@ slow stops at its next step instead of publishing a session with rows missing.
 
 The rows themselves are written by the SQLite Manager's half of a restore
 (``ids_reusable``, ``restore_messages``, ``restore_rest``: the hooks that
-``SqlManagerBase.restore`` calls in its one transaction), here spread over the steps.
+``SnapshotStore.restore`` calls in its one transaction, harness9.store.snapshots), here
+spread over the steps.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ Waits are asserted against a generous bound (2 s, against steps of ~100 ms and t
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from harness9.store import Manager, fts_index
 from harness9.store.fts_index import is_behind
 from harness9.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from harness9.store.sqlite import STEP_MAX_UNITS
-from tests.support.cli import BackgroundProcess
+from tests.support.cli import BackgroundProcess, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 GENEROUS_WAIT_S = 2.0
@@ -220,6 +219,16 @@ print(json.dumps({"waits": waits, "errors": errors}))
 """
 
 
+def raw_top_id(db: Path) -> int:
+    """The newest message's id, read with plain sqlite3 (no upgrade, no write)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (n,) = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+    finally:
+        conn.close()
+    return int(n)
+
+
 def test_upgrading_a_large_store_from_before_the_search_index_lets_another_process_save(
     db: Path, tmp_path: Path
 ):
@@ -252,7 +261,8 @@ def test_upgrading_a_large_store_from_before_the_search_index_lets_another_proce
     conn.close()
     writer = BackgroundProcess(LEGACY_WRITER, str(db), sid, tmp=tmp_path)
     try:
-        time.sleep(0.1)
+        # The writer is saving when the upgrade starts (its first save is committed).
+        wait_until(lambda: raw_top_id(db) > 400_001, "the writer's first save is committed")
         with Manager(db) as m:  # the upgrade, then the first search's bounded catch-up
             hits = m.search("nightly")
             searched = m.search('"saved 0"')

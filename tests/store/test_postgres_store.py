@@ -29,7 +29,7 @@ from harness9.store.offloads import OffloadNotFoundError
 from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from harness9.store.postgres import PostgresManager
 from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
-from tests.support.cli import cli_env, run_cli, run_python
+from tests.support.cli import cli_env, run_cli, run_python, wait_until
 from tests.support.history import user
 
 runner = CliRunner()
@@ -231,6 +231,17 @@ def test_two_writers_on_one_session_keep_both_appends_in_commit_order(pg_url):
         assert texts[k][:-1] == texts[k + 1][:-1]
 
 
+def waits_for_a_lock(url: str) -> bool:
+    """Whether a harness9 connection to ``url``'s database is waiting for a lock now
+    (a fresh look: each statement outside a transaction reads pg_stat_activity anew)."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        row = watcher.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'harness9' AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return row is not None
+
+
 def test_a_writer_queued_behind_another_gets_the_later_ids(pg_url):
     with PostgresManager(pg_url) as m:
         sid = m.new_session().session_id
@@ -243,7 +254,7 @@ def test_a_writer_queued_behind_another_gets_the_later_ids(pg_url):
             target=lambda: result.extend(m.open_session(sid).add_messages([user("late")]))
         )
         t.start()
-        time.sleep(0.3)
+        wait_until(lambda: waits_for_a_lock(pg_url), "the writer queues behind the blocker")
         with PostgresManager(pg_url) as other:
             # A writer to another session is not held up by this one.
             (other_id,) = other.new_session().add_messages([user("elsewhere")])
@@ -295,7 +306,7 @@ def test_delete_older_than_skips_a_session_written_while_it_waited(pg_url):
             target=lambda: deleted.extend(m.delete_sessions([sid], updated_before=cutoff))
         )
         t.start()
-        time.sleep(0.3)
+        wait_until(lambda: waits_for_a_lock(pg_url), "the delete waits for the writer")
         writer.execute("COMMIT")
         t.join(10)
         assert deleted == []
@@ -314,7 +325,7 @@ def test_retention_skips_a_session_written_while_it_waited(pg_url):
     with PostgresManager(pg_url) as m:
         t = threading.Thread(target=lambda: deleted.extend(m.delete_sessions_older_than(cutoff)))
         t.start()
-        time.sleep(0.3)
+        wait_until(lambda: waits_for_a_lock(pg_url), "the delete waits for the writer")
         writer.execute("COMMIT")
         t.join(10)
         assert deleted == [] and [i.id for i in m.list_sessions()] == [sid]

@@ -9,6 +9,7 @@ import pytest
 
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, CheckpointedSession, Manager, MemorySession, Session
+from harness9.store.session import ChatSession
 from tests.support.history import user
 
 
@@ -34,6 +35,11 @@ def cp(last_message_id: int, summary: str = "sum") -> Checkpoint:
 def test_both_implementations_satisfy_the_protocols(session):
     assert isinstance(session, Session)
     assert isinstance(session, CheckpointedSession)
+
+
+def test_every_implementation_is_what_a_chat_runs_on(session):
+    # Pins and remembered settings too: the engine holds any of them.
+    assert isinstance(session, ChatSession)
 
 
 def test_session_id_is_a_uuid_string(session):

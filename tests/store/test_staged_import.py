@@ -37,7 +37,7 @@ from harness9.store.staged_import import (
     ImportTakenOverError,
     discard_unfinished,
 )
-from tests.support.cli import BackgroundProcess
+from tests.support.cli import BackgroundProcess, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 GENEROUS_WAIT_S = 2.0
@@ -131,7 +131,13 @@ def test_importing_50000_messages_lets_another_process_save_and_shows_nothing_ha
     snap = big_snapshot(50_000)
     try:
         sid = manager.restore(snap, new_id=True)  # fresh ids: the observer's fall in between
-        time.sleep(0.3)  # let the observer see the finished session
+        # Let the observer look once more: a save after this point is followed by a look
+        # at the finished session, and the save after that shows the look is done.
+        saved = manager.session_info(chat.session_id).message_count
+        wait_until(
+            lambda: manager.session_info(chat.session_id).message_count >= saved + 2,
+            "the observer saves twice after the import",
+        )
     finally:
         report = observer.finish()
     waits = report["waits"]

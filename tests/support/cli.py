@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,15 @@ def write_config(text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 30) -> None:
+    """Return as soon as ``condition()`` is true; fail naming ``what`` after ``timeout`` s.
+
+    For a state another thread or process reaches: never a fixed sleep, which is either
+    too short on a slow machine or wasted on a fast one.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
