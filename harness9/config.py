@@ -13,6 +13,10 @@ DEFAULT_MODEL = "openai/gpt-4o-mini"
 # The smallest window a user may set: the system prompt and tool definitions alone take
 # over 1K tokens, so anything less cannot hold a single turn.
 MIN_CONTEXT_WINDOW = 1024
+# The largest: ten times the largest window any model offers today; a bigger number is a typo.
+MAX_CONTEXT_WINDOW = 10_000_000
+_WINDOW_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)([km]?)")
+_WINDOW_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
 ENV_RETRY_MAX_WAIT = "HARNESS9_RETRY_MAX_WAIT"
 DEFAULT_RETRY_MAX_WAIT = 60.0
 
@@ -71,7 +75,7 @@ class Settings:
         env_cw = os.environ.get("HARNESS9_CONTEXT_WINDOW")
         cw = context_window
         if cw is None and env_cw:
-            cw = parse_positive_int(env_cw, "HARNESS9_CONTEXT_WINDOW")
+            cw = parse_context_window(env_cw, "HARNESS9_CONTEXT_WINDOW")
         if cw is not None:
             # The flag's default is the variable, so either may have given the value.
             check_context_window(cw, "--context-window (HARNESS9_CONTEXT_WINDOW)")
@@ -96,20 +100,41 @@ def check_model_name(name: str, what: str = "--model") -> None:
         raise UsageError(f"{what} {name!r} names no model after its provider; {example}")
 
 
+def _window_rule(name: str, got: object) -> str:
+    """The one message for every window refused, whatever was wrong with it."""
+    return (
+        f"{name} takes a number of tokens from 1,024 to 10M, such as 8192, 32k, 32.8K or "
+        f"1M (no model works in less; none has more), got {got!r}"
+    )
+
+
 def check_context_window(tokens: int, name: str) -> None:
     """The one rule for a window a user gives (a flag, the environment, /model NAME N)."""
-    if tokens < MIN_CONTEXT_WINDOW:
+    if not MIN_CONTEXT_WINDOW <= tokens <= MAX_CONTEXT_WINDOW:
         from harness9.errors import UsageError
 
-        raise UsageError(
-            f"{name} must be at least {MIN_CONTEXT_WINDOW} tokens (no model works in less), "
-            f"got {tokens}"
-        )
+        raise UsageError(_window_rule(name, tokens))
 
 
 def parse_context_window(text: str, name: str) -> int:
-    tokens = parse_positive_int(text, name)
-    check_context_window(tokens, name)
+    """A window as the screen prints it: ``4096``, ``4k``, ``32.8K``, ``1M`` (any case;
+    ``_`` and ``,`` group digits), from ``MIN_CONTEXT_WINDOW`` to ``MAX_CONTEXT_WINDOW``."""
+    from decimal import Decimal, InvalidOperation
+
+    from harness9.errors import UsageError
+
+    match = _WINDOW_RE.fullmatch(text.strip().replace("_", "").replace(",", "").lower())
+    if match is None:
+        raise UsageError(_window_rule(name, text))
+    try:
+        value = Decimal(match.group(1)) * _WINDOW_UNITS[match.group(2)]
+    except InvalidOperation:
+        raise UsageError(_window_rule(name, text)) from None
+    if value != value.to_integral_value():
+        raise UsageError(_window_rule(name, text))
+    tokens = int(value)
+    if not MIN_CONTEXT_WINDOW <= tokens <= MAX_CONTEXT_WINDOW:
+        raise UsageError(_window_rule(name, text))
     return tokens
 
 

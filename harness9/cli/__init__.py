@@ -140,7 +140,7 @@ app.command("compact", cls=HarnessCommand)(compact)
 app.add_typer(
     sessions_app,
     name="sessions",
-    help="List, show, search, export, import and delete stored chat sessions.",
+    help="Stored sessions: list, show, search, fork, export, import, migrate, delete.",
 )
 app.add_typer(
     mcp_app,

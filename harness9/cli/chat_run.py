@@ -225,9 +225,11 @@ class ChatRun:
             self.probe = WindowProbe(s.model, s.api_base)
             limits = get_model_limits(s.model, api_base=s.api_base)
             source = window_source(s.model)
+            self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
         else:
             limits, source = chat_limits(s.model, s.api_base, override=s.context_window)
-        self.notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
+            notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
+            self.notes = once_per_model(notes, s.model, s.api_base, source)
         return limits.context_tokens
 
     def make_engine(self, model_name: str, window: int, session: Any) -> Any:
@@ -261,18 +263,71 @@ class ChatRun:
 
         check_model_name(name, "/model")
         api_base = self.settings.api_base
-        LLMProvider(name, api_base).check_credentials()
+        provider = LLMProvider(name, api_base)
+        provider.check_credentials()
+        # As --model's first call would: a name litellm cannot route is refused before
+        # the chat switches, not found out at the next turn.
+        provider.check_routable()
         new_limits, source = chat_limits(name, api_base, override=window)
         new_engine = self.make_engine(name, new_limits.context_tokens, self.loop.engine.session)
         new_engine.set_session(self.loop.engine.session)
-        return new_engine, window_notes(name, api_base, window, new_limits, source)
+        notes = window_notes(name, api_base, window, new_limits, source)
+        return new_engine, once_per_model(notes, name, api_base, source)
+
+    def resumed_engine(self, session: Any) -> tuple[Any, str, list[Text]] | None:
+        """/resume: an engine with the model, API base and window ``session`` last ran
+        with, decided as ``--resume`` decides them (None: those are the ones in use)."""
+        from harness9.provider import LLMProvider
+        from harness9.provider.limits import chat_limits
+
+        stored = session.model_settings()
+        if stored is None:
+            return None
+        # Nothing counts as typed: the flags this chat started with were for its first
+        # session. An API base the session did not record stays this chat's.
+        settings = resolve_settings(
+            stored,
+            model=self.settings.model,
+            api_base=self.settings.api_base,
+            context_window=None,
+            explicit=frozenset(),
+        )
+        if (settings.model, settings.api_base) == (self.settings.model, self.settings.api_base):
+            window = self.loop.engine.context_window
+            if settings.context_window in (None, window):
+                return None
+        LLMProvider(settings.model, settings.api_base).check_credentials()
+        limits, source = chat_limits(
+            settings.model, settings.api_base, override=settings.context_window
+        )
+        self.settings = replace(
+            self.settings,
+            model=settings.model,
+            api_base=settings.api_base,
+            context_window=settings.context_window,
+        )
+        engine = self.make_engine(settings.model, limits.context_tokens, session)
+        engine.set_session(session)
+        quiet = stored.context_window == limits.context_tokens  # announced when it ran
+        if quiet:
+            return engine, settings.model, []
+        notes = window_notes(
+            settings.model, settings.api_base, settings.context_window, limits, source
+        )
+        return (
+            engine,
+            settings.model,
+            once_per_model(notes, settings.model, settings.api_base, source),
+        )
 
     def settle_window(self) -> tuple[int | None, list[Text]]:
         """The window the server reported (None: keep the guess) and what to say."""
+        from harness9.provider.limits import window_source
+
         s = self.settings
         reported = self.probe.result()
-        if reported is None:
-            return None, self.notes
+        if reported is None:  # the guess stands: warn about it, once per model
+            return None, once_per_model(self.notes, s.model, s.api_base, window_source(s.model))
         return reported.context_tokens, window_notes(s.model, s.api_base, None, reported, "server")
 
     def build_loop(
@@ -287,21 +342,24 @@ class ChatRun:
         if engine.policy.offload is not None:
             engine.policy.offload.clean_stale()
         reader = stdin_reader(self.env.stdin)
+        prefill = None
         if repl:
             # litellm starts importing once the prompt is drawn and loads while the user
             # types; started earlier, the import would slow the first draw.
             shown = preload_in_background if self.probe is None else self.probe.start
-            reader = terminal_reader(
+            editor = terminal_reader(
                 harness9_home() / "prompt_history", on_shown=self._on_shown(shown)
             )
+            reader, prefill = editor, editor.prefill
         self.loop = ChatLoop(
             engine,
             self.manager,
-            ChatIO(self.out, self.err, reader, repl, markdown=markdown),
+            ChatIO(self.out, self.err, reader, repl, markdown=markdown, prefill=prefill),
             self.settings.model,
             pricing=call_cost,
             approver=self.approver,
             switch_model=self.switch_model,
+            resumed_engine=self.resumed_engine,
             notes=self.notes if self.probe is None else [],
             settle_window=self.settle_window if self.probe is not None else None,
             started=started,
@@ -427,6 +485,35 @@ def window_notes(
             style="yellow",
         )
     ]
+
+
+WINDOW_WARNINGS_FILE = "window_warnings"  # in $HARNESS9_HOME: one "model<TAB>api base" a line
+
+
+def once_per_model(notes: list[Text], model: str, api_base: str | None, source: str) -> list[Text]:
+    """``notes`` the first time a guessed window is warned about for this model and API
+    base, remembered in $HARNESS9_HOME; [] after that. The three lines on every one-shot
+    only repeated what the first said (and how to set the window). A window the server
+    reported (``source`` "server") is not a guess; it is said as before."""
+    from harness9.config import harness9_home
+
+    if not notes or source == "server":
+        return notes
+    path = harness9_home() / WINDOW_WARNINGS_FILE
+    key = f"{model}\t{api_base or ''}"
+    try:
+        said = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        said = []
+    if key in said:
+        return []
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(key + "\n")
+    except OSError:
+        pass  # a home that cannot be written: warn each time rather than never
+    return notes
 
 
 def _import_line_editor_in_background() -> None:

@@ -34,15 +34,25 @@ ApiBase = Annotated[
         help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.",
     ),
 ]
+
+
+def _context_window(text: str) -> int:
+    from harness9.config import parse_context_window
+
+    return parse_context_window(text, "--context-window (HARNESS9_CONTEXT_WINDOW)")
+
+
+# harness9's own parser, not Typer's int: one rule and one message for every form
+# (4096, 4k, 32.8K, 1M), as the screen prints windows.
 ContextWindow = Annotated[
     int | None,
     typer.Option(
         "--context-window",
-        min=1,
         metavar="TOKENS",
         envvar="HARNESS9_CONTEXT_WINDOW",
+        parser=_context_window,
         show_default=False,
-        help="Context window in tokens; overrides the model map.",
+        help="Context window in tokens (4096, 32k, 32.8K, 1M); overrides the model map.",
     ),
 ]
 # Seconds a model call may take before it is given up and retried, unless --timeout says.

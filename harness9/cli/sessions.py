@@ -1,4 +1,5 @@
-"""``harness9 sessions list|show|delete|search|export|import``: the store, scriptable.
+"""``harness9 sessions list|show|delete|search|fork|export|import|migrate``: the store,
+scriptable.
 
 Runs from cron, so it stays cheap: no litellm, and Rich only for human output.
 Errors are raised as HarnessError subclasses; the root group prints them.
@@ -39,7 +40,7 @@ from harness9.ui.text import corrupt_row_warning, plural
 sessions_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="List, show, search, export, import and delete stored chat sessions.",
+    help="Stored sessions: list, show, search, fork, export, import, migrate, delete.",
 )
 
 _AGE_RE = re.compile(r"(\d+)([smhdw])")
@@ -57,7 +58,7 @@ def _sessions_root(
         ),
     ] = None,
 ) -> None:
-    """List, show, search, export, import, migrate and delete stored chat sessions."""
+    """Stored sessions: list, show, search, fork, export, import, migrate, delete."""
     if database_url is not None:  # else keep what `harness9 --database-url` set
         use_database_url(database_url)
 
@@ -89,10 +90,12 @@ def _remove_offloads(session_id: str) -> None:
     remove_session_offloads(session_id)
 
 
-def _print_lines(env: Environment, infos: list[SessionInfo]) -> None:
+def _print_lines(
+    env: Environment, infos: list[SessionInfo], origins: dict[str, ForkOrigin] | None = None
+) -> None:
     from harness9.ui.listing import session_lines
 
-    env.write("\n".join(session_lines(infos, env.columns)) + "\n")
+    env.write("\n".join(session_lines(infos, env.columns, origins)) + "\n")
 
 
 def _print_json(env: Environment, data: Any) -> None:
@@ -205,15 +208,15 @@ def list_sessions(
     if store is not None:
         with store:
             infos = store.list_sessions(limit, children=all_)
+            origins = store.fork_origins()
             if as_json:
                 usage = store.usage_by_session()
-                origins = store.fork_origins()
                 below = _subagent_totals(store.list_sessions(children=True), usage)
     if as_json:
         rows = [_info_json(i, usage.get(i.id), origins.get(i.id), below.get(i.id)) for i in infos]
         _print_json(env, rows)
         return
-    _print_lines(env, infos)
+    _print_lines(env, infos, origins)
 
 
 @sessions_app.command("show", cls=HarnessCommand)

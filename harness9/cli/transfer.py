@@ -8,6 +8,7 @@ link), mode 0600 like the store itself: an export holds the whole conversation.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -187,8 +188,11 @@ def import_command(
         bool,
         typer.Option("--new-id", help="Store it under a fresh session id (keeps the original)."),
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (for scripts) instead of the new id.")
+    ] = False,
 ) -> None:
-    """Import a session from a JSON export (all of it or nothing)."""
+    """Import a session from a JSON export (all of it or nothing). Prints its id."""
     from harness9.config import store_location
     from harness9.context.offload import remove_session_offloads
     from harness9.store.backend import open_store
@@ -200,11 +204,22 @@ def import_command(
     # The hook removes a half-restored offload directory if the import is undone.
     with open_store(store_location(), on_session_deleted=remove_session_offloads) as store:
         sid, sessions = _restore_with_offloads(store, snap, source, new_id=new_id)
+    if as_json:
+        data = {
+            "id": sid,
+            "message_count": len(snap.records),
+            "subagent_sessions": sessions - 1,
+            "copy_of": snap.info.id if new_id else None,
+        }
+        env.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
     what = plural(len(snap.records), "message")
     if sessions > 1:
         what += f", {plural(sessions - 1, 'sub-agent session')}"
     note = f", a copy of {snap.info.id}" if new_id else ""
-    env.echo(f"Imported session {sid} ({what}{note}).")
+    # The id on stdout, as `sessions fork` prints it (`chat --resume "$(… import …)"`).
+    env.echo(sid)
+    env.echo(f"Imported session {sid} ({what}{note}).", err=True)
 
 
 def _parse_import(source: str, text: str) -> SessionSnapshot:

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness9.config import parse_positive_int
+from harness9.config import parse_context_window
 from harness9.errors import UsageError
 from harness9.provider.ollama import is_ollama, server_window
 
@@ -88,7 +88,7 @@ def get_model_limits(
     if override is None:
         env = os.environ.get(ENV_CONTEXT_WINDOW, "").strip()
         if env:
-            override = parse_positive_int(env, ENV_CONTEXT_WINDOW)
+            override = parse_context_window(env, ENV_CONTEXT_WINDOW)
     limits = _lookup(name.strip(), served_locally(name, api_base))
     if override is not None:
         if override <= 0:

@@ -230,6 +230,11 @@ class LLMProvider:
             f"no API key for {self.model}: set {names[0]} (or pass --api-base for a local server)"
         )
 
+    def check_routable(self) -> None:
+        """The error the first call would raise for a name litellm cannot route (an unknown
+        provider or model), now and without a request (imports litellm)."""
+        self._check_provider(load_litellm())
+
     def _check_provider(self, litellm: ModuleType) -> None:
         """An unknown provider prefix is our finding, not a server's answer: no request is sent."""
         if self._provider_checked:
@@ -358,6 +363,15 @@ class LLMProvider:
                 return
 
     # -- errors and retries ----------------------------------------------------------------
+    def _where(self) -> str:
+        """The address a connection error names: the API base, or for an Ollama model the
+        server it was sent to ($OLLAMA_API_BASE, else localhost), which is what to check."""
+        if self.api_base:
+            return self.api_base
+        if ollama.is_ollama(self.model):
+            return f"the Ollama server at {ollama.server_root(None)}"
+        return f"the {provider_of(self.model) or self.model} API"
+
     def _translate(self, exc: Exception) -> ProviderError | None:
         """Our error for a litellm/openai/httpx failure; None for anything else (a bug)."""
         litellm = load_litellm()
@@ -377,7 +391,7 @@ class LLMProvider:
                 f"could not send the request to {model}: {type(local).__name__}: "
                 f"{self._redact(_clean_message(local))} (a local fault, not the server's)"
             )
-        where = self.api_base or f"the {provider_of(model) or model} API"
+        where = self._where()
         if any(isinstance(e, httpx.UnsupportedProtocol | httpx.InvalidURL) for e in chain):
             return BadRequestError(
                 f"could not connect to {where}: it is not an http:// or https:// URL"

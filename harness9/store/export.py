@@ -308,6 +308,10 @@ def from_document(doc: object) -> SessionSnapshot:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ImportFormatError(f'not a harness9 session export (no "format": "{FORMAT}")')
     version = doc.get("version")
+    if "version" not in doc:  # not a version it cannot read: a file cut short or hand-made
+        raise ImportFormatError(
+            f'the export has no "version" (this harness9 reads version {VERSION})'
+        )
     if version != VERSION or isinstance(version, bool):
         raise ImportFormatError(
             f"unsupported export version {version!r} (this harness9 reads version {VERSION})"

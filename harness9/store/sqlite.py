@@ -114,6 +114,9 @@ def advice(detail: str) -> str:
     return ""
 
 
+_READ_ONLY_FS = "read-only file system"
+
+
 def unwritable_cause(path: Path) -> str | None:
     """Why ``path`` (the database) cannot be written, in words; None if it looks writable.
 
@@ -123,7 +126,7 @@ def unwritable_cause(path: Path) -> str | None:
     parent = path.parent
     with suppress(OSError):
         if os.statvfs(parent).f_flag & os.ST_RDONLY:
-            return f"{parent} is on a read-only file system"
+            return f"{parent} is on a {_READ_ONLY_FS}"
     if os.path.isdir(parent) and not os.access(parent, os.W_OK | os.X_OK):
         return f"the directory {parent} is not writable"
     for suffix in ("", "-wal", "-shm"):
@@ -131,6 +134,17 @@ def unwritable_cause(path: Path) -> str | None:
         if p.exists() and not os.access(p, os.R_OK | os.W_OK):
             return f"{p} is not writable"
     return None
+
+
+def _fix(cause: str, path: Path, *, chmod: bool = True) -> str:
+    """What helps: no chmod makes a read-only file system writable."""
+    if cause.endswith(_READ_ONLY_FS):
+        return (
+            "it cannot be made writable from here (remount it read-write), or point "
+            "HARNESS9_HOME at a directory on a writable file system"
+        )
+    example = f" (e.g. chmod u+w {path.parent})" if chmod else ""
+    return f"make it writable{example} or point HARNESS9_HOME at a writable directory"
 
 
 def open_error(path: Path, what: str) -> StoreError:
@@ -144,10 +158,7 @@ def open_error(path: Path, what: str) -> StoreError:
     if any(w in lowered for w in ("unable to open", "readonly", "read-only", "permission")):
         cause = unwritable_cause(path)
         if cause is not None:
-            return StoreError(
-                f"cannot open session database {path}: {cause}; make it writable "
-                f"(e.g. chmod u+w {path.parent}) or point HARNESS9_HOME at a writable directory"
-            )
+            return StoreError(f"cannot open session database {path}: {cause}; {_fix(cause, path)}")
     return StoreError(f"cannot open session database {path}: {what}{advice(what)}")
 
 
@@ -298,8 +309,8 @@ class Manager(SqlManagerBase["SQLiteSession"]):
             if self.read_only:
                 cause = unwritable_cause(self.path) or "it was opened read-only"
                 raise StoreError(
-                    f"cannot write session database {self.path}: {cause}; make it writable "
-                    "or point HARNESS9_HOME at a writable directory"
+                    f"cannot write session database {self.path}: {cause}; "
+                    f"{_fix(cause, self.path, chmod=False)}"
                 )
             try:
                 begin_immediate(conn, self.lock_wait_s)

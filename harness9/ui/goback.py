@@ -28,8 +28,11 @@ class ChatLoop(Protocol):
     engine: Any
     manager: Any
     io: Any
+    started: set[str]
 
     def switch_to(self, session: Any) -> None: ...
+
+    def put_back(self, text: str) -> None: ...
 
 
 REWIND_SHOWN = 10  # user messages /rewind lists
@@ -87,6 +90,9 @@ def _fork_and_switch(loop: ChatLoop, at: int | None, verb: str) -> None:
     session.flush()  # held replies belong to the line being forked
     origin = session.session_id
     fork = fork_with_outputs(loop.manager, origin, at)
+    # This chat made the fork: left empty (a fork of an empty session), it goes the way
+    # of any session the chat started and left empty, never an orphan in `sessions list`.
+    loop.started.add(fork)
     loop.switch_to(loop.manager.open_session(fork))
     kept = loop.manager.session_info(fork).message_count
     loop.io.err.print(
@@ -104,10 +110,10 @@ def cmd_fork(loop: ChatLoop, rest: str) -> None:
 
 
 def cmd_rewind(loop: ChatLoop, rest: str) -> None:
-    if rest:
-        _fork_and_switch(loop, _number(rest, "/rewind [N]"), f"rewound to message {rest}")
-        return
     records = loop.engine.session.get_records()
+    if rest:
+        _rewind_to(loop, _number(rest, "/rewind [N]"), records)
+        return
     users = [
         (n, r.message.content)
         for n, r in enumerate(records, 1)
@@ -116,8 +122,37 @@ def cmd_rewind(loop: ChatLoop, rest: str) -> None:
     if not users:
         loop.io.err.print("nothing to rewind to: this session has no message of yours yet")
         return
-    loop.io.err.print("Your recent messages (/rewind N keeps messages 1..N, in a fork):")
+    loop.io.err.print(
+        "Your recent messages (/rewind N continues, in a fork, from before your message N, "
+        "with its text back in the prompt to send again or change):"
+    )
     for n, text in users:
         line = " ".join(text.split())
         line = line if len(line) <= _PREVIEW_CHARS else line[: _PREVIEW_CHARS - 1] + "…"
         loop.io.err.print(f"  [{n}] {inert(line)}", markup=False, highlight=False)
+
+
+def _rewind_to(loop: ChatLoop, n: int, records: list[Any]) -> None:
+    """Continue from message ``n`` in a fork. When ``n`` is one of the user's own messages,
+    the fork ends just before it and its text goes back in the prompt: sent as it was
+    kept, the next request would carry two user turns in a row, the first unanswered."""
+    msg = records[n - 1].message if 1 <= n <= len(records) else None
+    if msg is None or msg.role != ROLE_USER or msg.is_summary:
+        _fork_and_switch(loop, n, f"rewound to message {n}")
+        return
+    if n > 1:
+        _fork_and_switch(loop, n - 1, f"rewound to before your message {n}")
+    else:  # nothing came before it: a fresh session
+        loop.engine.session.flush()
+        origin = loop.engine.session.session_id
+        fresh = loop.manager.new_session()
+        loop.started.add(fresh.session_id)
+        loop.switch_to(fresh)
+        loop.io.err.print(
+            Text(
+                f"rewound to before your message 1: now in new session {fresh.session_id}; "
+                f"the original {origin} is unchanged (/resume or --resume returns to it)",
+                style="green",
+            )
+        )
+    loop.put_back(msg.content)

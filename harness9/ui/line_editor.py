@@ -68,7 +68,7 @@ def prompt_reader(
     pt_input: Any = None,
     pt_output: Any = None,
     on_shown: Callable[[], Any] | None = None,
-) -> Callable[[str], str]:
+) -> PromptReader:
     """A ``read_line(prompt)`` backed by prompt_toolkit (EOFError on Ctrl-D, Ctrl-C raises).
 
     ``on_shown`` runs once, right after the first prompt is on the screen: chat
@@ -99,10 +99,23 @@ def prompt_reader(
 
         session.app.after_render += first_render
 
-    def read(prompt: str) -> str:
-        return session.prompt(prompt)
+    return PromptReader(session)
 
-    return read
+
+class PromptReader:
+    """``read_line(prompt)``; ``prefill(text)`` puts text in the next prompt, to send or edit
+    (/rewind gives a message back this way)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._draft = ""
+
+    def prefill(self, text: str) -> None:
+        self._draft = text
+
+    def __call__(self, prompt: str) -> str:
+        draft, self._draft = self._draft, ""
+        return str(self.session.prompt(prompt, default=draft))
 
 
 def _slash_completer(names: list[str]) -> Any:

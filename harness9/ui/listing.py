@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from harness9.store.session import SessionInfo, valid_timestamp
+from harness9.store.session import ForkOrigin, SessionInfo, valid_timestamp
 
 # C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
 _UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -43,8 +43,21 @@ def local_time(ts: float) -> str:
 MIN_TITLE = 8  # columns of title a line must keep before the id is shortened
 
 
-def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> list[str]:
-    """Header plus one line per session; titles cut to ``width`` columns when given."""
+def marked_title(title: str, origin: ForkOrigin | None) -> str:
+    """A fork's title says whose fork it is: it carries its origin's title, and two
+    identical rows in a listing would be told apart by their ids alone."""
+    if origin is None:
+        return title
+    return f"fork of {origin.session_id[:8]} at #{origin.message}: {title}"
+
+
+def session_lines(
+    sessions: Sequence[SessionInfo],
+    width: int | None = None,
+    origins: Mapping[str, ForkOrigin] | None = None,
+) -> list[str]:
+    """Header plus one line per session; titles cut to ``width`` columns when given;
+    ``origins`` (by fork id) marks the forks."""
     if not sessions:
         return ["No sessions."]
     count_w = max(4, *(len(str(s.message_count)) for s in sessions))
@@ -54,7 +67,7 @@ def session_lines(sessions: Sequence[SessionInfo], width: int | None = None) -> 
     head = f"{'ID':<{id_w}}  {'UPDATED':<16}  {'MSGS':>{count_w}}  TITLE"
     lines = [head]
     for s in sessions:
-        title = _UNSAFE_RE.sub("?", s.title)
+        title = _UNSAFE_RE.sub("?", marked_title(s.title, (origins or {}).get(s.id)))
         if s.parent_id:  # a sub-agent's session (`list --all`)
             title = f"↳ sub-agent of {s.parent_id[:8]}: {title}"
         sid = s.id[:id_w]

@@ -102,7 +102,12 @@ class _Tail:
         self.max_lines = max(1, max_lines)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = console.render_lines(self.text, options.update(height=None), pad=False)
+        # Wrapped one column short of the terminal: a line that filled it would leave the
+        # cursor waiting to wrap, so the ^C the terminal echoes on Ctrl-C would land on a
+        # new line the live region does not know about, and it would erase one line too
+        # few (the reply's first wrapped line then showed twice).
+        narrower = options.update(height=None, width=max(1, options.max_width - 1))
+        lines = console.render_lines(self.text, narrower, pad=False)
         for line in lines[-self.max_lines :]:
             yield from line
             yield Segment.line()

@@ -41,10 +41,10 @@ def _pretty_arguments(arguments: str) -> tuple[str, str]:
         return arguments, ""
 
 
-def _message(rec: StoredMessage, call_names: dict[str, str]) -> str:
+def _message(rec: StoredMessage, number: int, call_names: dict[str, str]) -> str:
     msg = rec.message
     role = _ROLE_NAMES.get(msg.role, msg.role.capitalize() or "Message")
-    parts = [f"## {role} · #{rec.id} · {iso_utc(rec.created_at) or '(unknown time)'}"]
+    parts = [f"## {role} · #{number} · {iso_utc(rec.created_at) or '(unknown time)'}"]
     if msg.tool_call_id:
         name = call_names.get(msg.tool_call_id, "")
         of = f"`{name}` " if name else ""
@@ -62,10 +62,12 @@ def _message(rec: StoredMessage, call_names: dict[str, str]) -> str:
     return "\n\n".join(parts)
 
 
-def _checkpoint(cp: Checkpoint) -> str:
+def _checkpoint(cp: Checkpoint, index: int, numbers: dict[int, int]) -> str:
+    number = numbers.get(cp.last_message_id)
+    upto = f"#{number}" if number is not None else f"row {cp.last_message_id}"
     head = (
-        f"> **Compaction checkpoint #{cp.id}** · {cp.strategy} · messages up to "
-        f"#{cp.last_message_id} folded · {cp.tokens_before} → {cp.tokens_after} tokens · "
+        f"> **Compaction checkpoint #{index}** · {cp.strategy} · messages up to "
+        f"{upto} folded · {cp.tokens_before} → {cp.tokens_after} tokens · "
         f"{cp.messages_before} → {cp.messages_after} messages · {iso_utc(cp.created_at) or '(unknown time)'}"
     )
     if not cp.summary:
@@ -91,15 +93,22 @@ def session_markdown(snap: SessionSnapshot) -> str:
     by_message: dict[int, list[Checkpoint]] = {}
     for cp in snap.checkpoints:
         by_message.setdefault(cp.last_message_id, []).append(cp)
+    # Numbered as `sessions show` numbers them (#1 is the session's first message), so a
+    # number read here is one `sessions fork --at` and /rewind take; row ids are global
+    # to the store (and a fork shares its origin's rows), so they never appear.
+    numbers = {rec.id: n for n, rec in enumerate(snap.records, 1)}
+    index = {cp.id: n for n, cp in enumerate(snap.checkpoints, 1)}
     placed: set[int] = set()
     call_names: dict[str, str] = {}
     for rec in snap.records:
-        blocks.append(_message(rec, call_names))
+        blocks.append(_message(rec, numbers[rec.id], call_names))
         for cp in by_message.get(rec.id, []):
-            blocks.append(_checkpoint(cp))
+            blocks.append(_checkpoint(cp, index[cp.id], numbers))
             placed.add(cp.id)
     # A checkpoint whose message could not be read (a corrupt row) still gets shown.
-    blocks += [_checkpoint(cp) for cp in snap.checkpoints if cp.id not in placed]
+    blocks += [
+        _checkpoint(cp, index[cp.id], numbers) for cp in snap.checkpoints if cp.id not in placed
+    ]
     if snap.todos:
         items = []
         for t in snap.todos:

@@ -2,19 +2,19 @@
 
 Each line shows the session's id prefix, when it was last updated, its size, the
 directory it ran in and its title. A number resumes that session; Enter shows the
-next page; words filter the list (id, title and directory, case-insensitive);
-``q`` or end of input cancels.
+next page; words filter the list (id, title and directory, case-insensitive: the
+messages are /search's, and the picker says so); ``q`` or end of input cancels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
-from harness9.store.session import SessionInfo
-from harness9.ui.listing import local_time
+from harness9.store.session import ForkOrigin, SessionInfo
+from harness9.ui.listing import local_time, marked_title
 from harness9.ui.text import inert, plural
 
 PAGE_SIZE = 10
@@ -42,8 +42,10 @@ class SessionPicker:
         console: Console,
         read_line: Callable[[str], str],
         interactive: bool,
+        origins: Mapping[str, ForkOrigin] | None = None,
     ) -> None:
         self.sessions = list(sessions)
+        self.origins = origins or {}
         self.console = console
         self.read_line = read_line
         self.interactive = interactive
@@ -54,7 +56,12 @@ class SessionPicker:
         start = 0
         while True:
             if not shown:
-                self.console.print(f"no session matches {inert(words)!r}", markup=False)
+                self.console.print(
+                    f"no session's title, id or directory matches {inert(words)!r}; "
+                    f"/search {inert(words)} looks in what was said",
+                    markup=False,
+                    highlight=False,
+                )
                 return None
             page = shown[start : start + PAGE_SIZE]
             self._print_page(page, start, len(shown), words)
@@ -73,16 +80,22 @@ class SessionPicker:
                 shown = [i for i in self.sessions if matches(i, words.split())]
 
     def _ask(self, more: bool) -> str:
-        enter = "Enter for more, " if more else "Enter cancels, "
-        prompt = f"number to resume, words to filter, {enter}q cancels: "
+        cancel = "Enter for more, q cancels" if more else "Enter or q cancels"
+        prompt = f"number to resume, words to filter, {cancel}: "
         try:
             return self.read_line(prompt if self.interactive else "").strip()
         except (EOFError, KeyboardInterrupt):
             return "q"
 
     def _print_page(self, page: Sequence[SessionInfo], start: int, total: int, words: str) -> None:
-        which = f" matching {inert(words)!r}" if words else ""
         end = start + len(page)
+        # Words filter the listing only: say so, and where the messages are searched.
+        which = (
+            f" whose title, id or directory matches {inert(words)!r} (/search looks in what "
+            "was said)"
+            if words
+            else ""
+        )
         self.console.print(
             f"Sessions{which} ({start + 1}-{end} of {total}):", markup=False, highlight=False
         )
@@ -90,7 +103,7 @@ class SessionPicker:
         fit: dict = {"no_wrap": True, "overflow": "ellipsis"} if self.interactive else {}
         for n, info in enumerate(page, start + 1):
             where = inert(short_dir(info.workdir)) or "-"
-            title = inert(info.title) or "(empty)"
+            title = inert(marked_title(info.title, self.origins.get(info.id))) or "(empty)"
             self.console.print(
                 f"  [{n}] {info.id[:8]}  {local_time(info.updated_at)}  "
                 f"{plural(info.message_count, 'message')}  {where}  {title}",

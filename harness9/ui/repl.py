@@ -9,10 +9,11 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
 from rich.status import Status
@@ -20,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness9.context.policy import ContextBreakdown
+from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
@@ -47,6 +49,9 @@ from harness9.ui.status import (
 from harness9.ui.subagents import SubAgentLines
 from harness9.ui.text import inert, plural
 from harness9.ui.tool_progress import ToolProgress
+
+if TYPE_CHECKING:
+    from harness9.ui.line_editor import PromptReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,8 @@ class ChatIO:
     interactive: bool
     # Render replies as Markdown (a terminal, no NO_COLOR, no --plain); else the exact text.
     markdown: bool = False
+    # Puts text in the next prompt, to send or edit (a line editor; None for a pipe).
+    prefill: Callable[[str], None] | None = None
 
 
 class EventRenderer:
@@ -117,6 +124,8 @@ class EventRenderer:
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
         self.last_result: ev.ToolFinished | None = None  # what /last shows
         self._progress: ToolProgress | None = None  # the running tool's live view
+        # The tool running now and when it started (for the line an interrupt prints).
+        self.running: tuple[str, float] | None = None
 
     # The engine calls this synchronously from the turn's thread (sub-agents' events: from
     # their worker threads, hence the lock).
@@ -162,12 +171,14 @@ class EventRenderer:
             case ev.ToolStarted(call=call):
                 self._stop_spin()
                 self._end_line()
+                self.running = (call.name, time.monotonic())
                 self.io.err.print(tool_call_line(call.name, call.arguments))
             case ev.ToolOutput(call=call, text=text):
                 self._tool_output(call.name, text)
             case ev.ToolFinished(content=content, is_error=is_error, exit_code=code) as done:
                 self._stop_spin()
                 self._progress = None
+                self.running = None
                 self.last_result = done
                 self.io.err.print(tool_result_line(content, is_error, exit_code=code))
             case ev.CompactionStarted(strategy=strategy):
@@ -213,6 +224,16 @@ class EventRenderer:
         self.subagents.stop()
         self._stop_spin()
         self._end_line()
+
+    def stopped_tool(self) -> Text | None:
+        """After an interrupt: which tool was stopped and after how long (None: none ran)."""
+        running, self.running = self.running, None
+        if running is None:
+            return None
+        name, since = running
+        what = "the command was ended" if name == "bash" else "it did not finish"
+        seconds = int(time.monotonic() - since)
+        return Text(f"stopped {inert(name)} after {seconds}s: {what}", style="yellow")
 
     def reset(self) -> None:
         """Forget the last turn's sizes (another session or model is now current)."""
@@ -280,6 +301,10 @@ class ChatLoop:
     # Builds an engine for another model on the same session: (name, window or None) ->
     # (engine, notes to show). None: /model cannot switch.
     switch_model: Callable[[str, int | None], tuple[AgentEngine, list[Text]]] | None = None
+    # The engine for a session /resume switches to, with the model, API base and window
+    # it last ran with (as --resume takes them): (session) -> (engine, model name, notes),
+    # None when they are the ones in use.
+    resumed_engine: Callable[[Any], tuple[AgentEngine, str, list[Text]] | None] | None = None
     # Shown once before the first prompt (e.g. "the window is a guess").
     notes: list[Text] = field(default_factory=list)
     # Called once, before the first turn or command, when the model's window is still being
@@ -382,6 +407,9 @@ class ChatLoop:
             self.interrupted_turns += 1
             if self.io.interactive:
                 self.io.err.print()  # the terminal echoed ^C where the cursor was: end that line
+            stopped = self.renderer.stopped_tool()
+            if stopped is not None:
+                self.io.err.print(stopped)
             self.io.err.print(
                 Text("interrupted — the completed part of the turn is kept", style="yellow")
             )
@@ -474,7 +502,13 @@ class ChatLoop:
             return
         target = self._resume_target(rest, infos)
         if target is None:
-            picker = SessionPicker(infos, self.io.err, self.io.read_line, self.io.interactive)
+            picker = SessionPicker(
+                infos,
+                self.io.err,
+                self.io.read_line,
+                self.io.interactive,
+                self.manager.fork_origins(),
+            )
             target = picker.run(rest if rest and not rest.isdigit() else "")
         if target is None:
             self.io.err.print("resume cancelled")
@@ -602,7 +636,13 @@ class ChatLoop:
             self.io.err.print("no tool has run in this chat yet")
             return
         self.io.err.print(tool_call_line(last.call.name, last.call.arguments))
-        self.io.err.print(Text(inert(last.content)), soft_wrap=True)
+        full = offloaded_text(self.engine, last.content)
+        if full is not None:
+            self.io.err.print(Text(inert(full)), soft_wrap=True)
+            return
+        # The model's instruction to recall it is not the person's: drop it.
+        shown = [x for x in last.content.splitlines() if not x.startswith("use offload_recall(")]
+        self.io.err.print(Text(inert("\n".join(shown))), soft_wrap=True)
 
     def cmd_model(self, rest: str) -> None:
         if not rest:
@@ -625,10 +665,7 @@ class ChatLoop:
             self.renderer.error("switching models is not available here")
             return
         engine, notes = self.switch_model(name, window)
-        engine.on_event = self.renderer
-        self.engine = engine
-        self.model = self.renderer.model = name
-        self.renderer.reset()
+        self._use_engine(engine, name)
         b = engine.context_breakdown()
         self.io.err.print(
             Text(
@@ -658,7 +695,38 @@ class ChatLoop:
     def _resume(self, session_id: str) -> None:
         session = self.manager.open_session(session_id)
         self._switch(session)
+        self._own_settings(session)
         self.print_recap()
+
+    def _own_settings(self, session: Any) -> None:
+        """Go on with the model, API base and window the session last ran with, as
+        ``--resume`` does; when that model cannot be used here, say so and keep this one."""
+        if self.resumed_engine is None:
+            return
+        try:
+            switched = self.resumed_engine(session)
+        except HarnessError as exc:
+            self.renderer.error(f"{exc}; going on with {self.model}")
+            return
+        if switched is None:
+            return
+        engine, name, notes = switched
+        self._use_engine(engine, name)
+        b = engine.context_breakdown()
+        self.io.err.print(
+            Text(
+                f"as it last ran: {inert(name)} · window {format_token_count(b.context_window)}",
+                style="dim",
+            )
+        )
+        for note in notes:
+            self.io.err.print(note)
+
+    def _use_engine(self, engine: AgentEngine, name: str) -> None:
+        engine.on_event = self.renderer
+        self.engine = engine
+        self.model = self.renderer.model = name
+        self.renderer.reset()
 
     def print_recap(self) -> None:
         """Which session this is and its last exchange (--resume, --continue, /resume)."""
@@ -671,6 +739,20 @@ class ChatLoop:
     def switch_to(self, session: Any) -> None:
         """Continue in ``session`` (a fork, a rewind), leaving the current one as it is."""
         self._switch(session)
+
+    def put_back(self, text: str) -> None:
+        """A message taken back (/rewind): into the next prompt, or shown when piped."""
+        if self.io.prefill is not None:
+            self.io.prefill(text)
+            self.io.err.print(
+                "your message is back in the prompt: Enter sends it again, or change it first",
+                style="dim",
+            )
+            return
+        self.io.err.print(
+            Text("your message, taken back (the next line is sent in its place): ", style="dim")
+            + Text(inert(text))
+        )
 
     def _switch(self, session: Any) -> None:
         previous = self.engine.session
@@ -708,7 +790,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/resume",
         "/resume [NUMBER|ID-PREFIX|WORDS]",
-        "pick a session to continue (filter with words), or resume the one an id prefix names",
+        "pick a session to continue (words filter titles, ids and directories), or resume "
+        "the one an id prefix names",
         ChatLoop.cmd_resume,
         max_words=None,
     ),
@@ -793,7 +876,7 @@ SLASH_COMMANDS: dict[str, str] = {c.name: c.help for c in COMMANDS if c.name != 
 
 def terminal_reader(
     history_file: Path | None = None, on_shown: Callable[[], Any] | None = None
-) -> Callable[[str], str]:
+) -> PromptReader:
     """The line editor for a terminal: paste-safe, multi-line, history, Tab completion."""
     from harness9.ui.line_editor import prompt_reader
 
@@ -810,6 +893,26 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def offloaded_text(engine: AgentEngine, content: str) -> str | None:
+    """The whole output behind an offloaded result, for /last: the model was shown a
+    summary ending in an instruction for it (``use offload_recall(…)``), not for a person.
+    None when ``content`` is no offload marker or its output cannot be read any more."""
+    if not is_offload_marker(content):
+        return None
+    offload_id = content[len(OFFLOAD_MARKER) :].split("]", 1)[0]
+    store = engine.policy.offload
+    if store is None or not store.valid_id(offload_id):
+        return None
+    try:
+        stream = store.blobs.read(engine.session.session_id, offload_id)
+    except HarnessError:
+        return None
+    if stream is None:
+        return None
+    with stream:
+        return stream.read().decode("utf-8", "replace")
 
 
 def mcp_context_rows(registry: Any) -> list[tuple[str, int]]:

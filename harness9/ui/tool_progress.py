@@ -10,7 +10,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 
 from harness9.ui.text import inert
@@ -41,16 +43,33 @@ class ToolProgress:
             shown = [*shown, _last_redraw(self._partial)][-(self.tail.maxlen or LINES) :]
         return shown
 
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        # As wide as the text, and never to the terminal's last column: a line that fills
+        # it leaves the cursor waiting to wrap, so the ^C the terminal echoes on Ctrl-C
+        # lands on a new line the live view does not know about; it would then erase one
+        # line too few and leave "running bash… 2s" on the screen.
+        cut = max(10, options.max_width - 3)
+        shown = [min(cell_len(_visible(x)), cut) + 2 for x in self.lines()]
+        longest = max([cell_len(self._head()) + 4, *shown])  # room for the seconds to grow
+        width = max(1, min(longest, options.max_width - 1))
+        return Measurement(width, width)
+
+    def _head(self) -> str:
+        return f"running {self.name}… {int(self.clock() - self.started)}s"
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        elapsed = int(self.clock() - self.started)
-        text = Text(f"running {self.name}… {elapsed}s", style="cyan")
-        width = max(10, options.max_width - 4)
+        text = Text(self._head(), style="cyan")
+        width = max(10, options.max_width - 2)
         for line in self.lines():
-            shown = inert(line).expandtabs(4)
-            if len(shown) > width:
-                shown = shown[: width - 1] + "…"
+            shown = _visible(line)
+            if cell_len(shown) > width:
+                shown = set_cell_size(shown, width - 1) + "…"
             text.append("\n  " + shown, style="dim")
         yield text
+
+
+def _visible(line: str) -> str:
+    return inert(line).expandtabs(4)
 
 
 def _last_redraw(line: str) -> str:

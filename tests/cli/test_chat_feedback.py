@@ -92,8 +92,8 @@ def test_a_message_that_can_never_fit_the_window_is_refused_in_one_line(llm_serv
 @pytest.mark.parametrize(
     ("args", "env", "named"),
     [
-        (["--context-window", "10"], {}, "got 10"),
-        ([], {"HARNESS9_CONTEXT_WINDOW": "100"}, "got 100"),
+        (["--context-window", "10"], {}, "got '10'"),
+        ([], {"HARNESS9_CONTEXT_WINDOW": "100"}, "got '100'"),
     ],
 )
 def test_an_absurd_context_window_is_a_usage_error(llm_server, monkeypatch, args, env, named):
@@ -104,7 +104,8 @@ def test_an_absurd_context_window_is_a_usage_error(llm_server, monkeypatch, args
 
     assert result.exit_code == 2
     assert result.stderr.startswith(
-        "harness9: --context-window (HARNESS9_CONTEXT_WINDOW) must be at least 1024 tokens"
+        "harness9: --context-window (HARNESS9_CONTEXT_WINDOW) takes a number of tokens "
+        "from 1,024 to 10M"
     )
     assert result.stderr.endswith(f"{named}\n")
     assert result.stderr.count("\n") == 1

@@ -98,7 +98,8 @@ def test_export_then_delete_then_import_then_export_is_byte_identical():
     assert cli("sessions", "delete", sid, "--yes").exit_code == 0
     result = cli("sessions", "import", "-", input=before)
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == f"Imported session {sid} (4 messages).\n"
+    assert result.stdout == f"{sid}\n"
+    assert result.stderr == f"Imported session {sid} (4 messages).\n"
     assert export_json(sid) == before
 
 
@@ -175,7 +176,8 @@ def test_import_with_new_id_stores_a_copy_whose_checkpoints_follow_the_new_messa
     result = cli("sessions", "import", "-", "--new-id", input=export_json(sid))
     assert result.exit_code == 0
     (copy,) = stored_ids() - {sid}
-    assert result.stdout == f"Imported session {copy} (4 messages, a copy of {sid}).\n"
+    assert result.stdout == f"{copy}\n"
+    assert result.stderr == f"Imported session {copy} (4 messages, a copy of {sid}).\n"
     with open_manager(store_location()) as m:
         s = m.open_session(copy)
         records = s.get_records()
@@ -583,7 +585,7 @@ def test_offloaded_outputs_survive_export_and_import(
     else:
         imported = cli("sessions", "import", str(path), "--new-id")
     assert imported.exit_code == 0, imported.output
-    new_sid = imported.stdout.split()[2]
+    new_sid = imported.stdout.strip()
 
     recalled = recall_in_resumed_chat(llm_server, new_sid, offload_id)
     assert "no offloaded result" not in recalled

@@ -145,7 +145,7 @@ def test_export_and_import_carry_the_children(tmp_path):
     assert cli("sessions", "delete", pid, "--yes").exit_code == 0
     imported = cli("sessions", "import", str(out))
     assert imported.exit_code == 0, imported.output
-    assert "2 sub-agent sessions" in imported.stdout
+    assert "2 sub-agent sessions" in imported.stderr
     with open_url(str(db_path())) as m:
         assert [(k.session_id, k.description) for k, _ in m.children(pid)] == [
             (kids[0], "look at part 0"),

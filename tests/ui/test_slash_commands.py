@@ -102,7 +102,10 @@ def test_words_typed_at_the_resume_picker_filter_it(llm_server):
 
     result = chat(llm_server, "/resume\nparser\n2\ngo on\n")
 
-    assert "Sessions matching 'parser' (1-2 of 2):" in result.stderr
+    assert (
+        "Sessions whose title, id or directory matches 'parser' (/search looks in what was said) (1-2 of 2):"
+        in result.stderr
+    )
     sent = [m["content"] for m in llm_server.requests[-1]["messages"][1:]]
     assert sent[0] == "fix the parser"
 
@@ -121,8 +124,8 @@ def test_model_with_a_window_below_the_minimum_is_refused_as_the_flag_is(llm_ser
     result = chat(llm_server, "/model openai/small 500\n/model\n")
 
     assert (
-        "error: the window after /model NAME must be at least 1024 tokens (no model works in "
-        "less), got 500"
+        "error: the window after /model NAME takes a number of tokens from 1,024 to 10M, "
+        "such as 8192, 32k, 32.8K or 1M (no model works in less; none has more), got '500'"
     ) in result.stderr
     assert "model openai/test-model" in result.stderr  # nothing was switched
 

@@ -649,7 +649,9 @@ def test_model_switches_the_model_and_recomputes_the_window(llm_server):
 def test_model_with_a_bad_window_is_one_error_line(llm_server):
     result = cli_chat(llm_server, stdin="/model openai/x lots\n")
     assert result.exit_code == 0
-    assert "error: the window after /model NAME must be a whole number" in result.stderr
+    assert "error: the window after /model NAME takes a number of tokens from 1,024" in (
+        result.stderr
+    )
 
 
 def test_on_shown_runs_once_after_the_first_prompt_is_drawn():
