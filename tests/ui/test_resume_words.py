@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llm_server import ScriptedLLMServer, TextReply
-from pty_terminal import PtyProcess
-from support import chat
+from tests.support.cli import chat
+from tests.support.llm_server import ScriptedLLMServer, TextReply
+from tests.support.pty_terminal import PtyProcess
 
 
 def two_sessions(server: ScriptedLLMServer) -> None:

@@ -3,11 +3,10 @@ item 9): the chat that resumes it may have been started with others."""
 
 from __future__ import annotations
 
-from llm_server import ScriptedLLMServer, TextReply
-from support import cli
-
 from harness9.config import db_path
 from harness9.store import Manager
+from tests.support.cli import cli
+from tests.support.llm_server import ScriptedLLMServer, TextReply
 
 
 def run(server: ScriptedLLMServer, stdin: str, model: str, window: str):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llm_server import ScriptedLLMServer, TextReply
-from support import cli
+from tests.support.cli import cli
+from tests.support.llm_server import ScriptedLLMServer, TextReply
 
 WARNING = "the context window of openai/test-model is not known"
 

@@ -3,8 +3,8 @@ origin's title, so `sessions list` and the /resume picker say whose fork it is."
 
 from __future__ import annotations
 
-from llm_server import ScriptedLLMServer, TextReply
-from support import chat, cli
+from tests.support.cli import chat, cli
+from tests.support.llm_server import ScriptedLLMServer, TextReply
 
 
 def session_and_fork(server: ScriptedLLMServer) -> tuple[str, str]:

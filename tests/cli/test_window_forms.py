@@ -5,8 +5,9 @@ one-line message, from --context-window, HARNESS9_CONTEXT_WINDOW and /model NAME
 from __future__ import annotations
 
 import pytest
-from llm_server import ScriptedLLMServer, TextReply
-from support import chat, cli
+
+from tests.support.cli import chat, cli
+from tests.support.llm_server import ScriptedLLMServer, TextReply
 
 RULE = "takes a number of tokens from 1,024 to 10M, such as 8192, 32k, 32.8K or 1M"
 

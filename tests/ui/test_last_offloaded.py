@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llm_server import ScriptedLLMServer
-from support import chat
+from tests.support.cli import chat
+from tests.support.llm_server import ScriptedLLMServer
 
 
 def test_last_shows_an_offloaded_output_in_full_without_the_models_instruction(

@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 import pyte
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
-from pty_terminal import PtyProcess
+
+from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
+from tests.support.pty_terminal import PtyProcess
 
 ROWS, COLUMNS = 40, 100
 

@@ -3,8 +3,8 @@ route is refused before the switch, with the same line, and the chat keeps its m
 
 from __future__ import annotations
 
-from llm_server import ScriptedLLMServer, TextReply
-from support import chat
+from tests.support.cli import chat
+from tests.support.llm_server import ScriptedLLMServer, TextReply
 
 
 def test_slash_model_refuses_an_unknown_provider_and_keeps_the_model(

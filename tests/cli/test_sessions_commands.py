@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from support import cli
-
 from harness9.config import store_location
 from harness9.schema import Message
 from harness9.store import open_manager
+from tests.support.cli import cli
 
 
 def stored_session() -> str:

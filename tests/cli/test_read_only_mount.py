@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT, cli, cli_env
 
 from harness9.config import store_location
 from harness9.schema import Message
 from harness9.store import open_manager
+from tests.support.cli import REPO_ROOT, cli, cli_env
 
 # Mount a read-only tmpfs on $0 (the home), then run the rest of the arguments there.
 _MOUNT_THEN_RUN = 'mount -t tmpfs -o ro,size=64k tmpfs "$0" && exec "$@"'

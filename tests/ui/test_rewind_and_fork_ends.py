@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from llm_server import ScriptedLLMServer, TextReply
-from pty_terminal import PtyProcess
-from support import chat
-
 from harness9.config import db_path
 from harness9.store import Manager
+from tests.support.cli import chat
+from tests.support.llm_server import ScriptedLLMServer, TextReply
+from tests.support.pty_terminal import PtyProcess
 
 
 def roles(body: dict[str, Any]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import cli
+from tests.support.cli import cli
 
 
 def test_an_export_with_no_version_says_the_version_is_missing(tmp_path: Path):

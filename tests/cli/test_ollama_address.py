@@ -6,7 +6,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from support import cli, piped
+
+from tests.support.cli import cli, piped
 
 
 def closed_port() -> int:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 
-from support import cli
-
 from harness9.config import store_location
 from harness9.schema import Message
 from harness9.store import open_manager
 from harness9.store.session import Checkpoint
+from tests.support.cli import cli
 
 
 def second_session() -> str:
