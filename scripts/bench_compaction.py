@@ -1,6 +1,6 @@
 """Benchmark: TokenBudgetCompactor against langchain-core's trim_messages, and repair scaling.
 
-    python scripts/bench_compaction.py [--runs 15]
+    python -m scripts.bench_compaction [--runs 15]
 
 Part 1 trims one 10,001-message history of about 1M tokens to 100K and to
 20K tokens with both libraries, in the same run, and prints medians and the
@@ -25,12 +25,8 @@ import gc
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness9.context import (
     TokenBudgetCompactor,
@@ -38,7 +34,7 @@ from harness9.context import (
     is_valid_tool_sequence,
     repair_orphaned_tool_pairs,
 )
-from harness9.schema import Message, ToolCall  # noqa: E402
+from harness9.schema import Message, ToolCall
 
 WORDS = [
     "the",

@@ -2,7 +2,7 @@
 
 Each run is the real ``harness9 chat`` in-process (``harness9.cli.app``: option parsing,
 the engine, the default context policy, the SQLite store, the file tools) against the
-scripted OpenAI-compatible server on 127.0.0.1 (``tests/llm_server.py``), which plays the
+scripted OpenAI-compatible server on 127.0.0.1 (``tests/support/llm_server.py``), which plays the
 model. One user turn:
 
 1. ``read_file`` of the 21 lines around line 300 of ``service.py`` (600 lines, every line
@@ -27,7 +27,7 @@ Figures:
 ``run()`` returns the rows (label, figure, ok); ``scripts/bench_mcp.py`` prints them with
 its own. Run it as a script to print them with ok/NO:
 
-    python scripts/bench_edit.py
+    python -m scripts.bench_edit
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import json
 import os
 import re
 import sqlite3
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -46,16 +45,13 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
-
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
 from harness9.cli.env import Environment  # noqa: E402
 from harness9.context.tokens import estimate_tokens  # noqa: E402
 from harness9.store import Manager  # noqa: E402
+from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
 
 WINDOW = int(os.environ.get("BENCH_EDIT_WINDOW", "32000"))
 FILE_LINES = 600

@@ -9,8 +9,8 @@ then one read of every message of the origin and of a fork (a fork's reads resol
 its inherited rows). A fork shares its origin's rows (harness9.store.lineage): it
 writes no message row, whatever the session's length.
 
-    python scripts/bench_fork.py                         # SQLite, 100,000 messages
-    python scripts/bench_fork.py --database-url temp     # a throwaway PostgreSQL too
+    python -m scripts.bench_fork                         # SQLite, 100,000 messages
+    python -m scripts.bench_fork --database-url temp     # a throwaway PostgreSQL too
 """
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
-
-from harness9.schema import Message, ToolCall  # noqa: E402
-from harness9.store.backend import SessionStore, open_url  # noqa: E402
-from harness9.store.session import Checkpoint  # noqa: E402
+from harness9.schema import Message, ToolCall
+from harness9.store.backend import SessionStore, open_url
+from harness9.store.session import Checkpoint
 
 
 def fill(store: SessionStore, count: int) -> str:
@@ -127,7 +122,7 @@ def main() -> None:
 
         run("sqlite", str(db_path()), args.messages, args.repeat)
     if args.database_url == "temp":
-        from pg_server import PgCluster, find_binaries
+        from tests.support.pg_server import PgCluster, find_binaries
 
         bin_dir, why = find_binaries()
         if bin_dir is None:

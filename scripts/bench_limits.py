@@ -3,7 +3,7 @@
 Each variant runs in a fresh interpreter (that is what `harness9 compact --dry-run`
 pays), several times; the baseline is ``import litellm; litellm.get_model_info``.
 
-    python scripts/bench_limits.py [--runs N]
+    python -m scripts.bench_limits [--runs N]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Five real MCP stdio servers (scripts/mcp_catalog.py, the SDK's low-level ``Serve
 100 tools whose definitions are modelled on real servers' (counts and sizes quoted there from
 anthropics/claude-code#13717; ~78K tokens in all). harness9's real engine (``build_engine``:
 the registry, the MCP manager and toolset, the context policy, litellm) talks to the scripted
-OpenAI-compatible server (tests/llm_server.py), which plays an agent:
+OpenAI-compatible server (tests/support/llm_server.py), which plays an agent:
 
 - a 60-call session: 6 user turns of 10 calls each, cycling through 6 of the 100 tools
   (asana search_tasks/get_task/update_task, google-docs read_document, atlassian
@@ -33,7 +33,7 @@ Targets (ok/NO):
   a pseudo-terminal (median of 5 runs each, servers vs none; scripts/bench_startup.py's way);
 - and ``edit_file``'s targets, from scripts/bench_edit.py when it is there.
 
-    .venv/bin/python scripts/bench_mcp.py [--skip-startup]
+    .venv/bin/python -m scripts.bench_mcp [--skip-startup]
 """
 
 from __future__ import annotations
@@ -49,10 +49,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from mcp_catalog import SERVERS  # noqa: E402
+from scripts.mcp_catalog import SERVERS  # noqa: E402
 
 WINDOW = 200_000
 TURNS, CALLS_PER_TURN = 6, 10
@@ -86,9 +83,8 @@ def servers() -> list[Any]:
 
 def agent() -> Callable[[dict], Any]:
     """A responder for the scripted server: 60 calls of USED, tool_search when needed."""
-    from llm_server import TextReply, ToolCallsReply
-
     from harness9.tools.mcp.toolset import tool_name
+    from tests.support.llm_server import TextReply, ToolCallsReply
 
     state = {"done": 0, "turn": 0}
 
@@ -124,13 +120,12 @@ class Run:
 
 
 def run_session(label: str, defer: str, placement: str | None, work: Path) -> Run:
-    from llm_server import ScriptedLLMServer
-
     from harness9.config import ContextOptions, Settings
     from harness9.engine.setup import build_engine
     from harness9.store import MemorySession
     from harness9.tools.mcp.manager import McpManager
     from harness9.tools.mcp.toolset import McpTools
+    from tests.support.llm_server import ScriptedLLMServer
 
     manager = McpManager(servers())
     manager.start()
@@ -230,8 +225,8 @@ def mcp_definition_tokens(body: dict) -> int:
 
 def startup(runs: int = 5) -> tuple[float, float]:
     """Median seconds to the prompt in a pty: without MCP servers, with the five."""
-    from bench_process import compile_bytecode
-    from bench_startup import time_to_prompt
+    from scripts.bench_process import compile_bytecode
+    from scripts.bench_startup import time_to_prompt
 
     compile_bytecode()
     config = "\n".join(

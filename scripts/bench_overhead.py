@@ -1,6 +1,6 @@
 """The time harness9 spends between two model calls, early and late in a long session.
 
-A scripted model (``tests/llm_server.py``, OpenAI's protocol on 127.0.0.1) drives the
+A scripted model (``tests/support/llm_server.py``, OpenAI's protocol on 127.0.0.1) drives the
 real ``harness9 chat --yes`` in-process through ``--calls`` ``read_file`` calls of one
 600-byte file, ``--per-turn`` calls per user turn, with the default policy and offload,
 once per window. For each model call after a tool call the gap is the time from the
@@ -26,8 +26,8 @@ share): 56 ms measured then was ~16 ms of work.
 Targets (issue 23): the median gap over the last 100 calls at most 1.5x the median
 over the first 100, at every window, and the median gap at most 60 ms.
 
-    .venv/bin/python scripts/bench_overhead.py                       # 1,230 calls, 128K and 1M
-    .venv/bin/python scripts/bench_overhead.py --calls 300 --windows 128000
+    .venv/bin/python -m scripts.bench_overhead                       # 1,230 calls, 128K and 1M
+    .venv/bin/python -m scripts.bench_overhead --calls 300 --windows 128000
 
 Not part of the test suite: it takes minutes. Timings are noisy on a shared machine.
 """
@@ -48,15 +48,12 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply, _Handler  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from harness9.cli import app  # noqa: E402
-from harness9.provider.llm import LLMProvider  # noqa: E402
+from harness9.cli import app
+from harness9.provider.llm import LLMProvider
+from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply, _Handler
 
 RATIO_TARGET = 1.5
 MEDIAN_TARGET_MS = 60.0

@@ -32,7 +32,7 @@ size, ``evict`` keeps every fingerprinted fact reachable and cuts 60 % of the to
 more, as a valid sequence that fits the window) is printed MET or NOT MET, and the exit
 status is 1 when not met.
 
-    .venv/bin/python scripts/bench_quality.py [--sizes 50000 200000 500000] [--window 32000]
+    .venv/bin/python -m scripts.bench_quality [--sizes 50000 200000 500000] [--window 32000]
 """
 
 from __future__ import annotations
@@ -41,13 +41,10 @@ import argparse
 import json
 import random
 import re
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness9.context import (
     HybridCompactor,
@@ -61,9 +58,9 @@ from harness9.context import (
     is_valid_tool_sequence,
     validate_markers,
 )
-from harness9.context.stubs import offloaded_message  # noqa: E402
-from harness9.schema import Message, ToolCall, Usage  # noqa: E402
-from harness9.store.session import OffloadLink  # noqa: E402
+from harness9.context.stubs import offloaded_message
+from harness9.schema import Message, ToolCall, Usage
+from harness9.store.session import OffloadLink
 
 FINGERPRINTED = ("path", "identifier", "error", "decision", "constraint")
 KINDS = FINGERPRINTED

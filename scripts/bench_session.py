@@ -2,7 +2,7 @@
 
 Every session runs the real CLI entry point in-process (``harness9.cli.app``: option
 parsing, the engine, the SQLite store, bash, offload) against a scripted
-OpenAI-compatible server on 127.0.0.1 (``tests/llm_server.py``), which plays the model.
+OpenAI-compatible server on 127.0.0.1 (``tests/support/llm_server.py``), which plays the model.
 
 The script (seeded, so every policy sees the same session): turns of ten tool calls.
 Most calls ``cat`` a log file of 1-14 KB (a few of 30 KB) holding one planted fact
@@ -24,7 +24,7 @@ one of those tool results (read from the session's log).
 
 ``--provider`` says whose wire and billing rule the run uses (every policy, harness9's and
 the peers', is billed by the same rule, with the breakpoints its requests carry):
-- ``anthropic``: the scripted Anthropic Messages server (``tests/anthropic_server.py``),
+- ``anthropic``: the scripted Anthropic Messages server (``tests/support/anthropic_server.py``),
   model ``anthropic/claude-sonnet-4-5``. It caches only prefixes ending at a breakpoint
   the request carries, and its own usage report is billed: reads 0.1x, writes 1.25x
   (1-hour writes 2x), the rest 1x. harness9's adapter places the breakpoints for every
@@ -68,9 +68,9 @@ with offload and recall off, as the peers ship them. Their published parameters:
   on every request). Ten 14 KB results overflow a small window, so on a rejected
   request it keeps only the newest 3.
 
-    python scripts/bench_session.py                   # lengths 60,200,600; window 24K
-    python scripts/bench_session.py --lengths 60 --policies hybrid,claude-code
-    python scripts/bench_session.py --provider anthropic --summarisers adversarial
+    python -m scripts.bench_session                   # lengths 60,200,600; window 24K
+    python -m scripts.bench_session --lengths 60 --policies hybrid,claude-code
+    python -m scripts.bench_session --provider anthropic --summarisers adversarial
 
 With ``--provider anthropic`` the targets are checked at the end (ok/NO): hybrid with the
 adversarial summariser bills at most 0.25x of uncached at every length and no more than
@@ -100,37 +100,34 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from anthropic_server import (  # noqa: E402
-    CallUsage,
-    ScriptedAnthropicServer,
-    openai_view,
-    prompt_tokens,
-)
-from llm_server import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from harness9.cli import app  # noqa: E402
-from harness9.cli.env import Environment  # noqa: E402
-from harness9.context.compaction import (  # noqa: E402
+from harness9.cli import app
+from harness9.cli.env import Environment
+from harness9.context.compaction import (
     CompactionPlan,
     CompactionResult,
     ProgressCallback,
     starts_with_system,
 )
-from harness9.context.eviction import tool_groups  # noqa: E402
-from harness9.context.pipeline import (  # noqa: E402
+from harness9.context.eviction import tool_groups
+from harness9.context.pipeline import (
     CompactorFactory,
     HybridCompactor,
     SummarizationCompactor,
 )
-from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
-from harness9.context.summarize import SpanSummarizer  # noqa: E402
-from harness9.context.tokens import estimate_tokens  # noqa: E402
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message  # noqa: E402
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.summarize import SpanSummarizer
+from harness9.context.tokens import estimate_tokens
+from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from tests.support.anthropic_server import (
+    CallUsage,
+    ScriptedAnthropicServer,
+    openai_view,
+    prompt_tokens,
+)
+from tests.support.llm_server import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply
 
 HARNESS9_POLICIES = ("hybrid", "summarize", "budget", "window", "evict")
 BASELINES = ("overflow", "claude-code", "codex", "opencode", "masking")

@@ -10,7 +10,7 @@ the prompt without a bytecode cache (the first run after editing the source, or
 every run under PYTHONDONTWRITEBYTECODE) is measured in the same loop and shown
 beside it. The 0.5 s target is for the installed case.
 
-    .venv/bin/python scripts/bench_startup.py [--runs 7]
+    .venv/bin/python -m scripts.bench_startup [--runs 7]
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts.bench_process import compile_bytecode, drop_bytecode
 
-from bench_process import compile_bytecode, drop_bytecode  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 # The line editor draws the prompt's trailing space as a cursor move, so match the mark only.
 PROMPT = "›".encode()

@@ -1,7 +1,7 @@
 """Benchmark the session store against plain sqlite3 doing the same work, in one run.
 
-    .venv/bin/python scripts/bench_store.py [--repeats 5] [--runs 11]
-    .venv/bin/python scripts/bench_store.py --scale [--sessions 10000 --messages 1000000]
+    .venv/bin/python -m scripts.bench_store [--repeats 5] [--runs 11]
+    .venv/bin/python -m scripts.bench_store --scale [--sessions 10000 --messages 1000000]
 
 The baseline is hand-written sqlite3 with the same schema and pragmas (WAL,
 synchronous=NORMAL, foreign_keys=ON): it inserts the same rows in the same
@@ -51,26 +51,23 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-
-from bench_process import MINIMAL_TYPER_APP, MINIMAL_TYPER_LABEL, compile_bytecode  # noqa: E402
-
-from harness9.schema import Message, ToolCall  # noqa: E402
-from harness9.store.codec import message_values  # noqa: E402
-from harness9.store.export import SessionSnapshot  # noqa: E402
-from harness9.store.migrations import FTS_BODY  # noqa: E402
-from harness9.store.search import (  # noqa: E402
+from harness9.schema import Message, ToolCall
+from harness9.store.codec import message_values
+from harness9.store.export import SessionSnapshot
+from harness9.store.migrations import FTS_BODY
+from harness9.store.search import (
     ELLIPSIS,
     HIGHLIGHT_CLOSE,
     HIGHLIGHT_OPEN,
     SNIPPET_TOKENS,
     to_fts_query,
 )
-from harness9.store.session import SessionInfo, StoredMessage  # noqa: E402
-from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager  # noqa: E402
-from harness9.store.sqlite_search import SEARCH_SQL as STORE_SEARCH_SQL  # noqa: E402
+from harness9.store.session import SessionInfo, StoredMessage
+from harness9.store.sqlite import BUSY_TIMEOUT_MS, STEP_TARGET_S, Manager
+from harness9.store.sqlite_search import SEARCH_SQL as STORE_SEARCH_SQL
+from scripts.bench_process import MINIMAL_TYPER_APP, MINIMAL_TYPER_LABEL, compile_bytecode
+
+REPO = Path(__file__).resolve().parent.parent
 
 N_MESSAGES = 10_000
 N_SINGLE = 200
@@ -372,7 +369,7 @@ class ConcurrentWriter:
     def __init__(self, db: Path, sid: str, stop: Path) -> None:
         self.stop = stop
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--writer", str(db), sid, str(stop)],
+            [sys.executable, "-m", "scripts.bench_store", "--writer", str(db), sid, str(stop)],
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
@@ -733,7 +730,7 @@ def main() -> None:
         "waits about one step; --scale measures it)"
     )
     if args.database_url:
-        from bench_store_pg import report
+        from scripts.bench_store_pg import report
 
         with tempfile.TemporaryDirectory() as d:
             report(

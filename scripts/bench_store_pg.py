@@ -30,7 +30,7 @@ Concurrent writers: 8 processes append single messages for N seconds, each to it
 own session, then all to one session; committed messages per second, and a check
 that every acknowledged message is stored, in each writer's order (0 lost).
 
-``--database-url temp`` starts a throwaway server (tests/pg_server.py) with
+``--database-url temp`` starts a throwaway server (tests/support/pg_server.py) with
 PostgreSQL's default durability (fsync and synchronous_commit on).
 """
 
@@ -46,15 +46,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness9.schema import Message, ToolCall
+from harness9.store.codec import message_values
+from harness9.store.export import SessionSnapshot
+from harness9.store.pg_index import EAGER_ROWS
+from harness9.store.pg_search import parse, to_tsquery_text
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from harness9.schema import Message, ToolCall  # noqa: E402
-from harness9.store.codec import message_values  # noqa: E402
-from harness9.store.export import SessionSnapshot  # noqa: E402
-from harness9.store.pg_index import EAGER_ROWS  # noqa: E402
-from harness9.store.pg_search import parse, to_tsquery_text  # noqa: E402
-
 WRITERS = 8
 BATCH_VS_SQLITE_TARGET = 5.0
 IMPORT_TARGET_S = 3.0
@@ -85,8 +83,7 @@ def database(url: str) -> Iterator[str]:
     if url != "temp":
         yield url
         return
-    sys.path.insert(0, str(REPO / "tests"))
-    from pg_server import PgCluster, find_binaries
+    from tests.support.pg_server import PgCluster, find_binaries
 
     bin_dir, why = find_binaries()
     if bin_dir is None:
@@ -304,7 +301,17 @@ def concurrent_writers(target: str, seconds: float, *, same_session: bool) -> tu
         sid = sids[0] if same_session else sids[k]
         procs.append(
             subprocess.Popen(
-                [sys.executable, __file__, "writer", target, sid, str(seconds), f"w{k}"],
+                [
+                    sys.executable,
+                    "-m",
+                    "scripts.bench_store_pg",
+                    "writer",
+                    target,
+                    sid,
+                    str(seconds),
+                    f"w{k}",
+                ],
+                cwd=REPO,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -370,7 +377,8 @@ def saving_meanwhile(target: str, tmp: Path) -> Iterator[list[float]]:
         sid = store.new_session().session_id
     stop = tmp / f"stop-{uuid.uuid4().hex}"
     proc = subprocess.Popen(
-        [sys.executable, __file__, "saver", target, sid, str(stop)],
+        [sys.executable, "-m", "scripts.bench_store_pg", "saver", target, sid, str(stop)],
+        cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -2,7 +2,7 @@
 
 Every run is ``harness9 chat`` in-process (``harness9.cli.app``: the engine, the store,
 read_file, the `task` tool and its sub-agents) against the scripted OpenAI-compatible
-server on 127.0.0.1 (``tests/llm_server.py``), which plays the model. It only uses what
+server on 127.0.0.1 (``tests/support/llm_server.py``), which plays the model. It only uses what
 a request shows it: facts are taken from the tool results in the request, never from
 the script's own knowledge, so a fact that does not reach the final answer is missing.
 
@@ -21,7 +21,7 @@ the script's own knowledge, so a fact that does not reach the final answer is mi
    against a single such sub-agent: the time from the reply with the `task` calls to
    the agent's next request. Target: two finish in about the time of one (<= 1.5x).
 
-    python scripts/bench_subagents.py
+    python -m scripts.bench_subagents
 
 Not part of the test suite. Token figures are exact (the scripted server's counts);
 timings are wall-clock and noisy on a loaded machine.
@@ -33,7 +33,6 @@ import json
 import os
 import re
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -42,14 +41,11 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from llm_server import ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from harness9.cli import app  # noqa: E402
+from harness9.cli import app
+from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply
 
 SUB_MARK = "You are a sub-agent"
 FACT_RE = re.compile(r"FACT (mod_\d\d): owner=(\w+)")

@@ -16,7 +16,7 @@ appends 2 new messages and times one count() (median of --runs runs), with the
 per-message cache and without it (cache_size=0), beside litellm.token_counter on
 the whole list and bytes/4.
 
-    python scripts/bench_tokens.py [--runs N] [--model openai/gpt-4o-mini]
+    python -m scripts.bench_tokens [--runs N] [--model openai/gpt-4o-mini]
 """
 
 from __future__ import annotations
@@ -24,17 +24,13 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from harness9.context.tokens import ServerCount, estimate_tokens  # noqa: E402
-from harness9.provider.llm import load_litellm  # noqa: E402
-from harness9.provider.tokenizer import ByteCounter, TokenCounter, TokenizerCounter  # noqa: E402
-from harness9.schema import Message  # noqa: E402
+from harness9.context.tokens import ServerCount, estimate_tokens
+from harness9.provider.llm import load_litellm
+from harness9.provider.tokenizer import ByteCounter, TokenCounter, TokenizerCounter
+from harness9.schema import Message
 
 # -- deterministic text ---------------------------------------------------------------------
 

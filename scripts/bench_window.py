@@ -2,8 +2,8 @@
 like the common local ones, one row per server, with ok/NO per target of issue 32.
 
 Every session runs the real ``harness9 chat`` in-process (``harness9.cli.app``) on piped
-input against a scripted OpenAI-compatible server on 127.0.0.1 (``tests/llm_server.py``)
-whose behaviour is one of ``tests/window_server.py``'s: it counts each request as that
+input against a scripted OpenAI-compatible server on 127.0.0.1 (``tests/support/llm_server.py``)
+whose behaviour is one of ``tests/support/window_server.py``'s: it counts each request as that
 kind of server does and refuses one over its window in that server's own words (vLLM and
 llama.cpp count ``max_tokens`` too; llama-cpp-python fails the stream after a 200 and its
 template drops the tool definitions). The window is only ever in the refusal: harness9
@@ -33,8 +33,8 @@ compacts up to two calls' growth before the threshold, so "early" then counts th
 (llama.cpp, llama-cpp-python, vLLM, LM Studio) instead; the server's side is not visible
 then, so the row has the turns lost, the compactions and the window harness9 settled on.
 
-    .venv/bin/python scripts/bench_window.py                 # the scripted servers
-    .venv/bin/python scripts/bench_window.py --calls 40 --api-base http://127.0.0.1:8080/v1 \\
+    .venv/bin/python -m scripts.bench_window                 # the scripted servers
+    .venv/bin/python -m scripts.bench_window --calls 40 --api-base http://127.0.0.1:8080/v1 \\
         --model openai/smol
 """
 
@@ -50,15 +50,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
-
-from llm_server import ScriptedLLMServer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
-from window_server import LocalServer, is_summary_request  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
 from harness9.cli.env import Environment  # noqa: E402
+from tests.support.llm_server import ScriptedLLMServer  # noqa: E402
+from tests.support.window_server import LocalServer, is_summary_request  # noqa: E402
 
 WINDOW = 8192
 THRESHOLD = 0.8

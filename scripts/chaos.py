@@ -1,9 +1,9 @@
 """Chaos run: the real CLI against a scripted loopback model, with faults injected.
 
-    python scripts/chaos.py            # >= 200 kill points, >= 1,000 concurrent writes (minutes)
-    python scripts/chaos.py --quick    # a short run of every scenario
-    python scripts/chaos.py --scenario search-cleanup   # one scenario alone
-    python scripts/chaos.py --database-url temp|postgresql://...   # kill -9 and concurrency
+    python -m scripts.chaos            # >= 200 kill points, >= 1,000 concurrent writes (minutes)
+    python -m scripts.chaos --quick    # a short run of every scenario
+    python -m scripts.chaos --scenario search-cleanup   # one scenario alone
+    python -m scripts.chaos --database-url temp|postgresql://...   # kill -9 and concurrency
                                        # on a PostgreSQL store ("temp": a throwaway server)
 
 Scenarios (each a row of the closing table):
@@ -53,11 +53,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
-
-from llm_server import (  # noqa: E402
+from harness9.context import is_valid_tool_sequence
+from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT
+from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.summarize import SUMMARIZER_SYSTEM
+from harness9.context.view import load_view
+from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message
+from harness9.store import Manager
+from harness9.store.backend import SessionStore
+from tests.support.llm_server import (
     EmptyReply,
     ErrorReply,
     ScriptedLLMServer,
@@ -65,16 +69,9 @@ from llm_server import (  # noqa: E402
     TextReply,
     ToolCallsReply,
 )
-from pg_server import database as pg_database  # noqa: E402
+from tests.support.pg_server import database as pg_database
 
-from harness9.context import is_valid_tool_sequence  # noqa: E402
-from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT  # noqa: E402
-from harness9.context.repair import repair_orphaned_tool_pairs  # noqa: E402
-from harness9.context.summarize import SUMMARIZER_SYSTEM  # noqa: E402
-from harness9.context.view import load_view  # noqa: E402
-from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message  # noqa: E402
-from harness9.store import Manager  # noqa: E402
-from harness9.store.backend import SessionStore  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 API_KEY = "sk-chaos-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:24]
 # The system prompts a compaction's summary calls open with (summarize; phase 2/hybrid).
@@ -610,7 +607,7 @@ def scenario_concurrency(base: Path, writes: int, chat_turns: int) -> Row:
         t.start()
     writers = [
         subprocess.Popen(
-            [sys.executable, __file__, "--writer", str(db), sid, str(per), tag],
+            [sys.executable, "-m", "scripts.chaos", "--writer", str(db), sid, str(per), tag],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -780,7 +777,7 @@ def scenario_search_cleanup(base: Path, sessions: int, per_session: int, rounds:
     stop = home / "stop-writers"
     writers = [
         subprocess.Popen(
-            [sys.executable, __file__, "--writer", str(db), sid, "0", tag, str(stop)],
+            [sys.executable, "-m", "scripts.chaos", "--writer", str(db), sid, "0", tag, str(stop)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

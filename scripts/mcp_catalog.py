@@ -16,7 +16,7 @@ sizes of 400-1,800 tokens agree with another user's per-tool listing (neon's ``r
 servers' kind of names; descriptions and parameters are written to those sizes the way such
 servers write them (a paragraph of usage notes, typed parameters with descriptions, enums).
 
-``python scripts/mcp_catalog.py SERVER`` serves SERVER's tools over stdio (the SDK's low-level
+``python -m scripts.mcp_catalog SERVER`` serves SERVER's tools over stdio (the SDK's low-level
 ``Server``); every call answers with a few hundred bytes naming the tool and its arguments.
 """
 

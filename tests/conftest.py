@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-from llm_server import ScriptedLLMServer
+
+from tests.support.llm_server import ScriptedLLMServer
 
 # Shared CI machines are noisy: no deadlines, and a fixed example budget.
 settings.register_profile(
@@ -57,8 +58,8 @@ def llm_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 @pytest.fixture
 def ollama_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """A started scripted Ollama server (tests/ollama_server.py)."""
-    from ollama_server import ScriptedOllamaServer
+    """A started scripted Ollama server (tests/support/ollama_server.py)."""
+    from tests.support.ollama_server import ScriptedOllamaServer
 
     monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
     monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
@@ -68,8 +69,8 @@ def ollama_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 @pytest.fixture
 def gemini_server(harness9_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """A started scripted Gemini server (tests/gemini_server.py); GEMINI_API_KEY is set."""
-    from gemini_server import ScriptedGeminiServer
+    """A started scripted Gemini server (tests/support/gemini_server.py); GEMINI_API_KEY is set."""
+    from tests.support.gemini_server import ScriptedGeminiServer
 
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.setenv("GEMINI_API_KEY", "gm-test-key")
@@ -91,12 +92,12 @@ def _pg_unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[object]:
-    """A started PgCluster (tests/pg_server.py), stopped after the run."""
+    """A started PgCluster (tests/support/pg_server.py), stopped after the run."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         _pg_unavailable("psycopg is not installed (pip install -e '.[dev]')")
-    from pg_server import PgCluster, find_binaries
+    from tests.support.pg_server import PgCluster, find_binaries
 
     bin_dir, why = find_binaries()
     if bin_dir is None:
@@ -166,6 +167,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """An SQLite store's path in the test's temp dir (not created yet). A test that takes it
+    inspects the file by hand, so it runs on SQLite only (see pytest_generate_tests)."""
+    return tmp_path / "sessions.db"
+
+
+@pytest.fixture
+def manager(db: Path) -> Iterator[object]:
+    """A Manager on ``db``, closed after the test."""
+    from harness9.store import Manager
+
+    with Manager(db) as m:
+        yield m
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "sqlite")
 
@@ -176,3 +193,12 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
     if backend == "postgres":
         return request.getfixturevalue("pg_url")
     return str(tmp_path / "sessions.db")
+
+
+@pytest.fixture
+def on_each_store(backend: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a module's tests on both stores through the CLI: the SQLite file of
+    $HARNESS9_HOME, then PostgreSQL named by HARNESS9_DATABASE_URL. A module asks for it
+    with ``pytestmark = pytest.mark.usefixtures("on_each_store")``."""
+    if backend == "postgres":
+        monkeypatch.setenv("HARNESS9_DATABASE_URL", store_url)

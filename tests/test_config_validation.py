@@ -4,15 +4,10 @@ the same line, and a value out of range says what the range is."""
 from __future__ import annotations
 
 import pytest
-from support import chat, cli
 
 from harness9.config import config_path, context_options
 from harness9.errors import ConfigError
-
-
-def write_config(text: str) -> None:
-    config_path().parent.mkdir(parents=True, exist_ok=True)
-    config_path().write_text(text)
+from tests.support.cli import chat, cli, write_config
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,65 @@
+"""A home on a read-only file system is called that, with a fix that can work (issue 36,
+item 20): no chmod makes a read-only mount writable.
+
+The mount is real: a read-only tmpfs in a mount namespace of its own (``unshare -rm``, no
+root needed), with harness9 run inside it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness9.config import store_location
+from harness9.schema import Message
+from harness9.store import open_manager
+from tests.support.cli import REPO_ROOT, cli, cli_env
+
+# Mount a read-only tmpfs on $0 (the home), then run the rest of the arguments there.
+_MOUNT_THEN_RUN = 'mount -t tmpfs -o ro,size=64k tmpfs "$0" && exec "$@"'
+
+
+def in_read_only_home(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", _MOUNT_THEN_RUN, str(home), sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env=cli_env(HARNESS9_HOME=str(home)),
+    )
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Path:
+    home = tmp_path / "ro-home"
+    home.mkdir()
+    probe = ["unshare", "-rm", "sh", "-c", _MOUNT_THEN_RUN, str(home), "true"]
+    if shutil.which("unshare") is None or subprocess.run(probe).returncode != 0:
+        pytest.skip("no mount namespaces here: cannot make a read-only file system")
+    return home
+
+
+def test_a_home_on_a_read_only_file_system_is_called_that_and_no_chmod_is_advised(
+    read_only_mount: Path, tmp_path: Path
+):
+    with open_manager(store_location()) as m:  # a valid export, made in a writable home
+        s = m.new_session()
+        s.add_messages([Message("user", "hello"), Message("assistant", "hi")])
+    export = tmp_path / "s.json"
+    assert cli("sessions", "export", s.session_id, "-f", "json", "-o", str(export)).exit_code == 0
+
+    result = in_read_only_home(read_only_mount, "harness9", "sessions", "import", str(export))
+
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line == (
+        f"harness9: cannot open session database {read_only_mount / 'sessions.db'}: "
+        f"{read_only_mount} is on a read-only file system; it cannot be made writable from "
+        "here (remount it read-write), or point HARNESS9_HOME at a directory on a writable "
+        "file system"
+    )
+    assert "chmod" not in result.stderr
