@@ -332,7 +332,7 @@ def test_the_parents_compaction_keeps_each_sub_agent_result_reachable(llm_server
         if isinstance(reply, TextReply) and reply.text.startswith("Parent summary"):
             # Long enough that folding it shrinks the context: a compaction that would not
             # (the user's words are kept verbatim, the recall index is added) is refused.
-            return replace(reply, text=reply.text + " Checked: " + "all in order. " * 80)
+            return replace(reply, text=reply.text + " Checked: " + "all in order. " * 160)
         return reply
 
     llm_server.respond_with(agents)
