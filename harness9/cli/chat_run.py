@@ -255,6 +255,7 @@ class ChatRun:
         new_limits, source = chat_limits(name, api_base, override=window)
         new_engine = self.make_engine(name, new_limits.context_tokens, self.loop.engine.session)
         new_engine.set_session(self.loop.engine.session)
+        self.loop.engine.close()  # its summaries being prepared were for the old model
         return new_engine, window_notes(name, api_base, window, new_limits, source)
 
     def settle_window(self) -> tuple[int | None, list[Text]]:
@@ -304,6 +305,7 @@ class ChatRun:
         from harness9.store.session import SessionNotFoundError, StoreError
 
         engine = loop.engine
+        engine.close()  # a summary still being prepared is cancelled, its thread ended
         reason = f"the session database {self.manager.location} stayed locked by another process"
         try:
             unsaved = engine.flush_held()

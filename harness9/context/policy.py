@@ -50,6 +50,13 @@ from harness9.context.pipeline import (
     tail_compactor,
     topic_compactor,
 )
+from harness9.context.prepared import (
+    AheadOfThreshold,
+    PreparedAnswers,
+    PreparedRun,
+    Preparer,
+    steered,
+)
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
@@ -112,6 +119,11 @@ class ContextBreakdown:
     message_count: int
     context_window: int
     threshold: int
+    # Summaries prepared in the background this run: applied, thrown away (the prefix
+    # changed, not ready in time, failed, cancelled), and whether one is under way.
+    prepared_applied: int = 0
+    prepared_discarded: int = 0
+    preparing: bool = False
 
     @property
     def total(self) -> int:
@@ -155,12 +167,21 @@ class ContextPolicy:
         token_counter: TokenCounter | None = None,
         blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
+        preparer: Preparer | None = None,
     ) -> None:
         """``blobs``: where offloads go (None: files in $HARNESS9_HOME). ``compactor_factory``
-        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers)."""
+        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers).
+        ``preparer``: where summaries are prepared ahead of the threshold (None: they are not;
+        harness9.context.prepared)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
-        self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
+        self.answers = PreparedAnswers(summarizer)
+        self.compactor = make(self.answers, context_window, opts.threshold_tokens(context_window))
+        self.ahead = None
+        if preparer is not None and opts.prepare_ahead:
+            self.ahead = AheadOfThreshold(
+                preparer, self.answers, lookahead=opts.prepare_lookahead, share=opts.prepare_at
+            )
         self.topics = None  # experimental topic isolation, run by ``begin_turn``
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
@@ -205,12 +226,12 @@ class ContextPolicy:
         sized = measured_system(system, tools)
         live = self.views.load(session, sized)
         due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
-        if due is not None and self._compact(
-            session, sized, live.view, due[0], due[1], emit, framing=due[2]
-        ):
+        if due is not None and self._compact_due(session, sized, live.view, due, emit):
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
+        elif due is None and may_compact and self.ahead is not None:
+            self._prepare_ahead(session, live, emit)
         messages = [live.noted(system), *live.view.messages[1:]]
         messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
         estimated = estimate_tokens(messages)
@@ -258,6 +279,65 @@ class ContextPolicy:
             return MessageBound(bound, bound // 2), True, 0
         return None
 
+    def _compact_due(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        view: ModelView,
+        due: tuple[Compactor, bool, int],
+        emit: ContextEventSink,
+    ) -> Compaction | None:
+        """The compaction ``_decide`` found due: the one prepared ahead when it still
+        applies (the same compaction over the prefix it froze), else made now."""
+        comp, force, framing = due
+        if comp is self.compactor and self.ahead is not None:
+
+            def over_prefix(
+                run: PreparedRun, prefix: ModelView, waited: float
+            ) -> Compaction | None:
+                return self._compact(
+                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
+                )
+
+            key = session.latest_checkpoint_key()
+            notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
+            if notice is not None:
+                return notice
+        return self._compact(session, sized, view, comp, force, emit, framing=framing)
+
+    def _prepare_ahead(
+        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
+    ) -> None:
+        """Past the early mark, the compaction of the view as it is starts in the background."""
+        assert self.ahead is not None
+        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        framing, tokens = self._framing(live.view.messages), live.tokens
+        share, window = self.opts.prepare_at, self.context_window
+
+        def forecast(calls: int) -> bool:
+            if share > 0:
+                return tokens + framing >= share * window
+            return tokens + framing + max(0.0, st.growth()) * calls >= limit
+
+        def needs_model(msgs: list[Message]) -> bool:
+            plan = comp.plan(msgs, force=True)
+            return (
+                plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
+            )
+
+        def work(msgs: list[Message]) -> object:
+            return comp.compact(msgs, force=True)
+
+        key = session.latest_checkpoint_key()
+        self.ahead.consider(
+            session.session_id, live.view, key, framing, forecast, needs_model, work, emit
+        )
+
+    def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
+        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
+        have ended on return); how many."""
+        return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
+
     def _compact(
         self,
         session: CheckpointedSession,
@@ -268,11 +348,15 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
         framing: int = 0,
+        whole: ModelView | None = None,
+        waited: float | None = None,
     ) -> Compaction | None:
         """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
         Stubs are stored too (decision 7): the view is a function of the log and the latest
         checkpoint, the same bytes on every request until the next one and on --resume.
-        ``framing``: tokens the server counts beyond the estimate, counted by the cut."""
+        ``framing``: tokens the server counts beyond the estimate, counted by the cut.
+        ``whole``: the view ``view`` is a prefix of (a compaction prepared ahead, which
+        ``waited`` seconds were spent waiting for): the figures are the whole view's."""
         before = estimate_tokens(view.messages)
         st = self.state(session.session_id)
         last = view.ids[-1] if view.ids else None
@@ -281,13 +365,16 @@ class ContextPolicy:
             return None
         emit(CompactionStarted(comp.strategy, before))
         result, cp = self._run(session, sized, view, comp, force, instructions, emit, framing)
+        if cp is not None and whole is not None:
+            cp.tokens_before = before = estimate_tokens(whole.messages)
+            cp.messages_before = len(whole.messages)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         if cp is None or not _gained(before, cp.tokens_after, force):
             st.futile = tried
             return None
         cp = session.add_checkpoint(cp)
         figures = (cp.tokens_before, cp.tokens_after, cp.messages_before, cp.messages_after)
-        emit(notice := Compaction(*figures, result.strategy, result.error))
+        emit(notice := Compaction(*figures, result.strategy, result.error, waited))
         return notice
 
     def _run(
@@ -321,9 +408,8 @@ class ContextPolicy:
         head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
-            msgs = view.messages
-            if pad:  # the padding only steers the cut; it is never stored
-                msgs = [Message(head.role, head.content + " " * pad), *msgs[1:]]
+            # The padding only steers the cut; it is never stored.
+            msgs = steered(view.messages, pad // BYTES_PER_TOKEN)
             result = comp.compact(
                 msgs,
                 force=force,
@@ -464,9 +550,15 @@ class ContextPolicy:
         summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
         tool_tokens, window = estimate_tool_tokens(tools), self.context_window
-        return ContextBreakdown(
+        b = ContextBreakdown(
             system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
         )
+        if self.ahead is not None:
+            sid = session.session_id
+            b.prepared_applied = self.ahead.applied.get(sid, 0)
+            b.prepared_discarded = self.ahead.discarded.get(sid, 0)
+            b.preparing = self.ahead.preparing(sid)
+        return b
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault`` is atomic)."""
@@ -475,6 +567,7 @@ class ContextPolicy:
 
     def forget(self, session_id: str) -> None:
         """/new and /resume start the session with fresh state."""
+        self.cancel_prepared(session_id)
         self._states.pop(session_id, None)
         self.views.forget(session_id)
 

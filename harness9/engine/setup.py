@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
     from harness9.context.pipeline import CompactorFactory
     from harness9.context.policy import ContextPolicy
+    from harness9.engine.background import BackgroundSummaries
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
     from harness9.engine.subagents import ChildSessions
@@ -82,6 +83,10 @@ def build_engine(
     )
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
+    if opts.prepare_ahead and opts.auto:
+        from harness9.engine.background import BackgroundSummaries
+
+        parts.background = BackgroundSummaries()  # threads start when a summary does
     policy = parts.policy(lambda event: engine.on_event(event))
     sub = subagents if subagents is not None and subagents.enabled else None
     registry = parts.registry(policy, children if sub is not None else None)
@@ -104,6 +109,7 @@ def build_engine(
         ),
     )
     _report_to(provider, lambda event: engine.on_event(event), summary=False)
+    engine.background = parts.background
     return engine
 
 
@@ -125,6 +131,8 @@ class _Parts:
     auto_approve: tuple[str, ...] = ()
     # A program's own compactor (``build_engine``'s ``compactor_factory``), if any.
     compactor_factory: CompactorFactory | None = None
+    # Where summaries are prepared ahead of the threshold (None: they are not).
+    background: BackgroundSummaries | None = None
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -145,6 +153,11 @@ class _Parts:
         opts = self.opts
         summarizer = self.provider(opts.summary_model)
         _report_to(summarizer, report, summary=True)
+        preparer = None
+        if self.background is not None:
+            from harness9.engine.background import BackgroundPreparer
+
+            preparer = BackgroundPreparer(self.background, summarizer, report)
         return ContextPolicy(
             opts,
             MeteredSummarizer(summarizer, report),
@@ -152,6 +165,7 @@ class _Parts:
             token_counter=make_token_counter(self.settings.model),
             blobs=self.blobs,
             compactor_factory=self.compactor_factory,
+            preparer=preparer,
         )
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:

@@ -116,6 +116,7 @@ class EventRenderer:
         self._reply: ReplyWriter = MarkdownReply(io.out) if io.markdown else PlainReply(io.out.file)
         self.last_result: ev.ToolFinished | None = None  # what /last shows
         self._progress: ToolProgress | None = None  # the running tool's live view
+        self._preparing = False  # a summary is being prepared in the background
 
     # The engine calls this synchronously from the turn's thread (sub-agents' events: from
     # their worker threads, hence the lock).
@@ -189,6 +190,8 @@ class EventRenderer:
                     Text(f"{inert(r)}; retrying in {d:.1f}s (retry {a})", style="yellow")
                 )
                 self._spin(f"waiting {d:.1f}s before retry {a}…")
+            case ev.SummaryPreparing(active=active):
+                self._preparing = active
             case ev.Notice(text=text):
                 self._stop_spin()
                 self._end_line()
@@ -234,6 +237,7 @@ class EventRenderer:
                 estimated=estimated,
                 cost=self.session_cost(),
                 usage=None if estimated else self._last_usage,
+                preparing=self._preparing,
             )
         )
 
@@ -324,7 +328,9 @@ class ChatLoop:
             except KeyboardInterrupt:
                 if stop_requested():
                     break
-                # Ctrl-C at the prompt clears the line, as in a shell.
+                # Ctrl-C at the prompt clears the line, as in a shell, and stops a summary
+                # being prepared in the background.
+                self.engine.cancel_background()
                 self.io.out.print("^C", style="dim")
                 continue
             line = line.strip()
@@ -549,6 +555,8 @@ class ChatLoop:
             table.add_row(label, format_token_count(tokens))
         table.add_row("window", format_token_count(b.context_window))
         table.add_row("compaction threshold", format_token_count(b.threshold))
+        if b.preparing or b.prepared_applied or b.prepared_discarded:
+            table.add_row("summaries prepared ahead", prepared_line(b))
         u = self.usage
         if u.model_calls:
             table.add_row(
@@ -792,6 +800,14 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
         return line.rstrip("\n")
 
     return read
+
+
+def prepared_line(b: ContextBreakdown) -> str:
+    """``2 applied, 1 thrown away, one being prepared`` (/context)."""
+    parts = [f"{b.prepared_applied} applied", f"{b.prepared_discarded} thrown away"]
+    if b.preparing:
+        parts.append("one being prepared")
+    return ", ".join(parts)
 
 
 def nothing_left_to_fold(b: ContextBreakdown) -> str:
