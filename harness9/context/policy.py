@@ -180,7 +180,11 @@ class ContextPolicy:
         self.ahead = None
         if preparer is not None and opts.prepare_ahead:
             self.ahead = AheadOfThreshold(
-                preparer, self.answers, lookahead=opts.prepare_lookahead, share=opts.prepare_at
+                preparer,
+                self.answers,
+                lookahead=opts.prepare_lookahead,
+                share=opts.prepare_at,
+                trigger_lookahead=opts.lookahead_iterations if opts.smart_triggers else 0,
             )
         self.topics = None  # experimental topic isolation, run by ``begin_turn``
         if opts.enable_topic_isolation:
@@ -308,9 +312,12 @@ class ContextPolicy:
     def _prepare_ahead(
         self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
     ) -> None:
-        """Past the early mark, the compaction of the view as it is starts in the background."""
+        """Past the early mark, the compaction of the view as it is starts in the background
+        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
         assert self.ahead is not None
         comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        if st.in_cooldown(st.iterations):
+            return
         framing, tokens = self._framing(live.view.messages), live.tokens
         share, window = self.opts.prepare_at, self.context_window
 

@@ -21,9 +21,12 @@ one preparation; the threads and the cancellable model calls are the engine's
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.context.view import ModelView
 from harness9.schema import Message, ToolDefinition, Usage
 
+CALL_TIMES = 11  # the recent model calls whose interval paces the early mark
 # A summariser call made in the background: the reply (its usage already reported).
 PreparedCall = Callable[[list[Message], list[ToolDefinition]], Message]
 
@@ -224,10 +228,18 @@ class AheadOfThreshold:
     applied (or thrown away) at the threshold, cancelled by ``forget`` and ``cancel``."""
 
     def __init__(
-        self, preparer: Preparer, answers: PreparedAnswers, *, lookahead: int, share: float
+        self,
+        preparer: Preparer,
+        answers: PreparedAnswers,
+        *,
+        lookahead: int,
+        share: float,
+        trigger_lookahead: int = 0,
     ) -> None:
         self.preparer, self.answers = preparer, answers
         self.lookahead, self.share = lookahead, share
+        self.trigger_lookahead = trigger_lookahead  # the smart trigger's own, in calls
+        self._seen: dict[str, deque[float]] = {}  # when each session's recent calls began
         self._lock = threading.Lock()
         self._runs: dict[str, PreparedRun] = {}
         self.applied: dict[str, int] = {}
@@ -253,6 +265,7 @@ class AheadOfThreshold:
         (``forecast(lookahead)``, or the share), none is prepared for this prefix yet and it
         calls a model (``needs_model``; one that does not costs nothing to make at the
         threshold). ``compact`` makes it on the steered messages. True: started."""
+        self._called(session_id)
         with self._lock:
             current = self._runs.get(session_id)
         if current is not None:
@@ -262,7 +275,7 @@ class AheadOfThreshold:
             self._drop(session_id, current)
             emit(SummaryPreparing(False))
         last = view.ids[-1] if view.ids else None
-        if last is None or not self._past_mark(forecast, view):
+        if last is None or not self._past_mark(forecast, session_id):
             return False
         msgs = steered(view.messages, framing)
         if not needs_model(msgs):
@@ -284,10 +297,28 @@ class AheadOfThreshold:
         emit(SummaryPreparing(True))
         return True
 
-    def _past_mark(self, forecast: Callable[[int], bool], view: ModelView) -> bool:
+    def _past_mark(self, forecast: Callable[[int], bool], session_id: str) -> bool:
         if self.share > 0:
             return forecast(0)
-        return forecast(self.lookahead)
+        return forecast(self.calls_ahead(session_id))
+
+    def calls_ahead(self, session_id: str) -> int:
+        """How many calls before the threshold a preparation starts: enough for a summary
+        to be ready (its last time over the session's recent call interval, one spare)
+        before the smart trigger's own lookahead, at most ``lookahead``. Starting earlier
+        would freeze a shorter prefix, leaving more after the compaction."""
+        seen = self._seen.get(session_id)
+        if self.expected is None or seen is None or len(seen) < 3:
+            return self.lookahead
+        gaps = sorted(b - a for a, b in itertools.pairwise(seen))
+        interval = max(gaps[len(gaps) // 2], 1e-3)
+        needed = self.trigger_lookahead + math.ceil(self.expected / interval) + 1
+        return max(1, min(self.lookahead, needed))
+
+    def _called(self, session_id: str) -> None:
+        with self._lock:
+            seen = self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES))
+            seen.append(time.monotonic())
 
     def apply(
         self,

@@ -184,6 +184,8 @@ class AgentEngine:
 
     def set_session(self, session: CheckpointedSession) -> None:
         with self._lock:
+            # A summary prepared for the session being left would never be applied.
+            self.policy.cancel_prepared(self._session.session_id)
             self._session.flush()  # the session being left keeps what it was told
             self._session = self._holding(session)
             self.last_usage = None
