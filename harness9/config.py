@@ -315,7 +315,7 @@ class ContextOptions:
     # from when growth forecasts the threshold within ``prepare_lookahead`` model calls, or
     # from ``prepare_at`` of the window when that is set (0: the forecast).
     prepare_ahead: bool = True
-    prepare_lookahead: int = 8
+    prepare_lookahead: int = 12
     prepare_at: float = 0.0
     # Messages a request carries at most: past it, old tool groups fold into the recall
     # index without a model call (MessageBound, context/pipeline.py); 0: tokens only.

@@ -54,34 +54,34 @@ from llm_server import ScriptedLLMServer, TextReply  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
-from harness9.context.policy import ContextPolicy  # noqa: E402
 from harness9.context.view import load_view  # noqa: E402
+from harness9.engine.metering import MeteredSummarizer  # noqa: E402
 from harness9.schema import Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
 
 WINDOW = 24_000
+WAITED = re.compile(r"\(prepared ahead, waited (\d+\.\d+) s\)")
 
 
 class Waits:
-    """Seconds spent in the policy's compactions on the turn's path, by wrapping the two
-    places a turn compacts (the threshold, and after an overflow) in this process."""
+    """Seconds the turns waited for summaries: each summary call made on a turn's path
+    (``MeteredSummarizer.generate``, the summariser of every compaction made at the
+    threshold or after an overflow; a prepared summary is called on a worker thread instead)
+    is timed here in this process; the waits for prepared ones are the notices' figures."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self.count = 0
         self._lock = threading.Lock()
-        self._saved: dict[str, Any] = {}
+        self._saved: Any = None
 
     def __enter__(self) -> Waits:
-        for name in ("_compact_due", "after_overflow"):
-            original = getattr(ContextPolicy, name)
-            self._saved[name] = original
-            setattr(ContextPolicy, name, self._timed(original))
+        self._saved = MeteredSummarizer.generate
+        MeteredSummarizer.generate = self._timed(self._saved)  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for name, original in self._saved.items():
-            setattr(ContextPolicy, name, original)
+        MeteredSummarizer.generate = self._saved  # type: ignore[method-assign]
 
     def _timed(self, fn: Any) -> Any:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -135,6 +135,7 @@ def run(prepare: bool, n_calls: int, summary: float, call: float, tmp: Path) -> 
         wall = time.perf_counter() - started
         if code != 0:
             row.notes.append(f"chat exited {code}: {out[-300:]}")
+        prepared_waits = [float(w) for w in WAITED.findall(out)]
         last_chat = model.chat_requests[-1]
         db = home / "h9" / "sessions.db"
         con = sqlite3.connect(db)
@@ -151,14 +152,15 @@ def run(prepare: bool, n_calls: int, summary: float, call: float, tmp: Path) -> 
     sent = json.dumps(last_chat["messages"], ensure_ascii=False)
     kept = sum(1 for u in script.users[:-1] if _instruction(u) and _instruction(u) in sent)
     return {
-        "waited": waits.seconds,
+        "waited": waits.seconds + sum(prepared_waits),
+        "sync_summaries": waits.count,
         "wall": wall,
         "billed": row.billed,
         "summaries": row.summary_calls,
         "compactions": row.compactions,
         "facts": (row.reachable, row.facts),
         "kept": (kept, sum(1 for u in script.users[:-1] if _instruction(u))),
-        "prepared": out.count("prepared ahead"),
+        "prepared": len(prepared_waits),
         "abandoned": abandoned,
         "notes": row.notes,
         "stderr": out,
@@ -236,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{call:g} s ({args.summary_seconds:g} s and {args.call_seconds:g} s scaled by "
         f"{args.scale:g}); adversarial summariser, OpenAI caching (gpt-4o)"
     )
+    from harness9.provider import load_litellm
+
+    load_litellm()  # imported once, before either run is timed
     with tempfile.TemporaryDirectory() as tmp:
         base = run(False, args.calls, summary, call, Path(tmp))
         new = run(True, args.calls, summary, call, Path(tmp))
@@ -250,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for note in r["notes"]:
             print(f"note: {name}: {note}")
-    print(f"prepared ahead: {new['prepared']} compactions applied a prepared summary")
+    for name, r in (("baseline", base), ("prepared ahead", new)):
+        print(
+            f"{name}: {r['sync_summaries']} summary calls on the turn's path, "
+            f"{r['prepared']} compactions applied a prepared summary"
+        )
     saved = base["waited"] - new["waited"]
     targets = [
         (

@@ -15,8 +15,10 @@ from llm_server import ErrorReply, ScriptedLLMServer, TextReply
 from support import chat, terminal
 
 from harness9.config import ContextOptions, db_path, harness9_home
+from harness9.context.events import discard
 from harness9.context.policy import ContextPolicy
 from harness9.context.prepared import prefix_digest, prefix_of, steered
+from harness9.context.tokens import estimate_tokens
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
 from harness9.store import Manager
@@ -324,8 +326,9 @@ def test_steering_pads_only_the_system_message():
 
 def test_the_applied_checkpoint_equals_one_made_at_the_threshold_over_the_prefix(store_url):
     """Prepared (answers recorded), then applied over the same prefix with new messages
-    after it: the checkpoint is the one a compaction of that prefix makes, and the new
-    messages stay verbatim. Runs on both stores."""
+    after it: the checkpoint is the one the compaction of that prefix makes when made at
+    once (counting, as the preparation does, the growth still to come before the
+    threshold), and the new messages stay verbatim. Runs on both stores."""
     from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
 
     with open_store(store_url) as manager:
@@ -370,8 +373,11 @@ def _compacted(manager: Any, policy: ContextPolicy, *, ahead: bool) -> tuple[Any
     if ahead:
         policy.prepare(s, system, [], [])  # past 30 % of the window: the preparation starts
         assert policy.ahead is not None and policy.ahead.preparing(s.session_id)
-    else:
-        policy.compact(s, system)  # the same prefix, compacted now
+    else:  # the same prefix compacted now, the growth to the threshold counted
+        view = load_view(s, system)
+        to_come = policy.threshold_tokens - estimate_tokens(view.messages)
+        comp = policy.compactor
+        assert policy._compact(s, system, view, comp, True, discard, framing=to_come)
     s.add_messages([Message("user", "new " + "n" * 3000), Message("assistant", "b" * 3000)])
     s.add_messages([Message("user", "more " + "m" * 3000), Message("assistant", "c" * 3000)])
     if ahead:

@@ -304,7 +304,7 @@ class AheadOfThreshold:
 
     def calls_ahead(self, session_id: str) -> int:
         """How many calls before the threshold a preparation starts: enough for a summary
-        to be ready (its last time over the session's recent call interval, one spare)
+        to be ready (twice its last time over the session's recent call interval, one spare)
         before the smart trigger's own lookahead, at most ``lookahead``. Starting earlier
         would freeze a shorter prefix, leaving more after the compaction."""
         seen = self._seen.get(session_id)
@@ -312,7 +312,8 @@ class AheadOfThreshold:
             return self.lookahead
         gaps = sorted(b - a for a, b in itertools.pairwise(seen))
         interval = max(gaps[len(gaps) // 2], 1e-3)
-        needed = self.trigger_lookahead + math.ceil(self.expected / interval) + 1
+        # Twice the calls the summary takes: growth comes in bursts (a big file read).
+        needed = self.trigger_lookahead + 2 * math.ceil(self.expected / interval) + 1
         return max(1, min(self.lookahead, needed))
 
     def _called(self, session_id: str) -> None:
