@@ -283,80 +283,6 @@ class ContextPolicy:
             return MessageBound(bound, bound // 2), True, 0
         return None
 
-    def _compact_due(
-        self,
-        session: CheckpointedSession,
-        sized: Message,
-        view: ModelView,
-        due: tuple[Compactor, bool, int],
-        emit: ContextEventSink,
-    ) -> Compaction | None:
-        """The compaction ``_decide`` found due: the one prepared ahead when it still
-        applies (the same compaction over the prefix it froze), else made now."""
-        comp, force, framing = due
-        # A compaction that calls no model (stubs were enough) costs no wait: made now.
-        if comp is self.compactor and self.ahead is not None and self._calls_model(view, framing):
-
-            def over_prefix(
-                run: PreparedRun, prefix: ModelView, waited: float
-            ) -> Compaction | None:
-                return self._compact(
-                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
-                )
-
-            key = session.latest_checkpoint_key()
-            notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
-            if notice is not None:
-                return notice
-        return self._compact(session, sized, view, comp, force, emit, framing=framing)
-
-    def _prepare_ahead(
-        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
-    ) -> None:
-        """Past the early mark, the compaction of the view as it is starts in the background
-        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
-        assert self.ahead is not None
-        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
-        if st.in_cooldown(st.iterations):
-            return
-        framing, tokens = self._framing(live.view.messages), live.tokens
-        share, window = self.opts.prepare_at, self.context_window
-        # The cut counts the growth still to come before the threshold's compaction (the
-        # smart trigger's lookahead short of it), so that once it is applied the context is
-        # what a compaction at the threshold would leave, not that plus the growth.
-        ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
-        growth_to_come = max(0, int(limit - tokens - framing - ahead))
-
-        def forecast(calls: int) -> bool:
-            if share > 0:
-                return tokens + framing >= share * window
-            return tokens + framing + max(0.0, st.growth()) * calls >= limit
-
-        def needs_model(_msgs: list[Message]) -> bool:
-            # Stubbing the view as it is now is not enough: at the threshold, with more, a
-            # summary will be needed too (the growth to come is not counted: it would fold
-            # what stubs alone still fit, turning a free compaction into a summary).
-            return self._calls_model(live.view, framing)
-
-        def work(msgs: list[Message]) -> object:
-            return comp.compact(msgs, force=True)
-
-        key = session.latest_checkpoint_key()
-        counted = framing + growth_to_come
-        self.ahead.consider(
-            session.session_id, live.view, key, counted, forecast, needs_model, work, emit
-        )
-
-    def _calls_model(self, view: ModelView, framing: int) -> bool:
-        """The compactor's compaction of ``view`` (forced) folds with a model call."""
-        plan = self.compactor.plan(steered(view.messages, framing), force=True)
-        return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
-
-    def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
-        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
-        have ended on return); how many."""
-        return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
-
     def _compact(
         self,
         session: CheckpointedSession,
@@ -589,6 +515,82 @@ class ContextPolicy:
         self.cancel_prepared(session_id)
         self._states.pop(session_id, None)
         self.views.forget(session_id)
+
+    # -- summaries prepared ahead (harness9.context.prepared) ----------------------------
+
+    def _compact_due(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        view: ModelView,
+        due: tuple[Compactor, bool, int],
+        emit: ContextEventSink,
+    ) -> Compaction | None:
+        """The compaction ``_decide`` found due: the one prepared ahead when it still
+        applies (the same compaction over the prefix it froze), else made now."""
+        comp, force, framing = due
+        # A compaction that calls no model (stubs were enough) costs no wait: made now.
+        if comp is self.compactor and self.ahead is not None and self._calls_model(view, framing):
+
+            def over_prefix(
+                run: PreparedRun, prefix: ModelView, waited: float
+            ) -> Compaction | None:
+                return self._compact(
+                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
+                )
+
+            key = session.latest_checkpoint_key()
+            notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
+            if notice is not None:
+                return notice
+        return self._compact(session, sized, view, comp, force, emit, framing=framing)
+
+    def _prepare_ahead(
+        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
+    ) -> None:
+        """Past the early mark, the compaction of the view as it is starts in the background
+        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
+        assert self.ahead is not None
+        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        if st.in_cooldown(st.iterations):
+            return
+        framing, tokens = self._framing(live.view.messages), live.tokens
+        share, window = self.opts.prepare_at, self.context_window
+        # The cut counts the growth still to come before the threshold's compaction (the
+        # smart trigger's lookahead short of it), so that once it is applied the context is
+        # what a compaction at the threshold would leave, not that plus the growth.
+        ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
+        growth_to_come = max(0, int(limit - tokens - framing - ahead))
+
+        def forecast(calls: int) -> bool:
+            if share > 0:
+                return tokens + framing >= share * window
+            return tokens + framing + max(0.0, st.growth()) * calls >= limit
+
+        def needs_model(_msgs: list[Message]) -> bool:
+            # Stubbing the view as it is now is not enough: at the threshold, with more, a
+            # summary will be needed too (the growth to come is not counted: it would fold
+            # what stubs alone still fit, turning a free compaction into a summary).
+            return self._calls_model(live.view, framing)
+
+        def work(msgs: list[Message]) -> object:
+            return comp.compact(msgs, force=True)
+
+        key = session.latest_checkpoint_key()
+        counted = framing + growth_to_come
+        self.ahead.consider(
+            session.session_id, live.view, key, counted, forecast, needs_model, work, emit
+        )
+
+    def _calls_model(self, view: ModelView, framing: int) -> bool:
+        """The compactor's compaction of ``view`` (forced) folds with a model call."""
+        plan = self.compactor.plan(steered(view.messages, framing), force=True)
+        return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
+
+    def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
+        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
+        have ended on return); how many."""
+        return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
 
     def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
         """Where a tool with huge output streams it (None: no offload store)."""

@@ -344,7 +344,11 @@ class AheadOfThreshold:
         start = time.monotonic()
         if not run.done.is_set():
             emit(CompactionStarted("prepared ahead", estimate_tokens(view.messages)))
-            run.done.wait(worth_waiting(0.0, self.expected))
+            try:
+                run.done.wait(worth_waiting(0.0, self.expected))
+            except BaseException:  # Ctrl-C while waiting: its request ends too
+                self._discard(session_id, run)
+                raise
         waited = time.monotonic() - start
         if not run.usable:
             self._discard(session_id, run)
