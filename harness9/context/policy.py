@@ -563,6 +563,8 @@ class ContextPolicy:
         growth_to_come = max(0, int(limit - tokens - framing - ahead))
 
         def forecast(calls: int) -> bool:
+            if tokens + framing < self.opts.target * window:
+                return False  # under what a compaction leaves: nothing worth folding yet
             if share > 0:
                 return tokens + framing >= share * window
             return tokens + framing + max(0.0, st.growth()) * calls >= limit
