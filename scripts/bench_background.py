@@ -11,9 +11,10 @@ request after ``--summary-seconds`` and every other request after ``--call-secon
 output says so). The summariser is the adversarial one (its summary keeps nothing).
 
 Measured per run:
-- waited: seconds the turns spent in compaction (the policy's compaction at the threshold
-  or after an overflow: the summary call today; the wait for a prepared one, or a summary
-  made again, with preparation);
+- waited: seconds the turns waited for summaries: every summary call made on a turn's
+  path (timed in this process: today every compaction's summary; with preparation one made
+  again or never prepared), plus the waits for prepared ones the compaction notices report
+  (to 0.1 s);
 - wall: the session's seconds (the chat, without the final probe);
 - billed: input billed with OpenAI's automatic caching (gpt-4o: 0.5x for a repeated prefix
   of 1,024+ tokens), every summary request at 1x, thrown-away ones included;
