@@ -185,7 +185,7 @@ def test_with_prepare_ahead_off_the_turn_waits_for_the_whole_summary(llm_server,
 
 
 def test_a_prepared_summary_of_a_prefix_undone_since_is_thrown_away(llm_server):
-    # Prepared from 30 % of the window on (the 5th call); /undo three times then removes
+    # Prepared from the 7th call (past 30 % and the 40 % target); /undo three times removes
     # the prefix's newest exchange.
     write_config("[compaction]\nprepare_at = 0.3\n")
     script = Script(llm_server, hold=True)
@@ -237,11 +237,11 @@ def test_a_failed_background_summary_falls_back_at_the_threshold_as_today(llm_se
 
 
 def test_exit_while_a_summary_is_prepared_cancels_its_request_and_thread(llm_server):
-    write_config("[compaction]\nprepare_at = 0.3\n")
+    write_config("[compaction]\nprepare_at = 0.45\n")
     script = Script(llm_server, delay=30.0)
 
     started = time.monotonic()
-    result = chat(llm_server, turns(6) + "/exit\n", "--context-window", WINDOW)
+    result = chat(llm_server, turns(8) + "/exit\n", "--context-window", WINDOW)
 
     assert result.exit_code == 0, result.output
     assert script.summaries == 1
@@ -256,10 +256,10 @@ def test_exit_while_a_summary_is_prepared_cancels_its_request_and_thread(llm_ser
 
 
 def test_ctrl_c_at_the_prompt_cancels_the_summary_being_prepared(llm_server, monkeypatch):
-    write_config("[compaction]\nprepare_at = 0.3\n")
+    write_config("[compaction]\nprepare_at = 0.45\n")
     script = Script(llm_server, delay=30.0)
     env = terminal()
-    reads = iter(turns(6).splitlines())
+    reads = iter(turns(8).splitlines())
 
     def read_line(_prompt: str) -> str:
         line = next(reads, None)
@@ -279,10 +279,10 @@ def test_ctrl_c_at_the_prompt_cancels_the_summary_being_prepared(llm_server, mon
 
 
 def test_the_token_line_says_a_summary_is_being_prepared(llm_server, monkeypatch):
-    write_config("[compaction]\nprepare_at = 0.3\n")
+    write_config("[compaction]\nprepare_at = 0.45\n")
     Script(llm_server, delay=30.0)
     env = terminal()
-    lines = iter([*turns(6).splitlines(), "/exit"])
+    lines = iter([*turns(8).splitlines(), "/exit"])
     keyboard(monkeypatch, lambda _prompt: next(lines))
 
     result = chat(llm_server, "", "--context-window", WINDOW, obj=env)
