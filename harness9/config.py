@@ -338,6 +338,13 @@ class ContextOptions:
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
+    # Summaries prepared in the background before the threshold (docs/prepared-summaries.md):
+    # from when growth forecasts the threshold within ``prepare_lookahead`` model calls, or
+    # from ``prepare_at`` of the window when that is set (0: the forecast).
+    # Off by default: it waits less but bills more (docs/prepared-summaries.md, 'What it costs').
+    prepare_ahead: bool = False
+    prepare_lookahead: int = 12
+    prepare_at: float = 0.0
     # Messages a request carries at most: past it, old tool groups fold into the recall
     # index without a model call (MessageBound, context/pipeline.py); 0: tokens only.
     max_messages: int = 400
@@ -392,6 +399,9 @@ _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
     ("compaction", "cooldown_iterations"): ("cooldown_iterations", int, Range(0, 1000)),
     ("compaction", "lookahead_iterations"): ("lookahead_iterations", int, Range(0, 100)),
     ("compaction", "max_messages"): ("max_messages", int, lambda v: v == 0 or v >= 20),
+    ("compaction", "prepare_ahead"): ("prepare_ahead", bool, None),
+    ("compaction", "prepare_lookahead"): ("prepare_lookahead", int, Range(1, 1000)),
+    ("compaction", "prepare_at"): ("prepare_at", float, lambda v: v == 0 or 0.05 <= v <= 0.95),
     ("offload", "enabled"): ("offload", bool, None),
     ("offload", "max_result_tokens"): ("offload_max_result_tokens", int, Range(100)),
     ("offload", "max_result_bytes"): ("offload_max_result_bytes", int, Range(400)),
@@ -408,6 +418,7 @@ _KNOBS: dict[tuple[str, str], tuple[str, type, Any]] = {
 _CHECK_WORDS = {
     "summary_model": "a model name, not empty",
     "max_messages": "0 (off) or at least 20",
+    "prepare_at": "0 (the forecast) or a share of the window from 0.05 to 0.95",
 }
 # Environment overrides for the knobs people change per run.
 _ENV_KNOBS = {
@@ -419,6 +430,7 @@ _ENV_KNOBS = {
     "HARNESS9_RECALL": ("compaction", "recall"),
     "HARNESS9_SUMMARY_MODEL": ("compaction", "model"),
     "HARNESS9_OFFLOAD": ("offload", "enabled"),
+    "HARNESS9_PREPARE_AHEAD": ("compaction", "prepare_ahead"),
 }
 
 

@@ -17,7 +17,7 @@ from tests.support.cli import chat, cli, write_config
             "[compaction]\nthreshhold = 0.7\n",
             "unknown key compaction.threshhold in {path} (known: strategy, auto, threshold, "
             "target, recall, model, smart_triggers, cooldown_iterations, lookahead_iterations, "
-            "max_messages)",
+            "max_messages, prepare_ahead, prepare_lookahead, prepare_at)",
         ),
         (
             "[compaction]\nthreshold = 1.5\n",

@@ -384,6 +384,7 @@ class ChatRun:
         from harness9.store.session import SessionNotFoundError, StoreError
 
         engine = loop.engine
+        engine.close()  # a summary still being prepared is cancelled, its thread ended
         reason = f"the session database {self.manager.location} stayed locked by another process"
         try:
             unsaved = engine.flush_held()

@@ -29,6 +29,8 @@ class Compaction:
     msgs_after: int
     strategy: str
     fallback_reason: str | None = None
+    # Seconds the turn waited for a summary prepared in the background (None: not one).
+    waited: float | None = None
 
 
 @dataclass(slots=True)
@@ -38,7 +40,14 @@ class Notice:
     text: str
 
 
-ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice
+@dataclass(slots=True)
+class SummaryPreparing:
+    """A summary is being prepared in the background (``active``), or no longer is."""
+
+    active: bool
+
+
+ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice | SummaryPreparing
 ContextEventSink = Callable[[ContextEvent], None]
 
 

@@ -50,6 +50,13 @@ from harness9.context.pipeline import (
     tail_compactor,
     topic_compactor,
 )
+from harness9.context.prepared import (
+    AheadOfThreshold,
+    PreparedAnswers,
+    PreparedRun,
+    Preparer,
+    steered,
+)
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import (
@@ -116,6 +123,11 @@ class ContextBreakdown:
     threshold: int
     # The total as the server is expected to count it (None: no server reported yet).
     served: int | None = None
+    # Summaries prepared in the background this run: applied, thrown away (the prefix
+    # changed, not ready in time, failed, cancelled), and whether one is under way.
+    prepared_applied: int = 0
+    prepared_discarded: int = 0
+    preparing: bool = False
 
     @property
     def total(self) -> int:
@@ -159,12 +171,25 @@ class ContextPolicy:
         token_counter: TokenCounter | None = None,
         blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
+        preparer: Preparer | None = None,
     ) -> None:
         """``blobs``: where offloads go (None: files in $HARNESS9_HOME). ``compactor_factory``
-        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers)."""
+        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers).
+        ``preparer``: where summaries are prepared ahead of the threshold (None: they are not;
+        harness9.context.prepared)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
-        self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
+        self.answers = PreparedAnswers(summarizer)
+        self.compactor = make(self.answers, context_window, opts.threshold_tokens(context_window))
+        self.ahead = None
+        if preparer is not None and opts.prepare_ahead:
+            self.ahead = AheadOfThreshold(
+                preparer,
+                self.answers,
+                lookahead=opts.prepare_lookahead,
+                share=opts.prepare_at,
+                trigger_lookahead=opts.lookahead_iterations if opts.smart_triggers else 0,
+            )
         self.topics = None  # experimental topic isolation, run by ``begin_turn``
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
@@ -212,12 +237,12 @@ class ContextPolicy:
         sized = measured_system(system, tools)
         live = self.views.load(session, sized)
         due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
-        if due is not None and self._compact(
-            session, sized, live.view, due[0], due[1], emit, framing=due[2]
-        ):
+        if due is not None and self._compact_due(session, sized, live.view, due, emit):
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, sized)
+        elif due is None and may_compact and self.ahead is not None:
+            self._prepare_ahead(session, live, emit)
         if may_compact and self._last_resort(session, sized, live, emit):
             live = self.views.load(session, sized)
         messages = [live.noted(system), *live.view.messages[1:]]
@@ -326,6 +351,8 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
         framing: int = 0,
+        whole: ModelView | None = None,
+        waited: float | None = None,
         *,
         keep_paid: bool = False,
         shown_before: tuple[int, int] | None = None,
@@ -336,6 +363,8 @@ class ContextPolicy:
         checkpoint, the same bytes on every request until the next one and on --resume.
         ``framing``: tokens the server counts beyond the estimate, counted by the cut.
 
+        ``whole``: the view ``view`` is a prefix of (a compaction prepared ahead, which
+        ``waited`` seconds were spent waiting for): the figures are the whole view's.
         ``keep_paid`` (the last resort follows): a summary that leaves the context over the
         threshold is stored even when it saves too little, unannounced, so that the last
         resort cuts after it instead of dropping what was paid for. ``shown_before``: the
@@ -350,6 +379,9 @@ class ContextPolicy:
         result, cp = self._run(
             session, sized, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
         )
+        if cp is not None and whole is not None:
+            cp.tokens_before = before = estimate_tokens(whole.messages)
+            cp.messages_before = len(whole.messages)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         gained = cp is not None and _gained(before, cp.tokens_after, force)
         paid = keep_paid and cp is not None and result.summary is not None
@@ -370,6 +402,7 @@ class ContextPolicy:
                 cp.messages_after,
                 result.strategy,
                 result.error,
+                waited,
             )
         )
         self._explain_fixed_part(st, sized, cp.tokens_after, emit)
@@ -425,12 +458,8 @@ class ContextPolicy:
         head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
         before = estimate_tokens(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
-            msgs = view.messages
-            if pad > 0:  # the padding only steers the cut; it is never stored
-                msgs = [Message(head.role, head.content + " " * pad), *msgs[1:]]
-            elif pad < 0:  # a server that counts less: the head weighs less for the cut
-                msgs = [Message(head.role, head.content[: max(0, len(head.content) + pad)])]
-                msgs += view.messages[1:]
+            # The padding only steers the cut; it is never stored.
+            msgs = steered(view.messages, pad // BYTES_PER_TOKEN)
             result = comp.compact(
                 msgs,
                 force=force,
@@ -689,6 +718,11 @@ class ContextPolicy:
             system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
         )
         b.served = self.count.count(b.total) if self.count.known else None
+        if self.ahead is not None:
+            sid = session.session_id
+            b.prepared_applied = self.ahead.applied.get(sid, 0)
+            b.prepared_discarded = self.ahead.discarded.get(sid, 0)
+            b.preparing = self.ahead.preparing(sid)
         return b
 
     def state(self, session_id: str) -> SessionContextState:
@@ -698,8 +732,87 @@ class ContextPolicy:
 
     def forget(self, session_id: str) -> None:
         """/new and /resume start the session with fresh state."""
+        self.cancel_prepared(session_id)
         self._states.pop(session_id, None)
         self.views.forget(session_id)
+
+    # -- summaries prepared ahead (harness9.context.prepared) ----------------------------
+
+    def _compact_due(
+        self,
+        session: CheckpointedSession,
+        sized: Message,
+        view: ModelView,
+        due: tuple[Compactor, bool, int],
+        emit: ContextEventSink,
+    ) -> Compaction | None:
+        """The compaction ``_decide`` found due: the one prepared ahead when it still
+        applies (the same compaction over the prefix it froze), else made now."""
+        comp, force, framing = due
+        # A compaction that calls no model (stubs were enough) costs no wait: made now.
+        if comp is self.compactor and self.ahead is not None and self._calls_model(view, framing):
+
+            def over_prefix(
+                run: PreparedRun, prefix: ModelView, waited: float
+            ) -> Compaction | None:
+                return self._compact(
+                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
+                )
+
+            key = session.latest_checkpoint_key()
+            notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
+            if notice is not None:
+                return notice
+        return self._compact(session, sized, view, comp, force, emit, framing=framing)
+
+    def _prepare_ahead(
+        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
+    ) -> None:
+        """Past the early mark, the compaction of the view as it is starts in the background
+        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
+        assert self.ahead is not None
+        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        if st.in_cooldown(st.iterations):
+            return
+        framing, tokens = self._framing(live.view.messages), live.tokens
+        share, window = self.opts.prepare_at, self.context_window
+        # The cut counts the growth still to come before the threshold's compaction (the
+        # smart trigger's lookahead short of it), so that once it is applied the context is
+        # what a compaction at the threshold would leave, not that plus the growth.
+        ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
+        growth_to_come = max(0, int(limit - tokens - framing - ahead))
+
+        def forecast(calls: int) -> bool:
+            if tokens + framing < self.opts.target * window:
+                return False  # under what a compaction leaves: nothing worth folding yet
+            if share > 0:
+                return tokens + framing >= share * window
+            return tokens + framing + max(0.0, st.growth()) * calls >= limit
+
+        def needs_model(_msgs: list[Message]) -> bool:
+            # Stubbing the view as it is now is not enough: at the threshold, with more, a
+            # summary will be needed too (the growth to come is not counted: it would fold
+            # what stubs alone still fit, turning a free compaction into a summary).
+            return self._calls_model(live.view, framing)
+
+        def work(msgs: list[Message]) -> object:
+            return comp.compact(msgs, force=True)
+
+        key = session.latest_checkpoint_key()
+        counted = framing + growth_to_come
+        self.ahead.consider(
+            session.session_id, live.view, key, counted, forecast, needs_model, work, emit
+        )
+
+    def _calls_model(self, view: ModelView, framing: int) -> bool:
+        """The compactor's compaction of ``view`` (forced) folds with a model call."""
+        plan = self.compactor.plan(steered(view.messages, framing), force=True)
+        return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
+
+    def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
+        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
+        have ended on return); how many."""
+        return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
 
     def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
         """Where a tool with huge output streams it (None: no offload store)."""

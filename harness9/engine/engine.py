@@ -63,6 +63,10 @@ EMPTY_REPLY = (
 )
 
 
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
 class ModelProvider(Protocol):
     model: str
 
@@ -134,6 +138,9 @@ class AgentEngine:
         self._session = self._holding(session)
         self._remembered = ""  # the session whose model and window were last stored
         self._remembered_model = ""  # /model may switch it
+        # The threads of summaries prepared ahead (harness9.engine.background); build_engine
+        # sets it, ``close`` ends them.
+        self.background: Closeable | None = None
 
     @property
     def context_window(self) -> int:
@@ -165,8 +172,20 @@ class AgentEngine:
         sess.flush()
         return len(sess.held)
 
+    def cancel_background(self) -> int:
+        """Ctrl-C: the summaries being prepared in the background are cancelled; how many."""
+        return self.policy.cancel_prepared(wait=True)
+
+    def close(self) -> None:
+        """The chat is over: no background summary, thread or request is left behind."""
+        self.policy.cancel_prepared(wait=True)
+        if self.background is not None:
+            self.background.close()
+
     def set_session(self, session: ChatSession) -> None:
         with self._lock:
+            # A summary prepared for the session being left would never be applied.
+            self.policy.cancel_prepared(self._session.session_id)
             self._session.flush()  # the session being left keeps what it was told
             self._session = self._holding(session)
             self.last_usage = None
@@ -271,6 +290,7 @@ class AgentEngine:
             emit(ev.Error(result.error))
             return result
         except KeyboardInterrupt:
+            policy.cancel_prepared(wait=True)  # Ctrl-C stops the background summary too
             # Keep what is complete, and of a reply cut off mid-stream what was shown (the
             # rule a dropped stream follows too); give every call that did not finish a
             # stub result so the stored sequence stays valid for the next request and --resume.

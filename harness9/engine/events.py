@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness9.context.events import Compaction, CompactionProgress, CompactionStarted, Notice
+from harness9.context.events import (
+    Compaction,
+    CompactionProgress,
+    CompactionStarted,
+    Notice,
+    SummaryPreparing,
+)
 from harness9.schema import Message, ToolCall, Usage
 
 __all__ = [
@@ -23,6 +29,7 @@ __all__ = [
     "SubAgentAsking",
     "SubAgentFinished",
     "SubAgentStarted",
+    "SummaryPreparing",
     "TextDelta",
     "TokenUpdate",
     "ToolFinished",
@@ -150,6 +157,7 @@ Event = (
     | ToolFinished
     | Retrying
     | Notice
+    | SummaryPreparing
     | Error
     | SubAgentStarted
     | SubAgentActivity

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from harness9.config import ContextOptions, ProviderOptions, Settings, SubAgentOptions
     from harness9.context.pipeline import CompactorFactory
     from harness9.context.policy import ContextPolicy
+    from harness9.engine.background import BackgroundSummaries
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
     from harness9.engine.subagents import ChildSessions
@@ -85,6 +86,10 @@ def build_engine(
     )
     provider = parts.provider()
     parts.opts = replace(opts, output_reserve=provider.max_tokens or 0)
+    if opts.prepare_ahead and opts.auto:
+        from harness9.engine.background import BackgroundSummaries
+
+        parts.background = BackgroundSummaries()  # threads start when a summary does
     policy = parts.policy(lambda event: engine.on_event(event))
     policy.window_listeners.append(provider.fit_window)
     sub = subagents if subagents is not None and subagents.enabled else None
@@ -108,6 +113,7 @@ def build_engine(
         ),
     )
     _report_to(provider, lambda event: engine.on_event(event), summary=False)
+    engine.background = parts.background
     return engine
 
 
@@ -131,6 +137,8 @@ class _Parts:
     compactor_factory: CompactorFactory | None = None
     # The chat's MCP servers: every agent's registry offers their tools.
     mcp: McpTools | None = None
+    # Where summaries are prepared ahead of the threshold (None: they are not).
+    background: BackgroundSummaries | None = None
 
     def provider(self, model: str | None = None) -> LLMProvider:
         return _provider(
@@ -151,6 +159,11 @@ class _Parts:
         opts = self.opts
         summarizer = self.provider(opts.summary_model)
         _report_to(summarizer, report, summary=True)
+        preparer = None
+        if self.background is not None:
+            from harness9.engine.background import BackgroundPreparer
+
+            preparer = BackgroundPreparer(self.background, summarizer, report)
         policy = ContextPolicy(
             opts,
             MeteredSummarizer(summarizer, report),
@@ -158,6 +171,7 @@ class _Parts:
             token_counter=make_token_counter(self.settings.model),
             blobs=self.blobs,
             compactor_factory=self.compactor_factory,
+            preparer=preparer,
         )
         policy.window_listeners.append(summarizer.fit_window)
         return policy

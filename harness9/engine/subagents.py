@@ -187,6 +187,7 @@ class SubAgentRunner:
             result = engine.run_turn(prompt)
             content, outcome = _result_text(result, run)
         finally:
+            engine.policy.cancel_prepared(wait=True)  # its session goes no further
             engine.flush_held()
             with self._lock:
                 self._runs.pop(call_id, None)

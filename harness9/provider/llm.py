@@ -315,6 +315,27 @@ class LLMProvider:
                     self.on_retry(attempt, delay, str(error))
                 self.sleep(delay)
 
+    async def agenerate(
+        self, messages: list[Message], tools: list[ToolDefinition]
+    ) -> tuple[Message, Usage | None]:
+        """``generate`` (not streamed) as a coroutine, in one attempt: a summary prepared in
+        the background (harness9.engine.background) awaits it, so that cancelling its task
+        closes the connection at once. A failure is not retried: the compaction it was
+        preparing then runs as it would have without it."""
+        self.check_credentials()
+        litellm = load_litellm()
+        self._check_provider(litellm)
+        request = self._request(messages, tools, False)
+        try:
+            response = await litellm.acompletion(**request)
+            reply, usage = _read_response(response)
+        except Exception as exc:
+            error = self._translate(exc)
+            if error is None:
+                raise
+            raise error from exc
+        return reply, _mark_estimate(litellm, self.model, request["messages"], usage)
+
     def _request(
         self, messages: list[Message], tools: list[ToolDefinition], stream: bool
     ) -> dict[str, Any]:

@@ -126,6 +126,7 @@ class EventRenderer:
         self._progress: ToolProgress | None = None  # the running tool's live view
         # The tool running now and when it started (for the line an interrupt prints).
         self.running: tuple[str, float] | None = None
+        self._preparing = False  # a summary is being prepared in the background
 
     # The engine calls this synchronously from the turn's thread (sub-agents' events: from
     # their worker threads, hence the lock).
@@ -201,6 +202,8 @@ class EventRenderer:
                     Text(f"{inert(r)}; retrying in {d:.1f}s (retry {a})", style="yellow")
                 )
                 self._spin(f"waiting {d:.1f}s before retry {a}…")
+            case ev.SummaryPreparing(active=active):
+                self._preparing = active
             case ev.Notice(text=text):
                 self._stop_spin()
                 self._end_line()
@@ -256,6 +259,7 @@ class EventRenderer:
                 estimated=estimated,
                 cost=self.session_cost(),
                 usage=None if estimated else self._last_usage,
+                preparing=self._preparing,
             )
         )
 
@@ -350,7 +354,9 @@ class ChatLoop:
             except KeyboardInterrupt:
                 if stop_requested():
                     break
-                # Ctrl-C at the prompt clears the line, as in a shell.
+                # Ctrl-C at the prompt clears the line, as in a shell, and stops a summary
+                # being prepared in the background.
+                self.engine.cancel_background()
                 self.io.out.print("^C", style="dim")
                 continue
             line = line.strip()
@@ -591,6 +597,8 @@ class ChatLoop:
             table.add_row("as the server counts", format_token_count(b.served))
         table.add_row("window", format_token_count(b.context_window))
         table.add_row("compaction threshold", format_token_count(b.threshold))
+        if b.preparing or b.prepared_applied or b.prepared_discarded:
+            table.add_row("summaries prepared ahead", prepared_line(b))
         u = self.usage
         if u.model_calls:
             table.add_row(
@@ -725,6 +733,8 @@ class ChatLoop:
             self.io.err.print(note)
 
     def _use_engine(self, engine: AgentEngine, name: str) -> None:
+        if engine is not self.engine:
+            self.engine.close()  # its summaries being prepared were for the old engine
         engine.on_event = self.renderer
         self.engine = engine
         self.model = self.renderer.model = name
@@ -926,6 +936,14 @@ def mcp_context_rows(registry: Any) -> list[tuple[str, int]]:
         return []
     sent, deferred = toolset.share()
     return [("  MCP definitions sent", sent), ("  MCP definitions deferred", deferred)]
+
+
+def prepared_line(b: ContextBreakdown) -> str:
+    """``2 applied, 1 thrown away, one being prepared`` (/context)."""
+    parts = [f"{b.prepared_applied} applied", f"{b.prepared_discarded} thrown away"]
+    if b.preparing:
+        parts.append("one being prepared")
+    return ", ".join(parts)
 
 
 def nothing_left_to_fold(b: ContextBreakdown) -> str:

@@ -77,11 +77,13 @@ def token_line(
     estimated: bool = False,
     cost: float | None = None,
     usage: Usage | None = None,
+    preparing: bool = False,
 ) -> Text:
     """``<model> │ session <id8> │ ctx 45.2K/128K (35%) │ in 45.2K: 38.1K cached │ $0.0123``.
 
     ``usage`` is the last call's, shown when the prompt cache took part in it; ``cost``
-    is the session's cost so far; None (no known price) leaves it out.
+    is the session's cost so far; None (no known price) leaves it out. ``preparing``: a
+    summary is being prepared in the background (`` │ summary being prepared``).
     """
     pct = round(100 * tokens / window) if window > 0 else 0
     approx = "~" if estimated else ""
@@ -97,6 +99,8 @@ def token_line(
         line.append(f" │ {breakdown}", style="dim")
     if cost is not None:
         line.append(f" │ {format_cost(cost)}", style="dim")
+    if preparing:
+        line.append(" │ summary being prepared", style="dim")
     return line
 
 
@@ -114,6 +118,8 @@ def compaction_notice(c: Compaction) -> Text:
         )
     elif c.strategy and c.strategy != "summarize":
         text.append(f" [{c.strategy}]", style="dim")
+    if c.waited is not None:
+        text.append(f" (prepared ahead, waited {c.waited:.1f} s)", style="dim")
     return text
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import threading
 import time
@@ -130,6 +131,8 @@ class ScriptedLLMServer:
         # (arrived, answered) perf_counter() seconds of each chat request, parallel to
         # ``requests``: when its body was read and when its reply was fully sent.
         self._timings: list[tuple[float, float]] = []
+        # Bodies of requests whose client closed the connection during their delay.
+        self._abandoned: list[dict[str, Any]] = []
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -187,6 +190,12 @@ class ScriptedLLMServer:
         """Headers of every request (lower-cased names), parallel to ``requests``."""
         with self._lock:
             return list(self._headers)
+
+    @property
+    def abandoned(self) -> list[dict[str, Any]]:
+        """Requests whose client closed the connection before their scripted delay ended."""
+        with self._lock:
+            return list(self._abandoned)
 
     @property
     def timings(self) -> list[tuple[float, float]]:
@@ -403,6 +412,23 @@ class _Handler(BaseHTTPRequestHandler):
             200, {"id": name, "recipe": "llamacpp", "recipe_options": {"ctx_size": context_length}}
         )
 
+    def _wait_for_client(self, seconds: float) -> bool:
+        """The scripted delay; False as soon as the client closes the connection during
+        it (a cancelled request), which ``abandoned`` then lists."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and not self.owner._stopping.is_set():
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.02))
+            if not readable:
+                continue
+            try:
+                data = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                data = b""
+            if not data:
+                return False
+            self.owner._sleep(end - time.monotonic())  # a pipelined request: just wait
+        return True
+
     def _handle_post(self) -> None:
         arrived = time.perf_counter()  # the headers are in; the body is read below
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -430,7 +456,11 @@ class _Handler(BaseHTTPRequestHandler):
         if spec is None:
             self._send_json(500, _error_body(NO_REPLY_MESSAGE, "server_error", None))
             return
-        self.owner._sleep(spec.delay)
+        if not self._wait_for_client(spec.delay):
+            with self.owner._lock:
+                self.owner._abandoned.append(body)
+            self.close_connection = True
+            return
         if self.owner._stopping.is_set():
             self.close_connection = True
             return

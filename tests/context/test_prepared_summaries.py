@@ -1,0 +1,411 @@
+"""Summaries prepared in the background (docs/prepared-summaries.md), through `harness9 chat`
+against the scripted server, whose summary calls are slow."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness9.config import ContextOptions, db_path, harness9_home
+from harness9.context.events import discard
+from harness9.context.policy import ContextPolicy
+from harness9.context.prepared import prefix_digest, prefix_of, steered
+from harness9.context.tokens import estimate_tokens
+from harness9.context.view import ModelView, load_view
+from harness9.schema import Message
+from harness9.store import Manager
+from harness9.store.backend import open_store
+from tests.support.cli import chat, terminal
+from tests.support.llm_server import ErrorReply, ScriptedLLMServer, TextReply
+
+WINDOW = "20000"
+TURN_WORDS = "w" * 4800  # each reply: ~1,200 tokens; the context grows ~1,250 a call
+WAITED = re.compile(r"\(prepared ahead, waited (\d+\.\d) s\)")
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    # Every chat request offers the agent's tools; a summariser's request has none.
+    return not body.get("tools")
+
+
+def summary_threads() -> list[threading.Thread]:
+    """Every thread background summaries started (the event loop's included)."""
+    return [t for t in threading.enumerate() if t.name.startswith("harness9-summary")]
+
+
+def summary_workers() -> list[threading.Thread]:
+    """The threads preparing a summary now."""
+    return [t for t in summary_threads() if re.match(r"harness9-summary-\d", t.name)]
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture(autouse=True)
+def prepare_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparing ahead is off by default; these tests turn it on (one turns it off again)."""
+    monkeypatch.setenv("HARNESS9_PREPARE_AHEAD", "true")
+
+
+def write_config(text: str) -> None:
+    harness9_home().mkdir(parents=True, exist_ok=True)
+    (harness9_home() / "config.toml").write_text(text)
+
+
+def turns(n: int, start: int = 0) -> str:
+    return "".join(f"step {i}: go on\n" for i in range(start, start + n))
+
+
+class Script:
+    """Chat replies of ~600 tokens; summaries named SUMMARY-1, SUMMARY-2… in the order
+    asked, each after ``delay`` seconds (or the ``fail`` error). With ``hold``, a chat
+    request arriving while a summary is prepared waits until its worker has ended (the
+    user and the agent going on meanwhile), so the summary is ready at the threshold."""
+
+    def __init__(
+        self,
+        server: ScriptedLLMServer,
+        *,
+        delay: float = 0.0,
+        hold: bool = False,
+        fail: ErrorReply | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        self.server, self.delay, self.hold, self.fail = server, delay, hold, fail
+        self.until = until
+        self.summaries = 0
+        self.lock = threading.Lock()
+        server.respond_with(self)
+
+    def __call__(self, body: dict[str, Any]) -> TextReply | ErrorReply:
+        if is_summary_request(body):
+            with self.lock:
+                self.summaries += 1
+                n = self.summaries
+            if self.fail is not None:
+                return self.fail
+            if self.until is not None and n == 1:
+                assert wait_until(self.until, timeout=120)
+            return TextReply(f"**Goal:** SUMMARY-{n}", delay=self.delay)
+        if self.hold and self.summaries:
+            assert wait_until(lambda: not summary_workers())
+        return TextReply(f"done. {TURN_WORDS}")
+
+
+def summaries_before(name: str, server: ScriptedLLMServer) -> int:
+    """Summary requests sent before the first request carrying ``name``."""
+    reqs = server.requests
+    applied = next(i for i, b in enumerate(reqs) if not is_summary_request(b) and name in str(b))
+    return sum(1 for b in reqs[:applied] if is_summary_request(b))
+
+
+class ScriptedReader:
+    """The terminal's line editor, scripted: ``read(prompt)`` gives each line; text put
+    back in the prompt (``/rewind``) is not used by these tests."""
+
+    def __init__(self, read: Callable[[str], str]) -> None:
+        self.read = read
+
+    def __call__(self, prompt: str) -> str:
+        return self.read(prompt)
+
+    def prefill(self, text: str) -> None:
+        pass
+
+
+def keyboard(monkeypatch: pytest.MonkeyPatch, read: Callable[[str], str]) -> None:
+    """The terminal's line reader, scripted: ``read(prompt)`` gives each line."""
+    from harness9.ui import repl
+
+    monkeypatch.setattr(repl, "terminal_reader", lambda *a, **k: ScriptedReader(read))
+
+
+def summary_texts(server: ScriptedLLMServer) -> list[str]:
+    """The summaries each chat request carried (in order)."""
+    out = []
+    for body in server.requests:
+        if is_summary_request(body):
+            continue
+        found = re.findall(
+            r"SUMMARY-\d+", " ".join(str(m.get("content")) for m in body["messages"])
+        )
+        out.append(found[0] if found else "")
+    return out
+
+
+def test_a_summary_prepared_ahead_is_applied_at_the_threshold_without_waiting(llm_server):
+    script = Script(llm_server, delay=0.5, hold=True)
+
+    result = chat(llm_server, turns(16), "--context-window", WINDOW)
+
+    assert result.exit_code == 0, result.output
+    waited = WAITED.findall(result.stderr)
+    assert waited and set(waited) == {"0.0"}
+    # Requests carried no summary, then the prepared ones from the compaction on.
+    carried = summary_texts(llm_server)
+    first = carried.index("SUMMARY-1")
+    assert set(carried[:first]) == {""} and carried[first] == "SUMMARY-1"
+    assert all(c.startswith("SUMMARY-") for c in carried[first:])
+    # One summary asked for, several calls before the one that applied it.
+    assert summaries_before("SUMMARY-1", llm_server) == 1
+    asked = next(i for i, b in enumerate(llm_server.requests) if is_summary_request(b))
+    applied = next(i for i, b in enumerate(llm_server.requests) if "SUMMARY-1" in str(b))
+    assert applied - asked >= 3
+    assert script.summaries >= 1
+
+
+def turn_is_waiting() -> bool:
+    """A thread of this process (the chat's turn) is waiting for a prepared summary."""
+    for frame in sys._current_frames().values():
+        f: Any = frame
+        while f is not None:
+            if f.f_code.co_name == "apply" and f.f_code.co_filename.endswith("prepared.py"):
+                return True
+            f = f.f_back
+    return False
+
+
+def test_a_summary_not_ready_at_the_threshold_is_waited_for_not_made_again(llm_server):
+    # The summary is answered only once the turn at the threshold waits for it.
+    script = Script(llm_server, delay=0.3, until=turn_is_waiting)
+
+    started = time.monotonic()
+    result = chat(llm_server, turns(16), "--context-window", WINDOW)
+    elapsed = time.monotonic() - started
+
+    assert result.exit_code == 0, result.output
+    waited = WAITED.findall(result.stderr)[0]
+    assert float(waited) >= 0.3
+    assert summaries_before("SUMMARY-1", llm_server) == 1  # not made again
+    assert "SUMMARY-1" in summary_texts(llm_server)
+    assert script.summaries >= 1 and elapsed < 60
+
+
+def test_with_prepare_ahead_off_the_turn_waits_for_the_whole_summary(llm_server, monkeypatch):
+    monkeypatch.setenv("HARNESS9_PREPARE_AHEAD", "false")
+    script = Script(llm_server, delay=0.3)
+
+    result = chat(llm_server, turns(16), "--context-window", WINDOW)
+
+    assert result.exit_code == 0, result.output
+    assert script.summaries == 1
+    assert "⚡ context compacted" in result.stderr and "prepared ahead" not in result.stderr
+
+
+def test_a_prepared_summary_of_a_prefix_undone_since_is_thrown_away(llm_server):
+    # Prepared from the 7th call (past 30 % and the 40 % target); /undo three times removes
+    # the prefix's newest exchange.
+    write_config("[compaction]\nprepare_ahead = true\nprepare_at = 0.3\n")
+    script = Script(llm_server, hold=True)
+
+    result = chat(
+        llm_server,
+        turns(7) + "/undo\n" * 3 + turns(12, 10) + "/context\n",
+        "--context-window",
+        WINDOW,
+    )
+
+    assert result.exit_code == 0, result.output
+    assert script.summaries >= 2
+    carried = summary_texts(llm_server)
+    assert "SUMMARY-1" not in carried  # the summary of the undone prefix is never applied
+    assert any(c.startswith("SUMMARY-") for c in carried)
+    assert re.search(r"summaries prepared ahead\s+1 applied, 1 thrown away", result.output)
+    assert_view_equals_a_fresh_build(llm_server)
+
+
+def assert_view_equals_a_fresh_build(server: ScriptedLLMServer) -> None:
+    """The last request's messages are the stored session's view built from scratch (the
+    reply to it, stored since, left out)."""
+    last = [b for b in server.requests if not is_summary_request(b)][-1]
+    with Manager(db_path()) as m:
+        [info] = m.list_sessions()
+        session = m.open_session(info.id)
+        view = load_view(session, Message("system", "sys"))
+    sent = [(x["role"], x.get("content") or "") for x in last["messages"][1:]]
+    built = [(x.role, x.content) for x in view.messages[1:-1]]
+    assert sent == built
+
+
+def test_a_failed_background_summary_falls_back_at_the_threshold_as_today(llm_server):
+    script = Script(llm_server, fail=ErrorReply(400, "summaries are broken today"))
+
+    result = chat(llm_server, turns(16), "--context-window", WINDOW)
+
+    assert result.exit_code == 0, result.output
+    # The background one failed silently; at the threshold the summary was asked for again
+    # (as without preparation), failed again, and older messages were truncated.
+    assert script.summaries >= 2
+    [notice] = [ln for ln in result.stderr.splitlines() if "⚡ context compacted" in ln]
+    assert "prepared ahead" not in notice
+    assert "summary failed" in result.output and "summaries are broken today" in result.output
+    failed_at = result.output.index("summary failed")
+    turns_before = result.output[:failed_at].count("ctx ")
+    assert turns_before >= 8  # at the threshold, not when the background one failed
+
+
+def test_exit_while_a_summary_is_prepared_cancels_its_request_and_thread(llm_server):
+    write_config("[compaction]\nprepare_ahead = true\nprepare_at = 0.45\n")
+    script = Script(llm_server, delay=30.0)
+
+    started = time.monotonic()
+    result = chat(llm_server, turns(8) + "/exit\n", "--context-window", WINDOW)
+
+    assert result.exit_code == 0, result.output
+    assert script.summaries == 1
+    assert time.monotonic() - started < 20  # /exit did not wait out the 30 s summary
+    assert summary_threads() == []
+    # The server saw the summary's connection closed before it answered.
+    assert wait_until(lambda: len(llm_server.abandoned) == 1, timeout=5)
+    assert is_summary_request(llm_server.abandoned[0])
+    with Manager(db_path()) as m:
+        [info] = m.list_sessions()
+        assert m.open_session(info.id).latest_checkpoint() is None  # nothing half-written
+
+
+def test_ctrl_c_at_the_prompt_cancels_the_summary_being_prepared(llm_server, monkeypatch):
+    write_config("[compaction]\nprepare_ahead = true\nprepare_at = 0.45\n")
+    script = Script(llm_server, delay=30.0)
+    env = terminal()
+    reads = iter(turns(8).splitlines())
+
+    def read_line(_prompt: str) -> str:
+        line = next(reads, None)
+        if line is not None:
+            return line
+        if script.summaries and summary_workers():
+            raise KeyboardInterrupt  # once, with the summary under way
+        raise EOFError
+
+    keyboard(monkeypatch, read_line)
+    result = chat(llm_server, "", "--context-window", WINDOW, obj=env)
+
+    assert result.exit_code == 0, env.stderr.getvalue()
+    assert script.summaries == 1
+    assert wait_until(lambda: len(llm_server.abandoned) == 1, timeout=5)
+    assert summary_threads() == []
+
+
+def test_the_token_line_says_a_summary_is_being_prepared(llm_server, monkeypatch):
+    write_config("[compaction]\nprepare_ahead = true\nprepare_at = 0.45\n")
+    Script(llm_server, delay=30.0)
+    env = terminal()
+    lines = iter([*turns(8).splitlines(), "/exit"])
+    keyboard(monkeypatch, lambda _prompt: next(lines))
+
+    result = chat(llm_server, "", "--context-window", WINDOW, obj=env)
+
+    assert result.exit_code == 0, env.stderr.getvalue()
+    lines = [ln for ln in env.stdout.getvalue().splitlines() if "ctx " in ln]
+    assert "summary being prepared" not in lines[0]
+    assert "summary being prepared" in lines[-1]
+
+
+# -- the pure parts --------------------------------------------------------------------------
+
+
+def view_of(*pairs: tuple[int, str]) -> ModelView:
+    msgs = [Message("system", "s"), *(Message("user", text) for _, text in pairs)]
+    return ModelView(msgs, [None, *(i for i, _ in pairs)])
+
+
+def test_the_prefix_digest_changes_with_an_id_a_content_or_the_checkpoint():
+    view = view_of((1, "a"), (2, "b"))
+    base = prefix_digest(view, None)
+    assert prefix_digest(view_of((1, "a"), (2, "b")), None) == base
+    assert prefix_digest(view_of((1, "a"), (3, "b")), None) != base  # undone, retyped
+    assert prefix_digest(view_of((1, "a"), (2, "c")), None) != base
+    assert prefix_digest(view, (4, 2, 1.0)) != base  # another checkpoint under it
+
+
+def test_the_prefix_of_a_view_ends_at_its_last_id_or_is_none():
+    view = view_of((1, "a"), (2, "b"), (3, "c"))
+    prefix = prefix_of(view, 2)
+    assert prefix is not None and prefix.ids == [None, 1, 2]
+    assert prefix_of(view, 7) is None
+
+
+def test_steering_pads_only_the_system_message():
+    msgs = [Message("system", "s"), Message("user", "u")]
+    assert steered(msgs, 0) == msgs
+    padded = steered(msgs, 2)
+    assert padded[0].content == "s" + " " * 8 and padded[1] is msgs[1]
+
+
+def test_the_applied_checkpoint_equals_one_made_at_the_threshold_over_the_prefix(store_url):
+    """Prepared (answers recorded), then applied over the same prefix with new messages
+    after it: the checkpoint is the one the compaction of that prefix makes when made at
+    once (counting, as the preparation does, the growth still to come before the
+    threshold), and the new messages stay verbatim. Runs on both stores."""
+    from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
+
+    with open_store(store_url) as manager:
+        owner = BackgroundSummaries()
+        model = Fixed()
+        prepared = ContextPolicy(
+            ContextOptions(prepare_ahead=True, prepare_at=0.3),
+            model,
+            8000,
+            preparer=BackgroundPreparer(owner, model, lambda e: None),  # type: ignore[arg-type]
+        )
+        made = _compacted(manager, prepared, ahead=True)
+        owner.close()
+        reference = _compacted(manager, ContextPolicy(ContextOptions(), model, 8000), ahead=False)
+    assert made == reference
+    assert model.calls == 2  # one summary each: the prepared one was not made again
+
+
+class Fixed:
+    """A summariser answering every request with the same text."""
+
+    model = "fixed"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, messages: list[Message], tools: list[Any]) -> tuple[Message, None]:
+        self.calls += 1
+        return Message("assistant", "**Goal:** the prefix's summary"), None
+
+    async def agenerate(self, messages: list[Message], tools: list[Any]) -> tuple[Message, None]:
+        return self.generate(messages, tools)
+
+
+def _compacted(manager: Any, policy: ContextPolicy, *, ahead: bool) -> tuple[Any, ...]:
+    """Ten exchanges, compacted ahead (then two more, over the threshold) or at once (then
+    the same two more): the checkpoint's content and the newest messages of the view."""
+    s = manager.new_session()
+    for i in range(10):
+        s.add_messages([Message("user", f"ask {i} " + "q" * 800), Message("assistant", "a" * 800)])
+    system = Message("system", "sys")
+    if ahead:
+        policy.prepare(s, system, [], [])  # past 30 % of the window: the preparation starts
+        assert policy.ahead is not None and policy.ahead.preparing(s.session_id)
+    else:  # the same prefix compacted now, the growth to the threshold counted
+        view = load_view(s, system)
+        to_come = policy.threshold_tokens - estimate_tokens(view.messages)
+        comp = policy.compactor
+        assert policy._compact(s, system, view, comp, True, discard, framing=to_come)
+    s.add_messages([Message("user", "new " + "n" * 3000), Message("assistant", "b" * 3000)])
+    s.add_messages([Message("user", "more " + "m" * 3000), Message("assistant", "c" * 3000)])
+    if ahead:
+        policy.prepare(s, system, [], [])  # over the threshold: applied
+        assert policy.ahead is not None and policy.ahead.applied == {s.session_id: 1}
+    cp = s.latest_checkpoint()
+    assert cp is not None
+    first = s.get_records()[0].id
+    content = (cp.summary, cp.strategy, cp.recall, cp.instructions, cp.state, cp.stubs)
+    newest = [m.content for m in load_view(s, system).messages[-4:]]
+    return cp.last_message_id - first, repr(content).replace(str(first), "#"), newest
