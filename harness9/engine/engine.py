@@ -231,9 +231,7 @@ class AgentEngine:
         result = TurnResult()
         too_big = self._never_fits(sess, user_text)
         if too_big is not None:
-            result.error = too_big
-            emit(ev.Error(too_big))
-            return result
+            return self._failed(result, too_big)
         self._remember_model(sess)
         sess.add_messages([Message(ROLE_USER, user_text)])
         policy.begin_turn(sess, self.prompt_builder.build(sess), emit)
@@ -270,10 +268,8 @@ class AgentEngine:
                 if not reply.content.strip() and not reply.tool_calls:
                     # Nothing to keep, and an empty assistant turn is rejected by some APIs
                     # on the next request: report it instead of storing it.
-                    result.error = EMPTY_REPLY.format(model=self.provider.model)
                     self._report_usage(usage)
-                    emit(ev.Error(result.error))
-                    return result
+                    return self._failed(result, EMPTY_REPLY.format(model=self.provider.model))
                 sess.add_messages([reply])
                 # Reported after the save: accounting must never delay keeping the reply.
                 self._report_usage(usage)
@@ -283,12 +279,11 @@ class AgentEngine:
                     return result
                 pending = list(reply.tool_calls)
                 self._run_calls(sess, pending, tools_used)
-            result.error = (
+            return self._failed(
+                result,
                 f"stopped after {self.options.max_iterations} model calls in one turn; "
-                "send another message to let the agent continue"
+                "send another message to let the agent continue",
             )
-            emit(ev.Error(result.error))
-            return result
         except KeyboardInterrupt:
             policy.cancel_prepared(wait=True)  # Ctrl-C stops the background summary too
             # Keep what is complete, and of a reply cut off mid-stream what was shown (the
@@ -302,9 +297,13 @@ class AgentEngine:
             result.interrupted = True
             return result
         except ProviderError as exc:
-            result.error = str(exc)
-            emit(ev.Error(result.error))
-            return result
+            return self._failed(result, str(exc))
+
+    def _failed(self, result: TurnResult, error: str) -> TurnResult:
+        """The turn ends with ``error``, shown to the user."""
+        result.error = error
+        self.on_event(ev.Error(error))
+        return result
 
     def _output_watcher(self, call: ToolCall) -> Callable[[bytes], None]:
         """Hands a running tool's output to the UI as text (UTF-8 split across chunks kept)."""
