@@ -31,7 +31,7 @@ Targets (ok/NO):
 - the 60-call session billed at most 0.5x of ``all`` in each billing style, every call OK;
 - five configured stdio servers add at most 1 s before ``harness9 chat`` shows its prompt in
   a pseudo-terminal (median of 5 runs each, servers vs none; scripts/bench_startup.py's way);
-- and ``edit_file``'s targets, from scripts/bench_edit.py when it is there.
+- and ``edit_file``'s targets, from scripts/bench_edit.py.
 
     .venv/bin/python -m scripts.bench_mcp [--skip-startup]
 """
@@ -247,11 +247,9 @@ def startup(runs: int = 5) -> tuple[float, float]:
 # -- the report ----------------------------------------------------------------------------------
 
 
-def edit_rows() -> list[tuple[str, str, bool]] | None:
-    try:
-        import bench_edit  # type: ignore[import-not-found]
-    except ImportError:
-        return None
+def edit_rows() -> list[tuple[str, str, bool]]:
+    from scripts import bench_edit
+
     return list(bench_edit.run())
 
 
@@ -322,11 +320,9 @@ def main() -> int:
             )
         )
     edits = edit_rows()
-    for label, figure, ok in rows + (edits or []):
+    for label, figure, ok in rows + edits:
         print(f"{verdict(ok):<3} {label}: {figure}")
-    if edits is None:
-        print("    the edit_file targets are in scripts/bench_edit.py (not in this checkout)")
-    return 0 if all(ok for _, _, ok in rows + (edits or [])) else 1
+    return 0 if all(ok for _, _, ok in rows + edits) else 1
 
 
 if __name__ == "__main__":
