@@ -18,7 +18,9 @@ _LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored pa
 MAX_DECLARATIONS = 20
 GENERIC_CHARS = 300
 
-READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
+# Tools whose output is one file's text (summarised as that file); not the smart trigger's
+# READ_ONLY_TOOLS (harness9.context.policy), which are every tool that only looks.
+FILE_READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
 GREP_TOOLS = frozenset({"grep", "Grep", "rg", "search", "search_files"})
 SHELL_TOOLS = frozenset({"bash", "shell", "Shell", "sh", "run_command", "exec"})
 
@@ -114,7 +116,7 @@ def summarize_output(
     over the grep shape. ``brief`` is the short form eviction uses, where every byte
     kept competes with the conversation itself."""
     head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
-    if tool_name in READ_TOOLS:
+    if tool_name in FILE_READ_TOOLS:
         path = _arg(args_json, "path", "file_path", "filename", "file")
         path = path or (metadata or {}).get("path") or "?"
         lines = [f"read_file {path}: {stats.line_count} lines"]
