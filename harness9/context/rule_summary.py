@@ -104,6 +104,19 @@ def _clip(line: str, n: int = 160) -> str:
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
+def _exit_status(metadata: dict, tail: str) -> str:
+    """``exit code N`` as the shell tool reported it (``timed out`` when it killed the
+    command); the code read from the output's last lines only for a result that came without it
+    (eviction's stored text, another shell tool), where a command's own "exit code"
+    line could otherwise pass for the tool's."""
+    if "exit_code" in metadata:
+        code = metadata["exit_code"]
+        if code is not None:
+            return f"exit code {code}"
+        return "timed out" if metadata.get("timed_out") else "exit code unknown"
+    return f"exit code {(_EXIT_RE.findall(tail) or ['unknown'])[-1]}"
+
+
 def summarize_output(
     tool_name: str,
     args_json: str,
@@ -135,13 +148,10 @@ def summarize_output(
         )
     if tool_name in SHELL_TOOLS:
         cmd = _arg(args_json, "command", "cmd")
-        if metadata and metadata.get("exit_code") is not None:
-            code = str(metadata["exit_code"])
-        else:
-            code = (_EXIT_RE.findall(tail) or ["unknown"])[-1]
+        status = _exit_status(metadata or {}, tail)
         quoted = f" `{_clip(cmd, 80)}`" if cmd else ""
         last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
-        lines = [f"{tool_name}{quoted}: exit code {code}, {stats.line_count} lines", "last lines:"]
+        lines = [f"{tool_name}{quoted}: {status}, {stats.line_count} lines", "last lines:"]
         return "\n".join(lines + ["  " + _clip(x) for x in last])
     n = 120 if brief else GENERIC_CHARS
     cut = len(head) > n or stats.total_bytes != len(stats.head)
