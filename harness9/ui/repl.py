@@ -20,6 +20,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from harness9.context.offload import RECALL_HINT_START
 from harness9.context.policy import ContextBreakdown
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
@@ -650,7 +651,7 @@ class ChatLoop:
             self.io.err.print(Text(inert(full)), soft_wrap=True)
             return
         # The model's instruction to recall it is not the person's: drop it.
-        shown = [x for x in last.content.splitlines() if not x.startswith("use offload_recall(")]
+        shown = [x for x in last.content.splitlines() if not x.startswith(RECALL_HINT_START)]
         self.io.err.print(Text(inert("\n".join(shown))), soft_wrap=True)
 
     def cmd_model(self, rest: str) -> None:
