@@ -24,6 +24,9 @@ TRUNCATED_STUB = "[context truncated]"
 UNFINISHED_STUB = "[interrupted: harness9 stopped before this tool finished; no result came]"
 
 TODO_STATUSES = ("pending", "in_progress", "completed")
+# How a todo's status is written in text: the todo tools' results, the view's kept state,
+# `sessions show`, and the old state notes read back by harness9.store.legacy_checkpoint.
+TODO_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
 @dataclass(slots=True)

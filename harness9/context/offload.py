@@ -26,6 +26,10 @@ from harness9.store.offloads import (
     valid_session_id,
 )
 
+# The last line of an offload's summary: an instruction for the model, which /last
+# leaves out when it shows the summary to a person.
+RECALL_HINT_START = "use offload_recall("
+
 
 @dataclass(slots=True)
 class OffloadConfig:
@@ -86,7 +90,7 @@ class OffloadWriter:
         body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
         summary = (
             f"{offload_header(self.id, stats.tokens)}\n{body}\n"
-            f'use offload_recall(id="{self.id}") for the full content'
+            f'{RECALL_HINT_START}id="{self.id}") for the full content'
         )
         result = OffloadedResult(
             id=self.id,

@@ -862,7 +862,9 @@ def _gained(before: int, after: int, force: bool) -> bool:
 
 # The smart trigger looks further ahead while the recent calls mostly read, but a
 # sub-agent's call outranks that (the seed's patterns) and looks no further than the default.
-READ_TOOLS = frozenset(
+# Every tool that only looks (reads, lists, searches); wider than the rule summary's
+# FILE_READ_TOOLS (harness9.context.rule_summary), the tools whose output is one file.
+READ_ONLY_TOOLS = frozenset(
     {"read_file", "grep", "glob", "ls", "list_dir", "list_files", "search", "offload_recall"}
 )
 SUB_AGENT_TOOLS = frozenset({"task", "sub_agent", "spawn_agent", "delegate", "agent"})
@@ -875,7 +877,7 @@ def read_heavy(recent_tools: Sequence[str]) -> bool:
     """More than half of the calls read, and none is a sub-agent's."""
     if any(t in SUB_AGENT_TOOLS for t in recent_tools):
         return False
-    return sum(t in READ_TOOLS for t in recent_tools) * 2 > len(recent_tools)
+    return sum(t in READ_ONLY_TOOLS for t in recent_tools) * 2 > len(recent_tools)
 
 
 @dataclass(slots=True)

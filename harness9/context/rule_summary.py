@@ -18,7 +18,9 @@ _LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored pa
 MAX_DECLARATIONS = 20
 GENERIC_CHARS = 300
 
-READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
+# Tools whose output is one file's text (summarised as that file); not the smart trigger's
+# READ_ONLY_TOOLS (harness9.context.policy), which are every tool that only looks.
+FILE_READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
 GREP_TOOLS = frozenset({"grep", "Grep", "rg", "search", "search_files"})
 SHELL_TOOLS = frozenset({"bash", "shell", "Shell", "sh", "run_command", "exec"})
 
@@ -102,6 +104,19 @@ def _clip(line: str, n: int = 160) -> str:
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
+def _exit_status(metadata: dict, tail: str) -> str:
+    """``exit code N`` as the shell tool reported it (``timed out`` when it killed the
+    command); the code read from the output's last lines only for a result that came without it
+    (eviction's stored text, another shell tool), where a command's own "exit code"
+    line could otherwise pass for the tool's."""
+    if "exit_code" in metadata:
+        code = metadata["exit_code"]
+        if code is not None:
+            return f"exit code {code}"
+        return "timed out" if metadata.get("timed_out") else "exit code unknown"
+    return f"exit code {(_EXIT_RE.findall(tail) or ['unknown'])[-1]}"
+
+
 def summarize_output(
     tool_name: str,
     args_json: str,
@@ -114,7 +129,7 @@ def summarize_output(
     over the grep shape. ``brief`` is the short form eviction uses, where every byte
     kept competes with the conversation itself."""
     head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
-    if tool_name in READ_TOOLS:
+    if tool_name in FILE_READ_TOOLS:
         path = _arg(args_json, "path", "file_path", "filename", "file")
         path = path or (metadata or {}).get("path") or "?"
         lines = [f"read_file {path}: {stats.line_count} lines"]
@@ -133,13 +148,10 @@ def summarize_output(
         )
     if tool_name in SHELL_TOOLS:
         cmd = _arg(args_json, "command", "cmd")
-        if metadata and metadata.get("exit_code") is not None:
-            code = str(metadata["exit_code"])
-        else:
-            code = (_EXIT_RE.findall(tail) or ["unknown"])[-1]
+        status = _exit_status(metadata or {}, tail)
         quoted = f" `{_clip(cmd, 80)}`" if cmd else ""
         last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
-        lines = [f"{tool_name}{quoted}: exit code {code}, {stats.line_count} lines", "last lines:"]
+        lines = [f"{tool_name}{quoted}: {status}, {stats.line_count} lines", "last lines:"]
         return "\n".join(lines + ["  " + _clip(x) for x in last])
     n = 120 if brief else GENERIC_CHARS
     cut = len(head) > n or stats.total_bytes != len(stats.head)

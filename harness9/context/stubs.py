@@ -26,6 +26,7 @@ from harness9.schema import (
     ToolCall,
 )
 from harness9.store.session import (
+    OFFLOAD_MARKER,
     STUB_ARGUMENTS,
     STUB_EVICTED,
     STUB_STUBBED,
@@ -35,7 +36,6 @@ from harness9.store.session import (
     message_handle,
 )
 
-OFFLOAD_MARKER = "📂 [offload:"
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
 _STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)

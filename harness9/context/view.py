@@ -33,7 +33,15 @@ from harness9.context.tokens import (
     message_bytes,
     utf8_len,
 )
-from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, TodoItem
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    ROLE_USER,
+    TODO_MARKS,
+    Message,
+    TodoItem,
+)
 from harness9.store.holding import HoldingSession
 from harness9.store.session import (
     STUB_VERBATIM,
@@ -53,7 +61,6 @@ _RECALL_INTRO = (
 )
 _KEY_FIELDS = ("command", "path", "file", "query", "pattern", "url", "id", "description")
 _KEY_CHARS = 80
-_STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 # Codex's COMPACT_USER_MESSAGE_MAX_TOKENS, and the share of its 272K window that is.
 MAX_INSTRUCTION_TOKENS = 20_000
 INSTRUCTION_SHARE = 0.075
@@ -144,7 +151,7 @@ def render_state(items: Sequence[TodoItem]) -> str:
     if not items:
         return ""
     lines = ["## State at the last compaction", "Todo list:"]
-    return "\n".join(lines + [f"{_STATUS_MARK.get(t.status, '[ ]')} {t.content}" for t in items])
+    return "\n".join(lines + [f"{TODO_MARKS.get(t.status, '[ ]')} {t.content}" for t in items])
 
 
 def render_instructions(messages: Sequence[str]) -> str:

@@ -566,5 +566,5 @@ class AgentEngine:
             )
         code = outcome.metadata.get("exit_code")
         exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-        self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code))
+        self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code, link))
         return content, link

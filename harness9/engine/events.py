@@ -13,6 +13,7 @@ from harness9.context.events import (
     SummaryPreparing,
 )
 from harness9.schema import Message, ToolCall, Usage
+from harness9.store.session import OffloadLink
 
 __all__ = [
     "AssistantReply",
@@ -94,6 +95,8 @@ class ToolFinished:
     # The exit status of the command the tool ran (bash), None for other tools: a command
     # that failed is shown as failed even though its output is a normal result.
     exit_code: int | None = None
+    # Where the whole output is when ``content`` is its offload's summary (/last shows it).
+    offload: OffloadLink | None = None
 
 
 @dataclass(slots=True)

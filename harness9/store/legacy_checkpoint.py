@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from harness9.schema import TodoItem
+from harness9.schema import TODO_MARKS, TodoItem
 from harness9.store.legacy_offload import legacy_evicted_offload
 from harness9.store.session import STUB_VERBATIM, Checkpoint, RecallEntry, Stub
 
@@ -25,7 +25,7 @@ __all__ = ["legacy_recall", "legacy_state", "legacy_stubs", "read_legacy_details
 _ENTRY_END = " tokens)"
 _OVERFLOW_START = "… and "
 _TODO_START = "Todo list:"
-_STATUS_OF_MARK = {"[ ]": "pending", "[~]": "in_progress", "[x]": "completed"}
+_STATUS_OF_MARK = {mark: status for status, mark in TODO_MARKS.items()}
 _SCALE = {"K": 1000, "M": 1_000_000}
 
 

@@ -12,19 +12,18 @@ old checkpoint's eviction stub that names its offload is read the same way
 from __future__ import annotations
 
 from harness9.schema import ROLE_TOOL
-from harness9.store.session import OffloadLink
+from harness9.store.session import OFFLOAD_MARKER, OffloadLink
 
 __all__ = ["legacy_evicted_offload", "legacy_offload"]
 
-_MARKER = "📂 [offload:"
 _ID_CHARS = 16  # ofl_ + 12 hex
 
 
 def _link(text: str, prefix: str, what: str) -> OffloadLink | None:
     """The link of a first line ``📂 [offload:<id>] <prefix><N> tokens <what>``."""
-    if not text.startswith(_MARKER):
+    if not text.startswith(OFFLOAD_MARKER):
         return None
-    head = text[len(_MARKER) :].split("\n", 1)[0]
+    head = text[len(OFFLOAD_MARKER) :].split("\n", 1)[0]
     oid, sep, rest = head.partition("] ")
     if not (sep and len(oid) == _ID_CHARS and oid.startswith("ofl_") and rest.startswith(prefix)):
         return None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness9.errors import HarnessError
-from harness9.store.blobs import BlobError, BlobStore
+from harness9.store.blobs import BlobError, BlobStore, valid_blob_session_id
 
 __all__ = [
     "RECALL_MAX_CHARS",
@@ -41,7 +41,6 @@ RECALL_MAX_CHARS = 8000
 SEARCH_MAX_BYTES = 4 << 20  # of one offloaded file, when history_search scans it
 SNIPPET_CHARS = 240
 _ID_RE = re.compile(r"^ofl_[0-9a-f]{12}$")
-_SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _READ_CHUNK_CHARS = 1 << 20
 
 
@@ -69,7 +68,7 @@ class OffloadedResult:
 
 
 def valid_session_id(session_id: str) -> bool:
-    return bool(_SESSION_RE.match(session_id or ""))
+    return valid_blob_session_id(session_id)  # offloads are blobs: one rule for both
 
 
 def new_offload_id() -> str:

@@ -138,6 +138,11 @@ class UsageTotals:
 USAGE_FIELDS = tuple(UsageTotals.__dataclass_fields__)
 
 
+# The first characters of the text that stands for an offloaded result in the log,
+# ``📂 [offload:<id>] <N> tokens offloaded`` (harness9.context.stubs writes it).
+OFFLOAD_MARKER = "📂 [offload:"
+
+
 @dataclass(slots=True, frozen=True)
 class OffloadLink:
     """Where a logged tool result's full output is: the offload its summary stands for."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness9.schema import TODO_STATUSES, TodoItem, ToolDefinition
+from harness9.schema import TODO_MARKS, TODO_STATUSES, TodoItem, ToolDefinition
 from harness9.store.session import Session
 from harness9.tools.base import ToolContext, ToolError, ToolResult
 
-_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 NO_TODOS = "no todos"
 
 
@@ -16,7 +15,7 @@ def render_todos(items: list[TodoItem]) -> str:
     """One line per item: ``[ ] pending``, ``[~] in progress``, ``[x] completed``."""
     if not items:
         return NO_TODOS
-    return "\n".join(f"{_MARKS.get(t.status, '[?]')} {t.content}" for t in items)
+    return "\n".join(f"{TODO_MARKS.get(t.status, '[?]')} {t.content}" for t in items)
 
 
 def _session(ctx: ToolContext) -> Session:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from harness9.store.session import ForkOrigin, SessionInfo, valid_timestamp
 
 # C0/C1 controls (tab and newline included: a title is one line) and bidi overrides.
-_UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_IN_ONE_LINE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def iso_utc(ts: float) -> str | None:
@@ -67,7 +67,7 @@ def session_lines(
     head = f"{'ID':<{id_w}}  {'UPDATED':<16}  {'MSGS':>{count_w}}  TITLE"
     lines = [head]
     for s in sessions:
-        title = _UNSAFE_RE.sub("?", marked_title(s.title, (origins or {}).get(s.id)))
+        title = _UNSAFE_IN_ONE_LINE_RE.sub("?", marked_title(s.title, (origins or {}).get(s.id)))
         if s.parent_id:  # a sub-agent's session (`list --all`)
             title = f"↳ sub-agent of {s.parent_id[:8]}: {title}"
         sid = s.id[:id_w]

@@ -20,7 +20,9 @@ from harness9.ui.listing import iso_utc
 from harness9.ui.text import plural
 
 _BACKTICKS_RE = re.compile(r"`+")
-_TODO_MARKS = {"pending": "[ ]", "in_progress": "[ ]", "completed": "[x]"}
+# A Markdown task list knows only open "[ ]" and done "[x]": in progress is an open item
+# with a note (not TODO_MARKS' "[~]", which renders as literal text).
+_TASK_LIST_MARKS = {"pending": "[ ]", "in_progress": "[ ]", "completed": "[x]"}
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant", "tool": "Tool result", "system": "System"}
 
 
@@ -112,7 +114,7 @@ def session_markdown(snap: SessionSnapshot) -> str:
     if snap.todos:
         items = []
         for t in snap.todos:
-            mark = _TODO_MARKS.get(t.status, "[ ]")
+            mark = _TASK_LIST_MARKS.get(t.status, "[ ]")
             note = " *(in progress)*" if t.status == "in_progress" else ""
             items.append(f"- {mark} {t.content}{note}")
         blocks.append("## Todos\n\n" + "\n".join(items))

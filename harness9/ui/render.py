@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.text import Text
 
-from harness9.schema import TodoItem
+from harness9.schema import TODO_MARKS, TodoItem
 from harness9.store.session import (
     Checkpoint,
     Lineage,
@@ -29,7 +29,6 @@ _ROLE_STYLES = {
     "tool": "bold yellow",
     "system": "bold magenta",
 }
-_TODO_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
 def render_session(
@@ -72,7 +71,7 @@ def render_session(
         console.print()
         console.print(Text("Todos", style="bold underline"))
         for t in todos:
-            console.print(Text(f"  {_TODO_MARKS.get(t.status, '[?]')} {inert(t.content)}"))
+            console.print(Text(f"  {TODO_MARKS.get(t.status, '[?]')} {inert(t.content)}"))
     if checkpoints:
         console.print()
         console.print(Text("Compaction checkpoints", style="bold underline"))

@@ -20,15 +20,15 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from harness9.context.offload import RECALL_HINT_START
 from harness9.context.policy import ContextBreakdown
-from harness9.context.stubs import OFFLOAD_MARKER, is_offload_marker
 from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
-from harness9.store.session import SessionNotFoundError, UsageTotals
+from harness9.store.session import OffloadLink, SessionNotFoundError, UsageTotals
 from harness9.ui import goback
 from harness9.ui.compaction_plan import too_small_reason
 from harness9.ui.hangup import stop_requested
@@ -646,12 +646,12 @@ class ChatLoop:
             self.io.err.print("no tool has run in this chat yet")
             return
         self.io.err.print(tool_call_line(last.call.name, last.call.arguments))
-        full = offloaded_text(self.engine, last.content)
+        full = offloaded_text(self.engine, last.offload)
         if full is not None:
             self.io.err.print(Text(inert(full)), soft_wrap=True)
             return
         # The model's instruction to recall it is not the person's: drop it.
-        shown = [x for x in last.content.splitlines() if not x.startswith("use offload_recall(")]
+        shown = [x for x in last.content.splitlines() if not x.startswith(RECALL_HINT_START)]
         self.io.err.print(Text(inert("\n".join(shown))), soft_wrap=True)
 
     def cmd_model(self, rest: str) -> None:
@@ -907,13 +907,13 @@ def stdin_reader(stream: Any) -> Callable[[str], str]:
     return read
 
 
-def offloaded_text(engine: AgentEngine, content: str) -> str | None:
+def offloaded_text(engine: AgentEngine, link: OffloadLink | None) -> str | None:
     """The whole output behind an offloaded result, for /last: the model was shown a
     summary ending in an instruction for it (``use offload_recall(…)``), not for a person.
-    None when ``content`` is no offload marker or its output cannot be read any more."""
-    if not is_offload_marker(content):
+    None when the result was not offloaded or its output cannot be read any more."""
+    if link is None:
         return None
-    offload_id = content[len(OFFLOAD_MARKER) :].split("]", 1)[0]
+    offload_id = link.offload_id
     store = engine.policy.offload
     if store is None or not store.valid_id(offload_id):
         return None

@@ -116,6 +116,19 @@ def test_bash_summary_reads_exit_code_from_output_when_no_metadata(store):
     assert "exit code 127" in store.maybe_offload(SID, "bash", "{}", content).summary
 
 
+def test_bash_summary_of_a_timed_out_command_says_so_not_a_code_the_command_printed(store):
+    content = "build\n" * 3000 + "exit code: 0\n" + "waiting\n" * 5  # a step passed, then a hang
+    metadata = {"exit_code": None, "timed_out": True, "bytes": len(content)}
+    summary = store.maybe_offload(SID, "bash", '{"command": "ci"}', content, metadata=metadata)
+    assert "bash `ci`: timed out, 3006 lines" in summary.summary
+
+
+def test_bash_summary_takes_the_exit_code_from_metadata_over_the_output(store):
+    content = "out\n" * 3000 + "exit code: 0\n"  # the command's own line, not the tool's
+    result = store.maybe_offload(SID, "bash", "{}", content, metadata={"exit_code": 3})
+    assert "bash: exit code 3, 3001 lines" in result.summary
+
+
 def test_generic_summary_is_first_300_characters(store):
     content = "".join(chr(ord("a") + i % 26) for i in range(20000))
     summary = store.maybe_offload(SID, "fetch_url", "{}", content).summary
