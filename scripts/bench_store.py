@@ -473,8 +473,8 @@ def plain_import(conn: sqlite3.Connection, snap: SessionSnapshot) -> int:
         (sid, info.created_at, info.updated_at, info.title, len(snap.records)),
     )
     conn.executemany(
-        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
+        "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [(sid, *message_values(r.message), r.created_at) for r in snap.records],
     )
     conn.execute("COMMIT")
