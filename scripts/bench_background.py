@@ -47,7 +47,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import bench_session as bs  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
@@ -55,6 +54,7 @@ from harness9.context.view import load_view  # noqa: E402
 from harness9.engine.metering import MeteredSummarizer  # noqa: E402
 from harness9.schema import Message  # noqa: E402
 from harness9.store import Manager  # noqa: E402
+from scripts import bench_session as bs  # noqa: E402
 from tests.support.llm_server import ScriptedLLMServer, TextReply  # noqa: E402
 
 WINDOW = 24_000
@@ -180,7 +180,9 @@ def undo_and_rewind(tmp: Path) -> dict[str, Any]:
     while the next one is prepared. Every summary is named (SUMMARY-n)."""
     home = tmp / "undo"
     (home / "h9").mkdir(parents=True)
-    (home / "h9" / "config.toml").write_text("[compaction]\nprepare_at = 0.3\n")
+    (home / "h9" / "config.toml").write_text(
+        "[compaction]\nprepare_ahead = true\nprepare_at = 0.3\n"
+    )
     asked: list[str] = []
     lock = threading.Lock()
 
