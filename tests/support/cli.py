@@ -177,3 +177,17 @@ def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 3
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.005)
+
+
+def answering(console: Any, *answers: str, then: str = "n") -> tuple[Any, list[str]]:
+    """A terminal approver that answers ``answers`` in turn (then ``then``), and the list
+    of the questions it was asked, in order."""
+    from harness9.ui.approval import TerminalApprover
+
+    queue, asked = iter(answers), []
+
+    def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return next(queue, then)
+
+    return TerminalApprover(console, ask=ask, flush=lambda: None), asked

@@ -13,7 +13,7 @@ from harness9.config import McpServer
 from harness9.tools.base import Approval, Declined, ToolContext
 from harness9.tools.mcp.manager import McpManager
 from harness9.tools.mcp.toolset import McpTool, McpToolset
-from tests.support.cli import cli, terminal
+from tests.support.cli import answering, cli, terminal
 from tests.tools.test_mcp import DEMO, configure, demo, script, tool_messages
 
 
@@ -94,16 +94,7 @@ def test_an_always_answer_is_per_tool(manager, workdir):
 
     from rich.console import Console
 
-    from harness9.ui.approval import TerminalApprover
-
-    answers = iter(["a"])
-    asked: list[str] = []
-
-    def ask(prompt: str) -> str:
-        asked.append(prompt)
-        return next(answers, "n")
-
-    approver = TerminalApprover(Console(file=io.StringIO()), ask=ask, flush=lambda: None)
+    approver, asked = answering(Console(file=io.StringIO()), "a")
     ctx = ToolContext(workdir=workdir, session=None, confirm=approver)
     toolset = McpToolset(manager, window=1_000_000)
     add, reverse = toolset.get("mcp__demo__add"), toolset.get("mcp__demo__reverse")

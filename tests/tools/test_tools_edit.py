@@ -13,6 +13,7 @@ from harness9.store import Manager
 from harness9.tools import ToolContext
 from harness9.tools.base import Approval, Declined
 from harness9.ui.approval import TerminalApprover
+from tests.support.cli import answering
 from tests.support.tools import make_ctx, run_tool
 from tests.ui.test_terminal import chat_loop, lines_of, terminal
 
@@ -287,13 +288,7 @@ def test_in_chat_an_edit_shows_its_diff_and_asks(llm_server, manager, workdir, a
     llm_server.reply_tool_calls([edit_call("c1", "app.py", "    y = 2\n", "    y = 3\n")])
     llm_server.reply_text("done")
     console = terminal(width=80)
-    questions: list[str] = []
-
-    def ask(prompt: str) -> str:
-        questions.append(prompt)
-        return "y"
-
-    approver = TerminalApprover(console, ask=ask, flush=lambda: None)
+    approver, questions = answering(console, "y", then="y")
     loop = chat_loop(llm_server, manager, workdir, console, lines_of("bump y"), approver=approver)
     assert loop.run() == 0
 
@@ -318,13 +313,7 @@ def test_in_chat_always_for_a_path_covers_its_later_edits(
     llm_server.reply_tool_calls([edit_call("c2", "app.py", "y = 2", "y = 4")])
     llm_server.reply_text("done")
     console = terminal(width=80)
-    questions: list[str] = []
-
-    def ask(prompt: str) -> str:
-        questions.append(prompt)
-        return "a"
-
-    approver = TerminalApprover(console, ask=ask, flush=lambda: None)
+    approver, questions = answering(console, "a", then="a")
     chat_loop(llm_server, manager, workdir, console, lines_of("go"), approver=approver).run()
 
     assert questions == ["Overwrite app.py? [y/N/a] "]  # the edit is not asked about again

@@ -34,7 +34,7 @@ from harness9.ui.approval import TerminalApprover, split_answer
 from harness9.ui.line_editor import prompt_reader
 from harness9.ui.markdown import MarkdownReply, split_blocks
 from harness9.ui.repl import SLASH_COMMANDS, ChatIO, ChatLoop
-from tests.support.cli import NO_SUBAGENTS, NO_SUMMARIES
+from tests.support.cli import NO_SUBAGENTS, NO_SUMMARIES, answering
 from tests.support.pty_terminal import drive_pty
 
 runner = CliRunner()
@@ -269,13 +269,7 @@ def test_write_file_shows_a_diff_and_always_skips_the_question_for_that_path(
     llm_server.reply_tool_calls([write_call("c2", "app.py", "x = 1\ny = 4\n")])
     llm_server.reply_text("done")
     console = terminal(width=80)
-    questions: list[str] = []
-
-    def ask(prompt: str) -> str:
-        questions.append(prompt)
-        return "a"
-
-    approver = TerminalApprover(console, ask=ask, flush=lambda: None)
+    approver, questions = answering(console, "a", then="a")
     loop = chat_loop(llm_server, manager, workdir, console, lines_of("bump y"), approver=approver)
 
     assert loop.run() == 0
