@@ -119,8 +119,8 @@ from harness9.context.pipeline import (
 )
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import SpanSummarizer
-from harness9.context.tokens import estimate_tokens
 from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.tokens import estimate_tokens
 from tests.support.anthropic_server import (
     CallUsage,
     ScriptedAnthropicServer,

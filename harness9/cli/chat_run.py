@@ -439,10 +439,10 @@ def window_notes(
     """
     from rich.text import Text
 
-    from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
     from harness9.provider.limits import served_locally
     from harness9.provider.ollama import is_ollama
+    from harness9.tokens import format_token_count
 
     if override is not None or source == "override":
         return []

@@ -251,7 +251,7 @@ def _nothing_to_compact(
     plan: CompactionPlan, messages: int, *, force: bool, window: int | None
 ) -> str:
     """Why a compaction folded nothing, in the units the strategy goes by."""
-    from harness9.context.tokens import format_token_count
+    from harness9.tokens import format_token_count
 
     if plan.too_small:
         from harness9.ui.compaction_plan import too_small_reason

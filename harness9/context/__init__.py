@@ -19,6 +19,6 @@ from harness9.context.pipeline import (
 )
 from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.summarize import SpanSummarizer
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.topics import TopicDetector
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
+from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count

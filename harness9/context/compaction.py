@@ -10,8 +10,8 @@ from itertools import accumulate
 from typing import Protocol, runtime_checkable
 
 from harness9.context.repair import match_tool_results
-from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, TRUNCATED_STUB, Message
+from harness9.tokens import BYTES_PER_TOKEN
 
 # (call number, calls expected so far): a summariser working through chunks reports progress.
 ProgressCallback = Callable[[int, int], None]

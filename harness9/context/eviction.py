@@ -29,8 +29,8 @@ from harness9.context.stubs import (
     stub_arguments,
     stub_message,
 )
-from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, Message
+from harness9.tokens import BYTES_PER_TOKEN, message_bytes
 
 EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its stub
 # Bytes of declared names and paths a stub may list beyond its rule summary (~80 tokens,

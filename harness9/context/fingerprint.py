@@ -28,9 +28,9 @@ from harness9.context.patterns import (
 from harness9.context.prompts import prompt
 from harness9.context.stubs import summary_of
 from harness9.context.summarize import SpanSummarizer, Summarizer, clipped
-from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
 MARKER_TEMPLATE = prompt("marker_template")  # the per-call instruction

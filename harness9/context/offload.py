@@ -16,7 +16,6 @@ from pathlib import Path
 from harness9.config import tool_results_dir
 from harness9.context.rule_summary import OutputStats, summarize_output
 from harness9.context.stubs import offload_header
-from harness9.context.tokens import BYTES_PER_TOKEN
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
     OffloadedResult,
@@ -25,6 +24,7 @@ from harness9.store.offloads import (
     new_offload_id,
     valid_session_id,
 )
+from harness9.tokens import BYTES_PER_TOKEN
 
 # The last line of an offload's summary: an instruction for the model, which /last
 # leaves out when it shows the summary to a person.

@@ -48,9 +48,9 @@ from harness9.context.summarize import (
     clipped,
     summary_estimate,
 )
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
 from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 
 DEFAULT_MIN_TAIL = 6
 # The ``for_context_window`` helpers' share of the window (the default of the

@@ -59,14 +59,6 @@ from harness9.context.prepared import (
 )
 from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    ServerCount,
-    estimate_tokens,
-    estimate_tool_tokens,
-    format_token_count,
-    utf8_len,
-)
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
     LiveViews,
@@ -84,6 +76,14 @@ from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
 from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    ServerCount,
+    estimate_tokens,
+    estimate_tool_tokens,
+    format_token_count,
+    utf8_len,
+)
 
 # A compaction is stored (and announced) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05

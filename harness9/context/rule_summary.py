@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness9.context.patterns import DECLARATION_RE, GREP_LINE_RE
-from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.tokens import BYTES_PER_TOKEN
 
 _LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored patterns
 MAX_DECLARATIONS = 20

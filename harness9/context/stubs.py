@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 from operator import attrgetter
 
-from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import (
     ROLE_USER,
     SUMMARY_PREFIX,
@@ -35,6 +34,7 @@ from harness9.store.session import (
     Stub,
     message_handle,
 )
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "

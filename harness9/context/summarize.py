@@ -17,8 +17,8 @@ from typing import Protocol
 from harness9.context.compaction import ProgressCallback
 from harness9.context.prompts import prompt
 from harness9.context.stubs import is_offload_marker, summary_of
-from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 SUMMARY_TEMPLATE = prompt("summary_template")
 SUMMARIZER_SYSTEM = prompt("summarizer_system")

@@ -26,13 +26,6 @@ from harness9.context.stubs import (
     summary_message,
     with_handle,
 )
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    estimate_tokens,
-    format_token_count,
-    message_bytes,
-    utf8_len,
-)
 from harness9.schema import (
     ROLE_ASSISTANT,
     ROLE_SYSTEM,
@@ -52,6 +45,13 @@ from harness9.store.session import (
     StoredMessage,
     Stub,
     message_handle,
+)
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    format_token_count,
+    message_bytes,
+    utf8_len,
 )
 
 _RECALL_INTRO = (

@@ -10,8 +10,8 @@ from rich.text import Text
 
 from harness9.context.compaction import CompactionPlan
 from harness9.context.policy import MIN_COMPACTION_GAIN
-from harness9.context.tokens import estimate_message_tokens, format_token_count
 from harness9.context.view import ModelView
+from harness9.tokens import estimate_message_tokens, format_token_count
 from harness9.ui.text import inert
 
 SUMMARY_STRATEGIES = frozenset({"hybrid", "summarize", "topic"})

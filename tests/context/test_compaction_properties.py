@@ -36,9 +36,9 @@ from harness9.context.compaction import KeptSizer
 from harness9.context.pipeline import MessageBound, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
 from harness9.context.repair import match_tool_results
-from harness9.context.tokens import message_bytes
 from harness9.context.topics import TopicDetector
 from harness9.schema import SUMMARY_PREFIX, Message
+from harness9.tokens import message_bytes
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 
 texts = st.one_of(

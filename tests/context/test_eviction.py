@@ -12,8 +12,8 @@ from harness9.context.eviction import (
 )
 from harness9.context.pipeline import eviction_compactor
 from harness9.context.repair import is_valid_tool_sequence
-from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message, ToolCall
+from harness9.tokens import estimate_tokens
 from tests.support.history import seen_tokens
 
 SYS = Message("system", "You are harness9.")

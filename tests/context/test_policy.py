@@ -20,17 +20,17 @@ from harness9.context import (
 )
 from harness9.context.pipeline import TokenBudgetCompactor, topic_compactor
 from harness9.context.policy import ContextPolicy, build_compactor
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    estimate_tokens,
-    estimate_tool_tokens,
-    message_bytes,
-)
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
 from harness9.errors import UsageError
 from harness9.schema import Message, ToolCall
 from harness9.store.sqlite import open_manager
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    estimate_tool_tokens,
+    message_bytes,
+)
 from tests.support.history import ScriptedSummarizer
 
 runner = CliRunner()

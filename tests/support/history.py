@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from harness9.context import estimate_tokens
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle
-from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import Message, ToolCall, ToolDefinition, Usage
+from harness9.tokens import BYTES_PER_TOKEN, message_bytes
 
 SYSTEM = Message("system", "You are harness9.")
 
