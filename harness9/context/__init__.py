@@ -1,4 +1,4 @@
-"""What the model is shown: pure functions of the stored log, plus the offload writer.
+"""What the model is shown: pure functions of the stored log.
 
 What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
 (``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
@@ -9,7 +9,6 @@ scripts import.
 
 from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor, find_cut
 from harness9.context.fingerprint import extract_fingerprint, validate_markers
-from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.context.pipeline import (
     HybridCompactor,
     SlidingWindowCompactor,

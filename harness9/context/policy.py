@@ -35,7 +35,6 @@ from harness9.context.events import (
     Notice,
     discard,
 )
-from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
     RECALL_SHARE,
@@ -84,6 +83,7 @@ from harness9.tokens import (
     format_token_count,
     utf8_len,
 )
+from harness9.tools.offload import OffloadConfig, OffloadStore, OffloadWriter
 
 # A compaction is stored (and announced) only when it cuts more than this share.
 MIN_COMPACTION_GAIN = 0.05

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness9.context.offload import OffloadStore
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_TOOL
 from harness9.store.offloads import matching_line, query_words
 from harness9.store.search import plain_snippet
 from harness9.store.session import CheckpointedSession, message_handle
 from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.offload import OffloadStore
 
 HEADER = "[history_search]"
 MAX_HITS = 8

@@ -4,6 +4,10 @@ A result over ``max_result_tokens`` or ``max_result_bytes`` is written to the bl
 (files under ``store_dir``, or the PostgreSQL store's table); the conversation keeps a
 summary starting with ``📂 [offload:<id>]``, which ``offload_recall`` pages back. Reading,
 exporting and cleaning what was offloaded is persistence: harness9.store.offloads.
+
+Here, among the tools, because they are its users: the shell tool streams its output into
+an ``OffloadWriter``, ``offload_recall`` and ``history_search`` read through the store; the
+context policy only opens one per session and hands the tools the opener.
 """
 
 from __future__ import annotations
