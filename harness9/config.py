@@ -316,12 +316,11 @@ def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
 
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
-STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict")
-# Older names a config file may still hold, and the strategy they mean now.
-STRATEGY_ALIASES = {"phase2": "hybrid"}
-
 
 def known_strategy(name: str) -> bool:
+    """A name in the strategy table (harness9.context.pipeline.STRATEGIES) or an alias."""
+    from harness9.context.pipeline import STRATEGIES, STRATEGY_ALIASES
+
     return name in STRATEGIES or name in STRATEGY_ALIASES
 
 
@@ -456,6 +455,8 @@ def context_options(
         if value is not None:
             _set(opts, "compaction", key, value, flag)
     _check_target_below_threshold(opts, "HARNESS9_COMPACTION_TARGET or compaction.target")
+    from harness9.context.pipeline import STRATEGY_ALIASES
+
     opts.strategy = STRATEGY_ALIASES.get(opts.strategy, opts.strategy)
     return opts
 
@@ -504,6 +505,8 @@ def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -
             raise error(f"{where} must be {check.describe()}, got {value!r}")
     elif check is not None and not check(value):
         if field == "strategy":
+            from harness9.context.pipeline import STRATEGIES
+
             names = ", ".join(STRATEGIES)
             raise error(f"{where} must be one of {names}, got {value!r}")
         raise error(f"{where} must be {_CHECK_WORDS.get(field, 'set')}, got {value!r}")

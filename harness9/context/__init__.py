@@ -7,16 +7,19 @@ Re-exported here: the public API (docs/architecture.md, 'Public API') and what t
 scripts import.
 """
 
-from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor, find_cut
-from harness9.context.fingerprint import extract_fingerprint, validate_markers
+from harness9.context.facts import extract_fingerprint, validate_markers
 from harness9.context.pipeline import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
     HybridCompactor,
     SlidingWindowCompactor,
     SummarizationCompactor,
     TokenBudgetCompactor,
     eviction_compactor,
+    find_cut,
 )
-from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
+from harness9.context.stubs import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.summarize import SpanSummarizer
 from harness9.context.topics import TopicDetector
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view

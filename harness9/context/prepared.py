@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness9.context.events import (
+from harness9.context.pipeline import (
     Compaction,
     CompactionStarted,
     ContextEventSink,

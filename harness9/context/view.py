@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harness9.context.compaction import CompactionResult
+from harness9.context.pipeline import CompactionResult
 from harness9.context.prompts import prompt
 from harness9.context.stubs import (
     offload_source,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness9.context.compaction import CompactionPlan
+from harness9.context.pipeline import CompactionPlan
 from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
 from harness9.context.view import ModelView
 from harness9.engine import events as ev

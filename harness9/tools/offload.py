@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.rule_summary import OutputStats, summarize_output
+from harness9.context.facts import OutputStats, summarize_output
 from harness9.context.stubs import offload_header
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (

@@ -2,17 +2,19 @@ import json
 
 import pytest
 
-from harness9.context.fingerprint import (
+from harness9.context.facts import (
     PRESERVED_HEADING,
-    STRUCTURED_COMPRESSION_PROMPT,
     KeyInfoFingerprint,
-    SummaryError,
     extract_fingerprint,
     facts_focus,
-    marker_summarizer,
     repair_summary,
-    structured_summary,
     validate_markers,
+)
+from harness9.context.summarize import (
+    STRUCTURED_COMPRESSION_PROMPT,
+    SummaryError,
+    marker_summarizer,
+    structured_summary,
 )
 from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
 from tests.support.history import ScriptedSummarizer

@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.cli.env import Environment
-from harness9.config import STRATEGIES, ContextOptions, Settings, context_options, db_path
+from harness9.config import ContextOptions, Settings, context_options, db_path
 from harness9.context import (
     Compactor,
     SpanSummarizer,
     TopicDetector,
     format_token_count,
 )
-from harness9.context.pipeline import TokenBudgetCompactor, topic_compactor
+from harness9.context.pipeline import STRATEGIES, TokenBudgetCompactor, topic_compactor
 from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine

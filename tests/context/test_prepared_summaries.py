@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
-from harness9.context.events import discard
+from harness9.context.pipeline import discard
 from harness9.context.policy import ContextPolicy
 from harness9.context.prepared import prefix_digest, prefix_of, steered
 from harness9.context.view import ModelView, load_view

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 
-from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
+from harness9.context.pipeline import (
+    RECALL_SHARE,
+    STRATEGY_HYBRID,
+    STRATEGY_STUBS,
+    HybridCompactor,
+)
 from harness9.context.stubs import (
     offloaded_message,
     stub_for,
@@ -131,7 +136,7 @@ def test_hybrid_stubs_old_results_without_a_model_when_that_reaches_the_target()
     assert res.strategy == STRATEGY_STUBS and summariser.calls == 0
     stubbed = [m for m in res.messages if m.content.startswith("[stubbed]")]
     assert len(stubbed) == 5  # all but the newest 3 tool groups
-    assert res.plan.tokens_after <= comp.target_tokens < comp.threshold_tokens
+    assert res.plan.tokens_after <= comp.steps.enough_at < comp.threshold_tokens
 
 
 def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds():
@@ -142,7 +147,7 @@ def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds()
     res = comp.compact(msgs)
 
     assert res.strategy == STRATEGY_HYBRID and res.summary
-    cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=comp.recall_budget)
+    cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=int(comp.window * RECALL_SHARE))
     assert cp is not None and cp.last_message_id > 0
     assert cp.recall and cp.recall_overflow > 0  # the newest listed, the rest counted
     assert all(e.handle.startswith("msg_") and e.tool == "bash" for e in cp.recall)
