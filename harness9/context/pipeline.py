@@ -36,7 +36,7 @@ from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
     awaits_handle,
     evicted_stub,
-    is_offload_marker,
+    is_offloaded,
     is_stub,
     is_valid_tool_sequence,
     match_tool_results,
@@ -369,9 +369,7 @@ def evict_by_density(
         if tc.id == out[i].tool_call_id
     }
     candidates = sorted(
-        (density_score(out[i]), i)
-        for i in call_of
-        if not (is_offload_marker(out[i].content) or is_stub(out[i].content))
+        (density_score(out[i]), i) for i in call_of if not (is_offloaded(out[i]) or is_stub(out[i]))
     )
     for _, i in candidates:
         if total // BYTES_PER_TOKEN <= target_tokens:
@@ -700,7 +698,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
         out[g.call_index] = stub_arguments(out[g.call_index])
         for i in g.result_indices:
             m = out[i]
-            if is_stub(m.content):
+            if is_stub(m):
                 continue
             stub = stub_for(m)
             if message_bytes(stub) + HANDLE_ALLOWANCE_BYTES < message_bytes(m):
@@ -710,7 +708,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
 
 def _new_stubs(msgs: Sequence[Message]) -> int:
     """Stubs without a handle yet (the checkpoint adds one to each)."""
-    return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m.content))
+    return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m))
 
 
 def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:

@@ -30,7 +30,6 @@ from harness9.schema import (
     ROLE_USER,
     SUMMARY_PREFIX,
     TRUNCATED_STUB,
-    UNFINISHED_STUB,
     Message,
     ToolCall,
 )
@@ -50,31 +49,43 @@ from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
-_STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)
 _RECALL_CALL = "offload_recall("
+
+
+def _named(content: str, handle: str) -> str:
+    return f'{content}; {_RECALL_CALL}id="{handle}") for it'
+
+
 # What a handle adds to a stub, for size estimates made before ids are known.
-HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
+HANDLE_ALLOWANCE_BYTES = len(_named("", message_handle(1_000_000)))
 _message_fields = attrgetter("role", "content", "tool_calls", "tool_call_id")
 # A call's string argument of this many bytes or more is stubbed once the call is old: a
 # file's content, an edit's strings, a long heredoc. Shorter ones say what the call did.
 LONG_ARGUMENT_BYTES = 512
 _ARGUMENT_STUB_RE = re.compile(
-    r'\[stubbed\] \d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
+    re.escape(STUBBED_PREFIX) + r'\d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
 )
 
 
-def is_stub(content: str) -> bool:
-    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted)."""
-    return content.startswith(_STUB_STARTS) or content in (TRUNCATED_STUB, UNFINISHED_STUB)
+def is_stub(msg: Message) -> bool:
+    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted),
+    by the data it carries; an offloaded result is a result, not a stand-in."""
+    stub = stub_of(msg)
+    return stub is not None and not (stub.kind == STUB_VERBATIM and stub.offload_id)
 
 
-def is_offload_marker(content: str) -> bool:
-    return content.startswith(OFFLOAD_MARKER)
+def is_offloaded(msg: Message) -> bool:
+    """A tool result shown as its offload's summary (it names the offload)."""
+    stub = stub_of(msg)
+    return stub is not None and stub.kind == STUB_VERBATIM and bool(stub.offload_id)
 
 
-def awaits_handle(content: str) -> bool:
+def awaits_handle(msg: Message) -> bool:
     """A stub made in this compaction: the checkpoint adds its recall handle."""
-    return content.startswith(_STUB_STARTS) and _RECALL_CALL not in content
+    stub = stub_of(msg)
+    if stub is None or stub.kind not in (STUB_STUBBED, STUB_EVICTED) or stub.offload_id:
+        return False
+    return isinstance(msg, RenderedMessage) and msg.message_id is None
 
 
 def offload_header(offload_id: str, tokens: int) -> str:
@@ -82,15 +93,10 @@ def offload_header(offload_id: str, tokens: int) -> str:
     return f"{OFFLOAD_MARKER}{offload_id}] {tokens} tokens offloaded"
 
 
-def _named(content: str, handle: str) -> str:
-    if _RECALL_CALL in content:  # it names one already
-        return content
-    return f'{content}; offload_recall(id="{handle}") for it'
-
-
 def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable by its message's handle, unless it names one already."""
-    return _named(content, message_handle(message_id))
+    """A stub made recallable by its message's handle, unless it names one already (the
+    view passes the text of a kept message changed other than by a stub)."""
+    return content if _RECALL_CALL in content else _named(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
@@ -116,6 +122,7 @@ class RenderedMessage(Message):
 
     stub: Stub | None = None
     summary: str | None = None
+    message_id: int | None = None  # the stored message whose handle the stub names, if any
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -128,9 +135,17 @@ def stub_message(stub: Stub, original: Message, message_id: int | None = None) -
     if stub.kind == STUB_ARGUMENTS:
         handle = message_handle(message_id) if message_id else ""
         calls = _stubbed_calls(original.tool_calls, stub.text, handle)
-        return RenderedMessage(original.role, original.content, calls, original.tool_call_id, stub)
+        return RenderedMessage(
+            original.role,
+            original.content,
+            calls,
+            original.tool_call_id,
+            stub,
+            message_id=message_id,
+        )
     text = render_stub(stub, message_id)
-    return RenderedMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
+    calls, call_id = original.tool_calls, original.tool_call_id
+    return RenderedMessage(original.role, text, calls, call_id, stub, message_id=message_id)
 
 
 def offloaded_message(msg: Message, link: OffloadLink) -> RenderedMessage:
@@ -296,6 +311,13 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     return result
 
 
+def _stand_in(text: str, call_id: str) -> RenderedMessage:
+    """The result the repair puts in for a call that has none: its text is its data."""
+    return RenderedMessage(
+        ROLE_TOOL, text, tool_call_id=call_id, stub=Stub(STUB_VERBATIM, text=text)
+    )
+
+
 def repair_orphaned_tool_pairs(
     msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
 ) -> list[Message]:
@@ -317,7 +339,7 @@ def repair_orphaned_tool_pairs(
         if role == ROLE_ASSISTANT and msg.tool_calls:
             for tc in msg.tool_calls:
                 r = result[s]
-                append(msgs[r] if r >= 0 else Message(ROLE_TOOL, stub, tool_call_id=tc.id))
+                append(msgs[r] if r >= 0 else _stand_in(stub, tc.id))
                 s += 1
     return out
 

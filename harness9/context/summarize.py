@@ -16,7 +16,7 @@ from typing import Protocol
 
 from harness9.context.facts import extract_fingerprint, facts_focus, repair_summary
 from harness9.context.prompts import prompt
-from harness9.context.stubs import is_offload_marker, summary_of
+from harness9.context.stubs import is_offloaded, summary_of
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
@@ -77,7 +77,7 @@ def render_for_summary(msgs: Sequence[Message], tool_result_chars: int) -> list[
     for m in msgs:
         if m.role == ROLE_TOOL:
             content = m.content
-            if not is_offload_marker(content):
+            if not is_offloaded(m):
                 content = _shorten(content, tool_result_chars)
             blocks.append(f"[{names.get(m.tool_call_id, 'tool')} result]: {content}")
             continue

@@ -58,6 +58,22 @@ def test_the_token_estimate_is_a_bottom_layer_module_beside_schema():
     assert not (PACKAGE / "context" / "tokens.py").exists()
 
 
+# What the model is shown, readable in one sitting: the request (policy, view, prepared
+# summaries) and the compaction (pipeline and its strategy table, facts, stubs, summaries,
+# topics). The prompts are text files beside it.
+MAX_CONTEXT_MODULES = 9
+MAX_CONTEXT_LINES = 3000
+
+
+def test_context_is_at_most_nine_modules_and_three_thousand_lines():
+    modules = sorted(p.name for p in (PACKAGE / "context").glob("*.py"))
+    lines = sum(
+        len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "context").glob("*.py")
+    )
+    assert len(modules) <= MAX_CONTEXT_MODULES, modules
+    assert lines <= MAX_CONTEXT_LINES
+
+
 def test_the_mixed_memory_package_is_gone():
     assert not (PACKAGE / "memory").exists()
     assert (PACKAGE / "store" / "sqlite.py").exists()
