@@ -9,6 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness9.context.pipeline import (
+    DEFAULT_TARGET,
+    DEFAULT_THRESHOLD,
+    STRATEGIES,
+    STRATEGY_ALIASES,
+    STRATEGY_HYBRID,
+)
+
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 # The smallest window a user may set: the system prompt and tool definitions alone take
 # over 1K tokens, so anything less cannot hold a single turn.
@@ -319,8 +327,6 @@ def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
 
 def known_strategy(name: str) -> bool:
     """A name in the strategy table (harness9.context.pipeline.STRATEGIES) or an alias."""
-    from harness9.context.pipeline import STRATEGIES, STRATEGY_ALIASES
-
     return name in STRATEGIES or name in STRATEGY_ALIASES
 
 
@@ -328,10 +334,12 @@ def known_strategy(name: str) -> bool:
 class ContextOptions:
     """Every compaction/offload/topic knob, resolved. Defaults are the documented ones."""
 
-    strategy: str = "hybrid"
+    strategy: str = STRATEGY_HYBRID
     auto: bool = True  # false: never compact behind the user's back; overflow says "/compact"
-    threshold: float = 0.8  # share of the window at which compaction starts
-    target: float = 0.4  # share of the window hybrid compacts down to (below the threshold)
+    threshold: float = DEFAULT_THRESHOLD  # share of the window at which compaction starts
+    target: float = (
+        DEFAULT_TARGET  # share of the window hybrid compacts down to (below the threshold)
+    )
     recall: bool = True  # checkpoints index folded tool results; history_search is offered
     summary_model: str | None = None  # a cheaper model for summaries; None: the chat model
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold
@@ -455,8 +463,6 @@ def context_options(
         if value is not None:
             _set(opts, "compaction", key, value, flag)
     _check_target_below_threshold(opts, "HARNESS9_COMPACTION_TARGET or compaction.target")
-    from harness9.context.pipeline import STRATEGY_ALIASES
-
     opts.strategy = STRATEGY_ALIASES.get(opts.strategy, opts.strategy)
     return opts
 
@@ -505,8 +511,6 @@ def _set(opts: ContextOptions, section: str, key: str, value: Any, where: str) -
             raise error(f"{where} must be {check.describe()}, got {value!r}")
     elif check is not None and not check(value):
         if field == "strategy":
-            from harness9.context.pipeline import STRATEGIES
-
             names = ", ".join(STRATEGIES)
             raise error(f"{where} must be one of {names}, got {value!r}")
         raise error(f"{where} must be {_CHECK_WORDS.get(field, 'set')}, got {value!r}")

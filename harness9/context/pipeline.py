@@ -392,13 +392,16 @@ DEFAULT_MIN_TAIL = 6
 # The ``for_context_window`` helpers' share of the window (the default of the
 # ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
 BUDGET_PERCENT = 80
+DEFAULT_THRESHOLD = BUDGET_PERCENT / 100  # the ``compaction.threshold`` option's default
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
-MIN_GAIN = 0.05  # a reduction that saves less than this share is not worth a cache break
+# A compaction (or a reduction) that saves less than this share is not worth the cache it
+# breaks: it is neither made by the pipeline nor stored by the policy.
+MIN_COMPACTION_GAIN = 0.05
 # What an API adds per message beyond its text (role, call ids, separators): about 8
 # tokens for the call/result pairs of a tool-heavy session.
 MESSAGE_OVERHEAD_TOKENS = 8
-DEFAULT_TARGET = 0.4
+DEFAULT_TARGET = 0.4  # the ``compaction.target`` option's default
 # Shares of the window for the summary's "Preserved facts" and the recall index: small
 # enough that the recent tail keeps most of the target, large enough for ~100 lines each
 # on a 128K window.
@@ -527,7 +530,7 @@ class Pipeline:
         # The reduction alone lands under ``enough_at`` (counting each message's framing:
         # stubs make messages small and many) and saves enough to break the cache for.
         load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
-        enough = load <= s.enough_at and after < before * (1 - MIN_GAIN)
+        enough = load <= s.enough_at and after < before * (1 - MIN_COMPACTION_GAIN)
         cut = self._cut(reduced, sizes, before, force) if s.cut and not enough else 1
         if cut <= 1 and reduced is history:
             return self._unchanged(msgs, before), reduced
@@ -852,7 +855,10 @@ def summary_steps(max_tokens: int, min_tail: int = DEFAULT_MIN_TAIL) -> Steps:
 
 
 def hybrid_steps(
-    context_window: int, threshold: float = 0.8, target: float = DEFAULT_TARGET, evict: bool = False
+    context_window: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    target: float = DEFAULT_TARGET,
+    evict: bool = False,
 ) -> Steps:
     """The default: stubs, then a structured summary with a recall index.
 
@@ -1032,7 +1038,7 @@ def HybridCompactor(  # noqa: N802
     summarizer: Summarizer,
     context_window: int,
     *,
-    threshold: float = 0.8,
+    threshold: float = DEFAULT_THRESHOLD,
     target: float = DEFAULT_TARGET,
     evict: bool = False,
 ) -> Pipeline:

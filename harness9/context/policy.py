@@ -28,6 +28,7 @@ from typing import Protocol
 from harness9.config import ContextOptions
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
+    MIN_COMPACTION_GAIN,
     MODEL_FREE_STRATEGIES,
     RECALL_SHARE,
     STRATEGIES,
@@ -83,8 +84,6 @@ from harness9.tokens import (
 )
 from harness9.tools.offload import OffloadConfig, OffloadStore, OffloadWriter
 
-# A compaction is stored (and announced) only when it cuts more than this share.
-MIN_COMPACTION_GAIN = 0.05
 OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 

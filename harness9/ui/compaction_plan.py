@@ -8,8 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness9.context.pipeline import SUMMARY_STRATEGIES, CompactionPlan
-from harness9.context.policy import MIN_COMPACTION_GAIN
+from harness9.context.pipeline import MIN_COMPACTION_GAIN, SUMMARY_STRATEGIES, CompactionPlan
 from harness9.context.view import ModelView
 from harness9.tokens import estimate_message_tokens, format_token_count
 from harness9.ui.text import inert
