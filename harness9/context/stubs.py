@@ -34,7 +34,6 @@ from harness9.schema import (
     ToolCall,
 )
 from harness9.store.session import (
-    OFFLOAD_MARKER,
     STUB_ARGUMENTS,
     STUB_EVICTED,
     STUB_STUBBED,
@@ -86,11 +85,6 @@ def awaits_handle(msg: Message) -> bool:
     if stub is None or stub.kind not in (STUB_STUBBED, STUB_EVICTED) or stub.offload_id:
         return False
     return isinstance(msg, RenderedMessage) and msg.message_id is None
-
-
-def offload_header(offload_id: str, tokens: int) -> str:
-    """The first line of an offloaded output (context.offload writes the rest)."""
-    return f"{OFFLOAD_MARKER}{offload_id}] {tokens} tokens offloaded"
 
 
 def with_handle(content: str, message_id: int) -> str:

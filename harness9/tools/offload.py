@@ -19,7 +19,6 @@ from pathlib import Path
 
 from harness9.config import tool_results_dir
 from harness9.context.facts import OutputStats, summarize_output
-from harness9.context.stubs import offload_header
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
     OffloadedResult,
@@ -28,6 +27,7 @@ from harness9.store.offloads import (
     new_offload_id,
     valid_session_id,
 )
+from harness9.store.session import OFFLOAD_MARKER
 from harness9.tokens import BYTES_PER_TOKEN
 
 # The last line of an offload's summary: an instruction for the model, which /last
@@ -93,7 +93,7 @@ class OffloadWriter:
         stats = self._stats.finish()
         body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
         summary = (
-            f"{offload_header(self.id, stats.tokens)}\n{body}\n"
+            f"{OFFLOAD_MARKER}{self.id}] {stats.tokens} tokens offloaded\n{body}\n"
             f'{RECALL_HINT_START}id="{self.id}") for the full content'
         )
         result = OffloadedResult(

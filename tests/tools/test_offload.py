@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.context.stubs import OFFLOAD_MARKER
 from harness9.store.offloads import OffloadError, OffloadNotFoundError
+from harness9.store.session import OFFLOAD_MARKER
 from harness9.tools.base import ToolContext
 from harness9.tools.offload import OffloadConfig, OffloadStore
 from harness9.tools.offload_recall import OffloadRecallTool
