@@ -2,7 +2,9 @@
 
 What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
 (``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
-whose configurations are the strategies. Never imports the engine, the UI or litellm.
+each strategy a row of its table ``STRATEGIES``. Beside them: ``facts`` (what rules find in
+text), ``stubs`` (the stand-ins and the repair), ``summarize``, ``topics`` and ``prepared``
+(summaries made ahead). Never imports the engine, the UI or litellm.
 Re-exported here: the public API (docs/architecture.md, 'Public API') and what tests and
 scripts import.
 """

@@ -27,7 +27,7 @@ from harness9.context.stubs import summary_of
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
-# -- patterns -----------------------------------------------------------------------------
+# -- facts in text, by rules ---------------------------------------------------------------
 
 LINE_CHARS = 200  # a fact line is kept up to this many characters
 # Extensions of files an agent commonly reads or edits.
@@ -203,7 +203,7 @@ def find_constraints(text: str) -> list[str]:
     return list(seen.values())
 
 
-# -- rule_summary -------------------------------------------------------------------------
+# -- the rule summary of a tool output (offloads and eviction stubs) -----------------------
 
 _LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored patterns
 MAX_DECLARATIONS = 20
@@ -349,7 +349,7 @@ def summarize_output(
     return f"{tool_name}: {head[:n]}" + ("…" if cut else "")
 
 
-# -- fingerprint --------------------------------------------------------------------------
+# -- the fingerprint a summary must keep, its check and repair -----------------------------
 
 PRESERVED_HEADING = "## Preserved facts"
 # Each kind of fact, in the order they are listed, and its plural in "… and N more".

@@ -70,7 +70,7 @@ from harness9.schema import (
 )
 from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 
-# -- events -------------------------------------------------------------------------------
+# -- the events the UI shows of a compaction -----------------------------------------------
 
 
 @dataclass(slots=True)
@@ -121,7 +121,7 @@ def discard(_event: ContextEvent) -> None:
     """The sink used when nobody listens."""
 
 
-# -- compaction ---------------------------------------------------------------------------
+# -- the Compactor seam, its plan and result, the cut rule ---------------------------------
 
 
 @dataclass(slots=True)
@@ -251,7 +251,7 @@ class KeptSizer:
         return self.kept_bytes(cut) // BYTES_PER_TOKEN
 
 
-# -- eviction -----------------------------------------------------------------------------
+# -- step 2: eviction of old tool results by density ---------------------------------------
 
 EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its stub
 # Bytes of declared names and paths a stub may list beyond its rule summary (~80 tokens,
@@ -386,7 +386,7 @@ def evict_by_density(
     return out
 
 
-# -- pipeline -----------------------------------------------------------------------------
+# -- the pipeline --------------------------------------------------------------------------
 
 DEFAULT_MIN_TAIL = 6
 # The ``for_context_window`` helpers' share of the window (the default of the

@@ -44,7 +44,7 @@ from harness9.store.session import (
 )
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
-# -- stubs --------------------------------------------------------------------------------
+# -- stand-ins for tool results ------------------------------------------------------------
 
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
@@ -257,7 +257,7 @@ def stub_arguments(msg: Message) -> Message:
     return stub_message(Stub(STUB_ARGUMENTS, tokens, text="\n".join(names)), msg)
 
 
-# -- repair -------------------------------------------------------------------------------
+# -- the repair ----------------------------------------------------------------------------
 
 
 def match_tool_results(msgs: Sequence[Message]) -> list[int]:
