@@ -305,13 +305,6 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     return result
 
 
-def _stand_in(text: str, call_id: str) -> RenderedMessage:
-    """The result the repair puts in for a call that has none: its text is its data."""
-    return RenderedMessage(
-        ROLE_TOOL, text, tool_call_id=call_id, stub=Stub(STUB_VERBATIM, text=text)
-    )
-
-
 def repair_orphaned_tool_pairs(
     msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
 ) -> list[Message]:
@@ -321,6 +314,8 @@ def repair_orphaned_tool_pairs(
     log, where a call lacks a result only when none came). Idempotent; the input and its
     messages are not modified (kept messages are the same objects).
     """
+    # The stand-in's text is its data: a stub, as every reader of the view can tell.
+    data = Stub(STUB_VERBATIM, text=stub)
     result = match_tool_results(msgs)
     s = 0  # the slot of the next call, in the order match_tool_results numbers them
     out: list[Message] = []
@@ -333,7 +328,7 @@ def repair_orphaned_tool_pairs(
         if role == ROLE_ASSISTANT and msg.tool_calls:
             for tc in msg.tool_calls:
                 r = result[s]
-                append(msgs[r] if r >= 0 else _stand_in(stub, tc.id))
+                append(msgs[r] if r >= 0 else RenderedMessage(ROLE_TOOL, stub, [], tc.id, data))
                 s += 1
     return out
 
