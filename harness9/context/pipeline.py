@@ -1005,15 +1005,15 @@ def strategy_pipeline(
     return Pipeline(steps, summarizer, window=context_window)
 
 
-# The compactors' public names (docs/architecture.md, 'Public API'): each is the pipeline
-# of its steps, not a class of its own.
+# The compactors' public names (docs/architecture.md, 'Public API'), capitalised as the
+# constructors they once were: each returns the pipeline of its steps, not a class of its own.
 
 
-def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:  # noqa: N802
+def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:
     return Pipeline(budget_steps(max_tokens, min_tail_messages))
 
 
-def SlidingWindowCompactor(  # noqa: N802
+def SlidingWindowCompactor(
     max_messages: int = 100,
     *,
     min_tail_messages: int = DEFAULT_MIN_TAIL,
@@ -1022,7 +1022,7 @@ def SlidingWindowCompactor(  # noqa: N802
     return Pipeline(window_steps(max_messages, min_tail=min_tail_messages, max_tokens=max_tokens))
 
 
-def SummarizationCompactor(  # noqa: N802
+def SummarizationCompactor(
     summarizer: Summarizer,
     max_tokens: int,
     min_tail_messages: int = DEFAULT_MIN_TAIL,
@@ -1034,7 +1034,7 @@ def SummarizationCompactor(  # noqa: N802
     return Pipeline(steps, summarizer, window=summarizer_window, fallback=fallback)
 
 
-def HybridCompactor(  # noqa: N802
+def HybridCompactor(
     summarizer: Summarizer,
     context_window: int,
     *,
@@ -1064,7 +1064,7 @@ def eviction_compactor(
     return Pipeline(evict_steps(max_tokens, target_ratio, keep_groups))
 
 
-def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:  # noqa: N802
+def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
     return Pipeline(fold_steps(max_messages, keep_messages))
 
 

@@ -18,7 +18,12 @@ from harness9.context import (
     TopicDetector,
     format_token_count,
 )
-from harness9.context.pipeline import STRATEGIES, TokenBudgetCompactor, topic_compactor
+from harness9.context.pipeline import (
+    STRATEGIES,
+    Pipeline,
+    TokenBudgetCompactor,
+    topic_compactor,
+)
 from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
@@ -177,3 +182,18 @@ def test_a_program_brings_its_own_compactor_to_chat_through_the_environment(llm_
 def test_the_command_line_cannot_name_a_program_s_compactor():
     with pytest.raises(UsageError, match="unknown compaction strategy 'codex'"):
         build_compactor("codex", ScriptedSummarizer(), WINDOW, threshold_tokens=THRESHOLD)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_each_strategy_of_the_table_is_offered_accepted_and_built_as_the_one_pipeline(strategy):
+    # One table: --help lists it, the options accept it, the policy builds its steps.
+    shown = " ".join(runner.invoke(app, ["compact", "--help"]).output.split())
+    assert f"{strategy} ({STRATEGIES[strategy].help.split()[0]}" in shown
+    assert context_options(strategy=strategy).strategy == strategy
+    comp = build_compactor(strategy, ScriptedSummarizer(), WINDOW, 16_000)
+    assert type(comp) is Pipeline and comp.steps == STRATEGIES[strategy].steps(WINDOW, 16_000, 0.4)
+
+
+def test_a_name_outside_the_table_is_refused_with_the_tables_names():
+    with pytest.raises(UsageError, match="choose one of: hybrid, summarize, budget, window, evict"):
+        build_compactor("phase3", ScriptedSummarizer(), WINDOW, 16_000)
