@@ -9,6 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness9.context.pipeline import (
+    DEFAULT_TARGET,
+    DEFAULT_THRESHOLD,
+    STRATEGIES,
+    STRATEGY_ALIASES,
+    STRATEGY_HYBRID,
+)
+
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 # The smallest window a user may set: the system prompt and tool definitions alone take
 # over 1K tokens, so anything less cannot hold a single turn.
@@ -316,12 +324,9 @@ def store_location(cfg: Mapping[str, Any] | None = None) -> str | Path:
 
 # -- context-management knobs: config.toml, then environment, then flags --------------------
 
-STRATEGIES = ("hybrid", "summarize", "budget", "window", "evict")
-# Older names a config file may still hold, and the strategy they mean now.
-STRATEGY_ALIASES = {"phase2": "hybrid"}
-
 
 def known_strategy(name: str) -> bool:
+    """A name in the strategy table (harness9.context.pipeline.STRATEGIES) or an alias."""
     return name in STRATEGIES or name in STRATEGY_ALIASES
 
 
@@ -329,10 +334,12 @@ def known_strategy(name: str) -> bool:
 class ContextOptions:
     """Every compaction/offload/topic knob, resolved. Defaults are the documented ones."""
 
-    strategy: str = "hybrid"
+    strategy: str = STRATEGY_HYBRID
     auto: bool = True  # false: never compact behind the user's back; overflow says "/compact"
-    threshold: float = 0.8  # share of the window at which compaction starts
-    target: float = 0.4  # share of the window hybrid compacts down to (below the threshold)
+    threshold: float = DEFAULT_THRESHOLD  # share of the window at which compaction starts
+    target: float = (
+        DEFAULT_TARGET  # share of the window hybrid compacts down to (below the threshold)
+    )
     recall: bool = True  # checkpoints index folded tool results; history_search is offered
     summary_model: str | None = None  # a cheaper model for summaries; None: the chat model
     smart_triggers: bool = True  # compact early when growth predicts crossing the threshold

@@ -49,8 +49,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from harness9.cli import app  # noqa: E402
 from harness9.cli.env import Environment  # noqa: E402
-from harness9.context.tokens import estimate_tokens  # noqa: E402
 from harness9.store import Manager  # noqa: E402
+from harness9.tokens import estimate_tokens  # noqa: E402
 from tests.support.llm_server import ScriptedLLMServer, TextReply, ToolCallsReply  # noqa: E402
 
 WINDOW = int(os.environ.get("BENCH_EDIT_WINDOW", "32000"))

@@ -48,8 +48,6 @@ from pathlib import Path
 
 from harness9.context import (
     HybridCompactor,
-    OffloadConfig,
-    OffloadStore,
     SlidingWindowCompactor,
     TokenBudgetCompactor,
     estimate_tokens,
@@ -61,6 +59,7 @@ from harness9.context import (
 from harness9.context.stubs import offloaded_message
 from harness9.schema import Message, ToolCall, Usage
 from harness9.store.session import OffloadLink
+from harness9.tools.offload import OffloadConfig, OffloadStore
 
 FINGERPRINTED = ("path", "identifier", "error", "decision", "constraint")
 KINDS = FINGERPRINTED

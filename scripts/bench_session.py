@@ -105,22 +105,19 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.cli.env import Environment
-from harness9.context.compaction import (
+from harness9.context.pipeline import (
     CompactionPlan,
     CompactionResult,
-    ProgressCallback,
-    starts_with_system,
-)
-from harness9.context.eviction import tool_groups
-from harness9.context.pipeline import (
     CompactorFactory,
     HybridCompactor,
     SummarizationCompactor,
+    starts_with_system,
+    tool_groups,
 )
-from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import SpanSummarizer
-from harness9.context.tokens import estimate_tokens
+from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.summarize import ProgressCallback, SpanSummarizer
 from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.tokens import estimate_tokens
 from tests.support.anthropic_server import (
     CallUsage,
     ScriptedAnthropicServer,

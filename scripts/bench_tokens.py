@@ -27,10 +27,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from harness9.context.tokens import ServerCount, estimate_tokens
 from harness9.provider.llm import load_litellm
 from harness9.provider.tokenizer import ByteCounter, TokenCounter, TokenizerCounter
 from harness9.schema import Message
+from harness9.tokens import ServerCount, estimate_tokens
 
 # -- deterministic text ---------------------------------------------------------------------
 

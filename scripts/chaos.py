@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from harness9.context import is_valid_tool_sequence
-from harness9.context.fingerprint import STRUCTURED_COMPRESSION_PROMPT
-from harness9.context.repair import repair_orphaned_tool_pairs
-from harness9.context.summarize import SUMMARIZER_SYSTEM
+from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.summarize import STRUCTURED_COMPRESSION_PROMPT, SUMMARIZER_SYSTEM
 from harness9.context.view import load_view
 from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message
 from harness9.store import Manager

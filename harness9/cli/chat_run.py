@@ -57,10 +57,10 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
         subagent_options,
         tool_options,
     )
-    from harness9.context.offload import remove_session_offloads
     from harness9.engine.setup import resolve_workdir
     from harness9.provider import LLMProvider
     from harness9.store.backend import open_store
+    from harness9.tools.offload import remove_session_offloads
     from harness9.ui import hangup
 
     repl = env.interactive and flags.one_shot is None
@@ -439,10 +439,10 @@ def window_notes(
     """
     from rich.text import Text
 
-    from harness9.context.tokens import format_token_count
     from harness9.provider import window_source
     from harness9.provider.limits import served_locally
     from harness9.provider.ollama import is_ollama
+    from harness9.tokens import format_token_count
 
     if override is not None or source == "override":
         return []

@@ -16,7 +16,7 @@ from harness9.ui.text import plural
 
 if TYPE_CHECKING:
     from harness9.config import ContextOptions, Settings
-    from harness9.context.compaction import CompactionPlan
+    from harness9.context.pipeline import CompactionPlan
 
 
 def compact(
@@ -160,7 +160,9 @@ def _compact(
 ) -> int:
     """Run the compaction, showing progress and retries on stderr; the result on stdout."""
     view, plan = engine.plan_compaction(force=force)
-    if strategy in ("hybrid", "summarize"):
+    from harness9.context.pipeline import MODEL_FREE_STRATEGIES
+
+    if strategy not in MODEL_FREE_STRATEGIES:
         from harness9.provider import LLMProvider
 
         LLMProvider(engine.provider.model, engine.provider.api_base).check_credentials()
@@ -198,10 +200,11 @@ def _show_result(
     if as_json:
         env.echo(json.dumps(_result_json(engine.session.session_id, notice, plan, view)))
     elif notice is None:
-        from harness9.context.pipeline import SlidingWindowCompactor
+        from harness9.context.pipeline import Pipeline
 
         comp = engine.policy.compactor
-        window = comp.max_messages if isinstance(comp, SlidingWindowCompactor) else None
+        steps = comp.steps if isinstance(comp, Pipeline) else None
+        window = steps.max_messages if steps is not None and steps.cut == "window" else None
         env.console().print(
             _nothing_to_compact(plan, len(view.messages), force=force, window=window)
         )
@@ -251,7 +254,7 @@ def _nothing_to_compact(
     plan: CompactionPlan, messages: int, *, force: bool, window: int | None
 ) -> str:
     """Why a compaction folded nothing, in the units the strategy goes by."""
-    from harness9.context.tokens import format_token_count
+    from harness9.tokens import format_token_count
 
     if plan.too_small:
         from harness9.ui.compaction_plan import too_small_reason

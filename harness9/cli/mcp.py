@@ -88,7 +88,7 @@ def list_tools(
     workdir: WorkdirOpt = None,
 ) -> None:
     """A server's tools: the name the model calls, the tokens of its definition, its text."""
-    from harness9.context.tokens import estimate_tool_tokens
+    from harness9.tokens import estimate_tool_tokens
     from harness9.tools.mcp.toolset import McpTool
 
     env = environment(ctx)

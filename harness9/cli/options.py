@@ -15,6 +15,8 @@ from typing import Annotated
 
 import typer
 
+from harness9.context.pipeline import strategy_help
+
 Model = Annotated[
     str | None,
     typer.Option(
@@ -73,10 +75,7 @@ Strategy = Annotated[
     typer.Option(
         "--strategy",
         show_default=False,
-        help="Compaction: hybrid (the default: stub old tool results, then summarise; alias "
-        "phase2), summarize (LLM summary), budget (drop oldest), window (last 100 messages), "
-        "evict (replace old low-value tool results; when that is not enough, fold old "
-        "messages without a model call). Default: HARNESS9_COMPACTION_STRATEGY, "
+        help=f"Compaction: {strategy_help()}. Default: HARNESS9_COMPACTION_STRATEGY, "
         "else compaction.strategy in config.toml.",
     ),
 ]

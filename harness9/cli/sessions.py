@@ -85,7 +85,7 @@ def _open_store() -> SessionStore | None:
 def _remove_offloads(session_id: str) -> None:
     # The offload store owns its directories; imported only when a session is deleted,
     # so listing and showing never pay for harness9.context.
-    from harness9.context.offload import remove_session_offloads
+    from harness9.tools.offload import remove_session_offloads
 
     remove_session_offloads(session_id)
 

@@ -98,8 +98,8 @@ def _parse_format(text: str | None) -> ExportFormat | None:
 
 def _offloads_of(store: SessionStore, session_id: str) -> list[OffloadedText]:
     """The full text of every result the session offloaded, from the store's own blobs."""
-    from harness9.context.offload import OffloadStore
     from harness9.store.export import OffloadedText
+    from harness9.tools.offload import OffloadStore
 
     try:
         files = OffloadStore(blobs=store.blob_store()).session_files(session_id)
@@ -194,8 +194,8 @@ def import_command(
 ) -> None:
     """Import a session from a JSON export (all of it or nothing). Prints its id."""
     from harness9.config import store_location
-    from harness9.context.offload import remove_session_offloads
     from harness9.store.backend import open_store
+    from harness9.tools.offload import remove_session_offloads
 
     if not source:
         raise UsageError("give a file to import, or - for standard input")
@@ -224,9 +224,9 @@ def import_command(
 
 def _parse_import(source: str, text: str) -> SessionSnapshot:
     """The export in ``text``, its offload ids checked; ImportFormatError naming ``source``."""
-    from harness9.context.offload import OffloadStore
     from harness9.store.export import ImportFormatError, parse_export
     from harness9.store.family import family_members
+    from harness9.tools.offload import OffloadStore
 
     try:
         snap = parse_export(text)
@@ -246,8 +246,8 @@ def _restore_with_offloads(
 ) -> tuple[str, int]:
     """Store ``snap``, its sub-agents' sessions and their offloaded results, or nothing:
     the new session's id and how many sessions were stored."""
-    from harness9.context.offload import OffloadStore
     from harness9.store.family import family_members, restore_family
+    from harness9.tools.offload import OffloadStore
 
     members = family_members(snap)  # the session and its sub-agents' sessions
     ids = restore_family(store, snap, new_id=new_id)

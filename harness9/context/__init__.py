@@ -1,24 +1,28 @@
-"""What the model is shown: pure functions of the stored log, plus the offload writer.
+"""What the model is shown: pure functions of the stored log.
 
 What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
 (``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
-whose configurations are the strategies. Never imports the engine, the UI or litellm.
+each strategy a row of its table ``STRATEGIES``. Beside them: ``facts`` (what rules find in
+text), ``stubs`` (the stand-ins and the repair), ``summarize``, ``topics`` and ``prepared``
+(summaries made ahead). Never imports the engine, the UI or litellm.
 Re-exported here: the public API (docs/architecture.md, 'Public API') and what tests and
 scripts import.
 """
 
-from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor, find_cut
-from harness9.context.fingerprint import extract_fingerprint, validate_markers
-from harness9.context.offload import OffloadConfig, OffloadStore
+from harness9.context.facts import extract_fingerprint, validate_markers
 from harness9.context.pipeline import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
     HybridCompactor,
     SlidingWindowCompactor,
     SummarizationCompactor,
     TokenBudgetCompactor,
     eviction_compactor,
+    find_cut,
 )
-from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
+from harness9.context.stubs import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.summarize import SpanSummarizer
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.topics import TopicDetector
 from harness9.context.view import ModelView, build_view, checkpoint_for, load_view
+from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count

@@ -1,68 +1,407 @@
-"""What compaction does: one function of ordered, pure steps; every strategy a configuration.
+"""What compaction does: one function of ordered, pure steps, and the one table from a
+strategy's name to its steps (``STRATEGIES``).
 
 ``Pipeline.compact`` (and its dry run, ``plan``) runs, cheap to expensive, stopping as soon
 as the history fits: 1. **gate** (over the threshold, or forced); 2. **reduce**, no message
 moving and no model call: old tool results evicted by density, then stubbed; 3. **cut**
-where the kept tail begins; 4. **fold** the head into a summary, or drop it; 5. **fallback**:
-a failing summariser hands the reduced history to a truncating compactor. ``Steps`` says
-what each step does. Every output is repaired and never larger than its input repaired.
+where the kept tail begins (never between tool results and their call); 4. **fold** the head
+into a summary, or drop it; 5. **fallback**: a failing summariser hands the reduced history
+to a truncating pipeline. ``Steps`` says what each step does. Every output is repaired and
+never larger than its input repaired. Also here: the ``Compactor`` seam, its plan and
+result, and the events the UI shows of a compaction.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
+from typing import Protocol, runtime_checkable
 
-from harness9.context.compaction import (
-    CompactionPlan,
-    CompactionResult,
-    Compactor,
-    KeptSizer,
-    ProgressCallback,
-    extend_cut,
-    find_cut,
-    starts_with_system,
-)
-from harness9.context.eviction import evict_by_density, tool_groups
-from harness9.context.fingerprint import (
+from harness9.context.facts import (
+    GREP_LINE_RE,
+    error_lines,
     extract_fingerprint,
-    marker_summarizer,
+    find_declarations,
+    find_paths,
+    has_decision,
+    has_error,
+    has_path,
     repair_summary,
-    structured_summary,
+    stats_of,
+    summarize_output,
 )
-from harness9.context.repair import is_valid_tool_sequence, repair_orphaned_tool_pairs
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
     awaits_handle,
+    evicted_stub,
+    is_offloaded,
     is_stub,
+    is_valid_tool_sequence,
+    match_tool_results,
+    repair_orphaned_tool_pairs,
     stub_arguments,
     stub_for,
+    stub_message,
     summary_message,
     summary_of,
 )
 from harness9.context.summarize import (
     SUMMARY_ESTIMATE_CAP,
     SUMMARY_ROOM_DIVISOR,
+    ProgressCallback,
     SpanSummarizer,
     Summarizer,
     clipped,
+    marker_summarizer,
+    structured_summary,
     summary_estimate,
 )
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.context.topics import TopicDetector, TopicSegment
-from harness9.schema import ROLE_ASSISTANT, ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_SYSTEM,
+    ROLE_TOOL,
+    ROLE_USER,
+    SUMMARY_PREFIX,
+    TRUNCATED_STUB,
+    Message,
+)
+from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
+
+# -- the events the UI shows of a compaction -----------------------------------------------
+
+
+@dataclass(slots=True)
+class CompactionStarted:
+    strategy: str
+    tokens_before: int
+
+
+@dataclass(slots=True)
+class CompactionProgress:
+    chunk: int
+    total: int
+
+
+@dataclass(slots=True)
+class Compaction:
+    """A compaction that cut the context by more than 5 %."""
+
+    tokens_before: int
+    tokens_after: int
+    msgs_before: int
+    msgs_after: int
+    strategy: str
+    fallback_reason: str | None = None
+    # Seconds the turn waited for a summary prepared in the background (None: not one).
+    waited: float | None = None
+
+
+@dataclass(slots=True)
+class Notice:
+    """Something the user should know that is not an error (e.g. an offloaded result)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class SummaryPreparing:
+    """A summary is being prepared in the background (``active``), or no longer is."""
+
+    active: bool
+
+
+ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice | SummaryPreparing
+ContextEventSink = Callable[[ContextEvent], None]
+
+
+def discard(_event: ContextEvent) -> None:
+    """The sink used when nobody listens."""
+
+
+# -- the Compactor seam, its plan and result, the cut rule ---------------------------------
+
+
+@dataclass(slots=True)
+class CompactionPlan:
+    would_compact: bool
+    strategy: str
+    cut: int  # msgs[1:cut] are folded/dropped, msgs[cut:] kept (before repair); 1: nothing folds
+    tokens_before: int  # estimate_tokens(msgs)
+    tokens_after: int  # estimate of the result (a summary's size is estimated by ``plan``)
+    threshold: int  # the compactor's threshold_tokens
+    # It would fold ``msgs[1:cut]`` down to ``tokens_after`` but save too little to be worth
+    # it (the policy's rule): ``would_compact`` is then False, and nothing is made.
+    too_small: bool = False
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    messages: list[Message]  # the new view, repaired
+    plan: CompactionPlan
+    summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
+    strategy: str  # what actually ran ("budget" when summarize fell back)
+    error: str | None = None  # why a fallback happened, if it did
+    # The earlier summary at msgs[1] is kept as it was (a fallback after a failed summary).
+    kept_previous_summary: bool = False
+    # A summary was made but not used, its result larger than its input: that result, for
+    # a caller that cuts further anyway and keeps what was paid for.
+    declined: CompactionResult | None = None
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """The one compaction seam; pure: the input is never mutated.
+
+    ``threshold_tokens``: the estimate over which ``plan`` compacts unforced (0: triggered
+    otherwise, as topic isolation is). ``plan``: what ``compact`` would fold, no model call.
+    ``compact``: ``instructions`` focus a summary (``/compact <focus>``), ``on_progress``
+    hears each summariser call (a compactor calling no model ignores both). An input not
+    starting with the system message is returned unchanged; otherwise the output is repaired.
+    """
+
+    @property
+    def strategy(self) -> str: ...
+
+    @property
+    def threshold_tokens(self) -> int: ...
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult: ...
+
+
+def starts_with_system(msgs: Sequence[Message]) -> bool:
+    return bool(msgs) and msgs[0].role == ROLE_SYSTEM
+
+
+def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
+    """Where the kept part begins when keeping the newest ``tail_len`` messages (>= 1)."""
+    return extend_cut(msgs, max(1, len(msgs) - max(tail_len, 0)))
+
+
+def extend_cut(msgs: Sequence[Message], cut: int) -> int:
+    """``cut`` moved back over the tool results it would begin with, to the assistant message
+    before them if it made calls; results whose call is not adjacent are left to the repair."""
+    if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
+        return cut
+    first = cut
+    while first > 1 and msgs[first - 1].role == ROLE_TOOL:
+        first -= 1
+    caller = first - 1
+    if caller >= 1 and msgs[caller].role == ROLE_ASSISTANT and msgs[caller].tool_calls:
+        return caller
+    return cut
+
+
+class KeptSizer:
+    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in O(1).
+
+    One pass over ``msgs[start:]``: each message's bytes, plus the stubs the repair adds to
+    unanswered calls, minus results it drops. A result whose call lies before the cut is
+    dropped only for cuts between the two: a difference array counts that.
+    """
+
+    __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
+
+    def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
+        """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
+        part = msgs[start:]
+        # Exact for cuts inside the part: a result whose call lies before it is unmatched.
+        result = match_tool_results(part)
+        stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
+        # What each message adds to a repaired suffix: results count with their call.
+        eff = [0 if m.role == ROLE_TOOL else sizes[start + j] for j, m in enumerate(part)]
+        # A result whose call lies before the cut is dropped: for cuts in (i, r].
+        diff = [0] * (len(part) + 1)
+        slot = 0  # calls are numbered in history order, as match_tool_results does
+        for i, m in enumerate(part):
+            if m.role != ROLE_ASSISTANT or not m.tool_calls:
+                continue
+            for tc in m.tool_calls:
+                r = result[slot]
+                slot += 1
+                if r < 0:
+                    eff[i] += stub_bytes + len(tc.id.encode("utf-8", "surrogatepass"))
+                else:
+                    eff[r] = b = sizes[start + r]
+                    diff[i + 1] += b
+                    diff[r + 1] -= b
+        self._start = start
+        self._suffix = [*accumulate(reversed(eff), initial=0)][::-1]
+        self._straddle = [*accumulate(diff)]
+        self._system_bytes = sizes[0]
+
+    def kept_bytes(self, cut: int) -> int:
+        j = cut - self._start
+        if j < 0:
+            raise ValueError(f"cut {cut} is before the measured part (from {self._start})")
+        return self._system_bytes + self._suffix[j] - self._straddle[j]
+
+    def kept_tokens(self, cut: int) -> int:
+        return self.kept_bytes(cut) // BYTES_PER_TOKEN
+
+
+# -- step 2: eviction of old tool results by density ---------------------------------------
+
+EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its stub
+# Bytes of declared names and paths a stub may list beyond its rule summary (~80 tokens,
+# room for 15-20 names): small next to the results worth evicting (thousands of bytes).
+EVICTED_FACT_BYTES = 320
+_CODE_LINE_RE = re.compile(
+    r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
+    r"public|private|package|#include|@)\b|.*[{};:]\s*$|\s*[}\])]\s*$)"
+)
+
+
+def is_large_code_dump(content: str) -> bool:
+    """2,000+ characters over 30+ lines, at least half of them code-shaped."""
+    if len(content) < 2000:
+        return False
+    lines = [x for x in content.splitlines() if x.strip()]
+    if len(lines) < 30:
+        return False
+    code = sum(1 for x in lines if _CODE_LINE_RE.match(x))
+    return code * 2 >= len(lines)
+
+
+def is_repetitive_grep(content: str) -> bool:
+    """At least 10 ``path:line:`` matches making up most of the lines."""
+    nonempty = sum(1 for x in content.splitlines() if x.strip())
+    matches = len(GREP_LINE_RE.findall(content))
+    return matches >= 10 and matches * 2 > nonempty
+
+
+def density_score(msg: Message) -> float:
+    """The rules in the module docstring (booleans count 1 or 0)."""
+    c = msg.content
+    return (
+        3.0 * has_error(c)
+        + 2.5 * has_decision(c)
+        + 1.0 * has_path(c)
+        + 1.5 * (len(c) < 500)
+        - 2.0 * is_large_code_dump(c)
+        - 1.5 * is_repetitive_grep(c)
+        - 2.0 * (msg.role == ROLE_TOOL and len(c) > 3000)
+    )
+
+
+@dataclass(slots=True)
+class ToolGroup:
+    call_index: int  # the assistant message carrying the calls
+    result_indices: list[int]
+
+
+def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
+    """Assistant-with-calls messages and their results, oldest first, matched as the repair
+    matches them (a reused call id binds to the nearest call; a stray result to none)."""
+    slots = match_tool_results(msgs)
+    groups: list[ToolGroup] = []
+    s = 0
+    for i, m in enumerate(msgs):
+        if m.role == ROLE_ASSISTANT and m.tool_calls:
+            n = len(m.tool_calls)
+            groups.append(ToolGroup(i, sorted(r for r in slots[s : s + n] if r >= 0)))
+            s += n
+    return groups
+
+
+def _fact_lines(content: str, body: str) -> list[str]:
+    """What the rule summary ``body`` lacks: the last error lines (what a later step needs
+    most), then declared names and paths while they fit, and a count of the rest."""
+    lines: list[str] = []
+    errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
+    if errors:
+        lines += ["errors:", *("  " + e for e in errors)]
+    words = set(re.findall(r"[\w./-]+", body))
+    room = EVICTED_FACT_BYTES
+    for label, found in (("names", find_declarations(content)), ("paths", find_paths(content))):
+        items = [x for x in found if x not in words]
+        shown: list[str] = []
+        for item in items:
+            cost = len(item.encode()) + 2
+            if cost > room:
+                break
+            room -= cost
+            shown.append(item)
+        more = len(items) - len(shown)
+        if shown or more:
+            line = f"{label}: " + ", ".join(shown)
+            lines.append(line + (f" … and {more} more not shown" if more else ""))
+    return lines
+
+
+def evict_by_density(
+    messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
+) -> list[Message]:
+    """A copy in which the long arguments of the calls of all but the newest ``keep_groups``
+    tool groups are stubbed, then their results replaced by eviction stubs (rule summary, last error lines, declared names and paths),
+    lowest score first (ties: oldest first), until the estimate is at most
+    ``target_tokens``. Roles, ids and order stay, so the tool-call sequence stays valid."""
+    out = list(messages)
+    total = sum(message_bytes(m) for m in out)
+    if total // BYTES_PER_TOKEN <= target_tokens:
+        return out
+    groups = tool_groups(out)
+    # Old calls' long arguments go first: the file a write_file wrote is on disk, and the
+    # stub keeps the call's handle.
+    for g in groups[: max(0, len(groups) - keep_groups)]:
+        if total // BYTES_PER_TOKEN <= target_tokens:
+            return out
+        msg = out[g.call_index]
+        out[g.call_index] = stub_arguments(msg)
+        total -= message_bytes(msg) - message_bytes(out[g.call_index])
+    # Each old result's own call (ids may be reused across turns, so not a global id map).
+    call_of = {
+        i: tc
+        for g in groups[: max(0, len(groups) - keep_groups)]
+        for i in g.result_indices
+        for tc in out[g.call_index].tool_calls
+        if tc.id == out[i].tool_call_id
+    }
+    candidates = sorted(
+        (density_score(out[i]), i) for i in call_of if not (is_offloaded(out[i]) or is_stub(out[i]))
+    )
+    for _, i in candidates:
+        if total // BYTES_PER_TOKEN <= target_tokens:
+            break
+        msg, call = out[i], call_of[i]
+        stats = stats_of(msg.content)
+        body = summarize_output(call.name, call.arguments, stats, brief=True)
+        body = "\n".join([body, *_fact_lines(msg.content, body)])
+        stub = stub_message(evicted_stub(body, stats.tokens), msg)
+        if message_bytes(stub) >= message_bytes(msg):  # a short result: no smaller as a stub
+            continue
+        total -= message_bytes(msg) - message_bytes(stub)
+        out[i] = stub
+    return out
+
+
+# -- the pipeline --------------------------------------------------------------------------
 
 DEFAULT_MIN_TAIL = 6
 # The ``for_context_window`` helpers' share of the window (the default of the
 # ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
 BUDGET_PERCENT = 80
+DEFAULT_THRESHOLD = BUDGET_PERCENT / 100  # the ``compaction.threshold`` option's default
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
-MIN_GAIN = 0.05  # a reduction that saves less than this share is not worth a cache break
+# A compaction (or a reduction) that saves less than this share is not worth the cache it
+# breaks: it is neither made by the pipeline nor stored by the policy.
+MIN_COMPACTION_GAIN = 0.05
 # What an API adds per message beyond its text (role, call ids, separators): about 8
 # tokens for the call/result pairs of a tool-heavy session.
 MESSAGE_OVERHEAD_TOKENS = 8
-DEFAULT_TARGET = 0.4
+DEFAULT_TARGET = 0.4  # the ``compaction.target`` option's default
 # Shares of the window for the summary's "Preserved facts" and the recall index: small
 # enough that the recent tail keeps most of the target, large enough for ~100 lines each
 # on a 128K window.
@@ -107,24 +446,37 @@ class Steps:
     summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
     words_budget: int | None = None  # tokens of a "folded" summary's words (None: all)
+    # Step 5: a failing summariser truncates to this many tokens, keeping at least
+    # ``fallback_min_tail`` messages (0: nothing folds then).
+    fallback_to: int = 0
+    fallback_min_tail: int = DEFAULT_MIN_TAIL
 
 
 class Pipeline:
-    """A ``Compactor`` running ``steps``: ``span`` summarises, ``fallback`` truncates when it
-    fails (an earlier summary kept), ``detector`` finds topics (``cut="topic"``)."""
+    """The one ``Compactor``, running ``steps``. ``summarizer`` answers the summary requests
+    (in chunks that fit ``window``), ``fallback`` replaces the steps' truncation when a
+    summary fails, ``detector`` finds topics (``cut="topic"``)."""
 
     def __init__(
         self,
         steps: Steps,
-        span: SpanSummarizer | None = None,
+        summarizer: Summarizer | None = None,
         *,
+        window: int | None = None,
         fallback: Compactor | None = None,
         detector: TopicDetector | None = None,
     ) -> None:
         self.steps = steps
         self.strategy = steps.strategy
         self.threshold_tokens = steps.threshold
-        self.span = span
+        self.window = window
+        self.span: SpanSummarizer | None = None
+        if summarizer is not None and steps.summary == "structured":
+            self.span = marker_summarizer(summarizer, window=window)
+        elif summarizer is not None and steps.summary == "plain":
+            self.span = SpanSummarizer(summarizer, window=window)
+        if fallback is None and steps.fallback_to:
+            fallback = Pipeline(budget_steps(steps.fallback_to, steps.fallback_min_tail))
         self.fallback = fallback
         self.detector = detector
 
@@ -178,7 +530,7 @@ class Pipeline:
         # The reduction alone lands under ``enough_at`` (counting each message's framing:
         # stubs make messages small and many) and saves enough to break the cache for.
         load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
-        enough = load <= s.enough_at and after < before * (1 - MIN_GAIN)
+        enough = load <= s.enough_at and after < before * (1 - MIN_COMPACTION_GAIN)
         cut = self._cut(reduced, sizes, before, force) if s.cut and not enough else 1
         if cut <= 1 and reduced is history:
             return self._unchanged(msgs, before), reduced
@@ -349,7 +701,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
         out[g.call_index] = stub_arguments(out[g.call_index])
         for i in g.result_indices:
             m = out[i]
-            if is_stub(m.content):
+            if is_stub(m):
                 continue
             stub = stub_for(m)
             if message_bytes(stub) + HANDLE_ALLOWANCE_BYTES < message_bytes(m):
@@ -359,7 +711,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
 
 def _new_stubs(msgs: Sequence[Message]) -> int:
     """Stubs without a handle yet (the checkpoint adds one to each)."""
-    return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m.content))
+    return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m))
 
 
 def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
@@ -458,173 +810,96 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
     return "\n\n".join(p for p in (previous, FOLDED_HEADING + "\n" + "\n".join(lines)) if p)
 
 
-# -- the configurations ---------------------------------------------------------------------
+# -- the strategies: one table from a name to its steps ----------------------------------
 
 
-class TokenBudgetCompactor(Pipeline):
-    """Keep the largest newest suffix (at least ``min_tail_messages``) that fits ``max_tokens``;
-    forced, down to half the history."""
-
-    def __init__(self, max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if min_tail_messages < 0:
-            raise ValueError(f"min_tail_messages must be >= 0, got {min_tail_messages}")
-        super().__init__(
-            Steps("budget", max_tokens, cut="budget", target=max_tokens, min_tail=min_tail_messages)
-        )
-        self.max_tokens = max_tokens
-        self.min_tail_messages = min_tail_messages
-
-    @classmethod
-    def for_context_window(cls, context_window: int) -> TokenBudgetCompactor:
-        return cls(context_window * BUDGET_PERCENT // 100)
+def budget_steps(max_tokens: int, min_tail: int = DEFAULT_MIN_TAIL) -> Steps:
+    """Keep the largest newest suffix (at least ``min_tail`` messages) that fits
+    ``max_tokens``; forced, down to half the history."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    if min_tail < 0:
+        raise ValueError(f"min_tail_messages must be >= 0, got {min_tail}")
+    return Steps("budget", max_tokens, cut="budget", target=max_tokens, min_tail=min_tail)
 
 
-class SlidingWindowCompactor(Pipeline):
+def window_steps(
+    max_messages: int = 100, *, min_tail: int = DEFAULT_MIN_TAIL, max_tokens: int | None = None
+) -> Steps:
     """Keep the system message and the newest ``max_messages - 1`` (``force`` keeps the same
     window: the window is the promise). With ``max_tokens``, a history over that many tokens
-    keeps max(``min_tail_messages``, half the history), never more than the window; without
-    it the compactor is blind to tokens (``threshold_tokens`` 0)."""
-
-    def __init__(
-        self,
-        max_messages: int = 100,
-        *,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        max_tokens: int | None = None,
-    ) -> None:
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        super().__init__(
-            Steps(
-                "window",
-                max_tokens or 0,
-                cut="window",
-                min_tail=min_tail_messages,
-                max_messages=max_messages,
-            )
-        )
-        self.max_messages = max_messages
-        self.min_tail_messages = min_tail_messages
-        self.max_tokens = max_tokens
+    keeps max(``min_tail``, half the history), never more than the window; without it the
+    window is blind to tokens (``threshold_tokens`` 0)."""
+    if max_messages < 1:
+        raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    return Steps(
+        "window", max_tokens or 0, cut="window", min_tail=min_tail, max_messages=max_messages
+    )
 
 
-class MessageBound(Pipeline):
-    """Over ``max_messages``, everything before the newest ``keep_messages`` folds without a
-    model call, whatever the window (the ``max_messages`` option).
-
-    Stubs keep every old call and result as two messages, so on a 1M window a long session's
-    view grows to thousands of messages that every request pays for walking. The folded
-    results go into the checkpoint's recall index, the user's and assistant's words into the
-    summary, so no instruction is lost. The option's 400, folded to half, is far more than a
-    turn needs, few enough that call 10,000 costs what call 100 does, and one fold (one cache
-    break) per ~100 calls.
-    """
-
-    def __init__(self, max_messages: int, keep_messages: int) -> None:
-        if not 1 <= keep_messages < max_messages:
-            raise ValueError(
-                f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
-            )
-        super().__init__(
-            Steps("fold", 0, min_tail=keep_messages, max_messages=max_messages, summary="folded")
-        )
-        self.max_messages = max_messages
-
-
-class SummarizationCompactor(Pipeline):
+def summary_steps(max_tokens: int, min_tail: int = DEFAULT_MIN_TAIL) -> Steps:
     """Replace the head with one summary (the five-section template), keeping the newest
-    ``min_tail_messages``; on any failure ``fallback`` runs (default: a
-    ``TokenBudgetCompactor`` with the same budget)."""
-
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        max_tokens: int,
-        min_tail_messages: int = DEFAULT_MIN_TAIL,
-        fallback: Compactor | None = None,
-        *,
-        summarizer_window: int | None = None,
-    ) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        super().__init__(
-            Steps("summarize", max_tokens, min_tail=min_tail_messages, summary="plain"),
-            SpanSummarizer(summarizer, window=summarizer_window),
-            fallback=fallback or TokenBudgetCompactor(max_tokens, min_tail_messages),
-        )
-        self.max_tokens = max_tokens
-        self.min_tail_messages = min_tail_messages
-        self.summarizer_window = summarizer_window
-
-    @classmethod
-    def for_context_window(
-        cls, summarizer: Summarizer, context_window: int
-    ) -> SummarizationCompactor:
-        return cls(
-            summarizer, context_window * BUDGET_PERCENT // 100, summarizer_window=context_window
-        )
+    ``min_tail``; a failing summariser truncates to the same budget."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    return Steps(
+        "summarize",
+        max_tokens,
+        min_tail=min_tail,
+        summary="plain",
+        fallback_to=max_tokens,
+        fallback_min_tail=min_tail,
+    )
 
 
-class HybridCompactor(Pipeline):
+def hybrid_steps(
+    context_window: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    target: float = DEFAULT_TARGET,
+    evict: bool = False,
+) -> Steps:
     """The default: stubs, then a structured summary with a recall index.
 
     Past ``threshold`` × the window (80 %), one compaction brings the context down to
     ``target`` × the window (40 %), so compactions are rare and each buys many appended
-    requests (see docs/architecture.md, 'Cache-stable requests'). Tool results older than
-    the newest three groups are
-    stubbed first; when that lands under the target no model is called. Otherwise the head
-    before a tail sized to the target, less room for the summary's facts and the recall
-    index, folds into one structured summary. A failing summariser truncates to the target.
-    ``evict``: old results are first evicted by density down to the target.
+    requests (docs/architecture.md, 'Cache-stable requests'). Tool results older than the
+    newest three groups are stubbed first; when that lands under the target no model is
+    called. Otherwise the head before a tail sized to the target, less room for the
+    summary's facts and the recall index, folds into one structured summary. A failing
+    summariser truncates to the target. ``evict``: old results are first evicted by density.
     """
-
-    def __init__(
-        self,
-        summarizer: Summarizer,
-        context_window: int,
-        *,
-        threshold: float = 0.8,
-        target: float = DEFAULT_TARGET,
-        evict: bool = False,
-    ) -> None:
-        if context_window < 1:
-            raise ValueError(f"context_window must be positive, got {context_window}")
-        self.target_tokens = goal = max(1, int(context_window * min(target, threshold)))
-        preserved = max(1, int(context_window * PRESERVED_SHARE_HYBRID))
-        self.recall_budget = max(1, int(context_window * RECALL_SHARE))
-        reserve = preserved + self.recall_budget + min(SUMMARY_ESTIMATE_CAP, goal // 8)
-        steps = Steps(
-            STRATEGY_HYBRID,
-            max(1, int(context_window * threshold)),
-            evict_to=goal if evict else None,
-            stub=True,
-            enough_at=goal,
-            cut="fit",
-            target=goal - reserve,
-            summary="structured",
-            preserved_budget=preserved,
-        )
-        span = marker_summarizer(summarizer, window=context_window)
-        super().__init__(steps, span, fallback=TokenBudgetCompactor(goal))
+    if context_window < 1:
+        raise ValueError(f"context_window must be positive, got {context_window}")
+    goal = max(1, int(context_window * min(target, threshold)))
+    preserved = max(1, int(context_window * PRESERVED_SHARE_HYBRID))
+    recall = max(1, int(context_window * RECALL_SHARE))
+    reserve = preserved + recall + min(SUMMARY_ESTIMATE_CAP, goal // 8)
+    return Steps(
+        STRATEGY_HYBRID,
+        max(1, int(context_window * threshold)),
+        evict_to=goal if evict else None,
+        stub=True,
+        enough_at=goal,
+        cut="fit",
+        target=goal - reserve,
+        summary="structured",
+        preserved_budget=preserved,
+        fallback_to=goal,
+    )
 
 
-def eviction_compactor(
-    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
-) -> Pipeline:
-    """``evict``: over ``max_tokens``, old results are evicted by density down to
-    ``target_ratio`` of it (forced: every evictable result outside the newest ``keep_groups``
-    groups). When that does not land there (every old result already evicted, the
-    conversation grown), the head folds without a model call into the newest of its user's
+def evict_steps(max_tokens: int, ratio: float = EVICT_SHARE, keep_groups: int = 3) -> Steps:
+    """Over ``max_tokens``, old results are evicted by density down to ``ratio`` of it
+    (forced: every evictable result outside the newest ``keep_groups`` groups). When that
+    does not land there, the head folds without a model call into the newest of its user's
     and assistant's words (an eighth of ``max_tokens``, at most 1,500 tokens) with the facts
     the fingerprint finds (the room between the two shares); with the kept tail that is
     ``EVICT_FOLD_SHARE`` of ``max_tokens``. Its tool results go into the recall index."""
-    evict_to, fold_to = int(max_tokens * target_ratio), int(max_tokens * EVICT_FOLD_SHARE)
+    evict_to, fold_to = int(max_tokens * ratio), int(max_tokens * EVICT_FOLD_SHARE)
     words = min(SUMMARY_ESTIMATE_CAP, max_tokens // 8)
-    steps = Steps(
+    return Steps(
         "evict",
         max_tokens,
         evict_to=evict_to,
@@ -636,29 +911,171 @@ def eviction_compactor(
         preserved_budget=max(1, evict_to - fold_to),
         words_budget=words,
     )
-    return Pipeline(steps)
+
+
+def fold_steps(max_messages: int, keep_messages: int) -> Steps:
+    """Over ``max_messages`` (the ``max_messages`` option), everything before the newest
+    ``keep_messages`` folds without a model call, whatever the window.
+
+    Stubs keep every old call and result as two messages, so on a 1M window a long session's
+    view grows to thousands of messages that every request pays for walking. The folded
+    results go into the checkpoint's recall index, the user's and assistant's words into the
+    summary, so no instruction is lost. The option's 400, folded to half, is far more than a
+    turn needs, few enough that call 10,000 costs what call 100 does, and one fold (one cache
+    break) per ~100 calls."""
+    if not 1 <= keep_messages < max_messages:
+        raise ValueError(
+            f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
+        )
+    return Steps("fold", 0, min_tail=keep_messages, max_messages=max_messages, summary="folded")
+
+
+def tail_steps(max_tokens: int) -> Steps:
+    """The last resort of a compaction the user asked for (``/compact``) when the strategy
+    folded nothing and the request is still over ``max_tokens``: every tool result is
+    stubbed (recallable by its handle), then the history is truncated to what fits, down to
+    its newest message; an earlier summary is kept."""
+    return Steps(
+        "protected-tail",
+        max_tokens,
+        stub=True,
+        keep_groups=0,
+        cut="fallback",
+        fallback_to=max_tokens,
+        fallback_min_tail=1,
+    )
+
+
+# Topic isolation (experimental): when the history has more than 10 messages and the newest
+# topic segment is new (2 messages or fewer), everything before it becomes one structured
+# summary. Not gated by tokens; a failing summariser leaves the history as it is.
+TOPIC_STEPS = Steps("topic", 0, cut="topic", min_tail=0, summary="structured")
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """A strategy a user can choose: what ``--help`` says of it, and its steps for a window,
+    a threshold in tokens and hybrid's target share."""
+
+    help: str
+    steps: Callable[[int, int, float], Steps]
+
+
+STRATEGIES: dict[str, Strategy] = {
+    STRATEGY_HYBRID: Strategy(
+        "the default: stub old tool results, then summarise; alias phase2",
+        lambda window, threshold, target: hybrid_steps(window, threshold / window, target),
+    ),
+    "summarize": Strategy("LLM summary", lambda _w, threshold, _t: summary_steps(threshold)),
+    "budget": Strategy("drop oldest", lambda _w, threshold, _t: budget_steps(threshold)),
+    "window": Strategy(
+        "last 100 messages", lambda _w, threshold, _t: window_steps(max_tokens=threshold)
+    ),
+    "evict": Strategy(
+        "replace old low-value tool results; when that is not enough, fold old messages "
+        "without a model call",
+        lambda _w, threshold, _t: evict_steps(threshold),
+    ),
+}
+# Older names a config file may still hold, and the strategy they mean now.
+STRATEGY_ALIASES = {"phase2": STRATEGY_HYBRID}
+# What ran, for the strategies whose result calls no model (a dry run computes it exactly;
+# one left over the threshold is made again with a larger cut), and for those that ask one.
+MODEL_FREE_STRATEGIES = frozenset(
+    {
+        n
+        for n, s in STRATEGIES.items()
+        if s.steps(1000, 800, DEFAULT_TARGET).summary in ("", "folded")
+    }
+    | {STRATEGY_STUBS}
+)
+SUMMARY_STRATEGIES = frozenset(set(STRATEGIES) - MODEL_FREE_STRATEGIES | {TOPIC_STEPS.strategy})
+
+
+def strategy_help() -> str:
+    """Every strategy with what it does, for ``--help``."""
+    return ", ".join(f"{name} ({s.help})" for name, s in STRATEGIES.items())
+
+
+def strategy_pipeline(
+    strategy: str, summarizer: Summarizer, context_window: int, threshold: int, target: float
+) -> Pipeline:
+    """The pipeline of the strategy named ``strategy`` (a key of ``STRATEGIES``)."""
+    steps = STRATEGIES[strategy].steps(context_window, threshold, target)
+    return Pipeline(steps, summarizer, window=context_window)
+
+
+# The compactors' public names (docs/architecture.md, 'Public API'), capitalised as the
+# constructors they once were: each returns the pipeline of its steps, not a class of its own.
+
+
+def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:
+    return Pipeline(budget_steps(max_tokens, min_tail_messages))
+
+
+def SlidingWindowCompactor(
+    max_messages: int = 100,
+    *,
+    min_tail_messages: int = DEFAULT_MIN_TAIL,
+    max_tokens: int | None = None,
+) -> Pipeline:
+    return Pipeline(window_steps(max_messages, min_tail=min_tail_messages, max_tokens=max_tokens))
+
+
+def SummarizationCompactor(
+    summarizer: Summarizer,
+    max_tokens: int,
+    min_tail_messages: int = DEFAULT_MIN_TAIL,
+    fallback: Compactor | None = None,
+    *,
+    summarizer_window: int | None = None,
+) -> Pipeline:
+    steps = summary_steps(max_tokens, min_tail_messages)
+    return Pipeline(steps, summarizer, window=summarizer_window, fallback=fallback)
+
+
+def HybridCompactor(
+    summarizer: Summarizer,
+    context_window: int,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    target: float = DEFAULT_TARGET,
+    evict: bool = False,
+) -> Pipeline:
+    steps = hybrid_steps(context_window, threshold, target, evict)
+    return Pipeline(steps, summarizer, window=context_window)
+
+
+def budget_for_window(context_window: int) -> Pipeline:
+    """``budget`` at ``BUDGET_PERCENT`` of ``context_window``."""
+    return TokenBudgetCompactor(context_window * BUDGET_PERCENT // 100)
+
+
+def summary_for_window(summarizer: Summarizer, context_window: int) -> Pipeline:
+    """``summarize`` at ``BUDGET_PERCENT`` of ``context_window``, summarising in chunks that
+    fit it."""
+    budget = context_window * BUDGET_PERCENT // 100
+    return SummarizationCompactor(summarizer, budget, summarizer_window=context_window)
+
+
+def eviction_compactor(
+    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
+) -> Pipeline:
+    return Pipeline(evict_steps(max_tokens, target_ratio, keep_groups))
+
+
+def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
+    return Pipeline(fold_steps(max_messages, keep_messages))
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
-    """The last resort of a compaction the user asked for (``/compact``) when the strategy
-    folded nothing and the request is still over ``max_tokens``: every tool result is
-    stubbed (recallable by its handle), then the history is truncated to what fits,
-    down to its newest message; an earlier summary is kept."""
-    steps = Steps("protected-tail", max_tokens, stub=True, keep_groups=0, cut="fallback")
-    return Pipeline(steps, fallback=TokenBudgetCompactor(max_tokens, min_tail_messages=1))
+    return Pipeline(tail_steps(max_tokens))
 
 
 def topic_compactor(
     detector: TopicDetector, summarizer: Summarizer, *, summarizer_window: int | None = None
 ) -> Pipeline:
-    """Topic isolation (experimental): when the history has more than 10 messages and the
-    newest topic segment is new (2 messages or fewer), everything before it becomes one
-    structured summary. Not gated by tokens (``threshold_tokens`` 0); a failing
-    summariser leaves the history as it is."""
-    steps = Steps("topic", 0, cut="topic", min_tail=0, summary="structured")
-    return Pipeline(
-        steps, marker_summarizer(summarizer, window=summarizer_window), detector=detector
-    )
+    return Pipeline(TOPIC_STEPS, summarizer, window=summarizer_window, detector=detector)
 
 
 CompactorFactory = Callable[[Summarizer, int, int], Compactor]

@@ -25,28 +25,26 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
-from harness9.config import STRATEGIES, ContextOptions
-from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor
-from harness9.context.events import (
-    Compaction,
-    CompactionProgress,
-    CompactionStarted,
-    ContextEventSink,
-    Notice,
-    discard,
-)
-from harness9.context.offload import OffloadConfig, OffloadStore, OffloadWriter
+from harness9.config import ContextOptions
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
+    MIN_COMPACTION_GAIN,
+    MODEL_FREE_STRATEGIES,
     RECALL_SHARE,
-    STRATEGY_STUBS,
+    STRATEGIES,
+    Compaction,
+    CompactionPlan,
+    CompactionProgress,
+    CompactionResult,
+    CompactionStarted,
+    Compactor,
     CompactorFactory,
-    HybridCompactor,
+    ContextEventSink,
     MessageBound,
-    SlidingWindowCompactor,
+    Notice,
     SummarizationCompactor,
-    TokenBudgetCompactor,
-    eviction_compactor,
+    discard,
+    strategy_pipeline,
     tail_compactor,
     topic_compactor,
 )
@@ -57,16 +55,8 @@ from harness9.context.prepared import (
     Preparer,
     steered,
 )
-from harness9.context.repair import repair_orphaned_tool_pairs
+from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    ServerCount,
-    estimate_tokens,
-    estimate_tool_tokens,
-    format_token_count,
-    utf8_len,
-)
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
     LiveViews,
@@ -84,12 +74,16 @@ from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.blobs import BlobStore
 from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    ServerCount,
+    estimate_tokens,
+    estimate_tool_tokens,
+    format_token_count,
+    utf8_len,
+)
+from harness9.tools.offload import OffloadConfig, OffloadStore, OffloadWriter
 
-# A compaction is stored (and announced) only when it cuts more than this share.
-MIN_COMPACTION_GAIN = 0.05
-# Strategies that call no model: a dry run computes their result exactly, and one left
-# over the threshold is made again with a larger cut.
-MODEL_FREE_STRATEGIES = frozenset({"budget", "window", "evict", STRATEGY_STUBS})
 OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 
@@ -141,22 +135,12 @@ def build_compactor(
     threshold_tokens: int,
     target: float = DEFAULT_TARGET,
 ) -> Compactor:
-    """The strategy's compactor, compacting at ``threshold_tokens`` (``hybrid``: down to
-    ``target``, a share of the window)."""
-    if strategy == "hybrid":
-        threshold = threshold_tokens / context_window
-        return HybridCompactor(summarizer, context_window, threshold=threshold, target=target)
-    if strategy == "summarize":
-        window = context_window
-        return SummarizationCompactor(summarizer, threshold_tokens, summarizer_window=window)
-    if strategy == "budget":
-        return TokenBudgetCompactor(threshold_tokens)
-    if strategy == "window":
-        return SlidingWindowCompactor(max_tokens=threshold_tokens)
-    if strategy == "evict":
-        return eviction_compactor(threshold_tokens)
-    names = ", ".join(STRATEGIES)
-    raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {names}")
+    """The strategy's pipeline (``STRATEGIES``), compacting at ``threshold_tokens``
+    (``hybrid``: down to ``target``, a share of the window)."""
+    if strategy not in STRATEGIES:
+        names = ", ".join(STRATEGIES)
+        raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {names}")
+    return strategy_pipeline(strategy, summarizer, context_window, threshold_tokens, target)
 
 
 class ContextPolicy:
@@ -863,7 +847,7 @@ def _gained(before: int, after: int, force: bool) -> bool:
 # The smart trigger looks further ahead while the recent calls mostly read, but a
 # sub-agent's call outranks that (the seed's patterns) and looks no further than the default.
 # Every tool that only looks (reads, lists, searches); wider than the rule summary's
-# FILE_READ_TOOLS (harness9.context.rule_summary), the tools whose output is one file.
+# FILE_READ_TOOLS (harness9.context.facts), the tools whose output is one file.
 READ_ONLY_TOOLS = frozenset(
     {"read_file", "grep", "glob", "ls", "list_dir", "list_files", "search", "offload_recall"}
 )

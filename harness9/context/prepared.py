@@ -32,16 +32,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness9.context.events import (
+from harness9.context.pipeline import (
     Compaction,
     CompactionStarted,
     ContextEventSink,
     SummaryPreparing,
 )
 from harness9.context.summarize import Summarizer
-from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.context.view import ModelView
 from harness9.schema import Message, ToolDefinition, Usage
+from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens
 
 CALL_TIMES = 11  # the recent model calls whose interval paces the early mark
 # A summariser call made in the background: the reply (its usage already reported).

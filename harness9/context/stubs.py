@@ -1,32 +1,39 @@
-"""The stand-ins harness9 puts in the view, and the data each is rendered from.
+"""What stands in for a missing or a large thing, and the repair that puts stand-ins in.
 
-Stubs of tool results: ``[context truncated]`` (by repair), ``[interrupted: …]`` (a call
+Stubs of tool results: ``[context truncated]`` (by the repair), ``[interrupted: …]`` (a call
 that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
 ``[evicted] <rule summary> (N tokens evicted)``; ``📂 [offload:<id>] …`` heads an output
 kept in the offload store. Stubs of calls' long arguments (a ``write_file``'s content, an
 ``edit_file``'s strings): ``[stubbed] N tokens of <name>`` in place of the value, the
 arguments still a JSON object. A kept stub is data (``Stub``, in the checkpoint) rendered only
 by ``render_stub``; a ``RenderedMessage`` carries its data, so later readers read the data.
+
+The repair: the OpenAI and Anthropic APIs reject (HTTP 400) an assistant message with tool
+calls not followed *immediately* by one result per call, and a tool message anywhere else.
+Truncation, an interrupted tool run or a crash between two writes produce such histories, so
+the repair runs after every compaction and before every request. It is linear, moves a late
+result up into its block and drops second answers.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.schema import (
+    ROLE_ASSISTANT,
+    ROLE_TOOL,
     ROLE_USER,
     SUMMARY_PREFIX,
     TRUNCATED_STUB,
-    UNFINISHED_STUB,
     Message,
     ToolCall,
 )
 from harness9.store.session import (
-    OFFLOAD_MARKER,
     STUB_ARGUMENTS,
     STUB_EVICTED,
     STUB_STUBBED,
@@ -35,50 +42,55 @@ from harness9.store.session import (
     Stub,
     message_handle,
 )
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
+
+# -- stand-ins for tool results ------------------------------------------------------------
 
 STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
-_STUB_STARTS = (STUBBED_PREFIX, EVICTED_PREFIX)
 _RECALL_CALL = "offload_recall("
+
+
+def _named(content: str, handle: str) -> str:
+    return f'{content}; {_RECALL_CALL}id="{handle}") for it'
+
+
 # What a handle adds to a stub, for size estimates made before ids are known.
-HANDLE_ALLOWANCE_BYTES = len('; offload_recall(id="msg_0000000") for it')
+HANDLE_ALLOWANCE_BYTES = len(_named("", message_handle(1_000_000)))
 _message_fields = attrgetter("role", "content", "tool_calls", "tool_call_id")
 # A call's string argument of this many bytes or more is stubbed once the call is old: a
 # file's content, an edit's strings, a long heredoc. Shorter ones say what the call did.
 LONG_ARGUMENT_BYTES = 512
 _ARGUMENT_STUB_RE = re.compile(
-    r'\[stubbed\] \d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
+    re.escape(STUBBED_PREFIX) + r'\d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
 )
 
 
-def is_stub(content: str) -> bool:
-    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted)."""
-    return content.startswith(_STUB_STARTS) or content in (TRUNCATED_STUB, UNFINISHED_STUB)
+def is_stub(msg: Message) -> bool:
+    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted),
+    by the data it carries; an offloaded result is a result, not a stand-in."""
+    stub = stub_of(msg)
+    return stub is not None and not (stub.kind == STUB_VERBATIM and stub.offload_id)
 
 
-def is_offload_marker(content: str) -> bool:
-    return content.startswith(OFFLOAD_MARKER)
+def is_offloaded(msg: Message) -> bool:
+    """A tool result shown as its offload's summary (it names the offload)."""
+    stub = stub_of(msg)
+    return stub is not None and stub.kind == STUB_VERBATIM and bool(stub.offload_id)
 
 
-def awaits_handle(content: str) -> bool:
+def awaits_handle(msg: Message) -> bool:
     """A stub made in this compaction: the checkpoint adds its recall handle."""
-    return content.startswith(_STUB_STARTS) and _RECALL_CALL not in content
-
-
-def offload_header(offload_id: str, tokens: int) -> str:
-    """The first line of an offloaded output (context.offload writes the rest)."""
-    return f"{OFFLOAD_MARKER}{offload_id}] {tokens} tokens offloaded"
-
-
-def _named(content: str, handle: str) -> str:
-    if _RECALL_CALL in content:  # it names one already
-        return content
-    return f'{content}; offload_recall(id="{handle}") for it'
+    stub = stub_of(msg)
+    if stub is None or stub.kind not in (STUB_STUBBED, STUB_EVICTED) or stub.offload_id:
+        return False
+    return isinstance(msg, RenderedMessage) and msg.message_id is None
 
 
 def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable by its message's handle, unless it names one already."""
-    return _named(content, message_handle(message_id))
+    """A stub made recallable by its message's handle, unless it names one already (the
+    view passes the text of a kept message changed other than by a stub)."""
+    return content if _RECALL_CALL in content else _named(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
@@ -104,6 +116,7 @@ class RenderedMessage(Message):
 
     stub: Stub | None = None
     summary: str | None = None
+    message_id: int | None = None  # the stored message whose handle the stub names, if any
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -116,9 +129,17 @@ def stub_message(stub: Stub, original: Message, message_id: int | None = None) -
     if stub.kind == STUB_ARGUMENTS:
         handle = message_handle(message_id) if message_id else ""
         calls = _stubbed_calls(original.tool_calls, stub.text, handle)
-        return RenderedMessage(original.role, original.content, calls, original.tool_call_id, stub)
+        return RenderedMessage(
+            original.role,
+            original.content,
+            calls,
+            original.tool_call_id,
+            stub,
+            message_id=message_id,
+        )
     text = render_stub(stub, message_id)
-    return RenderedMessage(original.role, text, original.tool_calls, original.tool_call_id, stub)
+    calls, call_id = original.tool_calls, original.tool_call_id
+    return RenderedMessage(original.role, text, calls, call_id, stub, message_id=message_id)
 
 
 def offloaded_message(msg: Message, link: OffloadLink) -> RenderedMessage:
@@ -234,3 +255,106 @@ def stub_arguments(msg: Message) -> Message:
     if not names:
         return msg
     return stub_message(Stub(STUB_ARGUMENTS, tokens, text="\n".join(names)), msg)
+
+
+# -- the repair ----------------------------------------------------------------------------
+
+
+def match_tool_results(msgs: Sequence[Message]) -> list[int]:
+    """One slot per tool call, in history order: the index of the result answering it, or -1.
+
+    A result answers the newest still-unanswered call with its id, so reused ids (local
+    models that number calls ``call_0`` every turn) bind to the nearest call; a result
+    that finds none is dropped by the repair.
+    """
+    # Plain ints, no per-message containers: on long histories the garbage collector's
+    # full passes over them would make the run time grow faster than linearly.
+    result: list[int] = []
+    # id -> slot of the newest unanswered call (a deque when one message repeats an id).
+    open_calls: dict[str, int | deque[int]] = {}
+    for i, msg in enumerate(msgs):
+        role = msg.role
+        if role == ROLE_TOOL:
+            slot = open_calls.pop(msg.tool_call_id, None)
+            if slot is None:
+                continue
+            if not isinstance(slot, int):
+                queue = slot
+                slot = queue.popleft()
+                if queue:
+                    open_calls[msg.tool_call_id] = queue
+            result[slot] = i
+        elif role == ROLE_ASSISTANT and msg.tool_calls:
+            calls = msg.tool_calls
+            base = len(result)
+            if len(calls) == 1:  # the common case, without a temporary list
+                open_calls[calls[0].id] = base
+                result.append(-1)
+                continue
+            result.extend([-1] * len(calls))
+            fresh: dict[str, int | deque[int]] = {}
+            for pos, tc in enumerate(calls):
+                prev = fresh.get(tc.id)
+                if prev is None:
+                    fresh[tc.id] = base + pos
+                elif isinstance(prev, int):
+                    fresh[tc.id] = deque((prev, base + pos))
+                else:
+                    prev.append(base + pos)
+            open_calls.update(fresh)
+    return result
+
+
+def repair_orphaned_tool_pairs(
+    msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
+) -> list[Message]:
+    """A new list in which every call is answered in its block, in call order: a result
+    without an open call is dropped, a late one moved up (what stood between stays after
+    the block), a missing one stubbed with ``stub`` (``UNFINISHED_STUB`` for the stored
+    log, where a call lacks a result only when none came). Idempotent; the input and its
+    messages are not modified (kept messages are the same objects).
+    """
+    # The stand-in's text is its data: a stub, as every reader of the view can tell.
+    data = Stub(STUB_VERBATIM, text=stub)
+    result = match_tool_results(msgs)
+    s = 0  # the slot of the next call, in the order match_tool_results numbers them
+    out: list[Message] = []
+    append = out.append
+    for msg in msgs:
+        role = msg.role
+        if role == ROLE_TOOL:
+            continue  # every kept result is emitted inside its call's block
+        append(msg)
+        if role == ROLE_ASSISTANT and msg.tool_calls:
+            for tc in msg.tool_calls:
+                r = result[s]
+                append(msgs[r] if r >= 0 else RenderedMessage(ROLE_TOOL, stub, [], tc.id, data))
+                s += 1
+    return out
+
+
+def is_valid_tool_sequence(msgs: Sequence[Message]) -> bool:
+    """Every call answered exactly once, immediately (in any order within its block, as the
+    APIs accept), and no tool message elsewhere."""
+    i, n = 0, len(msgs)
+    while i < n:
+        msg = msgs[i]
+        if msg.role == ROLE_TOOL:
+            return False
+        i += 1
+        if msg.role != ROLE_ASSISTANT or not msg.tool_calls:
+            continue
+        expected: dict[str, int] = {}
+        for tc in msg.tool_calls:
+            expected[tc.id] = expected.get(tc.id, 0) + 1
+        remaining = len(msg.tool_calls)
+        while remaining and i < n and msgs[i].role == ROLE_TOOL:
+            left = expected.get(msgs[i].tool_call_id, 0)
+            if not left:
+                return False
+            expected[msgs[i].tool_call_id] = left - 1
+            remaining -= 1
+            i += 1
+        if remaining:
+            return False
+    return True

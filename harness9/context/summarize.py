@@ -9,19 +9,25 @@ need be: compaction must still work once the context has already overflowed.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from itertools import count
 from typing import Protocol
 
-from harness9.context.compaction import ProgressCallback
+from harness9.context.facts import extract_fingerprint, facts_focus, repair_summary
 from harness9.context.prompts import prompt
-from harness9.context.stubs import is_offload_marker, summary_of
-from harness9.context.tokens import BYTES_PER_TOKEN, utf8_len
+from harness9.context.stubs import is_offloaded, summary_of
+from harness9.errors import HarnessError
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 SUMMARY_TEMPLATE = prompt("summary_template")
 SUMMARIZER_SYSTEM = prompt("summarizer_system")
+STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
+MARKER_TEMPLATE = prompt("marker_template")  # the per-call instruction
+TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it
+# (call number, calls expected so far): a summariser working through chunks reports progress.
+ProgressCallback = Callable[[int, int], None]
 # What a call is asked to do: the whole span, one part of it (.format(index=, count=)),
 # merge part summaries, or update a previous summary.
 _FULL, _PART, _MERGE, _UPDATE = (
@@ -47,6 +53,10 @@ TOOL_ARGS_CHARS = 200  # and a call's arguments to this
 _MIN_CHUNK_BYTES = 1024  # progress even when a tiny window leaves no room
 
 
+class SummaryError(HarnessError):
+    """The summariser returned nothing usable."""
+
+
 class Summarizer(Protocol):
     """Anything that answers a list of messages: every provider satisfies this."""
 
@@ -67,7 +77,7 @@ def render_for_summary(msgs: Sequence[Message], tool_result_chars: int) -> list[
     for m in msgs:
         if m.role == ROLE_TOOL:
             content = m.content
-            if not is_offload_marker(content):
+            if not is_offloaded(m):
                 content = _shorten(content, tool_result_chars)
             blocks.append(f"[{names.get(m.tool_call_id, 'tool')} result]: {content}")
             continue
@@ -226,3 +236,41 @@ def clipped(text: str, budget_tokens: int | None) -> str:
     if not kept:  # a first line longer than the budget: its start
         kept = [text.encode()[: max(0, room)].decode(errors="ignore")]
     return "\n".join([*kept, CLIPPED_NOTE])
+
+
+def marker_summarizer(summarizer: Summarizer, *, window: int | None = None) -> SpanSummarizer:
+    """A SpanSummarizer that asks for the marker format (tool results cut to 200)."""
+    return SpanSummarizer(
+        summarizer,
+        window=window,
+        system_prompt=STRUCTURED_COMPRESSION_PROMPT,
+        template=MARKER_TEMPLATE,
+        tool_result_chars=TOOL_CONTENT_CHARS,
+    )
+
+
+def structured_summary(
+    span: SpanSummarizer,
+    msgs: Sequence[Message],
+    *,
+    fingerprint_from: Sequence[Message] | None = None,
+    on_progress: ProgressCallback | None = None,
+    preserved_budget: int | None = None,
+    instructions: str | None = None,
+    text_budget: int | None = None,
+) -> str:
+    """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
+
+    ``fingerprint_from`` lets a caller fingerprint the original messages while the model
+    sees an already-evicted rendering of them. ``preserved_budget`` (tokens) bounds both
+    the facts hint and the "Preserved facts" section; ``text_budget`` the model's text,
+    ``clipped`` before the repair adds what it lost. Raises SummaryError on an empty reply.
+    """
+    fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
+    focus = facts_focus(fp, preserved_budget)
+    if instructions:  # the user's own focus (/compact <instructions>) comes first
+        focus = instructions + (f"\n{focus}" if focus else "")
+    text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
+    if not text:
+        raise SummaryError("the summariser returned an empty summary")
+    return repair_summary(clipped(text, text_budget), fp, budget_tokens=preserved_budget)

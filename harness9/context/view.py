@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harness9.context.compaction import CompactionResult
+from harness9.context.pipeline import CompactionResult
 from harness9.context.prompts import prompt
 from harness9.context.stubs import (
     offload_source,
@@ -25,13 +25,6 @@ from harness9.context.stubs import (
     stub_of,
     summary_message,
     with_handle,
-)
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    estimate_tokens,
-    format_token_count,
-    message_bytes,
-    utf8_len,
 )
 from harness9.schema import (
     ROLE_ASSISTANT,
@@ -52,6 +45,13 @@ from harness9.store.session import (
     StoredMessage,
     Stub,
     message_handle,
+)
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    format_token_count,
+    message_bytes,
+    utf8_len,
 )
 
 _RECALL_INTRO = (

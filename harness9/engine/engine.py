@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness9.context.compaction import CompactionPlan
+from harness9.context.pipeline import CompactionPlan
 from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
-from harness9.context.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.context.view import ModelView
 from harness9.engine import events as ev
 from harness9.engine.parallel import run_side_by_side
@@ -39,6 +38,7 @@ from harness9.schema import (
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
+from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool

@@ -177,7 +177,7 @@ class _Parts:
         return policy
 
     def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
-        from harness9.context.tokens import BYTES_PER_TOKEN
+        from harness9.tokens import BYTES_PER_TOKEN
         from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
 
         registry = default_registry()

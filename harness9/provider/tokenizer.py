@@ -8,7 +8,7 @@ Anthropic and DeepSeek tokenizer files), else the zero-dependency ``ByteCounter`
 
 A counter gives the token line its figure before any server has reported one.
 Once a server has, the context policy's one model of the server's count
-(``harness9.context.tokens.ServerCount``) takes over: it sees what a counter
+(``harness9.tokens.ServerCount``) takes over: it sees what a counter
 cannot (tool definitions, the provider's chat framing, a tokenizer that is only a
 stand-in: Claude 3+ has no public tokenizer; the bundled one is Claude 2's).
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
-from harness9.context.tokens import estimate_tokens
 from harness9.schema import Message
+from harness9.tokens import estimate_tokens
 
 DEFAULT_CACHE_SIZE = 20_000
 # Loading a bundled tokenizer takes well under a second; anything slower means

@@ -3,7 +3,7 @@
 Persistence only: what was offloaded stays readable by ``offload_recall`` and
 ``history_search``, is copied by ``sessions export``/``import``, and is deleted with its
 session. Writing one (and the summary the conversation keeps instead) is the context
-layer's (harness9.context.offload). The outputs live in a ``BlobStore``: files under
+layer's (harness9.tools.offload). The outputs live in a ``BlobStore``: files under
 ``$HARNESS9_HOME`` or the PostgreSQL store's own table.
 
 Nothing user- or model-supplied becomes part of a path: ids are ``ofl_`` + 12 hex

@@ -105,7 +105,7 @@ class ToolContext:
 
 
 class OutputSink(Protocol):
-    """Where a tool streams its whole output (harness9.context.offload.OffloadWriter)."""
+    """Where a tool streams its whole output (harness9.tools.offload.OffloadWriter)."""
 
     @property
     def over_limits(self) -> bool: ...

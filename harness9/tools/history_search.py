@@ -13,18 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness9.context.offload import OffloadStore
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_TOOL
 from harness9.store.offloads import matching_line, query_words
 from harness9.store.search import plain_snippet
-from harness9.store.session import CheckpointedSession, message_handle
+from harness9.store.session import CheckpointedSession, StoredMessage, message_handle
 from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.offload import OffloadStore
 
 HEADER = "[history_search]"
 MAX_HITS = 8
 SUBAGENT_HITS = 4  # hits from the sub-agents' sessions, after this session's
 SCAN_HITS = 200
+CALLS_BACK = 64  # rows looked back for the call a result answers (parallel calls' results)
 
 
 class HistorySearchTool:
@@ -80,7 +81,7 @@ class HistorySearchTool:
         in_view: list[str] = []
         for hit in hits:
             record = session.get_record(hit.message_id)
-            if record is None or record.message.content.startswith(HEADER):
+            if record is None or _search_output(session, record):
                 continue  # an earlier search's own output
             msg = record.message
             body = msg.content + "".join(f"\n{c.name} {c.arguments}" for c in msg.tool_calls)
@@ -122,13 +123,28 @@ class HistorySearchTool:
                 continue
             for hit in hits:
                 record = child.get_record(hit.message_id)
-                if record is None or record.message.content.startswith(HEADER):
+                if record is None or _search_output(child, record):
                     continue
                 snippet = matching_line(record.message.content, words) or plain_snippet(hit.snippet)
                 out.append(f"[sub-agent {description!r}, session {child.session_id}] {snippet}")
                 if len(out) >= room:
                     return out
         return out
+
+
+def _search_output(session: CheckpointedSession, record: StoredMessage) -> bool:
+    """A result of a ``history_search`` call: its call's name, read from the assistant
+    message before it (the results of one message's calls follow it, one row each)."""
+    msg = record.message
+    if msg.role != ROLE_TOOL:
+        return False
+    for mid in range(record.id - 1, max(0, record.id - CALLS_BACK) - 1, -1):
+        prev = session.get_record(mid)
+        if prev is None or prev.message.role == ROLE_TOOL:
+            continue
+        calls = prev.message.tool_calls
+        return any(c.id == msg.tool_call_id and c.name == HistorySearchTool.name for c in calls)
+    return False
 
 
 __all__ = ["HEADER", "HistorySearchTool"]

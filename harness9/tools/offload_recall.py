@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.context.offload import OffloadStore
 from harness9.context.stubs import long_arguments
 from harness9.schema import ToolCall, ToolDefinition
 from harness9.store.offloads import RECALL_MAX_CHARS, OffloadError, page_text
 from harness9.store.session import CheckpointedSession, handle_message_id
 from harness9.tools.base import ToolContext, ToolResult
+from harness9.tools.offload import OffloadStore
 
 
 class OffloadRecallTool:

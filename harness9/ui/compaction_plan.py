@@ -8,13 +8,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness9.context.compaction import CompactionPlan
-from harness9.context.policy import MIN_COMPACTION_GAIN
-from harness9.context.tokens import estimate_message_tokens, format_token_count
+from harness9.context.pipeline import MIN_COMPACTION_GAIN, SUMMARY_STRATEGIES, CompactionPlan
 from harness9.context.view import ModelView
+from harness9.tokens import estimate_message_tokens, format_token_count
 from harness9.ui.text import inert
 
-SUMMARY_STRATEGIES = frozenset({"hybrid", "summarize", "topic"})
 # Rows of a dry-run table before the folded span is collapsed to its ends.
 MAX_ROWS = 40
 # Over the threshold with nothing the strategy can fold: the newest tool groups, kept

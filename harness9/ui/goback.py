@@ -48,7 +48,7 @@ def fork_with_outputs(store: SessionStore, session_id: str, at: int | None = Non
     """
     fork = store.fork_session(session_id, at)
     if store.blob_store() is None:
-        from harness9.context.offload import OffloadStore
+        from harness9.tools.offload import OffloadStore
 
         copy_session_blobs(OffloadStore().blobs, session_id, fork)
     return fork

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from harness9.context.tokens import format_token_count
+from harness9.tokens import format_token_count
 from harness9.ui.text import inert
 
 NO_SERVERS = "no MCP servers: add [mcp.servers.NAME] to config.toml, or a .mcp.json here"

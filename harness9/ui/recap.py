@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from harness9.context.tokens import format_token_count
 from harness9.schema import Message
 from harness9.store.session import SessionInfo
+from harness9.tokens import format_token_count
 from harness9.ui.status import usage_style
 from harness9.ui.text import inert, plural
 

@@ -20,15 +20,15 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from harness9.context.offload import RECALL_HINT_START
 from harness9.context.policy import ContextBreakdown
-from harness9.context.tokens import format_token_count
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
 from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError
 from harness9.schema import Usage
 from harness9.store.session import OffloadLink, SessionNotFoundError, UsageTotals
+from harness9.tokens import format_token_count
+from harness9.tools.offload import RECALL_HINT_START
 from harness9.ui import goback
 from harness9.ui.compaction_plan import too_small_reason
 from harness9.ui.hangup import stop_requested

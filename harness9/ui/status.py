@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from harness9.context.tokens import format_token_count
 from harness9.engine.events import Compaction
 from harness9.schema import Usage
 from harness9.store.session import UsageTotals
+from harness9.tokens import format_token_count
 from harness9.ui.text import inert, plural
 
 

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
-from harness9.context.tokens import format_token_count
 from harness9.store import open_manager
+from harness9.tokens import format_token_count
 from tests.support.window_server import LocalServer, is_summary_request
 
 runner = CliRunner()

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 from harness9.config import db_path
-from harness9.context.compaction import CompactionPlan, CompactionResult
-from harness9.context.eviction import evict_by_density
-from harness9.context.pipeline import stub_old_results
+from harness9.context.pipeline import (
+    CompactionPlan,
+    CompactionResult,
+    evict_by_density,
+    stub_old_results,
+)
 from harness9.context.stubs import LONG_ARGUMENT_BYTES, is_argument_stub, stub_of
 from harness9.context.view import ModelView, build_view, checkpoint_for
 from harness9.schema import Message, ToolCall

@@ -11,6 +11,7 @@ from harness9.context import (
     find_cut,
     is_valid_tool_sequence,
 )
+from harness9.context.pipeline import budget_for_window
 from harness9.schema import TRUNCATED_STUB, Message
 from tests.support.history import SYSTEM, asst, call, result, user, users
 
@@ -142,8 +143,8 @@ def test_window_plan_reports_the_exact_tokens_of_the_result():
 
 
 def test_budget_for_context_window_is_eighty_percent():
-    c = TokenBudgetCompactor.for_context_window(128_000)
-    assert (c.max_tokens, c.min_tail_messages) == (102_400, 6)
+    c = budget_for_window(128_000)
+    assert (c.steps.target, c.steps.min_tail) == (102_400, 6)
 
 
 def test_budget_leaves_a_history_within_budget_alone():

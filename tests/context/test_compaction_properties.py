@@ -32,13 +32,12 @@ from harness9.context import (
     is_valid_tool_sequence,
     repair_orphaned_tool_pairs,
 )
-from harness9.context.compaction import KeptSizer
-from harness9.context.pipeline import MessageBound, tail_compactor, topic_compactor
+from harness9.context.pipeline import KeptSizer, MessageBound, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
-from harness9.context.repair import match_tool_results
-from harness9.context.tokens import message_bytes
+from harness9.context.stubs import match_tool_results
 from harness9.context.topics import TopicDetector
 from harness9.schema import SUMMARY_PREFIX, Message
+from harness9.tokens import message_bytes
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user
 
 texts = st.one_of(

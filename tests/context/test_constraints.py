@@ -2,15 +2,15 @@
 
 import json
 
-from harness9.context.fingerprint import (
+from harness9.context.facts import (
     PRESERVED_HEADING,
-    STRUCTURED_COMPRESSION_PROMPT,
     KeyInfoFingerprint,
     extract_fingerprint,
+    find_constraints,
     repair_summary,
     validate_markers,
 )
-from harness9.context.patterns import find_constraints
+from harness9.context.summarize import STRUCTURED_COMPRESSION_PROMPT
 from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
 
 

@@ -342,7 +342,7 @@ def test_resume_sends_the_same_bytes_the_live_session_would_have(llm_server, tmp
 
 
 def test_context_after_a_compaction_shows_the_checkpoints_figure(llm_server):
-    from harness9.context.tokens import format_token_count
+    from harness9.tokens import format_token_count
 
     sid = _tool_session()
     args = ["--model", "openai/test-model", "--api-base", llm_server.base_url]

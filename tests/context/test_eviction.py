@@ -3,17 +3,17 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness9.context.eviction import (
+from harness9.context.pipeline import (
     density_score,
     evict_by_density,
+    eviction_compactor,
     is_large_code_dump,
     is_repetitive_grep,
     tool_groups,
 )
-from harness9.context.pipeline import eviction_compactor
-from harness9.context.repair import is_valid_tool_sequence
-from harness9.context.tokens import estimate_tokens
+from harness9.context.stubs import is_valid_tool_sequence
 from harness9.schema import Message, ToolCall
+from harness9.tokens import estimate_tokens
 from tests.support.history import seen_tokens
 
 SYS = Message("system", "You are harness9.")
@@ -212,7 +212,7 @@ def conversation(turns: int) -> list[Message]:
 
 
 def test_eviction_that_cannot_land_folds_the_head_keeping_its_facts():
-    from harness9.context.fingerprint import extract_fingerprint, validate_markers
+    from harness9.context.facts import extract_fingerprint, validate_markers
 
     msgs = conversation(40)
     before = estimate_tokens(msgs)  # 8,461

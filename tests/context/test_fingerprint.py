@@ -2,19 +2,23 @@ import json
 
 import pytest
 
-from harness9.context.fingerprint import (
+from harness9.context.facts import (
     PRESERVED_HEADING,
-    STRUCTURED_COMPRESSION_PROMPT,
     KeyInfoFingerprint,
-    SummaryError,
     extract_fingerprint,
     facts_focus,
-    marker_summarizer,
     repair_summary,
-    structured_summary,
     validate_markers,
 )
+from harness9.context.stubs import offloaded_message
+from harness9.context.summarize import (
+    STRUCTURED_COMPRESSION_PROMPT,
+    SummaryError,
+    marker_summarizer,
+    structured_summary,
+)
 from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
+from harness9.store.session import OffloadLink
 from tests.support.history import ScriptedSummarizer
 
 MODELS_PY = "class User:\n    pass\n\ndef create_all(engine):\n    pass\n"
@@ -139,7 +143,10 @@ def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_mark
     msgs = [
         Message("assistant", "", [ToolCall("a", "bash", "{}"), ToolCall("b", "bash", "{}")]),
         Message("tool", "x" * 500, tool_call_id="a"),
-        Message("tool", marker, tool_call_id="b"),
+        # An offloaded result, as the view shows it: its link is data.
+        offloaded_message(
+            Message("tool", marker, tool_call_id="b"), OffloadLink("ofl_0123456789ab", 9000)
+        ),
     ]
     s = ScriptedSummarizer("ok")
     marker_summarizer(s, window=10**6).summarize(msgs)

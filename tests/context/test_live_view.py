@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness9.context.stubs import offload_source
-from harness9.context.tokens import estimate_tokens
 from harness9.context.view import LiveViews, load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
@@ -30,6 +29,7 @@ from harness9.store.session import (
     StoreBusyError,
     Stub,
 )
+from harness9.tokens import estimate_tokens
 from tests.support.cli import REPO_ROOT, cli_env
 
 SYSTEM = Message("system", "You are a test agent.")

@@ -11,26 +11,31 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.cli.env import Environment
-from harness9.config import STRATEGIES, ContextOptions, Settings, context_options, db_path
+from harness9.config import ContextOptions, Settings, context_options, db_path
 from harness9.context import (
     Compactor,
     SpanSummarizer,
     TopicDetector,
     format_token_count,
 )
-from harness9.context.pipeline import TokenBudgetCompactor, topic_compactor
-from harness9.context.policy import ContextPolicy, build_compactor
-from harness9.context.tokens import (
-    BYTES_PER_TOKEN,
-    estimate_tokens,
-    estimate_tool_tokens,
-    message_bytes,
+from harness9.context.pipeline import (
+    STRATEGIES,
+    Pipeline,
+    TokenBudgetCompactor,
+    topic_compactor,
 )
+from harness9.context.policy import ContextPolicy, build_compactor
 from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
 from harness9.errors import UsageError
 from harness9.schema import Message, ToolCall
 from harness9.store.sqlite import open_manager
+from harness9.tokens import (
+    BYTES_PER_TOKEN,
+    estimate_tokens,
+    estimate_tool_tokens,
+    message_bytes,
+)
 from tests.support.history import ScriptedSummarizer
 
 runner = CliRunner()
@@ -177,3 +182,18 @@ def test_a_program_brings_its_own_compactor_to_chat_through_the_environment(llm_
 def test_the_command_line_cannot_name_a_program_s_compactor():
     with pytest.raises(UsageError, match="unknown compaction strategy 'codex'"):
         build_compactor("codex", ScriptedSummarizer(), WINDOW, threshold_tokens=THRESHOLD)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_each_strategy_of_the_table_is_offered_accepted_and_built_as_the_one_pipeline(strategy):
+    # One table: --help lists it, the options accept it, the policy builds its steps.
+    shown = " ".join(runner.invoke(app, ["compact", "--help"]).output.split())
+    assert f"{strategy} ({STRATEGIES[strategy].help.split()[0]}" in shown
+    assert context_options(strategy=strategy).strategy == strategy
+    comp = build_compactor(strategy, ScriptedSummarizer(), WINDOW, 16_000)
+    assert type(comp) is Pipeline and comp.steps == STRATEGIES[strategy].steps(WINDOW, 16_000, 0.4)
+
+
+def test_a_name_outside_the_table_is_refused_with_the_tables_names():
+    with pytest.raises(UsageError, match="choose one of: hybrid, summarize, budget, window, evict"):
+        build_compactor("phase3", ScriptedSummarizer(), WINDOW, 16_000)

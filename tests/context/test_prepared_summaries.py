@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
-from harness9.context.events import discard
+from harness9.context.pipeline import discard
 from harness9.context.policy import ContextPolicy
 from harness9.context.prepared import prefix_digest, prefix_of, steered
-from harness9.context.tokens import estimate_tokens
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
 from harness9.store import Manager
 from harness9.store.backend import open_store
+from harness9.tokens import estimate_tokens
 from tests.support.cli import chat, terminal
 from tests.support.llm_server import ErrorReply, ScriptedLLMServer, TextReply
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import re
 
-from harness9.context.pipeline import STRATEGY_HYBRID, STRATEGY_STUBS, HybridCompactor
+from harness9.context.pipeline import (
+    RECALL_SHARE,
+    STRATEGY_HYBRID,
+    STRATEGY_STUBS,
+    HybridCompactor,
+    stub_old_results,
+)
 from harness9.context.stubs import (
     offloaded_message,
+    render_stub,
     stub_for,
     summary_message,
     summary_of,
@@ -23,10 +30,12 @@ from harness9.context.view import (
 )
 from harness9.schema import Message, TodoItem, ToolCall, Usage
 from harness9.store.session import (
+    STUB_EVICTED,
     STUB_STUBBED,
     Checkpoint,
     OffloadLink,
     RecallEntry,
+    Stub,
     handle_message_id,
 )
 
@@ -131,7 +140,7 @@ def test_hybrid_stubs_old_results_without_a_model_when_that_reaches_the_target()
     assert res.strategy == STRATEGY_STUBS and summariser.calls == 0
     stubbed = [m for m in res.messages if m.content.startswith("[stubbed]")]
     assert len(stubbed) == 5  # all but the newest 3 tool groups
-    assert res.plan.tokens_after <= comp.target_tokens < comp.threshold_tokens
+    assert res.plan.tokens_after <= comp.steps.enough_at < comp.threshold_tokens
 
 
 def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds():
@@ -142,7 +151,7 @@ def test_hybrid_summarises_when_stubs_are_not_enough_and_indexes_what_it_folds()
     res = comp.compact(msgs)
 
     assert res.strategy == STRATEGY_HYBRID and res.summary
-    cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=comp.recall_budget)
+    cp = checkpoint_for(ModelView(msgs, ids), res, recall_budget=int(comp.window * RECALL_SHARE))
     assert cp is not None and cp.last_message_id > 0
     assert cp.recall and cp.recall_overflow > 0  # the newest listed, the rest counted
     assert all(e.handle.startswith("msg_") and e.tool == "bash" for e in cp.recall)
@@ -167,3 +176,24 @@ def test_hybrid_under_the_threshold_does_nothing():
     msgs = history(3)
     res = comp.compact(msgs)
     assert not res.plan.would_compact and res.messages == msgs
+
+
+def test_an_old_result_that_only_reads_like_a_stub_is_stubbed_all_the_same():
+    # What is a stub is in the message's data, not in its text: a tool's own output that
+    # begins "[stubbed] " is 1,000 tokens of output, and goes like any other old result.
+    groups = [
+        m
+        for i in range(4)
+        for m in (
+            Message("assistant", tool_calls=[ToolCall(f"c{i}", "bash", "{}")]),
+            Message("tool", "[stubbed] " + "x" * 3990, tool_call_id=f"c{i}"),
+        )
+    ]
+    out = stub_old_results([Message("system", "s"), *groups], keep_groups=3)
+    assert out[2].content == "[stubbed] 1000 tokens stubbed"
+    assert [m.content[:12] for m in out[4::2]] == ["[stubbed] xx"] * 3
+
+
+def test_an_evicted_stub_quoting_a_recall_call_still_gets_its_own_handle():
+    stub = Stub(STUB_EVICTED, 900, text="bash `grep offload_recall(`: exit code 0, 3 lines")
+    assert render_stub(stub, 7).endswith('; offload_recall(id="msg_7") for it')

@@ -18,11 +18,11 @@ from harness9.config import ContextOptions, db_path
 from harness9.context.pipeline import HybridCompactor
 from harness9.context.policy import ContextPolicy, offload_limit
 from harness9.context.summarize import CLIPPED_NOTE, clipped
-from harness9.context.tokens import ServerCount, estimate_tokens
 from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from harness9.store.offloads import RECALL_MAX_CHARS
+from harness9.tokens import ServerCount, estimate_tokens
 from tests.support.cli import stored_session
 from tests.support.history import ScriptedSummarizer, exchanges
 from tests.support.llm_server import ErrorReply

@@ -10,6 +10,7 @@ from harness9.context import (
     estimate_tokens,
     is_valid_tool_sequence,
 )
+from harness9.context.pipeline import Pipeline, budget_steps, summary_for_window
 from harness9.context.summarize import summary_estimate
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
@@ -120,9 +121,9 @@ def test_custom_fallback_is_used():
 
 
 def test_for_context_window_sets_budget_and_summariser_window():
-    c = SummarizationCompactor.for_context_window(ScriptedSummarizer(), 10_000)
-    assert (c.max_tokens, c.summarizer_window, c.min_tail_messages) == (8000, 10_000, 6)
-    assert isinstance(c.fallback, TokenBudgetCompactor) and c.fallback.max_tokens == 8000
+    c = summary_for_window(ScriptedSummarizer(), 10_000)
+    assert (c.threshold_tokens, c.window, c.steps.min_tail) == (8000, 10_000, 6)
+    assert isinstance(c.fallback, Pipeline) and c.fallback.steps == budget_steps(8000)
 
 
 def test_head_is_rendered_compactly_for_the_summariser():
@@ -236,7 +237,7 @@ def test_three_times_overflowed_session_is_summarised_in_chunks_within_the_windo
     fake = ScriptedSummarizer(lambda prompt, n: f"**Goal:** part summary {n}.", window=window)
     msgs = [SYSTEM, *users(120)]  # 12,004 tokens: 3x the window
     progress = []
-    compactor = SummarizationCompactor.for_context_window(fake, window)
+    compactor = summary_for_window(fake, window)
     res = compactor.compact(msgs, on_progress=lambda i, n: progress.append((i, n)))
     assert res.strategy == "summarize" and res.error is None
     assert len(fake.prompts) >= 5  # at least 11,400 tokens of head in 2,400-token calls, + merge
@@ -245,13 +246,13 @@ def test_three_times_overflowed_session_is_summarised_in_chunks_within_the_windo
     assert final.count("<part-summary>") == len(fake.prompts) - 1
     assert res.summary == f"**Goal:** part summary {len(fake.prompts)}."
     assert progress == [(i, len(fake.prompts)) for i in range(1, len(fake.prompts) + 1)]
-    assert estimate_tokens(res.messages) <= compactor.max_tokens
+    assert estimate_tokens(res.messages) <= compactor.threshold_tokens
 
 
 def test_chunks_keep_the_history_in_order_and_complete():
     fake = ScriptedSummarizer("**Goal:** s.", window=4000)
     msgs = [SYSTEM, *users(120)]
-    SummarizationCompactor.for_context_window(fake, 4000).compact(msgs)
+    summary_for_window(fake, 4000).compact(msgs)
     seen = [
         p.split("[user]: ", 1)[1][:3]
         for p in fake.prompts[:-1]
@@ -266,7 +267,7 @@ def test_oversized_partial_summaries_are_merged_hierarchically():
     # Every partial is ~1,000 tokens: they cannot all be merged in one 2,400-token call.
     fake = ScriptedSummarizer(lambda prompt, n: f"**Goal:** {n} " + "z" * 4000, window=window)
     msgs = [SYSTEM, *users(120)]
-    res = SummarizationCompactor.for_context_window(fake, window).compact(msgs)
+    res = summary_for_window(fake, window).compact(msgs)
     assert res.strategy == "summarize" and res.error is None
     assert max(fake.sizes) <= window * 60 // 100
     merges = [p for p in fake.prompts if "<part-summary>" in p]
@@ -277,7 +278,7 @@ def test_huge_previous_summary_is_summarised_as_the_oldest_part():
     window = 4000
     fake = ScriptedSummarizer("**Goal:** s.", window=window)
     old = Message("user", SUMMARY_PREFIX + "OLD " + "w" * 20_000)
-    res = SummarizationCompactor.for_context_window(fake, window).compact([SYSTEM, old, *users(40)])
+    res = summary_for_window(fake, window).compact([SYSTEM, old, *users(40)])
     assert res.strategy == "summarize"
     assert fake.prompts[0].startswith("Below is part 1 of")
     assert "[previous summary]: OLD" in fake.prompts[0]

@@ -50,10 +50,34 @@ def test_a_store_import_of_context_would_be_caught(tmp_path):
     assert "harness9.context.view" in imported_modules(probe)
 
 
+def test_the_token_estimate_is_a_bottom_layer_module_beside_schema():
+    # Used by every layer (the UI's token line, the tools' schemas, the compactors), so it
+    # may import nothing of harness9 but the records it measures.
+    imported = {n for n in imported_modules(PACKAGE / "tokens.py") if n.startswith("harness9")}
+    assert imported == {"harness9.schema"}
+    assert not (PACKAGE / "context" / "tokens.py").exists()
+
+
+# What the model is shown, readable in one sitting: the request (policy, view, prepared
+# summaries) and the compaction (pipeline and its strategy table, facts, stubs, summaries,
+# topics). The prompts are text files beside it.
+MAX_CONTEXT_MODULES = 9
+MAX_CONTEXT_LINES = 3000
+
+
+def test_context_is_at_most_nine_modules_and_three_thousand_lines():
+    modules = sorted(p.name for p in (PACKAGE / "context").glob("*.py"))
+    lines = sum(
+        len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "context").glob("*.py")
+    )
+    assert len(modules) <= MAX_CONTEXT_MODULES, modules
+    assert lines <= MAX_CONTEXT_LINES
+
+
 def test_the_mixed_memory_package_is_gone():
     assert not (PACKAGE / "memory").exists()
     assert (PACKAGE / "store" / "sqlite.py").exists()
-    assert (PACKAGE / "context" / "compaction.py").exists()
+    assert (PACKAGE / "context" / "pipeline.py").exists()
 
 
 def test_no_module_imports_another_projects_private_names():
@@ -87,6 +111,7 @@ SHORT_FUNCTION_PACKAGES = (
     "store",
     "config.py",
     "schema.py",
+    "tokens.py",
 )
 
 

@@ -129,7 +129,7 @@ def test_the_token_line_shows_the_cached_and_written_parts(server, tmp_path):
 
 
 def fmt(n: int) -> str:
-    from harness9.context.tokens import format_token_count
+    from harness9.tokens import format_token_count
 
     return format_token_count(n)
 

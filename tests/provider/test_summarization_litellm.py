@@ -12,6 +12,7 @@ from harness9.context import (
     estimate_tool_tokens,
     is_valid_tool_sequence,
 )
+from harness9.context.pipeline import summary_for_window
 from harness9.context.policy import ContextPolicy
 from harness9.engine import events as ev
 from harness9.engine.engine import AgentEngine
@@ -95,7 +96,7 @@ def test_a_context_three_times_over_its_window_still_compacts_in_chunks(llm_serv
     window = 4000
     msgs = history(60)  # over 3x the window
     assert estimate_tokens(msgs) > 3 * window
-    compactor = SummarizationCompactor.for_context_window(provider, window)
+    compactor = summary_for_window(provider, window)
 
     result = compactor.compact(msgs)
 

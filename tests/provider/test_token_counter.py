@@ -6,7 +6,6 @@ import threading
 
 import pytest
 
-from harness9.context.tokens import ServerCount, estimate_tokens
 from harness9.provider import tokenizer as tokenizer_module
 from harness9.provider.llm import load_litellm
 from harness9.provider.tokenizer import (
@@ -18,6 +17,7 @@ from harness9.provider.tokenizer import (
     tokenizer_for,
 )
 from harness9.schema import Message, ToolCall
+from harness9.tokens import ServerCount, estimate_tokens
 from tests.support.cli import run_python
 
 CHINESE = (

@@ -20,11 +20,14 @@ from harness9.context.stubs import (
     is_stub,
     offloaded_message,
     render_stub,
+    repair_orphaned_tool_pairs,
+    stub_for,
+    stub_message,
     stub_of,
     summary_of,
 )
 from harness9.context.view import build_view, folded_entries, load_view
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.schema import UNFINISHED_STUB, Message, TodoItem, ToolCall
 from harness9.store import migrations as sqlite_migrations
 from harness9.store import pg_migrations
 from harness9.store.backend import SessionStore, open_url
@@ -240,19 +243,24 @@ def test_a_stub_renders_from_its_data_with_its_handle():
     assert render_stub(Stub(STUB_VERBATIM, text="[context truncated]"), 7) == "[context truncated]"
 
 
+CALL = Message("assistant", tool_calls=[ToolCall("c", "bash", "{}")])
+RESULT = Message("tool", "x" * 4000, tool_call_id="c")
+
+
 @pytest.mark.parametrize(
-    ("content", "stub"),
+    ("made", "stub"),
     [
-        ("[context truncated]", True),
-        ("[stubbed] 3 tokens stubbed", True),
-        ("[evicted] bash (3 tokens evicted)", True),
-        ("[interrupted: harness9 stopped before this tool finished; no result came]", True),
-        ("📂 [offload:ofl_0123456789ab] 5000 tokens offloaded\n…", False),  # a result
-        ("[stubbed]-looking output of a tool", False),
+        (lambda: repair_orphaned_tool_pairs([CALL])[1], True),  # [context truncated]
+        (lambda: stub_for(RESULT), True),  # [stubbed] 1000 tokens stubbed
+        (lambda: stub_message(Stub(STUB_EVICTED, 3, text="bash"), RESULT), True),
+        (lambda: repair_orphaned_tool_pairs([CALL], stub=UNFINISHED_STUB)[1], True),
+        (lambda: offloaded_message(RESULT, OffloadLink("ofl_0123456789ab", 5000)), False),
+        (lambda: Message("tool", "[stubbed] 3 tokens stubbed", tool_call_id="c"), False),
     ],
 )
-def test_one_predicate_knows_every_stand_in_for_a_result(content: str, stub: bool):
-    assert is_stub(content) is stub
+def test_one_predicate_knows_every_stand_in_for_a_result_by_its_data(made, stub: bool):
+    # The last: a tool's own output that looks like a stub is a result.
+    assert is_stub(made()) is stub
 
 
 def test_the_index_takes_sizes_and_handles_from_stub_data_not_from_their_text():

@@ -20,7 +20,6 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import use_database_url
-from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Manager, SessionNotFoundError, StoreError
 from harness9.store.backend import open_url
@@ -29,6 +28,7 @@ from harness9.store.offloads import OffloadNotFoundError
 from harness9.store.pg_migrations import ADVISORY_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from harness9.store.postgres import PostgresManager
 from harness9.store.session import Checkpoint, SessionInfo, StoredMessage
+from harness9.tools.offload import OffloadConfig, OffloadStore
 from tests.support.cli import cli_env, run_cli, run_python, wait_until
 from tests.support.history import user
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from harness9.context import estimate_tokens
 from harness9.context.stubs import HANDLE_ALLOWANCE_BYTES, awaits_handle
-from harness9.context.tokens import BYTES_PER_TOKEN, message_bytes
 from harness9.schema import Message, ToolCall, ToolDefinition, Usage
+from harness9.tokens import BYTES_PER_TOKEN, message_bytes
 
 SYSTEM = Message("system", "You are harness9.")
 
@@ -21,7 +21,7 @@ SYSTEM = Message("system", "You are harness9.")
 def seen_tokens(msgs: list[Message]) -> int:
     """A compaction's messages as the model will see them, in estimated tokens: each new
     stub counted with the recall handle the checkpoint adds to it."""
-    stubs = sum(1 for m in msgs if m.role == "tool" and awaits_handle(m.content))
+    stubs = sum(1 for m in msgs if m.role == "tool" and awaits_handle(m))
     size = sum(message_bytes(m) for m in msgs) + stubs * HANDLE_ALLOWANCE_BYTES
     return size // BYTES_PER_TOKEN
 

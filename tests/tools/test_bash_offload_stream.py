@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import tool_results_dir
-from harness9.context.offload import OffloadConfig, OffloadStore
 from harness9.tools.base import ToolContext
+from harness9.tools.offload import OffloadConfig, OffloadStore
 from harness9.tools.shell import run_command
 
 

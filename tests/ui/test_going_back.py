@@ -461,9 +461,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def test_fork_on_either_store_copies_messages_checkpoints_pins_and_outputs(store_url: str):
-    from harness9.context.offload import OffloadStore
     from harness9.store.backend import open_url
     from harness9.store.session import Checkpoint
+    from harness9.tools.offload import OffloadStore
     from harness9.ui.goback import fork_with_outputs
 
     with open_url(store_url) as store:

@@ -19,8 +19,8 @@ import json
 import re
 from typing import Any
 
-from harness9.context.tokens import estimate_tool_tokens
 from harness9.schema import ToolDefinition
+from harness9.tokens import estimate_tool_tokens
 from harness9.tools.base import Approval, Tool, ToolContext, ToolResult, refusal
 from harness9.tools.mcp.content import render_content
 from harness9.tools.mcp.manager import FAILED, READY, McpManager, RemoteTool, ServerUnavailable

@@ -1,5 +1,5 @@
-from harness9.context import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.schema import Message, ToolCall, ToolDefinition
+from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 
 
 def test_estimate_counts_utf8_bytes_divided_by_four():

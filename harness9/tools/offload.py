@@ -4,6 +4,10 @@ A result over ``max_result_tokens`` or ``max_result_bytes`` is written to the bl
 (files under ``store_dir``, or the PostgreSQL store's table); the conversation keeps a
 summary starting with ``📂 [offload:<id>]``, which ``offload_recall`` pages back. Reading,
 exporting and cleaning what was offloaded is persistence: harness9.store.offloads.
+
+Here, among the tools, because they are its users: the shell tool streams its output into
+an ``OffloadWriter``, ``offload_recall`` and ``history_search`` read through the store; the
+context policy only opens one per session and hands the tools the opener.
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.rule_summary import OutputStats, summarize_output
-from harness9.context.stubs import offload_header
-from harness9.context.tokens import BYTES_PER_TOKEN
+from harness9.context.facts import OutputStats, summarize_output
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
     OffloadedResult,
@@ -25,6 +27,8 @@ from harness9.store.offloads import (
     new_offload_id,
     valid_session_id,
 )
+from harness9.store.session import OFFLOAD_MARKER
+from harness9.tokens import BYTES_PER_TOKEN
 
 # The last line of an offload's summary: an instruction for the model, which /last
 # leaves out when it shows the summary to a person.
@@ -89,7 +93,7 @@ class OffloadWriter:
         stats = self._stats.finish()
         body = summarize_output(self.tool_name, self.args, stats, metadata=metadata)
         summary = (
-            f"{offload_header(self.id, stats.tokens)}\n{body}\n"
+            f"{OFFLOAD_MARKER}{self.id}] {stats.tokens} tokens offloaded\n{body}\n"
             f'{RECALL_HINT_START}id="{self.id}") for the full content'
         )
         result = OffloadedResult(

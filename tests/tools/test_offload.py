@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from harness9.context.offload import OffloadConfig, OffloadStore
-from harness9.context.stubs import OFFLOAD_MARKER
 from harness9.store.offloads import OffloadError, OffloadNotFoundError
+from harness9.store.session import OFFLOAD_MARKER
 from harness9.tools.base import ToolContext
+from harness9.tools.offload import OffloadConfig, OffloadStore
 from harness9.tools.offload_recall import OffloadRecallTool
 
 SID = "3f2b8c1e-9d4a-4e0b-8a7c-1234567890ab"
@@ -235,8 +235,8 @@ def test_clean_session_of_an_id_that_names_no_directory_touches_nothing(
 
 def test_deleting_a_stored_session_removes_its_offloads_through_the_store_hook(store):
     from harness9.config import db_path
-    from harness9.context.offload import remove_session_offloads
     from harness9.store import Manager
+    from harness9.tools.offload import remove_session_offloads
 
     with Manager(db_path(), on_session_deleted=remove_session_offloads) as m:
         gone, kept = m.new_session().session_id, m.new_session().session_id
