@@ -1,10 +1,12 @@
 """What the model is shown: pure functions of the stored log, plus the offload writer.
 
-What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
-(``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
-whose configurations are the strategies. Never imports the engine, the UI or litellm.
-Re-exported here: the public API (docs/architecture.md, 'Public API') and what tests and
-scripts import.
+What the model is sent next is built by one method, ``policy.ContextPolicy.prepare``: a
+``view.Request`` holding the system message in its parts (the prompt, the session state,
+the pins, the kept instructions), the messages (the view, ``view.build_view``, compacted
+when it is time by the one pipeline, ``pipeline.py``, whose configurations are the
+strategies), the tool definitions and the reply's budget; the provider sends exactly
+that. Never imports the engine, the UI or litellm. Re-exported here: the public API
+(docs/architecture.md, 'Public API') and what tests and scripts import.
 """
 
 from harness9.context.compaction import CompactionPlan, CompactionResult, Compactor, find_cut
