@@ -81,6 +81,7 @@ from harness9.context.view import (
     MeasuredView,
     ModelView,
     Request,
+    SystemPart,
     SystemPrompt,
     build_view,
     checkpoint_for,
@@ -116,8 +117,8 @@ class Frame:
     """What every request carries beside the conversation: the system prompt's parts and
     the tool definitions (``fixed``: their estimate, counted beside the messages')."""
 
-    system: SystemPrompt
-    tools: Sequence[ToolDefinition] = ()
+    system: tuple[SystemPart, ...]
+    tools: tuple[ToolDefinition, ...] = ()
     fixed: int = 0
 
     @classmethod
@@ -489,10 +490,10 @@ class ContextPolicy:
         made but did not use (it grew the context) is the result.
         """
         record, pins = self._recorder(session), session.pins()
-        head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
+        head, limit, extra = view.messages[0], comp.threshold_tokens, framing
         before = frame.size(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
-            steer = frame.fixed + pad // BYTES_PER_TOKEN  # it steers the cut only
+            steer = frame.fixed + extra  # it steers the cut only
             msgs = steered(view.messages, steer)
             result = comp.compact(
                 msgs,
@@ -514,8 +515,8 @@ class ContextPolicy:
             model_free = result.summary is None and result.strategy in MODEL_FREE_STRATEGIES
             if not model_free or limit <= 0 or cp.tokens_after <= limit:
                 break
-            # Whole messages are cut: the pad doubles until the next one goes.
-            pad = max(pad * 2, (cp.tokens_after - limit) * BYTES_PER_TOKEN)
+            # Whole messages are cut: the extra doubles until the next one goes.
+            extra = max(extra * 2, cp.tokens_after - limit)
         return result, cp
 
     def _recorder(
