@@ -281,7 +281,8 @@ class ContextPolicy:
         the tools, the reply's budget (the room the threshold leaves), and its estimate."""
         messages = repair_orphaned_tool_pairs(live.view.messages, stub=UNFINISHED_STUB)
         budget = self.opts.output_reserve or None
-        request = Request(live.parts, messages[1:], list(frame.tools), budget)
+        # The view's first message is the system message its parts make (LiveViews.load).
+        request = Request(live.parts, messages, list(frame.tools), budget)
         request.estimated, request.window = request.estimate(), self.context_window
         return request
 

@@ -111,14 +111,15 @@ def system_message(parts: Sequence[SystemPart]) -> Message:
 
 @dataclass(slots=True)
 class Request:
-    """What one model call sends, whole: the system message in its parts, the messages
-    after it, the tool definitions and the reply's budget (``max_tokens``; None: the
-    provider's default). Built by ``ContextPolicy.prepare``; the provider renders it to
-    its wire form and sends it unchanged, nothing beside it. A request of bare messages (a
-    summary's) has no parts: its messages carry their own system message."""
+    """What one model call sends, whole: the system message in its parts, the messages as
+    sent (``messages[0]`` the system message its parts make, when it has parts), the tool
+    definitions and the reply's budget (``max_tokens``; None: the provider's default).
+    Built by ``ContextPolicy.prepare``; the provider renders it to its wire form and sends
+    it unchanged, nothing beside it. A request of bare messages (a summary's) has no
+    parts: its messages carry their own system message."""
 
     system: tuple[SystemPart, ...]
-    history: list[Message]  # repaired: a valid tool sequence
+    messages: list[Message]  # repaired: a valid tool sequence
     tools: list[ToolDefinition]
     max_tokens: int | None = None
     shown_tokens: int = 0  # what the token line shows before the call (the server's count)
@@ -128,11 +129,9 @@ class Request:
     window: int = 0
 
     @property
-    def messages(self) -> list[Message]:
-        """The messages as sent: the system message its parts make, then the history."""
-        if not self.system:
-            return list(self.history)
-        return [system_message(self.system), *self.history]
+    def history(self) -> list[Message]:
+        """The messages after the system message."""
+        return self.messages[1:] if self.system else list(self.messages)
 
     def estimate(self) -> int:
         """Bytes / 4 of every message sent, plus the tool definitions' estimate."""
