@@ -8,7 +8,7 @@ end of one reply (the server sent its last byte) to the next request's arrival (
 headers are in): parsing the reply, saving it, running the tool, saving its result,
 building the next request, and litellm sending it.
 
-litellm's share of a gap: from the server's last byte to ``LLMProvider.generate``
+litellm's share of a gap: from the server's last byte to ``LLMProvider.send``
 returning (litellm reading and converting the reply), plus from the end of
 ``LLMProvider._request`` (harness9's messages handed over) to the request's arrival
 (litellm preparing and sending it). Both are timed by wrapping harness9's own
@@ -66,12 +66,12 @@ class Clock:
     """When harness9's provider handed a request to litellm and got the reply back."""
 
     handed: list[float] = field(default_factory=list)  # end of LLMProvider._request
-    returned: list[float] = field(default_factory=list)  # end of LLMProvider.generate
+    returned: list[float] = field(default_factory=list)  # end of LLMProvider.send
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> Callable[[], None]:
         """Wrap the provider's methods for this process; returns the undo."""
-        request, generate = LLMProvider._request, LLMProvider.generate
+        request, send = LLMProvider._request, LLMProvider.send
         clock = self
 
         def timed_request(self: LLMProvider, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -80,19 +80,19 @@ class Clock:
                 clock.handed.append(time.perf_counter())
             return out
 
-        def timed_generate(self: LLMProvider, *args: Any, **kwargs: Any) -> Any:
+        def timed_send(self: LLMProvider, *args: Any, **kwargs: Any) -> Any:
             try:
-                return generate(self, *args, **kwargs)
+                return send(self, *args, **kwargs)
             finally:
                 with clock.lock:
                     clock.returned.append(time.perf_counter())
 
         LLMProvider._request = timed_request  # type: ignore[method-assign]
-        LLMProvider.generate = timed_generate  # type: ignore[method-assign]
+        LLMProvider.send = timed_send  # type: ignore[method-assign]
 
         def undo() -> None:
             LLMProvider._request = request  # type: ignore[method-assign]
-            LLMProvider.generate = generate  # type: ignore[method-assign]
+            LLMProvider.send = send  # type: ignore[method-assign]
 
         return undo
 

@@ -1,12 +1,14 @@
 """What the model is shown: pure functions of the stored log.
 
-What the model sees next is decided in ``policy.ContextPolicy.prepare``: the view
-(``view.build_view``), compacted when it is time by the one pipeline (``pipeline.py``),
-each strategy a row of its table ``STRATEGIES``. Beside them: ``facts`` (what rules find in
-text), ``stubs`` (the stand-ins and the repair), ``summarize``, ``topics`` and ``prepared``
-(summaries made ahead). Never imports the engine, the UI or litellm.
-Re-exported here: the public API (docs/architecture.md, 'Public API') and what tests and
-scripts import.
+What the model is sent next is built by one method, ``policy.ContextPolicy.prepare``: a
+``view.Request`` holding the system message in its parts (the prompt, the session state,
+the pins, the kept instructions), the messages (the view, ``view.build_view``, compacted
+when it is time by the one pipeline, ``pipeline.py``, each strategy a row of its table
+``STRATEGIES``), the tool definitions and the reply's budget; the provider sends exactly
+that. Never imports the engine, the UI or litellm. Re-exported here: the public API
+(docs/architecture.md, 'Public API') and what tests and scripts import.
+Beside them: ``facts`` (what rules find in text), ``stubs`` (the stand-ins and the
+repair), ``summarize``, ``topics`` and ``prepared`` (summaries made ahead).
 """
 
 from harness9.context.facts import extract_fingerprint, validate_markers

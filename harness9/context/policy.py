@@ -1,6 +1,14 @@
 """ContextPolicy: what the model is shown, decided before every model call.
 
-Read ``prepare`` → ``_decide`` → ``_compact`` → ``_run`` to learn what the model sees next.
+``ContextPolicy.prepare`` is the one place the next request is built: read it, then
+``_decide`` → ``_compact`` → ``_run``, to learn what the model sees next. It returns a
+``Request`` (harness9.context.view): the system message in its parts (the prompt, the
+session state, the pins, the kept instructions), the messages after it (the view of
+harness9.context.view, compacted when it is time by harness9.context.pipeline), the tool
+definitions and the reply's budget; the provider sends exactly that. Every count (the
+threshold, the token line, ``/context``, ``--dry-run``) is arithmetic on the same parts:
+the messages' estimate plus the tool definitions'.
+
 The policy owns the compactor (its ``threshold_tokens`` is the one threshold the trigger,
 ``/context`` and ``--dry-run`` use), each session's state, the offload store and the token
 count the user sees. The engine, per turn::
@@ -8,7 +16,7 @@ count the user sees. The engine, per turn::
     policy.begin_turn(session, system, emit)          # topic isolation, when enabled
     each model call:
         request = policy.prepare(session, system, tools, recent_tools, emit)
-        reply, usage = model(request.messages, tools)  # request.shown_tokens for the UI
+        reply, usage = provider.send(request)          # request.shown_tokens for the UI
         policy.observe_usage(request, usage.input_tokens)
     the model said the context is too long: policy.after_overflow(...), once
     each tool result: content, link = policy.offload_result(session_id, name, args, content)
@@ -62,12 +70,17 @@ from harness9.context.view import (
     LiveViews,
     MeasuredView,
     ModelView,
+    Request,
+    SystemPart,
+    SystemPrompt,
     build_view,
     checkpoint_for,
     instruction_budget,
     load_view,
+    prompt_parts,
     state_items,
     summary_text,
+    system_message,
     with_notes,
 )
 from harness9.errors import UsageError
@@ -93,15 +106,28 @@ class TokenCounter(Protocol):
     def count(self, msgs: list[Message]) -> int: ...
 
 
-@dataclass(slots=True)
-class Request:
-    """What one model call sends, measured."""
+@dataclass(slots=True, frozen=True)
+class Frame:
+    """What every request carries beside the conversation: the system prompt's parts and
+    the tool definitions (``fixed``: their estimate, counted beside the messages')."""
 
-    messages: list[Message]  # repaired: a valid tool sequence
-    shown_tokens: int  # what the token line shows before the call (the server's expected count)
-    estimated: int  # bytes / 4 of ``messages`` plus the tool definitions (decisions' unit)
-    # The window it was made for (one learnt since leaves the reply other room).
-    window: int = 0
+    system: tuple[SystemPart, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    fixed: int = 0
+
+    @classmethod
+    def of(cls, system: SystemPrompt, tools: Sequence[ToolDefinition] = ()) -> Frame:
+        return cls(prompt_parts(system), tuple(tools), estimate_tool_tokens(tools))
+
+    def size(self, msgs: Sequence[Message]) -> int:
+        """The estimate of a request of ``msgs`` (the system message first) in this frame."""
+        return estimate_tokens(msgs) + self.fixed
+
+    def counted(self, msgs: Sequence[Message], framing: int = 0) -> list[Message]:
+        """``msgs`` as a compactor counts them: its seam counts messages only, so the tool
+        definitions (and ``framing``) steer its cut as tokens on the system message's
+        count (``steered``); what it returns keeps the real one."""
+        return steered(msgs, self.fixed + framing)
 
 
 @dataclass(slots=True)
@@ -209,30 +235,40 @@ class ContextPolicy:
     def prepare(
         self,
         session: CheckpointedSession,
-        system: Message,
-        tools: list[ToolDefinition],
+        system: SystemPrompt,
+        tools: Sequence[ToolDefinition],
         recent_tools: Sequence[str],
         emit: ContextEventSink = discard,
         *,
         may_compact: bool = True,
     ) -> Request:
-        """The next model call's messages: the view, compacted when it is time (unless
-        ``may_compact`` is False: this call already had its compaction, after an overflow)."""
-        sized = measured_system(system, tools)
-        live = self.views.load(session, sized)
+        """The next model call's request, whole: the view, compacted when it is time (unless
+        ``may_compact`` is False: this call already had its compaction, after an overflow),
+        with the system prompt's parts, the tools and the reply's budget."""
+        frame = Frame.of(system, tools)
+        live = self.views.load(session, frame.system, frame.fixed)
         due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
-        if due is not None and self._compact_due(session, sized, live.view, due, emit):
+        if due is not None and self._compact_due(session, frame, live.view, due, emit):
             if due[0] is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
-            live = self.views.load(session, sized)
+            live = self.views.load(session, frame.system, frame.fixed)
         elif due is None and may_compact and self.ahead is not None:
             self._prepare_ahead(session, live, emit)
-        if may_compact and self._last_resort(session, sized, live, emit):
-            live = self.views.load(session, sized)
-        messages = [live.noted(system), *live.view.messages[1:]]
-        messages = repair_orphaned_tool_pairs(messages, stub=UNFINISHED_STUB)
-        estimated = estimate_tokens(messages) + estimate_tool_tokens(tools)
-        return Request(messages, self.shown(messages, estimated), estimated, self.context_window)
+        if may_compact and self._last_resort(session, frame, live, emit):
+            live = self.views.load(session, frame.system, frame.fixed)
+        request = self._request(live, frame)
+        request.shown_tokens = self.shown(request.messages, request.estimated)
+        return request
+
+    def _request(self, live: MeasuredView, frame: Frame) -> Request:
+        """The request of ``live`` in ``frame``: its system parts, its messages repaired,
+        the tools, the reply's budget (the room the threshold leaves), and its estimate."""
+        messages = repair_orphaned_tool_pairs(live.view.messages, stub=UNFINISHED_STUB)
+        budget = self.opts.output_reserve or None
+        # The view's first message is the system message its parts make (LiveViews.load).
+        request = Request(live.parts, messages, list(frame.tools), budget)
+        request.estimated, request.window = request.estimate(), self.context_window
+        return request
 
     def shown(self, messages: list[Message], estimated: int) -> int:
         """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
@@ -245,7 +281,7 @@ class ContextPolicy:
     def _last_resort(
         self,
         session: CheckpointedSession,
-        sized: Message,
+        frame: Frame,
         live: MeasuredView,
         emit: ContextEventSink,
     ) -> bool:
@@ -265,15 +301,15 @@ class ContextPolicy:
         whole = SummarizationCompactor(
             self._summarizer, limit, min_tail_messages=1, summarizer_window=self.context_window
         )
-        folded = self._compact(session, sized, live.view, whole, True, emit, None, framing)
+        folded = self._compact(session, frame, live.view, whole, True, emit, None, framing)
         if folded is not None:
-            live = self.views.load(session, sized)
+            live = self.views.load(session, frame.system, frame.fixed)
             served = self.count.count(live.tokens)
             if served <= limit:
                 return True
             framing = served - live.tokens
         tail = tail_compactor(limit)
-        cut = self._compact(session, sized, live.view, tail, True, emit, None, framing)
+        cut = self._compact(session, frame, live.view, tail, True, emit, None, framing)
         return folded is not None or cut is not None
 
     def _decide(
@@ -288,7 +324,7 @@ class ContextPolicy:
         the message bound, old messages fold whatever their tokens.
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
-        plan = comp.plan(view.messages)
+        plan = comp.plan(steered(view.messages, live.fixed))
         served = self.count.count(tokens)
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
@@ -328,7 +364,7 @@ class ContextPolicy:
     def _compact(
         self,
         session: CheckpointedSession,
-        sized: Message,
+        frame: Frame,
         view: ModelView,
         comp: Compactor,
         force: bool,
@@ -353,7 +389,7 @@ class ContextPolicy:
         threshold is stored even when it saves too little, unannounced, so that the last
         resort cuts after it instead of dropping what was paid for. ``shown_before``: the
         (tokens, messages) the notice starts from (the view before such a summary)."""
-        before = estimate_tokens(view.messages)
+        before = frame.size(view.messages)
         st = self.state(session.session_id)
         last = view.ids[-1] if view.ids else None
         tried = (comp.strategy, last, len(view.messages), before + framing)
@@ -361,10 +397,10 @@ class ContextPolicy:
             return None
         emit(CompactionStarted(comp.strategy, before))
         result, cp = self._run(
-            session, sized, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
+            session, frame, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
         )
         if cp is not None and whole is not None:
-            cp.tokens_before = before = estimate_tokens(whole.messages)
+            cp.tokens_before = before = frame.size(whole.messages)
             cp.messages_before = len(whole.messages)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         gained = cp is not None and _gained(before, cp.tokens_after, force)
@@ -389,17 +425,17 @@ class ContextPolicy:
                 waited,
             )
         )
-        self._explain_fixed_part(st, sized, cp.tokens_after, emit)
+        self._explain_fixed_part(st, frame, cp.tokens_after, emit)
         return notice
 
     def _explain_fixed_part(
-        self, st: SessionContextState, sized: Message, after: int, emit: ContextEventSink
+        self, st: SessionContextState, frame: Frame, after: int, emit: ContextEventSink
     ) -> None:
         """Once a session: a compaction left the context over its target because the system
-        prompt and tool definitions (``sized``) take at least half of it. Compactions then
+        prompt and tool definitions (``frame``) take at least half of it. Compactions then
         come every few turns; say why, and what leaves more room."""
         window, target = self.context_window, int(self.context_window * self.opts.target)
-        fixed = estimate_tokens([sized])
+        fixed = frame.size([system_message(prompt_parts(frame.system))])
         if st.explained_fixed_part or after <= target or fixed * 2 < target:
             return
         st.explained_fixed_part = True
@@ -418,7 +454,7 @@ class ContextPolicy:
     def _run(
         self,
         session: CheckpointedSession,
-        sized: Message,
+        frame: Frame,
         view: ModelView,
         comp: Compactor,
         force: bool,
@@ -428,22 +464,22 @@ class ContextPolicy:
         *,
         keep_paid: bool = False,
     ) -> tuple[CompactionResult, Checkpoint | None]:
-        """``comp``'s result on ``view`` (built on ``sized``) and the checkpoint it would
+        """``comp``'s result on ``view`` (in ``frame``) and the checkpoint it would
         store (None: it changes nothing), with the figures every report prints. Stores nothing.
 
         Folded user messages are kept verbatim beside the summary (``view.carry_instructions``),
         so the view after can be larger than what the compactor kept: a model-free compaction
-        is then made again with that excess counted in the system message, to land under
+        is then made again with that excess counted beside the messages, to land under
         the threshold; one with a summary is not repeated (a model call each). ``framing``
-        (tokens) is counted there from the start. ``keep_paid``: a summary the compactor
+        (tokens) and the tool definitions are counted there from the start. ``keep_paid``: a summary the compactor
         made but did not use (it grew the context) is the result.
         """
         record, pins = self._recorder(session), session.pins()
-        head, limit, pad = view.messages[0], comp.threshold_tokens, framing * BYTES_PER_TOKEN
-        before = estimate_tokens(view.messages)
+        head, limit, extra = view.messages[0], comp.threshold_tokens, framing
+        before = frame.size(view.messages)
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
-            # The padding only steers the cut; it is never stored.
-            msgs = steered(view.messages, pad // BYTES_PER_TOKEN)
+            steer = frame.fixed + extra  # it steers the cut only
+            msgs = steered(view.messages, steer)
             result = comp.compact(
                 msgs,
                 force=force,
@@ -452,20 +488,20 @@ class ContextPolicy:
             )
             if keep_paid and result.declined is not None:
                 result = result.declined
-            if pad:
+            if steer:
                 result.messages = [head, *result.messages[1:]]
             cp = record(view, result)
             if cp is None:
                 return result, None
             records = session.get_records(after_id=cp.last_message_id)
-            after = build_view(sized, records, cp, pins).messages
-            cp.tokens_before, cp.tokens_after = before, estimate_tokens(after)
+            after = build_view(frame.system, records, cp, pins).messages
+            cp.tokens_before, cp.tokens_after = before, frame.size(after)
             cp.messages_before, cp.messages_after = len(view.messages), len(after)
             model_free = result.summary is None and result.strategy in MODEL_FREE_STRATEGIES
             if not model_free or limit <= 0 or cp.tokens_after <= limit:
                 break
-            # Whole messages are cut: the pad doubles until the next one goes.
-            pad = max(pad * 2, (cp.tokens_after - limit) * BYTES_PER_TOKEN)
+            # Whole messages are cut: the extra doubles until the next one goes.
+            extra = max(extra * 2, cp.tokens_after - limit)
         return result, cp
 
     def _recorder(
@@ -514,8 +550,8 @@ class ContextPolicy:
     def after_overflow(
         self,
         session: CheckpointedSession,
-        system: Message,
-        tools: list[ToolDefinition],
+        system: SystemPrompt,
+        tools: Sequence[ToolDefinition],
         reason: str,
         *,
         emit: ContextEventSink = discard,
@@ -536,7 +572,7 @@ class ContextPolicy:
         return None
 
     def begin_turn(
-        self, session: CheckpointedSession, system: Message, emit: ContextEventSink = discard
+        self, session: CheckpointedSession, system: SystemPrompt, emit: ContextEventSink = discard
     ) -> None:
         """A new turn: a context over the threshold is announced again (automatic compaction
         off). Topic isolation: when the new message starts a new topic, fold the finished
@@ -545,18 +581,18 @@ class ContextPolicy:
         if self.topics is not None and self.opts.auto:
             view = load_view(session, system)
             if self.topics.plan(view.messages).would_compact:
-                self._compact(session, system, view, self.topics, False, emit)
+                self._compact(session, Frame.of(system), view, self.topics, False, emit)
 
     # -- what users ask for --------------------------------------------------------------
 
     def compact(
         self,
         session: CheckpointedSession,
-        system: Message,
+        system: SystemPrompt,
         *,
         force: bool = True,
         instructions: str | None = None,
-        tools: list[ToolDefinition] | None = None,
+        tools: Sequence[ToolDefinition] = (),
         emit: ContextEventSink = discard,
         rejected: bool = False,
     ) -> Compaction | None:
@@ -571,59 +607,59 @@ class ContextPolicy:
 
         Asked for under the threshold, it is made only when ``_verdict`` (what --dry-run
         shows) says it pays for itself, decided before any summary is paid for."""
-        sized = measured_system(system, tools or [])
-        view = load_view(session, sized)
-        if not force and not self.compactor.plan(view.messages).would_compact:
+        frame = Frame.of(system, tools)
+        view = load_view(session, frame.system)
+        if not force and not self.compactor.plan(frame.counted(view.messages)).would_compact:
             return None
-        framing = self._framing(view.messages)
+        framing = self._framing(frame.size(view.messages))
         if rejected:
-            framing = max(framing, self.context_window - estimate_tokens(view.messages))
+            framing = max(framing, self.context_window - frame.size(view.messages))
         elif (
-            self._optional(view, force, framing)
-            and self._verdict(session, sized, view, force, framing).too_small
+            self._optional(frame, view, force, framing)
+            and self._verdict(session, frame, view, force, framing).too_small
         ):
             return None
         comp, key = self.compactor, session.latest_checkpoint_key()
-        shown: tuple[int, int] | None = (estimate_tokens(view.messages), len(view.messages))
+        shown: tuple[int, int] | None = (frame.size(view.messages), len(view.messages))
         notice = self._compact(
-            session, sized, view, comp, force, emit, instructions, framing, keep_paid=force
+            session, frame, view, comp, force, emit, instructions, framing, keep_paid=force
         )
         if not force:
             return notice
         if notice is not None:
-            view, framing, shown = load_view(session, sized), 0, None
+            view, framing, shown = load_view(session, frame.system), 0, None
         elif session.latest_checkpoint_key() != key:  # a summary kept for the last resort
-            view = load_view(session, sized)
+            view = load_view(session, frame.system)
         # Asked for, and the strategy left the context over the threshold (it folded
         # nothing, or its protected tail alone is too big: a small window): the tail's tool
         # results go too, as a last resort, rather than the next request overflowing.
-        framing = max(framing, self._framing(view.messages))
-        if estimate_tokens(view.messages) + framing > self.threshold_tokens:
+        framing = max(framing, self._framing(frame.size(view.messages)))
+        if frame.size(view.messages) + framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
             last = self._compact(
-                session, sized, view, tail, True, emit, None, framing, shown_before=shown
+                session, frame, view, tail, True, emit, None, framing, shown_before=shown
             )
             notice = last or notice
         return notice
 
-    def _framing(self, msgs: Sequence[Message]) -> int:
-        """Tokens the server is expected to count in ``msgs`` beyond the estimate (negative:
-        it counts fewer)."""
-        tokens = estimate_tokens(msgs)
+    def _framing(self, tokens: int) -> int:
+        """Tokens the server is expected to count in a request estimated at ``tokens``
+        beyond the estimate (negative: it counts fewer)."""
         return self.count.count(tokens) - tokens
 
     def plan(
         self,
         session: CheckpointedSession,
-        system: Message,
+        system: SystemPrompt,
         *,
         force: bool = False,
-        tools: list[ToolDefinition] | None = None,
+        tools: Sequence[ToolDefinition] = (),
     ) -> tuple[ModelView, CompactionPlan]:
         """What ``compact`` would do now, calling no model and storing nothing (--dry-run)."""
-        sized = measured_system(system, tools or [])
-        view = load_view(session, sized)
-        plan = self._verdict(session, sized, view, force, self._framing(view.messages))
+        frame = Frame.of(system, tools)
+        view = load_view(session, frame.system)
+        framing = self._framing(frame.size(view.messages))
+        plan = self._verdict(session, frame, view, force, framing)
         if plan.too_small:
             return view, plan  # its figures say what it would have saved
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
@@ -636,7 +672,7 @@ class ContextPolicy:
     def _verdict(
         self,
         session: CheckpointedSession,
-        sized: Message,
+        frame: Frame,
         view: ModelView,
         force: bool,
         framing: int,
@@ -649,17 +685,17 @@ class ContextPolicy:
         ``MIN_COMPACTION_GAIN`` of the context is ``too_small``: it would break the prompt
         cache (and pay for a summary) to gain almost nothing."""
         comp = self.compactor
-        plan = comp.plan(view.messages, force=force)
-        optional = self._optional(view, force, framing)
+        plan = comp.plan(frame.counted(view.messages), force=force)
+        optional = self._optional(frame, view, force, framing)
         exact = plan.strategy in MODEL_FREE_STRATEGIES
         if plan.would_compact and exact:
-            _, cp = self._run(session, sized, view, comp, force)
+            _, cp = self._run(session, frame, view, comp, force)
             if cp is None:
                 plan.would_compact = False
                 return plan
             plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
         elif plan.would_compact:
-            plan.tokens_after += self._beside_summary(session, sized, view, plan)
+            plan.tokens_after += self._beside_summary(session, frame, view, plan)
         # A summary that is due is asked for whatever its estimate: only its result decides.
         judged = exact or optional
         gain = _gained(plan.tokens_before, plan.tokens_after, force and not optional)
@@ -667,16 +703,16 @@ class ContextPolicy:
             plan.would_compact, plan.too_small = False, optional
         return plan
 
-    def _optional(self, view: ModelView, force: bool, framing: int) -> bool:
+    def _optional(self, frame: Frame, view: ModelView, force: bool, framing: int) -> bool:
         """Asked for (``force``) while nothing is due: under the threshold by the estimate
         and by the server's expected count (the estimate plus ``framing``)."""
         comp = self.compactor
-        if not force or comp.plan(view.messages).would_compact:
+        if not force or comp.plan(frame.counted(view.messages)).would_compact:
             return False
-        return estimate_tokens(view.messages) + framing <= comp.threshold_tokens
+        return frame.size(view.messages) + framing <= comp.threshold_tokens
 
     def _beside_summary(
-        self, session: CheckpointedSession, sized: Message, view: ModelView, plan: CompactionPlan
+        self, session: CheckpointedSession, frame: Frame, view: ModelView, plan: CompactionPlan
     ) -> int:
         """Tokens a checkpoint folding ``view.messages[1:plan.cut]`` adds beside its summary,
         which the compactor's plan does not count: the folded user messages it keeps verbatim
@@ -685,19 +721,22 @@ class ContextPolicy:
         cp = self._recorder(session)(view, CompactionResult(kept, plan, "", plan.strategy))
         if cp is None:
             return 0
-        noted = with_notes(sized, session.pins(), cp.instructions)
+        noted = with_notes(frame.system, session.pins(), cp.instructions)
         grown = estimate_tokens([noted]) - estimate_tokens(view.messages[:1])
         return grown + utf8_len(summary_text(cp)) // BYTES_PER_TOKEN
 
     def breakdown(
-        self, session: CheckpointedSession, system: Message, tools: list[ToolDefinition]
+        self, session: CheckpointedSession, system: SystemPrompt, tools: Sequence[ToolDefinition]
     ) -> ContextBreakdown:
-        """What the next request would carry, by part (/context)."""
-        msgs = repair_orphaned_tool_pairs(load_view(session, system).messages, stub=UNFINISHED_STUB)
+        """What the next request would carry, by part (/context): the request ``prepare``
+        would build if nothing were compacted, counted."""
+        frame = Frame.of(system, tools)
+        request = self._request(self.views.load(session, frame.system, frame.fixed), frame)
+        msgs = request.messages
         system_tokens = estimate_tokens(msgs[:1])
-        summary = sum(estimate_tokens([m]) for m in msgs[1:] if m.is_summary)
+        summary = sum(estimate_tokens([m]) for m in request.history if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
-        tool_tokens, window = estimate_tool_tokens(tools), self.context_window
+        tool_tokens, window = frame.fixed, self.context_window
         b = ContextBreakdown(
             system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
         )
@@ -725,7 +764,7 @@ class ContextPolicy:
     def _compact_due(
         self,
         session: CheckpointedSession,
-        sized: Message,
+        frame: Frame,
         view: ModelView,
         due: tuple[Compactor, bool, int],
         emit: ContextEventSink,
@@ -734,20 +773,21 @@ class ContextPolicy:
         applies (the same compaction over the prefix it froze), else made now."""
         comp, force, framing = due
         # A compaction that calls no model (stubs were enough) costs no wait: made now.
-        if comp is self.compactor and self.ahead is not None and self._calls_model(view, framing):
+        counted = framing + frame.fixed
+        if comp is self.compactor and self.ahead is not None and self._calls_model(view, counted):
 
             def over_prefix(
                 run: PreparedRun, prefix: ModelView, waited: float
             ) -> Compaction | None:
                 return self._compact(
-                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
+                    session, frame, prefix, comp, True, emit, None, run.framing, view, waited
                 )
 
             key = session.latest_checkpoint_key()
             notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
             if notice is not None:
                 return notice
-        return self._compact(session, sized, view, comp, force, emit, framing=framing)
+        return self._compact(session, frame, view, comp, force, emit, framing=framing)
 
     def _prepare_ahead(
         self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
@@ -758,7 +798,7 @@ class ContextPolicy:
         comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
         if st.in_cooldown(st.iterations):
             return
-        framing, tokens = self._framing(live.view.messages), live.tokens
+        framing, tokens = self._framing(live.tokens), live.tokens
         share, window = self.opts.prepare_at, self.context_window
         # The cut counts the growth still to come before the threshold's compaction (the
         # smart trigger's lookahead short of it), so that once it is applied the context is
@@ -777,10 +817,10 @@ class ContextPolicy:
             # Stubbing the view as it is now is not enough: at the threshold, with more, a
             # summary will be needed too (the growth to come is not counted: it would fold
             # what stubs alone still fit, turning a free compaction into a summary).
-            return self._calls_model(live.view, framing)
+            return self._calls_model(live.view, framing + live.fixed)
 
         def work(msgs: list[Message]) -> object:
-            return comp.compact(msgs, force=True)
+            return comp.compact(steered(msgs, live.fixed), force=True)
 
         key = session.latest_checkpoint_key()
         counted = framing + growth_to_come
@@ -830,13 +870,6 @@ def offload_limit(max_result_tokens: int, context_window: int) -> int:
     2,000 binds from a 24K window up; on a 4K window a result of 1,900 tokens would
     otherwise leave no room for the next."""
     return max(1, min(max_result_tokens, context_window // OFFLOAD_WINDOW_SHARE))
-
-
-def measured_system(system: Message, tools: Sequence[ToolDefinition]) -> Message:
-    """``system`` padded by the tool definitions' estimate (never sent), so that every
-    threshold, budget and figure counts messages plus tools, as the reports show them."""
-    pad = estimate_tool_tokens(tools) * BYTES_PER_TOKEN
-    return system if pad == 0 else Message(system.role, system.content + " " * pad)
 
 
 def _gained(before: int, after: int, force: bool) -> bool:

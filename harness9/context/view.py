@@ -1,11 +1,14 @@
-"""What the model is sent: the log after the latest checkpoint, its data rendered as text.
+"""What the model is sent: the ``Request`` record, and the log after the latest checkpoint
+rendered as its messages.
 
 The log is never rewritten and a compaction is stored as a checkpoint (see
-docs/architecture.md, 'Compaction checkpoints'), so the view is
-``[system + notes] + [summary message] + messages after it``.
-``checkpoint_for`` makes a compaction's result the checkpoint's data; ``build_view`` renders
-it from stored values only, so every request between two compactions (and ``--resume``)
-carries the same bytes (see docs/architecture.md, 'Cache-stable requests').
+docs/architecture.md, 'Compaction checkpoints'), so a request is
+``[system parts] + [summary message] + messages after it`` with the tool definitions and
+the reply's budget beside them; ``ContextPolicy.prepare`` (harness9.context.policy) is
+the one place that builds it. ``checkpoint_for`` makes a compaction's result the
+checkpoint's data; ``build_view`` renders it from stored values only, so every request
+between two compactions (and ``--resume``) carries the same bytes (see
+docs/architecture.md, 'Cache-stable requests').
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from harness9.schema import (
     TODO_MARKS,
     Message,
     TodoItem,
+    ToolDefinition,
 )
 from harness9.store.holding import HoldingSession
 from harness9.store.session import (
@@ -49,6 +53,7 @@ from harness9.store.session import (
 from harness9.tokens import (
     BYTES_PER_TOKEN,
     estimate_tokens,
+    estimate_tool_tokens,
     format_token_count,
     message_bytes,
     utf8_len,
@@ -72,6 +77,66 @@ PINS_HEADER = prompt("pinned_notes")
 
 T = TypeVar("T")
 
+# The system message's parts, in the order sent: the most stable first, so that the cached
+# prefix reaches as far as it can. The prompt (instructions, working directory, AGENTS.md)
+# changes only when AGENTS.md does; the state (the date) from day to day; the pins by a
+# /pin; the kept instructions by a compaction.
+PART_PROMPT, PART_STATE, PART_PINS, PART_INSTRUCTIONS = "prompt", "state", "pins", "instructions"
+PART_SEPARATOR = "\n\n"
+
+
+@dataclass(slots=True, frozen=True)
+class SystemPart:
+    """One part of the system message: its kind (``PART_*``) and its text."""
+
+    kind: str
+    text: str
+
+
+# What the engine gives the policy as the system prompt: its parts, or one message (a test's,
+# a program's own), which is one prompt part.
+SystemPrompt = Message | Sequence[SystemPart]
+
+
+def prompt_parts(system: SystemPrompt) -> tuple[SystemPart, ...]:
+    if isinstance(system, Message):
+        return (SystemPart(PART_PROMPT, system.content),)
+    return tuple(system)
+
+
+def system_message(parts: Sequence[SystemPart]) -> Message:
+    """The system message the parts make: their texts joined, empty ones left out."""
+    return Message(ROLE_SYSTEM, PART_SEPARATOR.join(p.text for p in parts if p.text))
+
+
+@dataclass(slots=True)
+class Request:
+    """What one model call sends, whole: the system message in its parts, the messages as
+    sent (``messages[0]`` the system message its parts make, when it has parts), the tool
+    definitions and the reply's budget (``max_tokens``; None: the provider's default).
+    Built by ``ContextPolicy.prepare``; the provider renders it to its wire form and sends
+    it unchanged, nothing beside it. A request of bare messages (a summary's) has no
+    parts: its messages carry their own system message."""
+
+    system: tuple[SystemPart, ...]
+    messages: list[Message]  # repaired: a valid tool sequence
+    tools: list[ToolDefinition]
+    max_tokens: int | None = None
+    shown_tokens: int = 0  # what the token line shows before the call (the server's count)
+    # Bytes / 4 of the messages, plus the tool definitions' estimate: the decisions' unit.
+    estimated: int = 0
+    # The window it was made for (one learnt since leaves the reply other room).
+    window: int = 0
+
+    @property
+    def history(self) -> list[Message]:
+        """The messages after the system message."""
+        return self.messages[1:] if self.system else list(self.messages)
+
+    def estimate(self) -> int:
+        """Bytes / 4 of every message sent, plus the tool definitions' estimate."""
+        return estimate_tokens(self.messages) + estimate_tool_tokens(self.tools)
+
 
 @dataclass(slots=True)
 class ModelView:
@@ -80,7 +145,7 @@ class ModelView:
 
 
 def build_view(
-    system: Message,
+    system: SystemPrompt,
     records: list[StoredMessage],
     checkpoint: Checkpoint | None,
     pins: Sequence[str] = (),
@@ -112,7 +177,7 @@ def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
     return rec.message
 
 
-def load_view(session: CheckpointedSession, system: Message) -> ModelView:
+def load_view(session: CheckpointedSession, system: SystemPrompt) -> ModelView:
     checkpoint = session.latest_checkpoint()
     after = checkpoint.last_message_id if checkpoint is not None else 0
     return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
@@ -162,16 +227,23 @@ def render_instructions(messages: Sequence[str]) -> str:
     return f"{INSTRUCTIONS_HEADER}\n\n{body}"
 
 
-def with_notes(system: Message, pins: Sequence[str], instructions: Sequence[str]) -> Message:
-    """The system message (never folded: no strategy can drop what it carries), then the
-    pins (changed only by a /pin), then the kept instructions (only by a compaction): the
-    most stable first, so the cached prefix reaches as far as it can."""
-    if not pins and not instructions:
-        return system
-    pinned = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1)) if pins else ""
-    parts = (system.content, pinned, render_instructions(instructions))
-    content = "\n\n".join(p for p in parts if p)
-    return Message(ROLE_SYSTEM, content, system.tool_calls, system.tool_call_id)
+def system_parts(
+    system: SystemPrompt, pins: Sequence[str], instructions: Sequence[str]
+) -> tuple[SystemPart, ...]:
+    """The system prompt's parts (never folded: no strategy can drop what they carry), then
+    the pins, then the kept instructions."""
+    parts = prompt_parts(system)
+    if pins:
+        text = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1))
+        parts += (SystemPart(PART_PINS, text),)
+    if instructions:
+        parts += (SystemPart(PART_INSTRUCTIONS, render_instructions(instructions)),)
+    return parts
+
+
+def with_notes(system: SystemPrompt, pins: Sequence[str], instructions: Sequence[str]) -> Message:
+    """The system message with the pins and the kept instructions."""
+    return system_message(system_parts(system, pins, instructions))
 
 
 def _instructions(checkpoint: Checkpoint | None) -> list[str]:
@@ -180,21 +252,20 @@ def _instructions(checkpoint: Checkpoint | None) -> list[str]:
 
 @dataclass(slots=True)
 class MeasuredView:
-    """A view, its byte estimate (``estimate_tokens(view.messages) == tokens``), and the
-    checkpoint and pins its system message was noted with."""
+    """A view, its estimate, and the system parts its first message was made of.
+
+    ``tokens`` counts what a request of it carries: the messages' bytes / 4 plus ``fixed``,
+    the tool definitions' estimate."""
 
     view: ModelView
     nbytes: int
     checkpoint: Checkpoint | None
-    pins: list[str]
+    parts: tuple[SystemPart, ...] = ()
+    fixed: int = 0
 
     @property
     def tokens(self) -> int:
-        return self.nbytes // BYTES_PER_TOKEN
-
-    def noted(self, system: Message) -> Message:
-        """``system`` with the view's pins and kept instructions, without reading them again."""
-        return with_notes(system, self.pins, _instructions(self.checkpoint))
+        return self.nbytes // BYTES_PER_TOKEN + self.fixed
 
 
 class LiveViews:
@@ -219,8 +290,11 @@ class LiveViews:
         with self._lock:
             self._kept.pop(session_id, None)
 
-    def load(self, session: CheckpointedSession, system: Message) -> MeasuredView:
-        """The view the next request starts from (``system`` first), and its size."""
+    def load(
+        self, session: CheckpointedSession, system: SystemPrompt, fixed: int = 0
+    ) -> MeasuredView:
+        """The view the next request starts from (``system`` first), and its size with
+        ``fixed`` tokens (the tool definitions) beside it."""
         with self._lock:
             kept = self._kept.pop(session.session_id, None)
         held = isinstance(session, HoldingSession) and bool(session.held)
@@ -229,10 +303,11 @@ class LiveViews:
         if not held:
             with self._lock:
                 self._kept[session.session_id] = kept
-        pins = session.pins()
-        system = with_notes(system, pins, _instructions(kept.checkpoint))
-        view = ModelView([system, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
-        return MeasuredView(view, message_bytes(system) + kept.nbytes, kept.checkpoint, pins)
+        parts = system_parts(system, session.pins(), _instructions(kept.checkpoint))
+        head = system_message(parts)
+        view = ModelView([head, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
+        nbytes = message_bytes(head) + kept.nbytes
+        return MeasuredView(view, nbytes, kept.checkpoint, parts, fixed)
 
     def _build(self, session: CheckpointedSession) -> MeasuredView:
         checkpoint = session.latest_checkpoint()
@@ -242,7 +317,7 @@ class LiveViews:
         self.rows_read += len(records)
         view = build_view(Message("system"), records, checkpoint)
         nbytes = sum(message_bytes(m) for m in view.messages[1:])
-        return MeasuredView(view, nbytes, checkpoint, [])
+        return MeasuredView(view, nbytes, checkpoint)
 
     def _extend(self, session: CheckpointedSession, kept: MeasuredView) -> bool:
         """Adds the rows stored since ``kept`` was (they carry no stubs of its checkpoint);

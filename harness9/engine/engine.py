@@ -4,7 +4,9 @@ Everything the model produces is saved the moment it exists (each reply, each
 tool result), not at the end of the turn: a turn that fails or is interrupted
 keeps its trajectory. The stored log is append-only; what the model is shown
 (compaction, triggers, offload, token counting) is the ``ContextPolicy``'s
-business, so ``--resume`` sends exactly what the live session would have sent.
+business, so ``--resume`` sends exactly what the live session would have sent: each
+model call sends the ``Request`` ``ContextPolicy.prepare`` builds (from the prompt's
+parts, ``PromptBuilder.parts``, and the registry's tools), unchanged.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness9.context.pipeline import CompactionPlan
-from harness9.context.policy import ContextBreakdown, ContextPolicy, Request
-from harness9.context.view import ModelView
+from harness9.context.policy import ContextBreakdown, ContextPolicy
+from harness9.context.view import ModelView, Request, SystemPart
 from harness9.engine import events as ev
 from harness9.engine.parallel import run_side_by_side
 from harness9.engine.prompt import PromptBuilder
@@ -70,13 +72,8 @@ class Closeable(Protocol):
 class ModelProvider(Protocol):
     model: str
 
-    def generate(
-        self,
-        messages: list[Message],
-        tools: list[ToolDefinition],
-        *,
-        stream: bool = False,
-        on_delta: Any = None,
+    def send(
+        self, request: Request, *, stream: bool = False, on_delta: Any = None
     ) -> tuple[Message, Usage | None]: ...
 
 
@@ -196,16 +193,19 @@ class AgentEngine:
     def system_message(self, session: CheckpointedSession | None = None) -> Message:
         return self.prompt_builder.build(session or self.session)
 
+    def system_parts(self, session: CheckpointedSession) -> tuple[SystemPart, ...]:
+        return self.prompt_builder.parts(session)
+
     def context_breakdown(self) -> ContextBreakdown:
         """/context: what the next request would carry, and where compaction starts."""
         sess = self.session
-        return self.policy.breakdown(sess, self.system_message(sess), self.registry.definitions())
+        return self.policy.breakdown(sess, self.system_parts(sess), self.registry.definitions())
 
     def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan]:
         """What a compaction would fold right now, without calling any model (--dry-run)."""
         sess = self.session
         return self.policy.plan(
-            sess, self.system_message(sess), force=force, tools=self.registry.definitions()
+            sess, self.system_parts(sess), force=force, tools=self.registry.definitions()
         )
 
     def compact_now(
@@ -215,7 +215,7 @@ class AgentEngine:
         sess = self.session
         return self.policy.compact(
             sess,
-            self.system_message(sess),
+            self.system_parts(sess),
             force=force,
             instructions=instructions,
             tools=self.registry.definitions(),
@@ -234,7 +234,7 @@ class AgentEngine:
             return self._failed(result, too_big)
         self._remember_model(sess)
         sess.add_messages([Message(ROLE_USER, user_text)])
-        policy.begin_turn(sess, self.prompt_builder.build(sess), emit)
+        policy.begin_turn(sess, self.system_parts(sess), emit)
         pending: list[ToolCall] = []  # calls of the last reply whose results are not saved yet
         tools_used: list[str] = []
         self._streamed.clear()
@@ -243,8 +243,7 @@ class AgentEngine:
         refused: Request | None = None  # the request the server just refused
         try:
             while result.iterations < self.options.max_iterations:
-                system = self.prompt_builder.build(sess)
-                tools = self.registry.definitions()
+                system, tools = self.system_parts(sess), self.registry.definitions()
                 request = policy.prepare(
                     sess, system, tools, tools_used[-5:], emit, may_compact=not just_compacted
                 )
@@ -252,7 +251,7 @@ class AgentEngine:
                 self._never_the_same(request, refused)
                 emit(ev.TokenUpdate(request.shown_tokens, policy.context_window))
                 answer = self._call_model(
-                    sess, system, tools, request, may_compact=may_compact_on_overflow
+                    sess, system, request, may_compact=may_compact_on_overflow
                 )
                 if answer is None:  # the context overflowed and was compacted: ask again
                     may_compact_on_overflow = False
@@ -345,26 +344,22 @@ class AgentEngine:
     def _call_model(
         self,
         sess: HoldingSession,
-        system: Message,
-        tools: list[ToolDefinition],
+        system: tuple[SystemPart, ...],
         request: Request,
         *,
         may_compact: bool,
     ) -> tuple[Message, Usage | None] | None:
-        """The model's reply; None when it rejected the context as too long and the
-        policy compacted (once per model call: ``may_compact``)."""
+        """The model's reply to ``request``, sent as it is; None when it rejected the
+        context as too long and the policy compacted (once per model call: ``may_compact``)."""
         policy = self.policy
         try:
-            reply, usage = self.provider.generate(
-                request.messages,
-                tools,
-                stream=self.options.stream,
-                on_delta=self._on_delta,
+            reply, usage = self.provider.send(
+                request, stream=self.options.stream, on_delta=self._on_delta
             )
         except ContextWindowExceededError as exc:
             if exc.window is not None:
                 self._adopt_window(sess, exc.window)
-            self._overflowed(sess, system, tools, str(exc), may_compact, exc)
+            self._overflowed(sess, system, request.tools, str(exc), may_compact, exc)
             return None
         except StreamInterruptedError:
             self._keep_partial(sess)
@@ -379,7 +374,7 @@ class AgentEngine:
                 guess = max(policy.largest_answered, request.shown_tokens // 2)
                 self._adopt_window(sess, guess)
             why = self._too_long(request, "the server sent nothing back")
-            self._overflowed(sess, system, tools, why, may_compact, None)
+            self._overflowed(sess, system, request.tools, why, may_compact, None)
             return None
         policy.answered(request)
         return Message(ROLE_ASSISTANT, reply.content, list(reply.tool_calls)), usage
@@ -387,7 +382,7 @@ class AgentEngine:
     def _overflowed(
         self,
         sess: CheckpointedSession,
-        system: Message,
+        system: tuple[SystemPart, ...],
         tools: list[ToolDefinition],
         reason: str,
         may_compact: bool,

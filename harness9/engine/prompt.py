@@ -1,4 +1,4 @@
-"""The system prompt, rebuilt every turn and never stored.
+"""The system prompt's parts, rebuilt every turn and never stored.
 
 Rebuilding it means an edited AGENTS.md reaches the model on the next turn, and
 old sessions never lock in an old prompt. It holds nothing that changes within a
@@ -10,10 +10,12 @@ in the conversation and, after a compaction, through the checkpoint's state note
 (harness9.context.view.state_items); the date is the one the session was first
 seen on in this process.
 
-The date comes last, after ``STATE_MARK``: where the provider caches only at the
-client's breakpoints (Claude), the breakpoint goes before it (harness9.provider.caching),
-so the tools and the rest of the prompt stay one cached prefix across days and
-sessions; nothing that varies sits before that breakpoint.
+The prompt is two parts (harness9.context.view.SystemPart): the stable text, then the
+session state (the date). The context policy adds the pins and the kept instructions after
+them and builds the request (``ContextPolicy.prepare``). Where the provider caches only at
+the client's breakpoints (Claude), the breakpoint goes at the end of the stable part
+(harness9.provider.caching), so the tools and the rest of the prompt stay one cached
+prefix across days and sessions; nothing that varies sits before that breakpoint.
 """
 
 from __future__ import annotations
@@ -22,13 +24,22 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness9.provider.caching import STATE_MARK
-from harness9.schema import ROLE_SYSTEM, Message
+from harness9.context.view import (
+    PART_PROMPT,
+    PART_SEPARATOR,
+    PART_STATE,
+    SystemPart,
+    system_message,
+)
+from harness9.schema import Message
 from harness9.store.session import Session
 
 AGENTS_FILE = "AGENTS.md"
 # AGENTS.md is user text placed in every request: cap it so a huge file cannot eat the window.
 AGENTS_MAX_BYTES = 32 * 1024
+# The session state part's heading; in the whole text, it follows the stable part thus.
+STATE_HEADER = "# Session state\n"
+STATE_MARK = PART_SEPARATOR + STATE_HEADER
 
 BASE_PROMPT = """\
 You are harness9, a careful software agent working in a terminal.
@@ -51,13 +62,18 @@ class PromptBuilder:
     base_prompt: str = BASE_PROMPT
     _dates: dict[str, str] = field(default_factory=dict)
 
-    def build(self, session: Session | None) -> Message:
-        parts = [self.base_prompt, "", f"Working directory: {self.workdir}"]
+    def parts(self, session: Session | None) -> tuple[SystemPart, SystemPart]:
+        """The stable part (prompt, working directory, AGENTS.md), then the state."""
+        lines = [self.base_prompt, "", f"Working directory: {self.workdir}"]
         agents = self._agents_md()
         if agents:
-            parts += ["", f"Project instructions from {AGENTS_FILE}:", agents]
-        state = f"Today's date: {self.session_date(session)}"
-        return Message(ROLE_SYSTEM, "\n".join(parts) + STATE_MARK + state)
+            lines += ["", f"Project instructions from {AGENTS_FILE}:", agents]
+        state = f"{STATE_HEADER}Today's date: {self.session_date(session)}"
+        return SystemPart(PART_PROMPT, "\n".join(lines)), SystemPart(PART_STATE, state)
+
+    def build(self, session: Session | None) -> Message:
+        """The system message the parts make (before any pin or kept instruction)."""
+        return system_message(self.parts(session))
 
     def session_date(self, session: Session | None) -> str:
         """The date the prompt shows: fixed for a session once it has been built."""

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness9.context.view import Request
 from harness9.engine import events as ev
 from harness9.provider.errors import ProviderError
-from harness9.schema import ROLE_ASSISTANT, Message, ToolDefinition, Usage
+from harness9.schema import ROLE_ASSISTANT, Message, Usage
 from harness9.store.session import ChatSession, SessionInfo, SubAgentLink
 from harness9.tools.base import ToolContext, ToolResult
 
@@ -97,16 +98,12 @@ class BoundedProvider:
                 f"stopped at its bound of {b.max_seconds:g} s of wall time ({elapsed:.0f} s)"
             )
 
-    def generate(
-        self,
-        messages: list[Message],
-        tools: list[ToolDefinition],
-        *,
-        stream: bool = False,
-        on_delta: Any = None,
+    def send(
+        self, request: Request, *, stream: bool = False, on_delta: Any = None
     ) -> tuple[Message, Usage | None]:
+        """The sub-agent's request, sent unchanged while the run is within its bounds."""
         self.check()
-        reply, usage = self.inner.generate(messages, tools, stream=stream, on_delta=on_delta)
+        reply, usage = self.inner.send(request, stream=stream, on_delta=on_delta)
         self.calls += 1
         if usage is not None:
             self.tokens += usage.input_tokens + usage.output_tokens

@@ -9,9 +9,9 @@ the Anthropic block it builds from it (or a Bedrock ``cachePoint``).
 
 Where the marks go (3 of the 4 allowed):
 - the system message: tools and system prompt, the part every request shares (and every
-  session in the same directory). What follows ``STATE_MARK`` in it (the date) changes
-  from day to day, so the system text is sent as two blocks and the mark goes on the
-  first;
+  session in the same directory). Its parts from the session state on (the date, the pins,
+  the kept instructions; harness9.context.view.SystemPart) change more often, so the
+  system text is sent as two blocks (``system_blocks``) and the mark goes on the first;
 - the end of the previous request's prompt (the message before the newest assistant
   reply): exactly what the previous request cached, so this one reads it whatever was
   appended since (Anthropic looks back only 20 blocks from a mark for a hit);
@@ -20,14 +20,13 @@ Where the marks go (3 of the 4 allowed):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from harness9.config import CACHE_TTLS
+from harness9.context.view import PART_SEPARATOR, PART_STATE, SystemPart
 
 MAX_BREAKPOINTS = 4
-# Separates the system prompt's stable text from the state that changes (the date): the
-# prompt builder puts that state after it, the breakpoint goes before it.
-STATE_MARK = "\n\n# Session state\n"
 # Routing prefixes under which a Claude model still needs the client's marks.
 _CLAUDE_ROUTES = frozenset({"anthropic", "bedrock", "vertex_ai", "openrouter"})
 
@@ -48,8 +47,21 @@ def cache_control(ttl: str) -> dict[str, str]:
     return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
 
 
-def place_breakpoints(messages: list[dict[str, Any]], ttl: str = "5m") -> list[dict[str, Any]]:
-    """``messages`` (request dicts, OpenAI form) with the breakpoints described above.
+def system_blocks(parts: Sequence[SystemPart]) -> list[str]:
+    """The system message's text as cache blocks: the parts before the session state, then
+    the rest (one block when there is no state part)."""
+    cut = next((i for i, p in enumerate(parts) if p.kind == PART_STATE), len(parts))
+    groups = (parts[:cut], parts[cut:])
+    blocks = [PART_SEPARATOR.join(p.text for p in group if p.text) for group in groups]
+    return [b for b in blocks if b]
+
+
+def place_breakpoints(
+    messages: list[dict[str, Any]], ttl: str = "5m", system: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """``messages`` (request dicts, OpenAI form) with the breakpoints described above;
+    ``system``: the system message's text as blocks (``system_blocks``), the mark on the
+    first when there are two.
 
     The input is not changed; the marked messages are copies. A message that cannot carry
     a mark (an assistant message with neither text nor tool calls) passes it to the one
@@ -59,7 +71,7 @@ def place_breakpoints(messages: list[dict[str, Any]], ttl: str = "5m") -> list[d
     marks = _mark_positions(out)
     control = cache_control(ttl)
     for index in marks[:MAX_BREAKPOINTS]:
-        out[index] = _marked(out[index], control)
+        out[index] = _marked(out[index], control, system)
     return out
 
 
@@ -95,14 +107,16 @@ def _markable(message: dict[str, Any]) -> bool:
     return bool(message.get("content")) or message.get("role") == "tool"
 
 
-def _marked(message: dict[str, Any], control: dict[str, str]) -> dict[str, Any]:
+def _marked(
+    message: dict[str, Any], control: dict[str, str], system: Sequence[str]
+) -> dict[str, Any]:
     marked = dict(message)
     content = marked.get("content")
-    if marked.get("role") == "system" and isinstance(content, str) and STATE_MARK in content:
-        stable, state = content.split(STATE_MARK, 1)
+    if marked.get("role") == "system" and len(system) > 1:
+        stable, *rest = system
         marked["content"] = [
             {"type": "text", "text": stable, "cache_control": dict(control)},
-            {"type": "text", "text": STATE_MARK.lstrip("\n") + state},
+            *({"type": "text", "text": text} for text in rest),
         ]
     elif marked.get("role") == "assistant" and not content:
         # Only tool calls: litellm takes the mark from the call onto its tool_use block.
@@ -116,8 +130,8 @@ def _marked(message: dict[str, Any], control: dict[str, str]) -> dict[str, Any]:
 
 __all__ = [
     "MAX_BREAKPOINTS",
-    "STATE_MARK",
     "cache_control",
     "needs_breakpoints",
     "place_breakpoints",
+    "system_blocks",
 ]

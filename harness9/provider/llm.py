@@ -1,4 +1,10 @@
-"""The one litellm adapter: ``generate(messages, tools) -> (Message, Usage | None)``.
+"""The one litellm adapter: ``send(request) -> (Message, Usage | None)``.
+
+``send`` sends a ``Request`` (harness9.context.view; built by ``ContextPolicy.prepare``)
+exactly as it is: ``_request`` renders it to litellm's arguments in one place (its system
+parts as cache blocks for Claude, its messages, tools and ``max_tokens``), and nothing else
+reaches the wire but how to reach the server (base, key, timeout, streaming).
+``generate(messages, tools)`` is the summarisers' seam: a request of those messages.
 
 litellm is imported lazily (``load_litellm``) because the import costs seconds
 and most commands never call a model. Retries are ours, not litellm's: we need
@@ -20,8 +26,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
+from harness9.context.view import Request
 from harness9.provider import ollama
-from harness9.provider.caching import needs_breakpoints, place_breakpoints
+from harness9.provider.caching import needs_breakpoints, place_breakpoints, system_blocks
 from harness9.provider.errors import (
     AuthenticationError,
     BadRequestError,
@@ -272,11 +279,27 @@ class LLMProvider:
         stream: bool = False,
         on_delta: Callable[[str], None] | None = None,
     ) -> tuple[Message, Usage | None]:
-        """One assistant reply (text and/or tool calls) and the usage the server reported."""
+        """``send`` of a request of ``messages`` (their own system message first, if any) and
+        ``tools``, with this provider's reply budget (a summary's call)."""
+        return self.send(self.bare(messages, tools), stream=stream, on_delta=on_delta)
+
+    def bare(self, messages: list[Message], tools: list[ToolDefinition]) -> Request:
+        """A request of ``messages`` and ``tools`` alone, with this provider's reply budget."""
+        return Request((), list(messages), list(tools), self.max_tokens)
+
+    def send(
+        self,
+        sent: Request,
+        *,
+        stream: bool = False,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> tuple[Message, Usage | None]:
+        """One assistant reply (text and/or tool calls) to ``sent``, and the usage the
+        server reported."""
         self.check_credentials()
         litellm = load_litellm()
         self._check_provider(litellm)
-        request = self._request(messages, tools, stream)
+        request = self._request(sent, stream)
         attempt = 0
         while True:
             shown: list[str] = []  # text already handed to on_delta in this attempt
@@ -325,7 +348,7 @@ class LLMProvider:
         self.check_credentials()
         litellm = load_litellm()
         self._check_provider(litellm)
-        request = self._request(messages, tools, False)
+        request = self._request(self.bare(messages, tools), False)
         try:
             response = await litellm.acompletion(**request)
             reply, usage = _read_response(response)
@@ -336,12 +359,11 @@ class LLMProvider:
             raise error from exc
         return reply, _mark_estimate(litellm, self.model, request["messages"], usage)
 
-    def _request(
-        self, messages: list[Message], tools: list[ToolDefinition], stream: bool
-    ) -> dict[str, Any]:
-        wire = [m.to_dict() for m in messages]
+    def _request(self, sent: Request, stream: bool) -> dict[str, Any]:
+        """litellm's arguments for ``sent``: the one place a request is rendered."""
+        wire = [m.to_dict() for m in sent.messages]
         if needs_breakpoints(self.model):
-            wire = place_breakpoints(wire, self.cache_ttl)
+            wire = place_breakpoints(wire, self.cache_ttl, system_blocks(sent.system))
         request: dict[str, Any] = {
             "model": self.model,
             "messages": wire,
@@ -349,10 +371,10 @@ class LLMProvider:
             "timeout": self.timeout,
             "num_retries": 0,  # retries are ours (see module docstring)
         }
-        if tools:
-            request["tools"] = [t.to_dict() for t in tools]
-        if self.max_tokens is not None:
-            request["max_tokens"] = self.max_tokens
+        if sent.tools:
+            request["tools"] = [t.to_dict() for t in sent.tools]
+        if sent.max_tokens is not None:
+            request["max_tokens"] = sent.max_tokens
         if stream:
             request["stream_options"] = {"include_usage": True}
         if self.api_base:

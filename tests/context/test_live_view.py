@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness9.context.stubs import offload_source
-from harness9.context.view import LiveViews, load_view
+from harness9.context.view import LiveViews, load_view, system_message
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession
@@ -212,7 +212,7 @@ def test_the_checkpoint_is_read_whole_only_when_another_one_replaces_it() -> Non
         measured = views.load(s, SYSTEM)
         # Its key alone told the view nothing changed; the kept words are still sent.
         assert measured.view.messages[0] == system
-        assert measured.noted(SYSTEM) == system
+        assert system_message(measured.parts) == system
     assert s.reads == 1
     checkpoint_at(s, instructions=["and keep it short"])
     assert "and keep it short" in views.load(s, SYSTEM).view.messages[0].content

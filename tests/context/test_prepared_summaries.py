@@ -14,7 +14,7 @@ import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
 from harness9.context.pipeline import discard
-from harness9.context.policy import ContextPolicy
+from harness9.context.policy import ContextPolicy, Frame
 from harness9.context.prepared import prefix_digest, prefix_of, steered
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
@@ -397,7 +397,8 @@ def _compacted(manager: Any, policy: ContextPolicy, *, ahead: bool) -> tuple[Any
         view = load_view(s, system)
         to_come = policy.threshold_tokens - estimate_tokens(view.messages)
         comp = policy.compactor
-        assert policy._compact(s, system, view, comp, True, discard, framing=to_come)
+        frame = Frame.of(system)
+        assert policy._compact(s, frame, view, comp, True, discard, framing=to_come)
     s.add_messages([Message("user", "new " + "n" * 3000), Message("assistant", "b" * 3000)])
     s.add_messages([Message("user", "more " + "m" * 3000), Message("assistant", "c" * 3000)])
     if ahead:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness9.config import ContextOptions
-from harness9.engine.prompt import PromptBuilder
-from harness9.provider.caching import STATE_MARK, needs_breakpoints, place_breakpoints
+from harness9.context.view import PART_PROMPT, PART_STATE, SystemPart
+from harness9.engine.prompt import STATE_MARK, PromptBuilder
+from harness9.provider.caching import needs_breakpoints, place_breakpoints, system_blocks
 from harness9.provider.limits import ModelLimits, output_budget
 from tests.support.cli import chat
 
@@ -45,6 +46,12 @@ def test_providers_that_cache_by_themselves_are_left_alone(model):
     assert not needs_breakpoints(model)
 
 
+SYSTEM = (
+    SystemPart(PART_PROMPT, "stable"),
+    SystemPart(PART_STATE, "# Session state\nToday's date: 2026-12-01"),
+)
+
+
 def conversation() -> list[dict]:
     call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
     call2 = {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
@@ -61,7 +68,7 @@ def conversation() -> list[dict]:
 def test_marks_go_on_the_system_text_the_previous_prompts_end_and_the_last_message():
     original = conversation()
     before = json.dumps(original)
-    marked = place_breakpoints(original, "5m")
+    marked = place_breakpoints(original, "5m", system_blocks(SYSTEM))
     assert json.dumps(original) == before  # the input is not changed
     system = marked[0]["content"]
     assert system == [
