@@ -272,7 +272,8 @@ class ContextPolicy:
         resort). True when that changed the view."""
         if not self.opts.auto:
             return False
-        served, limit = self.count.count(live.tokens), self.threshold_tokens
+        served = self.count.count(live.tokens, len(live.view.messages))
+        limit = self.threshold_tokens
         if served <= self.context_window - self.opts.output_reserve:
             return False
         framing = served - live.tokens
@@ -284,7 +285,7 @@ class ContextPolicy:
         folded = self._compact(session, sized, live.view, whole, True, emit, None, framing)
         if folded is not None:
             live = self.views.load(session, sized)
-            served = self.count.count(live.tokens)
+            served = self.count.count(live.tokens, len(live.view.messages))
             if served <= limit:
                 return True
             framing = served - live.tokens
@@ -305,7 +306,7 @@ class ContextPolicy:
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(view.messages)
-        served = self.count.count(tokens)
+        served = self.count.count(tokens, len(view.messages))
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
             if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
@@ -500,7 +501,7 @@ class ContextPolicy:
     def observe_usage(self, request: Request, input_tokens: int) -> None:
         """Learns the server's count (``ServerCount``) from the input it reported."""
         if input_tokens > 0 and request.estimated > 0:
-            self.count.observe(request.estimated, input_tokens)
+            self.count.observe(request.estimated, input_tokens, len(request.messages))
             self.largest_answered = max(self.largest_answered, input_tokens)
 
     def answered(self, request: Request) -> None:
@@ -626,7 +627,7 @@ class ContextPolicy:
         """Tokens the server is expected to count in ``msgs`` beyond the estimate (negative:
         it counts fewer)."""
         tokens = estimate_tokens(msgs)
-        return self.count.count(tokens) - tokens
+        return self.count.count(tokens, len(msgs)) - tokens
 
     def plan(
         self,
