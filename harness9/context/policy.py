@@ -52,6 +52,7 @@ from harness9.context.pipeline import (
 )
 from harness9.context.prepared import (
     AheadOfThreshold,
+    OverPrefix,
     PreparedAnswers,
     PreparedRun,
     Preparer,
@@ -751,15 +752,20 @@ class ContextPolicy:
         comp, force, framing = due
         # A compaction that calls no model (stubs were enough) costs no wait: made now.
         if comp is self.compactor and self.ahead is not None and self._calls_model(view, framing):
+            key = session.latest_checkpoint_key()
+            # Due early (the smart trigger: under the threshold still) while the summary
+            # prepared for it is on its way: this call goes as it is, the next applies it.
+            if force and self.ahead.pending(session.session_id, view, key):
+                return None
 
             def over_prefix(
                 run: PreparedRun, prefix: ModelView, waited: float
             ) -> Compaction | None:
+                whole = OverPrefix(comp, len(prefix.messages))
                 return self._compact(
-                    session, sized, prefix, comp, True, emit, None, run.framing, view, waited
+                    session, sized, view, whole, True, emit, None, run.framing, waited=waited
                 )
 
-            key = session.latest_checkpoint_key()
             notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
             if notice is not None:
                 return notice

@@ -29,15 +29,23 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from harness9.context.compaction import (
+    CompactionPlan,
+    CompactionResult,
+    Compactor,
+    ProgressCallback,
+)
 from harness9.context.events import (
     Compaction,
     CompactionStarted,
     ContextEventSink,
     SummaryPreparing,
 )
+from harness9.context.pipeline import Pipeline, stub_old_results
+from harness9.context.repair import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.tokens import BYTES_PER_TOKEN, estimate_tokens
 from harness9.context.view import ModelView
@@ -113,6 +121,46 @@ def worth_waiting(elapsed_wait: float, expected: float | None) -> float | None:
     if expected is None:
         return None
     return max(0.0, expected - elapsed_wait)
+
+
+class OverPrefix:
+    """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
+    froze), with the messages after them reduced as ``inner`` reduces what it keeps: a
+    compaction at the threshold stubs every old tool result outside the newest groups, those
+    added since the mark included, so applying a prepared summary leaves no more than that.
+    Its cut, summary and figures are over the whole view; it calls the summariser as
+    ``inner`` does on the prefix alone (the same requests the preparation recorded)."""
+
+    def __init__(self, inner: Compactor, length: int) -> None:
+        self.inner, self.length = inner, length
+        self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        plan = self.inner.plan(msgs[: self.length], force=force)
+        return replace(plan, tokens_before=estimate_tokens(msgs))
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        head = self.inner.compact(
+            msgs[: self.length], force=force, instructions=instructions, on_progress=on_progress
+        )
+        before = estimate_tokens(msgs)
+        if not head.plan.would_compact:
+            plan = replace(head.plan, tokens_before=before, tokens_after=before)
+            return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
+        out = [*head.messages, *msgs[self.length :]]
+        steps = getattr(self.inner, "steps", None) if isinstance(self.inner, Pipeline) else None
+        if steps is not None and steps.stub:
+            out = stub_old_results(out, steps.keep_groups)
+        out = repair_orphaned_tool_pairs(out)
+        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
+        return replace(head, messages=out, plan=plan)
 
 
 @dataclass(eq=False)
@@ -324,6 +372,15 @@ class AheadOfThreshold:
         with self._lock:
             seen = self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES))
             seen.append(time.monotonic())
+
+    def pending(self, session_id: str, view: ModelView, checkpoint_key: object) -> bool:
+        """A preparation of a prefix of ``view`` is still running (neither ended nor stale)."""
+        with self._lock:
+            run = self._runs.get(session_id)
+        if run is None or run.done.is_set() or run.cancelled:
+            return False
+        prefix = prefix_of(view, run.last_id)
+        return prefix is not None and prefix_digest(prefix, checkpoint_key) == run.digest
 
     def apply(
         self,
