@@ -352,7 +352,6 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
         framing: int = 0,
-        whole: ModelView | None = None,
         waited: float | None = None,
         *,
         keep_paid: bool = False,
@@ -364,8 +363,7 @@ class ContextPolicy:
         checkpoint, the same bytes on every request until the next one and on --resume.
         ``framing``: tokens the server counts beyond the estimate, counted by the cut.
 
-        ``whole``: the view ``view`` is a prefix of (a compaction prepared ahead, which
-        ``waited`` seconds were spent waiting for): the figures are the whole view's.
+        ``waited``: the seconds spent waiting for a summary prepared ahead (its notice says).
         ``keep_paid`` (the last resort follows): a summary that leaves the context over the
         threshold is stored even when it saves too little, unannounced, so that the last
         resort cuts after it instead of dropping what was paid for. ``shown_before``: the
@@ -380,9 +378,6 @@ class ContextPolicy:
         result, cp = self._run(
             session, sized, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
         )
-        if cp is not None and whole is not None:
-            cp.tokens_before = before = estimate_tokens(whole.messages)
-            cp.messages_before = len(whole.messages)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         gained = cp is not None and _gained(before, cp.tokens_after, force)
         paid = keep_paid and cp is not None and result.summary is not None

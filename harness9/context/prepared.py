@@ -5,7 +5,8 @@ Past an early mark (the smart trigger's forecast of the threshold within
 the view as it is (the prefix) and a ``Preparer`` runs the compaction of that prefix on a
 worker thread, recording each summariser answer by its request. At the threshold the same
 compaction runs again over the same prefix, served those answers, so no one waits for the
-model; messages added since stay verbatim after it. The prefix must still be the one
+model; messages added since stay after it, their old tool results stubbed as a compaction
+at the threshold stubs them (``OverPrefix``). The prefix must still be the one
 summarised: a digest of the checkpoint it starts from and of each message's id and content
 is compared, and an ``/undo``, a rewind or another process's checkpoint throws the answers
 away. Because the second run is the same function of the same input, the checkpoint it

@@ -150,9 +150,7 @@ PAID_SUMMARY = (  # longer than the two short messages it folds
 )
 
 
-def test_after_an_overflow_the_last_resort_keeps_the_summary_it_paid_for(
-    llm_server, monkeypatch
-):
+def test_after_an_overflow_the_last_resort_keeps_the_summary_it_paid_for(llm_server, monkeypatch):
     # A short first turn, then three long ones: after the 400, the summary of the first
     # messages is longer than they are, so the last resort must still cut; it cuts after
     # the summary, which stays in the checkpoint and in the retried request.
