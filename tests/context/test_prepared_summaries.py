@@ -538,10 +538,12 @@ class Held(Fixed):
         return self.generate(messages, tools)
 
 
-def test_due_early_while_its_summary_is_prepared_the_call_goes_uncompacted_then_applies_it():
+def test_due_early_while_its_summary_is_prepared_the_call_goes_uncompacted_then_applies_it(
+    store_url,
+):
     """The smart trigger fires under the threshold while the prepared summary is still on
     its way: that call is sent as it is (nothing stored, no summary made again); the next
-    one applies the prepared summary."""
+    one applies the prepared summary. Runs on both stores."""
     from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
 
     owner, model = BackgroundSummaries(), Held()
@@ -551,7 +553,7 @@ def test_due_early_while_its_summary_is_prepared_the_call_goes_uncompacted_then_
         8000,
         preparer=BackgroundPreparer(owner, model, lambda e: None),  # type: ignore[arg-type]
     )
-    manager = Manager(db_path())
+    manager = open_store(store_url)
     try:
         s = manager.new_session()
         system = Message("system", "sys")
