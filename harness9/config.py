@@ -346,12 +346,12 @@ class ContextOptions:
     cooldown_iterations: int = 3
     lookahead_iterations: int = 2
     # Summaries prepared in the background before the threshold (docs/prepared-summaries.md):
-    # from when growth forecasts the threshold within ``prepare_lookahead`` model calls, or
-    # from ``prepare_at`` of the window when that is set (0: the forecast).
-    # Off by default: it waits less but bills more (docs/prepared-summaries.md, 'What it costs').
-    prepare_ahead: bool = False
+    # from ``prepare_at`` of the window (not before the compaction target), or, with
+    # ``prepare_at`` 0, when growth forecasts the threshold within ``prepare_lookahead``
+    # model calls. The default share starts early enough for a burst of large tool results.
+    prepare_ahead: bool = True
     prepare_lookahead: int = 12
-    prepare_at: float = 0.0
+    prepare_at: float = 0.45
     # Messages a request carries at most: past it, old tool groups fold into the recall
     # index without a model call (MessageBound, context/pipeline.py); 0: tokens only.
     max_messages: int = 400

@@ -58,6 +58,7 @@ from harness9.context.pipeline import (
 )
 from harness9.context.prepared import (
     AheadOfThreshold,
+    OverPrefix,
     PreparedAnswers,
     PreparedRun,
     Preparer,
@@ -372,7 +373,6 @@ class ContextPolicy:
         emit: ContextEventSink,
         instructions: str | None = None,
         framing: int = 0,
-        whole: ModelView | None = None,
         waited: float | None = None,
         *,
         keep_paid: bool = False,
@@ -384,8 +384,7 @@ class ContextPolicy:
         checkpoint, the same bytes on every request until the next one and on --resume.
         ``framing``: tokens the server counts beyond the estimate, counted by the cut.
 
-        ``whole``: the view ``view`` is a prefix of (a compaction prepared ahead, which
-        ``waited`` seconds were spent waiting for): the figures are the whole view's.
+        ``waited``: the seconds spent waiting for a summary prepared ahead (its notice says).
         ``keep_paid`` (the last resort follows): a summary that leaves the context over the
         threshold is stored even when it saves too little, unannounced, so that the last
         resort cuts after it instead of dropping what was paid for. ``shown_before``: the
@@ -400,9 +399,6 @@ class ContextPolicy:
         result, cp = self._run(
             session, frame, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
         )
-        if cp is not None and whole is not None:
-            cp.tokens_before = before = frame.size(whole.messages)
-            cp.messages_before = len(whole.messages)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
         gained = cp is not None and _gained(before, cp.tokens_after, force)
         paid = keep_paid and cp is not None and result.summary is not None
@@ -776,15 +772,20 @@ class ContextPolicy:
         # A compaction that calls no model (stubs were enough) costs no wait: made now.
         counted = framing + frame.fixed
         if comp is self.compactor and self.ahead is not None and self._calls_model(view, counted):
+            key = session.latest_checkpoint_key()
+            # Due early (the smart trigger: under the threshold still) while the summary
+            # prepared for it is on its way: this call goes as it is, the next applies it.
+            if force and self.ahead.pending(session.session_id, view, key):
+                return None
 
             def over_prefix(
                 run: PreparedRun, prefix: ModelView, waited: float
             ) -> Compaction | None:
+                whole = OverPrefix(comp, len(prefix.messages))
                 return self._compact(
-                    session, frame, prefix, comp, True, emit, None, run.framing, view, waited
+                    session, frame, view, whole, True, emit, None, run.framing, waited=waited
                 )
 
-            key = session.latest_checkpoint_key()
             notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
             if notice is not None:
                 return notice

@@ -5,7 +5,8 @@ Past an early mark (the smart trigger's forecast of the threshold within
 the view as it is (the prefix) and a ``Preparer`` runs the compaction of that prefix on a
 worker thread, recording each summariser answer by its request. At the threshold the same
 compaction runs again over the same prefix, served those answers, so no one waits for the
-model; messages added since stay verbatim after it. The prefix must still be the one
+model; messages added since stay after it, their old tool results stubbed as a compaction
+at the threshold stubs them (``OverPrefix``). The prefix must still be the one
 summarised: a digest of the checkpoint it starts from and of each message's id and content
 is compared, and an ``/undo``, a rewind or another process's checkpoint throws the answers
 away. Because the second run is the same function of the same input, the checkpoint it
@@ -29,16 +30,22 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from harness9.context.pipeline import (
     Compaction,
+    CompactionPlan,
+    CompactionResult,
     CompactionStarted,
+    Compactor,
     ContextEventSink,
+    Pipeline,
     SummaryPreparing,
+    stub_old_results,
 )
-from harness9.context.summarize import Summarizer
+from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.summarize import ProgressCallback, Summarizer
 from harness9.context.view import ModelView
 from harness9.schema import Message, ToolDefinition, Usage
 from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens
@@ -113,6 +120,46 @@ def worth_waiting(elapsed_wait: float, expected: float | None) -> float | None:
     if expected is None:
         return None
     return max(0.0, expected - elapsed_wait)
+
+
+class OverPrefix:
+    """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
+    froze), with the messages after them reduced as ``inner`` reduces what it keeps: a
+    compaction at the threshold stubs every old tool result outside the newest groups, those
+    added since the mark included, so applying a prepared summary leaves no more than that.
+    Its cut, summary and figures are over the whole view; it calls the summariser as
+    ``inner`` does on the prefix alone (the same requests the preparation recorded)."""
+
+    def __init__(self, inner: Compactor, length: int) -> None:
+        self.inner, self.length = inner, length
+        self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        plan = self.inner.plan(msgs[: self.length], force=force)
+        return replace(plan, tokens_before=estimate_tokens(msgs))
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        head = self.inner.compact(
+            msgs[: self.length], force=force, instructions=instructions, on_progress=on_progress
+        )
+        before = estimate_tokens(msgs)
+        if not head.plan.would_compact:
+            plan = replace(head.plan, tokens_before=before, tokens_after=before)
+            return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
+        out = [*head.messages, *msgs[self.length :]]
+        steps = self.inner.steps if isinstance(self.inner, Pipeline) else None
+        if steps is not None and steps.stub:
+            out = stub_old_results(out, steps.keep_groups)
+        out = repair_orphaned_tool_pairs(out)
+        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
+        return replace(head, messages=out, plan=plan)
 
 
 @dataclass(eq=False)
@@ -324,6 +371,15 @@ class AheadOfThreshold:
         with self._lock:
             seen = self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES))
             seen.append(time.monotonic())
+
+    def pending(self, session_id: str, view: ModelView, checkpoint_key: object) -> bool:
+        """A preparation of a prefix of ``view`` is still running (neither ended nor stale)."""
+        with self._lock:
+            run = self._runs.get(session_id)
+        if run is None or run.done.is_set() or run.cancelled:
+            return False
+        prefix = prefix_of(view, run.last_id)
+        return prefix is not None and prefix_digest(prefix, checkpoint_key) == run.digest
 
     def apply(
         self,

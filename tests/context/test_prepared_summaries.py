@@ -3,6 +3,7 @@ against the scripted server, whose summary calls are slow."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
@@ -21,8 +22,8 @@ from harness9.schema import Message
 from harness9.store import Manager
 from harness9.store.backend import open_store
 from harness9.tokens import estimate_tokens
-from tests.support.cli import chat, terminal
-from tests.support.llm_server import ErrorReply, ScriptedLLMServer, TextReply
+from tests.support.cli import chat, cli, terminal
+from tests.support.llm_server import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply
 
 WINDOW = "20000"
 TURN_WORDS = "w" * 4800  # each reply: ~1,200 tokens; the context grows ~1,250 a call
@@ -55,7 +56,8 @@ def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 @pytest.fixture(autouse=True)
 def prepare_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Preparing ahead is off by default; these tests turn it on (one turns it off again)."""
+    """Preparing ahead is on by default; set here too, so that these tests hold whatever the
+    default (one turns it off again)."""
     monkeypatch.setenv("HARNESS9_PREPARE_AHEAD", "true")
 
 
@@ -410,3 +412,172 @@ def _compacted(manager: Any, policy: ContextPolicy, *, ahead: bool) -> tuple[Any
     content = (cp.summary, cp.strategy, cp.recall, cp.instructions, cp.state, cp.stubs)
     newest = [m.content for m in load_view(s, system).messages[-4:]]
     return cp.last_message_id - first, repr(content).replace(str(first), "#"), newest
+
+
+# -- sub-agents --------------------------------------------------------------------------------
+
+SUB_MARK = "You are a sub-agent"
+N_PARTS = 14
+
+
+def test_a_sub_agent_applies_a_summary_prepared_ahead_in_its_own_session(
+    llm_server, tmp_path, monkeypatch
+):
+    """With the defaults, the parent hands fourteen reads to a sub-agent (12K window,
+    summaries without stubs); past 45 % of the window the sub-agent's summary is prepared
+    while it goes on reading, then applied at its threshold: sub-agent requests came between
+    the summary request and the first one carrying the summary, none made it again, and the
+    summary is the child session's first checkpoint (on SQLite)."""
+    monkeypatch.setenv("HARNESS9_OFFLOAD", "false")  # the parts stay in the context
+    work = tmp_path / "w"
+    work.mkdir()
+    for i in range(N_PARTS):
+        rows = "".join(f"part {i} row {j} value {j * 7919 % 1000}\n" for j in range(80))
+        (work / f"part{i}.txt").write_text(rows)
+    lock = threading.Lock()
+    reads: list[int] = []
+    asked: list[int] = []  # the index of each summary request among the server's requests
+
+    def agents(body: dict[str, Any]) -> TextReply | ToolCallsReply:
+        if is_summary_request(body):
+            with lock:
+                asked.append(len(llm_server.requests) - 1)
+                n = len(asked)
+            return TextReply(f"**Goal:** SUB-SUMMARY-{n} of the parts read", delay=0.3)
+        if SUB_MARK in body["messages"][0]["content"]:
+            if asked:  # the sub-agent goes on only once the summary is prepared
+                assert wait_until(lambda: not summary_workers())
+            with lock:
+                n = len(reads)
+                reads.append(n)
+            if n < N_PARTS:
+                args = json.dumps({"path": f"part{n}.txt"})
+                return ToolCallsReply(((f"r{n}", "read_file", args),))
+            return TextReply("read all the parts")
+        if body["messages"][-1]["role"] == "user":
+            args = json.dumps({"prompt": "Read every part.", "description": "read parts"})
+            return ToolCallsReply((("call_1", "task", args),))
+        return TextReply("parent done")
+
+    llm_server.respond_with(agents)
+    result = chat(
+        llm_server,
+        "go\n",
+        "--yes",
+        "--no-stream",
+        "--strategy",
+        "summarize",
+        "--context-window",
+        "12000",
+        workdir=work,
+    )
+
+    assert result.exit_code == 0, result.output
+    requests = llm_server.requests
+    assert asked  # the sub-agent's first summary, SUB-SUMMARY-1
+    carrying = [
+        i
+        for i, b in enumerate(requests)
+        if not is_summary_request(b) and "SUB-SUMMARY-1" in json.dumps(b["messages"])
+    ]
+    assert carrying and all(SUB_MARK in requests[i]["messages"][0]["content"] for i in carrying)
+    between = requests[asked[0] + 1 : carrying[0]]
+    # Prepared ahead: the sub-agent went on reading meanwhile, and no summary was made again.
+    assert len([b for b in between if SUB_MARK in b["messages"][0]["content"]]) >= 2
+    assert not any(is_summary_request(b) for b in between)
+    (parent,) = json.loads(cli("sessions", "list", "--json").stdout)
+    shown = json.loads(cli("sessions", "show", parent["id"], "--json").stdout)
+    assert shown["checkpoints"] == []
+    child = json.loads(cli("sessions", "show", shown["children"][0]["id"], "--json").stdout)
+    assert "SUB-SUMMARY-1" in child["checkpoints"][0]["summary"]
+    assert summary_threads() == []
+
+
+def test_applied_over_its_prefix_the_tool_results_added_since_are_stubbed_as_at_the_threshold():
+    """The prefix (six long exchanges) folds into the prepared summary; of the five tool
+    groups added after it, the two oldest lose their results to stubs, as a compaction at
+    the threshold stubs every group but the newest three, and the three stay whole."""
+    from harness9.context.pipeline import HybridCompactor
+    from harness9.context.prepared import OverPrefix
+    from harness9.context.stubs import is_stub
+    from harness9.schema import ToolCall
+
+    prefix = [Message("system", "sys")]
+    for i in range(6):
+        prefix += [Message("user", f"ask {i} " + "q" * 2000), Message("assistant", "a" * 2000)]
+    since: list[Message] = []
+    for i in range(5):
+        call = ToolCall(f"c{i}", "read_file", json.dumps({"path": f"f{i}.txt"}))
+        since += [Message("assistant", "", [call]), Message("tool", f"{i}" * 2000, [], f"c{i}")]
+    comp = HybridCompactor(Fixed(), 8000)
+
+    result = OverPrefix(comp, len(prefix)).compact([*prefix, *since], force=True)
+
+    alone = comp.compact(prefix, force=True)
+    assert result.plan.cut == alone.plan.cut > 1 and result.summary == alone.summary
+    results = [m.content for m in result.messages if m.role == "tool"]
+    assert [is_stub(c) for c in results] == [True, True, False, False, False]
+    assert results[2:] == ["2" * 2000, "3" * 2000, "4" * 2000]
+    assert result.messages[: len(alone.messages)] == alone.messages
+    assert result.plan.tokens_before == estimate_tokens([*prefix, *since])
+    assert result.plan.tokens_after == estimate_tokens(result.messages)
+
+
+class Held(Fixed):
+    """``Fixed``, whose background answers wait until ``release`` is set (5 s at most)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    async def agenerate(self, messages: list[Message], tools: list[Any]) -> tuple[Message, None]:
+        import asyncio
+
+        deadline = time.monotonic() + 5
+        while not self.release.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return self.generate(messages, tools)
+
+
+def test_due_early_while_its_summary_is_prepared_the_call_goes_uncompacted_then_applies_it(
+    store_url,
+):
+    """The smart trigger fires under the threshold while the prepared summary is still on
+    its way: that call is sent as it is (nothing stored, no summary made again); the next
+    one applies the prepared summary. Runs on both stores."""
+    from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
+
+    owner, model = BackgroundSummaries(), Held()
+    policy = ContextPolicy(
+        ContextOptions(prepare_ahead=True, prepare_at=0.45),
+        model,
+        8000,
+        preparer=BackgroundPreparer(owner, model, lambda e: None),  # type: ignore[arg-type]
+    )
+    manager = open_store(store_url)
+    try:
+        s = manager.new_session()
+        system = Message("system", "sys")
+        sizes = []
+        while policy.ahead is not None and not policy.ahead.preparing(s.session_id):
+            s.add_messages([Message("user", "q" * 2000), Message("assistant", "a" * 2000)])
+            sizes.append(policy.prepare(s, system, [], []).estimated)
+        assert sizes[-1] < policy.threshold_tokens
+        s.add_messages([Message("user", "q" * 2000), Message("assistant", "a" * 2000)])
+        request = policy.prepare(s, system, [], [])  # the trigger: 2 calls of growth ahead
+
+        assert request.estimated < policy.threshold_tokens
+        assert request.estimated + 2 * (sizes[-1] - sizes[-2]) >= policy.threshold_tokens
+        assert s.latest_checkpoint() is None and model.calls == 0
+        model.release.set()
+        assert wait_until(lambda: not summary_workers())
+        s.add_messages([Message("user", "q" * 40), Message("assistant", "a" * 40)])
+        policy.prepare(s, system, [], [])
+        assert policy.ahead is not None and policy.ahead.applied == {s.session_id: 1}
+        cp = s.latest_checkpoint()
+        assert cp is not None and cp.summary == "**Goal:** the prefix's summary"
+        assert model.calls == 1
+    finally:
+        policy.cancel_prepared(wait=True)
+        owner.close()
+        manager.close()
