@@ -515,9 +515,9 @@ def test_applied_over_its_prefix_the_tool_results_added_since_are_stubbed_as_at_
 
     alone = comp.compact(prefix, force=True)
     assert result.plan.cut == alone.plan.cut > 1 and result.summary == alone.summary
-    results = [m.content for m in result.messages if m.role == "tool"]
-    assert [is_stub(c) for c in results] == [True, True, False, False, False]
-    assert results[2:] == ["2" * 2000, "3" * 2000, "4" * 2000]
+    results = [m for m in result.messages if m.role == "tool"]
+    assert [is_stub(m) for m in results] == [True, True, False, False, False]
+    assert [m.content for m in results[2:]] == ["2" * 2000, "3" * 2000, "4" * 2000]
     assert result.messages[: len(alone.messages)] == alone.messages
     assert result.plan.tokens_before == estimate_tokens([*prefix, *since])
     assert result.plan.tokens_after == estimate_tokens(result.messages)
