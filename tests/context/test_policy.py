@@ -83,7 +83,10 @@ def compactions_at(llm_server, strategy: str, tokens: int, tmp_path) -> list[ev.
         tools = engine.registry.definitions()
         pad_to(session, system, tokens, estimate_tool_tokens(tools))
         seen: list[ev.Event] = []
-        engine.policy.prepare(session, system, tools, [], emit=seen.append)
+        try:
+            engine.policy.prepare(session, system, tools, [], emit=seen.append)
+        finally:
+            engine.close()  # and any summary it began preparing ahead
     return [e for e in seen if isinstance(e, ev.CompactionStarted)]
 
 
