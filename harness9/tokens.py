@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from harness9.schema import Message, ToolDefinition
 
@@ -70,25 +70,15 @@ def format_token_count(n: int) -> str:
 class ServerCount:
     """The one model of how the server counts a request, learnt from the input tokens each
     reply reports against the request's estimate (bytes / 4 of the messages plus the tool
-    definitions) and its number of messages:
-    ``count = ratio * estimate + per_message * messages + fixed``, fitted by least squares
-    over the last ``SAMPLES`` calls. The ratio and the fixed part may take the count below
-    the estimate as well as above it: a chat template that drops the tool definitions (a
-    negative fixed part), a denser tokenizer or CJK text (a ratio under 1), a tokenizer
-    that splits more. The part per message is the framing each message carries (roles,
-    separators, call ids): a view of a few large messages, left by a compaction, carries
-    less of it than one of many small ones with the same estimate, which a ratio alone
-    would count as the many.
+    definitions): ``count = ratio * estimate + fixed``, fitted by least squares over the
+    last ``SAMPLES`` calls. Both parts may take the count below the estimate as well as
+    above it: a chat template that drops the tool definitions (a negative fixed part), a
+    denser tokenizer or CJK text (a ratio under 1), a tokenizer that splits more, framing.
 
-    Of the three fits (ratio and fixed part; one part per message beside a ratio of 1;
-    all three) the one that predicts each sample best from the others (leave-one-out)
-    counts, so a part the samples cannot tell apart from the others (a conversation that
-    only grew) is not trusted. Until the calls differ enough in size to tell a ratio from
-    a fixed part, the count is the larger of the two one-part readings (``ratio`` alone,
-    ``fixed`` alone): each is exact for its own kind of server, and the larger never
-    under-counts a growing context for either. With no call reported yet, the count is
-    the estimate itself. A count asked for without the number of messages uses the ratio
-    and fixed part alone.
+    Until the calls differ enough in size to tell the two parts apart, the count is the
+    larger of the two one-part readings (``ratio`` alone, ``fixed`` alone): each is exact
+    for its own kind of server, and the larger never under-counts a growing context for
+    either. With no call reported yet, the count is the estimate itself.
     """
 
     SAMPLES = 8
@@ -98,10 +88,8 @@ class ServerCount:
     MIN_SPREAD = 0.1
 
     def __init__(self) -> None:
-        self._samples: deque[tuple[int, int, int]] = deque(maxlen=self.SAMPLES)
-        self.ratio, self.fixed = 1.0, 0.0  # the fit on the estimate alone
-        # The fit with a part per message: (ratio, per message, fixed); None: not trusted.
-        self.framed: tuple[float, float, float] | None = None
+        self._samples: deque[tuple[int, int]] = deque(maxlen=self.SAMPLES)
+        self.ratio, self.fixed = 1.0, 0.0
         self._one_part: tuple[float, float] | None = None  # (ratio alone, fixed alone)
 
     @property
@@ -109,123 +97,32 @@ class ServerCount:
         """Whether a server has reported any count yet."""
         return bool(self._samples)
 
-    def observe(self, estimated: int, actual: int, messages: int = 0) -> None:
-        """One reply's reported input tokens (``actual``) for a request of ``estimated``
-        in ``messages`` messages (0: not known)."""
+    def observe(self, estimated: int, actual: int) -> None:
+        """One reply's reported input tokens (``actual``) for a request of ``estimated``."""
         if estimated <= 0 or actual <= 0:
             return  # no request, or a server that reports no usage
-        self._samples.append((estimated, max(0, messages), actual))
+        self._samples.append((estimated, actual))
         samples = list(self._samples)
         n = len(samples)
-        mean_e = sum(e for e, _, _ in samples) / n
-        mean_a = sum(a for _, _, a in samples) / n
-        spread = max(e for e, _, _ in samples) - min(e for e, _, _ in samples)
-        self.framed = None
-        if spread < self.MIN_SPREAD * mean_e:
+        mean_e = sum(e for e, _ in samples) / n
+        mean_a = sum(a for _, a in samples) / n
+        var = sum((e - mean_e) ** 2 for e, _ in samples)
+        spread = max(e for e, _ in samples) - min(e for e, _ in samples)
+        if spread < self.MIN_SPREAD * mean_e or var == 0:
             ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, mean_a / mean_e))
             self._one_part = (ratio, mean_a - mean_e)
             self.ratio, self.fixed = ratio, 0.0
             return
+        cov = sum((e - mean_e) * (a - mean_a) for e, a in samples)
+        self.ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, cov / var))
+        self.fixed = mean_a - self.ratio * mean_e
         self._one_part = None
-        fit = _fit_ratio(samples)
-        assert fit is not None  # the spread above is a variance
-        ratio, _, self.fixed = fit
-        self.ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, ratio))
-        if ratio != self.ratio:
-            self.fixed = mean_a - self.ratio * mean_e
-        if all(m > 0 for _, m, _ in samples):
-            self.framed = _best_framed(samples)
 
-    def count(self, estimated: int, messages: int | None = None) -> int:
-        """The server's expected count of a request whose estimate is ``estimated`` (in
-        ``messages`` messages, when known)."""
+    def count(self, estimated: int) -> int:
+        """The server's expected count of a request whose estimate is ``estimated``."""
         if not self._samples:
             return estimated
         if self._one_part is not None:
             ratio, fixed = self._one_part
             return max(0, round(max(ratio * estimated, estimated + fixed)))
-        if messages is not None and self.framed is not None:
-            ratio, per_message, fixed = self.framed
-            return max(0, round(ratio * estimated + per_message * messages + fixed))
         return max(0, round(self.ratio * estimated + self.fixed))
-
-
-Sample = tuple[int, int, int]  # (estimate, messages, reported count)
-Fit = tuple[float, float, float]  # (ratio, per message, fixed)
-
-
-def _fit_ratio(samples: list[Sample]) -> Fit | None:
-    """``count = ratio * estimate + fixed`` by least squares (None: estimates all equal)."""
-    n = len(samples)
-    mean_e = sum(e for e, _, _ in samples) / n
-    mean_a = sum(a for _, _, a in samples) / n
-    var = sum((e - mean_e) ** 2 for e, _, _ in samples)
-    if var == 0:
-        return None
-    ratio = sum((e - mean_e) * (a - mean_a) for e, _, a in samples) / var
-    return ratio, 0.0, mean_a - ratio * mean_e
-
-
-def _fit_per_message(samples: list[Sample]) -> Fit | None:
-    """``count = estimate + per_message * messages + fixed`` (None: the message counts are
-    all equal, or the fit has a negative part per message, which no framing has)."""
-    n = len(samples)
-    mean_m = sum(m for _, m, _ in samples) / n
-    mean_x = sum(a - e for e, _, a in samples) / n
-    var = sum((m - mean_m) ** 2 for _, m, _ in samples)
-    if var == 0:
-        return None
-    per = sum((m - mean_m) * (a - e - mean_x) for e, m, a in samples) / var
-    return (1.0, per, mean_x - per * mean_m) if per >= 0 else None
-
-
-def _fit_both(samples: list[Sample]) -> Fit | None:
-    """``count = ratio * estimate + per_message * messages + fixed`` (None: estimate and
-    message count move together too closely to be told apart, or the fit is not a
-    server's: a ratio out of bounds, a negative part per message)."""
-    n = len(samples)
-    me = sum(e for e, _, _ in samples) / n
-    mm = sum(m for _, m, _ in samples) / n
-    ma = sum(a for _, _, a in samples) / n
-    see = sum((e - me) ** 2 for e, _, _ in samples)
-    smm = sum((m - mm) ** 2 for _, m, _ in samples)
-    sem = sum((e - me) * (m - mm) for e, m, _ in samples)
-    sea = sum((e - me) * (a - ma) for e, _, a in samples)
-    sma = sum((m - mm) * (a - ma) for _, m, a in samples)
-    det = see * smm - sem * sem
-    if det <= 1e-9 * see * smm:  # (nearly) collinear
-        return None
-    ratio = (sea * smm - sma * sem) / det
-    per = (sma * see - sea * sem) / det
-    if per < 0 or not ServerCount.RATIO_MIN <= ratio <= ServerCount.RATIO_MAX:
-        return None
-    return ratio, per, ma - ratio * me - per * mm
-
-
-def _loo_error(samples: list[Sample], fit: Callable[[list[Sample]], Fit | None]) -> float | None:
-    """The squared error of predicting each sample from a fit on the others (None: some
-    subset cannot be fitted)."""
-    total = 0.0
-    for i, (e, m, a) in enumerate(samples):
-        part = fit(samples[:i] + samples[i + 1 :])
-        if part is None:
-            return None
-        ratio, per, fixed = part
-        total += (ratio * e + per * m + fixed - a) ** 2
-    return total
-
-
-def _best_framed(samples: list[Sample]) -> Fit | None:
-    """The fit with a part per message when it predicts the samples left out better than
-    the ratio and fixed part alone; None otherwise."""
-    if len(samples) < 4:
-        return None
-    plain = _loo_error(samples, _fit_ratio)
-    best: tuple[float, Fit] | None = None
-    for make in (_fit_per_message, _fit_both):
-        score, fit = _loo_error(samples, make), make(samples)
-        if score is None or fit is None or (plain is not None and score >= plain):
-            continue
-        if best is None or score < best[0]:
-            best = (score, fit)
-    return best[1] if best is not None else None

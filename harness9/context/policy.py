@@ -293,8 +293,7 @@ class ContextPolicy:
         resort). True when that changed the view."""
         if not self.opts.auto:
             return False
-        served = self.count.count(live.tokens, len(live.view.messages))
-        limit = self.threshold_tokens
+        served, limit = self.count.count(live.tokens), self.threshold_tokens
         if served <= self.context_window - self.opts.output_reserve:
             return False
         framing = served - live.tokens
@@ -306,7 +305,7 @@ class ContextPolicy:
         folded = self._compact(session, frame, live.view, whole, True, emit, None, framing)
         if folded is not None:
             live = self.views.load(session, frame.system, frame.fixed)
-            served = self.count.count(live.tokens, len(live.view.messages))
+            served = self.count.count(live.tokens)
             if served <= limit:
                 return True
             framing = served - live.tokens
@@ -327,7 +326,7 @@ class ContextPolicy:
         """
         comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
         plan = comp.plan(steered(view.messages, live.fixed))
-        served = self.count.count(tokens, len(view.messages))
+        served = self.count.count(tokens)
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
             if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
@@ -517,7 +516,7 @@ class ContextPolicy:
     def observe_usage(self, request: Request, input_tokens: int) -> None:
         """Learns the server's count (``ServerCount``) from the input it reported."""
         if input_tokens > 0 and request.estimated > 0:
-            self.count.observe(request.estimated, input_tokens, len(request.messages))
+            self.count.observe(request.estimated, input_tokens)
             self.largest_answered = max(self.largest_answered, input_tokens)
 
     def answered(self, request: Request) -> None:
@@ -608,7 +607,7 @@ class ContextPolicy:
         view = load_view(session, frame.system)
         if not force and not self.compactor.plan(frame.counted(view.messages)).would_compact:
             return None
-        framing = self._framing(frame.size(view.messages), len(view.messages))
+        framing = self._framing(frame.size(view.messages))
         if rejected:
             framing = max(framing, self.context_window - frame.size(view.messages))
         elif (
@@ -630,7 +629,7 @@ class ContextPolicy:
         # Asked for, and the strategy left the context over the threshold (it folded
         # nothing, or its protected tail alone is too big: a small window): the tail's tool
         # results go too, as a last resort, rather than the next request overflowing.
-        framing = max(framing, self._framing(frame.size(view.messages), len(view.messages)))
+        framing = max(framing, self._framing(frame.size(view.messages)))
         if frame.size(view.messages) + framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
             last = self._compact(
@@ -639,10 +638,10 @@ class ContextPolicy:
             notice = last or notice
         return notice
 
-    def _framing(self, tokens: int, messages: int) -> int:
-        """Tokens the server is expected to count in a request of ``messages`` messages
-        estimated at ``tokens`` beyond the estimate (negative: it counts fewer)."""
-        return self.count.count(tokens, messages) - tokens
+    def _framing(self, tokens: int) -> int:
+        """Tokens the server is expected to count in a request estimated at ``tokens``
+        beyond the estimate (negative: it counts fewer)."""
+        return self.count.count(tokens) - tokens
 
     def plan(
         self,
@@ -655,7 +654,7 @@ class ContextPolicy:
         """What ``compact`` would do now, calling no model and storing nothing (--dry-run)."""
         frame = Frame.of(system, tools)
         view = load_view(session, frame.system)
-        framing = self._framing(frame.size(view.messages), len(view.messages))
+        framing = self._framing(frame.size(view.messages))
         plan = self._verdict(session, frame, view, force, framing)
         if plan.too_small:
             return view, plan  # its figures say what it would have saved
@@ -800,7 +799,7 @@ class ContextPolicy:
         comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
         if st.in_cooldown(st.iterations):
             return
-        framing, tokens = self._framing(live.tokens, len(live.view.messages)), live.tokens
+        framing, tokens = self._framing(live.tokens), live.tokens
         share, window = self.opts.prepare_at, self.context_window
         # The cut counts the growth still to come before the threshold's compaction (the
         # smart trigger's lookahead short of it), so that once it is applied the context is

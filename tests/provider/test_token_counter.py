@@ -189,40 +189,6 @@ def test_a_call_without_usage_teaches_nothing() -> None:
     assert not model.known
 
 
-def test_a_view_of_few_large_messages_is_counted_with_the_framing_of_its_own_messages() -> None:
-    # A server that counts 30 tokens of framing a message and 200 of tool definitions,
-    # learnt while a conversation grew by results of varied sizes: the view a compaction
-    # leaves (8 messages, 6,000 tokens) carries the framing of 8 messages, not of the 40
-    # a 6,000-token view had before.
-    model = ServerCount()
-    estimate = 3000
-    growth = (400, 900, 250, 1200, 600, 300, 800, 500)
-    for messages, grown in zip(range(20, 36, 2), growth, strict=True):
-        estimate += grown
-        model.observe(estimate, estimate + 30 * messages + 200, messages)
-    assert model.count(6000, 8) == 6000 + 240 + 200
-    assert model.count(6000, 40) == 6000 + 1200 + 200
-
-
-def test_message_counts_that_move_with_the_estimate_teach_no_part_per_message() -> None:
-    # One message per 100 tokens on every call: a part per message cannot be told from the
-    # ratio, so the ratio alone counts, whatever the messages of the view asked about.
-    model = ServerCount()
-    for estimate in (1000, 1500, 2000, 3000, 4000):
-        model.observe(estimate, round(1.2 * estimate), estimate // 100)
-    assert model.framed is None
-    assert model.count(5000, 3) == model.count(5000) == 6000
-
-
-def test_a_server_with_no_framing_keeps_its_ratio_and_fixed_part_given_messages() -> None:
-    # A denser tokenizer whose template drops 400 tokens of tools, counted per message
-    # nothing: the messages each call had do not move the count.
-    model = ServerCount()
-    for estimate, messages in ((1000, 9), (1500, 30), (2000, 12), (3000, 25), (2500, 6)):
-        model.observe(estimate, round(0.7 * estimate) - 400, messages)
-    assert model.count(4000, 10) == model.count(4000, 60) == 2400
-
-
 # -- choosing a counter, and falling back ---------------------------------------------------
 
 
