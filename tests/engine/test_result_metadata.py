@@ -14,6 +14,7 @@ from harness9.config import store_location
 from harness9.schema import Message, result_metadata
 from harness9.store.backend import open_store
 from tests.support.cli import chat, cli
+from tests.support.llm_server import TextReply, ToolCallsReply
 
 # Prints a line of its own that looks like the tool's trailer, then outlives its timeout.
 SLOW = "seq 1 1500; echo 'exit code: 0'; sleep 30"
@@ -103,3 +104,29 @@ def test_a_command_that_timed_out_after_printing_exit_code_0_is_evicted_as_timed
         m["content"] for m in llm_server.requests[-1]["messages"] if m.get("tool_call_id") == "c1"
     ]
     assert shown.startswith(f"[evicted] bash `{SLOW}`: timed out, 1502 lines")
+
+
+def sub_agent_runs_a_failing_command(body: dict):
+    """The parent hands a `task` to a sub-agent, which runs `exit 4` and reports it."""
+    messages = body["messages"]
+    if "You are a sub-agent" not in messages[0]["content"]:
+        if messages[-1]["role"] == "user":
+            args = json.dumps({"prompt": "Run the checks.", "description": "checks"})
+            return ToolCallsReply((("t1", "task", args),))
+        return TextReply("the checks failed")
+    if messages[-1]["role"] == "user":
+        return ToolCallsReply((("s1", "bash", json.dumps({"command": "exit 4"})),))
+    return TextReply("exit 4")
+
+
+def test_a_sub_agents_session_stores_its_commands_exit_code(llm_server, tmp_path: Path):
+    llm_server.respond_with(sub_agent_runs_a_failing_command)
+
+    assert chat(llm_server, "check\n", "--yes", workdir=tmp_path).exit_code == 0
+
+    parent = json.loads(cli("sessions", "list", "--json").stdout)[0]["id"]
+    [child] = json.loads(cli("sessions", "show", parent, "--json").stdout)["children"]
+    shown = json.loads(cli("sessions", "show", child["id"], "--json").stdout)
+    assert [m["metadata"] for m in shown["messages"] if m["role"] == "tool"] == [
+        {"exit_code": 4, "timed_out": False}
+    ]
