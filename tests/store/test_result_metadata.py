@@ -16,7 +16,7 @@ import pytest
 
 from harness9.config import store_location
 from harness9.context.pipeline import evict_by_density
-from harness9.context.view import load_view
+from harness9.context.view import LiveViews, load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import migrations as sqlite_migrations
 from harness9.store import pg_migrations
@@ -85,6 +85,18 @@ def test_the_stored_result_keeps_exactly_the_facts_and_other_messages_none():
         records = m.open_session(s.session_id).get_records()
 
     assert [r.message.metadata for r in records] == [None, None, FAILED, None]
+
+
+def test_the_view_between_calls_carries_the_facts_of_a_result_logged_after_it():
+    # Chat reads only the rows stored since the last call: those carry their facts too.
+    with store() as m:
+        s = m.new_session()
+        views = LiveViews()
+        views.load(s, SYSTEM)
+        logged(s)
+        live = views.load(s, SYSTEM).view
+
+    assert [msg.metadata for msg in live.messages] == [None, None, None, FAILED, None]
 
 
 def test_a_result_whose_tool_reported_no_exit_code_reads_the_code_from_its_text():
