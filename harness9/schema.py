@@ -6,6 +6,7 @@ seed's "user message with a ToolCallID" maps onto this.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,25 @@ TODO_STATUSES = ("pending", "in_progress", "completed")
 # How a todo's status is written in text: the todo tools' results, the view's kept state,
 # `sessions show`, and the old state notes read back by harness9.store.legacy_checkpoint.
 TODO_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+# The facts of a tool's run that the log keeps with its result, and the types each may
+# hold: harness9's own readers use them later (eviction's rule summary says "exit code 1"
+# from them, never from the output's text). A model is never sent them.
+RESULT_METADATA_TYPES: dict[str, tuple[type, ...]] = {
+    "exit_code": (int, type(None)),  # None: the command did not exit by itself (timed_out)
+    "timed_out": (bool,),
+}
+
+
+def result_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """What the log keeps of a tool result's ``metadata``: the keys of RESULT_METADATA_TYPES
+    whose values have their types (True is no exit code); anything else is left out."""
+    kept: dict[str, Any] = {}
+    for key, types in RESULT_METADATA_TYPES.items():
+        value = metadata.get(key, ...)
+        if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+            kept[key] = value
+    return kept
 
 
 @dataclass(slots=True)
@@ -68,6 +88,11 @@ class Message:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str = ""
+    # A tool result's run facts as data (``result_metadata``: the shell's exit_code and
+    # timed_out), {} when its tool reported none; None for any other message and for a
+    # result stored before they were kept. Never sent to a model (``to_dict``), and not
+    # compared: two messages are equal when a model would be sent the same.
+    metadata: dict[str, Any] | None = field(default=None, compare=False, kw_only=True)
 
     @property
     def is_summary(self) -> bool:

@@ -474,7 +474,7 @@ def plain_import(conn: sqlite3.Connection, snap: SessionSnapshot) -> int:
     )
     conn.executemany(
         "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
-        "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "offload_tokens, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(sid, *message_values(r.message), r.created_at) for r in snap.records],
     )
     conn.execute("COMMIT")

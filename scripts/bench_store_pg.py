@@ -152,7 +152,7 @@ class PlainPg:
             )
             columns = (
                 "session_id, role, content, tool_calls, tool_call_id, offload_id, "
-                "offload_tokens, created_at"
+                "offload_tokens, metadata, created_at"
             )
             with self.conn.cursor().copy(f"COPY messages ({columns}) FROM STDIN") as copy:
                 for r in snap.records:

@@ -296,10 +296,11 @@ def _clip(line: str, n: int = 160) -> str:
 
 
 def _exit_status(metadata: dict, tail: str) -> str:
-    """``exit code N`` as the shell tool reported it (``timed out`` when it killed the
-    command); the code read from the output's last lines only for a result that came without it
-    (eviction's stored text, another shell tool), where a command's own "exit code"
-    line could otherwise pass for the tool's."""
+    """``exit code N`` as the shell tool reported it as data (``timed out`` when it killed
+    the command). The output's last lines are read only for a result that came without the
+    code as data: a log row stored before results' metadata was kept, or another shell
+    tool (an MCP server's) that reports none. There a command's own "exit code" line can
+    pass for the tool's; nowhere else is the text trusted for it."""
     if "exit_code" in metadata:
         code = metadata["exit_code"]
         if code is not None:

@@ -376,7 +376,9 @@ def evict_by_density(
             break
         msg, call = out[i], call_of[i]
         stats = stats_of(msg.content)
-        body = summarize_output(call.name, call.arguments, stats, brief=True)
+        # The run's facts as stored with the result (its exit code); None for a row stored
+        # before they were kept, whose summary then reads its text.
+        body = summarize_output(call.name, call.arguments, stats, metadata=msg.metadata, brief=True)
         body = "\n".join([body, *_fact_lines(msg.content, body)])
         stub = stub_message(evicted_stub(body, stats.tokens), msg)
         if message_bytes(stub) >= message_bytes(msg):  # a short result: no smaller as a stub

@@ -37,6 +37,7 @@ from harness9.schema import (
     ToolCall,
     ToolDefinition,
     Usage,
+    result_metadata,
 )
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
@@ -482,8 +483,8 @@ class AgentEngine:
         batch = self._task_run(pending)
         if not batch:
             call = pending[0]
-            content, link = self._run_tool(sess, call)
-            sess.add_messages([Message(ROLE_TOOL, content, tool_call_id=call.id)], [link])
+            result, link = self._run_tool(sess, call)
+            sess.add_messages([result], [link])
             pending.pop(0)
             tools_used.append(call.name)
             return
@@ -498,13 +499,7 @@ class AgentEngine:
             self._finish_tool(sess, call, outcome)
             for call, outcome in zip(batch, contents, strict=True)
         ]
-        sess.add_messages(
-            [
-                Message(ROLE_TOOL, c, tool_call_id=call.id)
-                for call, (c, _) in zip(batch, results, strict=True)
-            ],
-            [link for _, link in results],
-        )
+        sess.add_messages([m for m, _ in results], [link for _, link in results])
         del pending[: len(batch)]
         tools_used.extend(call.name for call in batch)
         if interrupted:
@@ -526,7 +521,7 @@ class AgentEngine:
 
     def _run_tool(
         self, sess: CheckpointedSession, call: ToolCall
-    ) -> tuple[str, OffloadLink | None]:
+    ) -> tuple[Message, OffloadLink | None]:
         self.on_event(ev.ToolStarted(call))
         return self._finish_tool(sess, call, self._execute(sess, call, None))
 
@@ -551,9 +546,10 @@ class AgentEngine:
 
     def _finish_tool(
         self, sess: CheckpointedSession, call: ToolCall, outcome: ToolResult
-    ) -> tuple[str, OffloadLink | None]:
+    ) -> tuple[Message, OffloadLink | None]:
         """The result as stored, and the offload it summarises: offloaded when big (unless
-        the tool is exempt or offloaded it itself)."""
+        the tool is exempt or offloaded it itself). The run's facts (a command's exit code)
+        are stored with it as data, so later readers never parse them from its text."""
         content, link = outcome.content, outcome.offloaded
         if outcome.may_offload:
             content, link = self.policy.offload_result(
@@ -562,4 +558,5 @@ class AgentEngine:
         code = outcome.metadata.get("exit_code")
         exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
         self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code, link))
-        return content, link
+        kept = result_metadata(outcome.metadata)
+        return Message(ROLE_TOOL, content, tool_call_id=call.id, metadata=kept), link

@@ -10,6 +10,9 @@ in one place.
 - A tool result stored as its offload's summary carries the link as data
   (``offload_id``, ``offload_tokens``; JSON ``"offload": {"id", "tokens"}``, null when
   not offloaded); rows and files from before are read by harness9.store.legacy_offload.
+- A tool result's run facts (``Message.metadata``, harness9.schema ``result_metadata``:
+  a command's exit code) are stored as JSON text in ``metadata`` (JSON ``"metadata"``),
+  NULL/null for any other message and for rows and files from before they were kept.
 - A checkpoint's columns and its JSON keys are ``CHECKPOINT_FIELDS``, in that order;
   its data (recall entries, stubs, state items: ``details_to_json``) is one JSON value
   in the ``compaction_data`` table, one row when any is set, and the same keys follow
@@ -22,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
+from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall, result_metadata
 from harness9.store.legacy_checkpoint import read_legacy_details
 from harness9.store.legacy_offload import legacy_offload
 from harness9.store.session import (
@@ -128,12 +131,32 @@ def _sql_type(value: object) -> str:
 
 def message_values(
     m: Message, offload: OffloadLink | None = None
-) -> tuple[str, str, str | None, str | None, str, int | None]:
-    """``(role, content, tool_calls, tool_call_id, offload_id, offload_tokens)`` as the
-    messages table stores them; a result not offloaded has offload_id "" (NULL is left
-    for rows stored before links were data, harness9.store.legacy_offload)."""
+) -> tuple[str, str, str | None, str | None, str, int | None, str | None]:
+    """``(role, content, tool_calls, tool_call_id, offload_id, offload_tokens, metadata)``
+    as the messages table stores them; a result not offloaded has offload_id "" (NULL is
+    left for rows stored before links were data, harness9.store.legacy_offload)."""
     oid, tokens = (offload.offload_id, offload.tokens) if offload is not None else ("", None)
-    return m.role, m.content, calls_to_text(m.tool_calls), m.tool_call_id or None, oid, tokens
+    calls, call_id = calls_to_text(m.tool_calls), m.tool_call_id or None
+    return m.role, m.content, calls, call_id, oid, tokens, metadata_to_text(m.metadata)
+
+
+def metadata_to_text(metadata: dict[str, Any] | None) -> str | None:
+    """The ``metadata`` column's value: JSON text of the facts the log keeps, None for none."""
+    if metadata is None:
+        return None
+    return json.dumps(result_metadata(metadata), sort_keys=True, separators=(",", ":"))
+
+
+def metadata_from_value(value: object) -> dict[str, Any] | None:
+    """The inverse of ``metadata_to_text`` (its JSON text, or the decoded object an export
+    holds). None (NULL) for a row stored before results' metadata was kept; a damaged
+    value reads as none too, so a reader falls back to what it did for those rows."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return result_metadata(value) if isinstance(value, dict) else None
 
 
 def message_from_values(
@@ -186,6 +209,7 @@ def record_to_json(rec: StoredMessage) -> dict[str, Any]:
         "tool_call_id": msg.tool_call_id or None,
         "created_at": rec.created_at,
         "offload": offload_to_json(rec.offload),
+        "metadata": None if msg.metadata is None else result_metadata(msg.metadata),
     }
 
 

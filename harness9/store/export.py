@@ -12,7 +12,8 @@ Format (version 1)::
      "id", "title", "created_at", "updated_at", "message_count",
      "messages": [{"id", "role", "content", "tool_calls": [{"id", "name", "arguments"}],
                    "tool_call_id" (string or null), "created_at",
-                   "offload": {"id", "tokens"} or null}],
+                   "offload": {"id", "tokens"} or null,
+                   "metadata": {"exit_code", "timed_out"} or null}],
      "todos": [{"content", "status"}],
      "checkpoints": [{"id", "last_message_id", "summary", "strategy", "tokens_before",
                       "tokens_after", "messages_before", "messages_after", "created_at",
@@ -40,6 +41,11 @@ A message's ``offload`` names the offload its text summarises (null: none); a fi
 without the key (written before links were data) has it read from that text on import
 (harness9.store.legacy_offload).
 
+A message's ``metadata`` holds a tool result's run facts (harness9.schema
+``result_metadata``: a command's ``exit_code`` and ``timed_out``); null for any other
+message. Optional in version 1: a file without the key (written before they were kept)
+imports with none, and readers then fall back to the result's text as for such rows.
+
 ``usage`` is what the session's model calls consumed (the totals ``sessions list
 --json`` shows; its keys are the columns of ``session_usage``, harness9.store.rows
 USAGE_COLUMNS), so an imported copy reports the same tokens and cost. Optional in
@@ -58,7 +64,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness9.errors import HarnessError
-from harness9.schema import ROLES, TODO_STATUSES, Message, TodoItem, ToolCall
+from harness9.schema import (
+    RESULT_METADATA_TYPES,
+    ROLES,
+    TODO_STATUSES,
+    Message,
+    TodoItem,
+    ToolCall,
+    result_metadata,
+)
 from harness9.store.codec import (
     CHECKPOINT_FIELDS,
     CHECKPOINT_TYPES,
@@ -284,7 +298,23 @@ def _record(m: dict[str, Any], where: str) -> StoredMessage:
     role = _choice(m, "role", where, ROLES)
     msg = Message(role, _get(m, "content", str, where), calls, call_id)
     rid, created = _count(m, "id", where), _time(m, "created_at", where)
+    msg.metadata = _metadata(m, where)
     return StoredMessage(rid, msg, created, _offload(m, msg, where))
+
+
+def _metadata(m: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The tool result's run facts; none in a file written before they were kept. Keys this
+    harness9 does not keep are left out; a kept key of the wrong type refuses the file."""
+    meta = m.get("metadata")
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise ImportFormatError(f"{where}.metadata is not an object or null")
+    kept = result_metadata(meta)
+    for key in RESULT_METADATA_TYPES:
+        if key in meta and key not in kept:
+            raise ImportFormatError(f"{where}.metadata.{key} is {meta[key]!r:.40}")
+    return kept
 
 
 def _offload(m: dict[str, Any], msg: Message, where: str) -> OffloadLink | None:

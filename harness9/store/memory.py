@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness9.schema import Message, TodoItem, ToolCall
+from harness9.schema import Message, TodoItem, ToolCall, result_metadata
 from harness9.store.search import SearchHit, SearchQueryError
 from harness9.store.session import (
     Checkpoint,
@@ -32,6 +32,7 @@ def _copy(m: Message) -> Message:
         m.content,
         [ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls],
         m.tool_call_id,
+        metadata=None if m.metadata is None else result_metadata(m.metadata),
     )
 
 

@@ -473,6 +473,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE messages ADD COLUMN offload_tokens INTEGER;
         """,
     ),
+    (
+        # A tool result's run facts as data (issue 33): a command's exit code and whether
+        # it timed out, JSON text (harness9.store.codec metadata_to_text), so eviction's
+        # summary never reads them back from the output. NULL marks a row stored before
+        # this (or a message that is no tool result): readers fall back to its text.
+        "message_result_metadata",
+        """
+        ALTER TABLE messages ADD COLUMN metadata TEXT;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -452,6 +452,17 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's message_result_metadata: a tool result's run facts (exit code,
+        # timed out) as JSON text; NULL marks a row stored before, read by its text.
+        "message_result_metadata",
+        """
+        ALTER TABLE harness9.messages ADD COLUMN metadata text;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -58,7 +58,7 @@ CONNECT_TIMEOUT_S = 10
 
 _COPY_MESSAGES = (
     "COPY messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at) FROM STDIN"
+    "offload_tokens, metadata, created_at) FROM STDIN"
 )
 _NEXT_IDS = (
     "SELECT nextval(pg_get_serial_sequence('harness9.messages', 'id')) FROM generate_series(1, %s)"
@@ -67,12 +67,12 @@ _NEXT_IDS = (
 # one statement, the rows as columns of arrays.
 _INSERT_INDEXED = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at, search) SELECT v.id, v.session_id, v.role, v.content, "
-    "v.tool_calls, v.tool_call_id, v.offload_id, v.offload_tokens, v.created_at, "
-    "search_document(v.content, v.tool_calls) FROM unnest(%s::bigint[], %s::text[], "
-    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::float8[]) "
-    "AS v (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at)"
+    "offload_tokens, metadata, created_at, search) SELECT v.id, v.session_id, v.role, "
+    "v.content, v.tool_calls, v.tool_call_id, v.offload_id, v.offload_tokens, v.metadata, "
+    "v.created_at, search_document(v.content, v.tool_calls) FROM unnest(%s::bigint[], "
+    "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::text[], %s::float8[]) AS v (id, session_id, role, content, tool_calls, tool_call_id, "
+    "offload_id, offload_tokens, metadata, created_at)"
 )
 # A role that may not write (or a standby server) cannot catch the index up; its searches
 # read the rows not yet indexed through their text instead.
@@ -481,11 +481,11 @@ _ADD_ONE = (
     "WITH s AS (UPDATE sessions SET updated_at = %s, message_count = message_count + 1, "
     "title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s RETURNING id) "
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at, search) SELECT s.id, v.role, v.content, v.tool_calls, "
-    "v.tool_call_id, v.offload_id, v.offload_tokens, v.created_at, "
+    "offload_tokens, metadata, created_at, search) SELECT s.id, v.role, v.content, "
+    "v.tool_calls, v.tool_call_id, v.offload_id, v.offload_tokens, v.metadata, v.created_at, "
     "search_document(v.content, v.tool_calls) FROM s, (VALUES (%s::text, %s::text, %s::text, "
-    "%s::text, %s::text, %s::bigint, %s::float8)) AS v (role, content, tool_calls, "
-    "tool_call_id, offload_id, offload_tokens, created_at) RETURNING id"
+    "%s::text, %s::text, %s::bigint, %s::text, %s::float8)) AS v (role, content, tool_calls, "
+    "tool_call_id, offload_id, offload_tokens, metadata, created_at) RETURNING id"
 )
 
 

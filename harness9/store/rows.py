@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness9.store.codec import CorruptValueError, message_from_values, offload_from_values
+from harness9.store.codec import (
+    CorruptValueError,
+    message_from_values,
+    metadata_from_value,
+    offload_from_values,
+)
 from harness9.store.session import CorruptRow, SessionInfo, StoredMessage, valid_timestamp
 
 
@@ -14,14 +19,14 @@ def records_from_rows(
     rows: Iterable[Sequence[Any]],
 ) -> tuple[list[StoredMessage], list[CorruptRow]]:
     """``(id, role, content, tool_calls, tool_call_id, created_at, offload_id,
-    offload_tokens)`` rows (``SELECT_RECORDS``) as records.
+    offload_tokens, metadata)`` rows (``SELECT_RECORDS``) as records.
 
     A row that cannot be decoded is reported as a CorruptRow, never fatal; a CorruptRow
     in the role column stands for a row the driver could not read as text at all.
     """
     out: list[StoredMessage] = []
     corrupt: list[CorruptRow] = []
-    for rid, role, content, calls_json, call_id, created, offload_id, tokens in rows:
+    for rid, role, content, calls_json, call_id, created, offload_id, tokens, meta in rows:
         if isinstance(role, CorruptRow):
             corrupt.append(role)
             continue
@@ -34,6 +39,7 @@ def records_from_rows(
             corrupt.append(CorruptRow(rid, f"created_at {created!r:.40} is not a time"))
             continue
         link = offload_from_values(message, offload_id, tokens)
+        message.metadata = metadata_from_value(meta)
         out.append(StoredMessage(rid, message, float(created), link))
     return out, corrupt
 

@@ -22,4 +22,5 @@ def map_message(m: Message, fix: Callable[[str], str]) -> Message:
         fix(m.content),
         [ToolCall(fix(c.id), fix(c.name), fix(c.arguments)) for c in m.tool_calls],
         fix(m.tool_call_id),
+        metadata=m.metadata,  # numbers and flags: nothing to fix
     )

@@ -24,6 +24,7 @@ from harness9.store.codec import (
     checkpoint_from_values,
     encode_todos,
     message_from_values,
+    metadata_from_value,
 )
 from harness9.store.rows import records_from_rows
 from harness9.store.scope import Scope, read_scope, see_below
@@ -40,8 +41,8 @@ from harness9.store.titles import first_title
 
 # A message row as readers take it (``records_from_rows``); append WHERE.
 SELECT_RECORDS = (
-    "SELECT id, role, content, tool_calls, tool_call_id, created_at, offload_id, offload_tokens "
-    "FROM messages"
+    "SELECT id, role, content, tool_calls, tool_call_id, created_at, offload_id, offload_tokens, "
+    "metadata FROM messages"
 )
 
 
@@ -289,15 +290,16 @@ class SqlSessionBase:
             self._lock_session(conn)
             mine, args = self.scope(conn).where(p)
             row = conn.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages "
+                "SELECT id, role, content, tool_calls, tool_call_id, metadata FROM messages "
                 f"WHERE {mine} ORDER BY id DESC LIMIT 1",
                 args,
             ).fetchone()
             if row is None:
                 return None
-            rid, role, content, calls_json, call_id = row
+            rid, role, content, calls_json, call_id, meta = row
             try:
                 message = message_from_values(role, content, calls_json, call_id)
+                message.metadata = metadata_from_value(meta)
             except CorruptValueError as exc:
                 # Raising rolls back: a message we cannot return is not deleted.
                 raise StoreError(f"cannot pop message row {rid}: it is corrupt ({exc})") from exc

@@ -76,13 +76,13 @@ ProgressCallback = Callable[[int, int], None]
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "offload_tokens, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 _RESTORE_MESSAGE = (
     "INSERT INTO messages (id, session_id, role, content, tool_calls, tool_call_id, offload_id, "
-    "offload_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "offload_tokens, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_CHECKPOINT = (
     f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
@@ -565,17 +565,18 @@ class SQLiteSession(SqlSessionBase):
         blob_sql = sql.replace(
             SELECT_RECORDS,
             "SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_calls AS BLOB), "
-            "CAST(tool_call_id AS BLOB), created_at, offload_id, offload_tokens FROM messages",
+            "CAST(tool_call_id AS BLOB), created_at, offload_id, offload_tokens, metadata "
+            "FROM messages",
         )
         rows: list[tuple] = []
-        for rid, *fields, created, oid, tokens in conn.execute(blob_sql, args):
+        for rid, *fields, created, oid, tokens, meta in conn.execute(blob_sql, args):
             try:
                 texts = [f.decode("utf-8") if f is not None else None for f in fields]
             except UnicodeDecodeError:
                 bad = CorruptRow(rid, "text is not valid UTF-8")
-                rows.append((rid, bad, None, None, None, created, oid, tokens))
+                rows.append((rid, bad, None, None, None, created, oid, tokens, meta))
                 continue
-            rows.append((rid, *texts, created, oid, tokens))
+            rows.append((rid, *texts, created, oid, tokens, meta))
         return rows
 
     def _hand_over(self, conn: sqlite3.Connection) -> str | None:

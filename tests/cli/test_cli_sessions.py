@@ -164,6 +164,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_call_id": None,
                 "created_at": t,
                 "offload": None,
+                "metadata": None,
             },
             {
                 "id": 2,
@@ -173,6 +174,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_call_id": None,
                 "created_at": t,
                 "offload": None,
+                "metadata": None,
             },
             {
                 "id": 3,
@@ -182,6 +184,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "tool_call_id": "call_1",
                 "created_at": t,
                 "offload": None,
+                "metadata": None,
             },
         ],
         "todos": [

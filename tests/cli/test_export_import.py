@@ -65,6 +65,7 @@ def test_json_export_is_versioned_and_complete():
         "tool_call_id": None,
         "created_at": 1779028200.0,
         "offload": None,
+        "metadata": None,
     }
     assert doc["messages"][2]["tool_call_id"] == "call_1"
     assert doc["todos"] == [

@@ -117,6 +117,9 @@ def as_before_the_migration(backend: str, url: str) -> None:
         conn.execute(f"DROP TABLE {prefix}compaction_data")
         for column in ("offload_id", "offload_tokens"):  # message_offload_link
             conn.execute(f"ALTER TABLE {prefix}messages DROP COLUMN {column}")
+        conn.execute(
+            f"ALTER TABLE {prefix}messages DROP COLUMN metadata"
+        )  # message_result_metadata
         if backend == "postgres":
             version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
             conn.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))

@@ -53,15 +53,15 @@ def test_corrupt_tool_calls_say_what_is_wrong(text: str, reason: str):
 def test_a_message_round_trips_through_its_row_values():
     for msg in (Message("assistant", "", [CALL]), Message("tool", "out", tool_call_id="c1")):
         assert message_from_values(*message_values(msg)[:4]) == msg
-    assert message_values(Message("user", "hi")) == ("user", "hi", None, None, "", None)
+    assert message_values(Message("user", "hi")) == ("user", "hi", None, None, "", None, None)
 
 
 def test_an_offload_link_round_trips_through_its_row_values():
     msg = Message("tool", "its summary", tool_call_id="c1")
     link = OffloadLink("ofl_0123456789ab", 5000)
-    assert message_values(msg, link)[4:] == ("ofl_0123456789ab", 5000)
-    assert offload_from_values(msg, *message_values(msg, link)[4:]) == link
-    assert offload_from_values(msg, *message_values(msg)[4:]) is None
+    assert message_values(msg, link)[4:6] == ("ofl_0123456789ab", 5000)
+    assert offload_from_values(msg, *message_values(msg, link)[4:6]) == link
+    assert offload_from_values(msg, *message_values(msg)[4:6]) is None
     # A damaged link reads as none: the result is its text.
     assert offload_from_values(msg, "ofl_0123456789ab", "5000") is None
     assert offload_from_values(msg, "ofl_0123456789ab", -1) is None
@@ -85,6 +85,7 @@ def test_a_record_as_json_carries_flat_calls_and_null_for_no_call_id():
         "tool_call_id": None,
         "created_at": 2.0,
         "offload": None,
+        "metadata": None,
     }
 
 

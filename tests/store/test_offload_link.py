@@ -153,18 +153,19 @@ def test_the_view_between_calls_carries_the_link_of_a_result_logged_after_it():
 
 
 def as_before_the_migration(backend: str) -> None:
-    """Undo ``message_offload_link``: the rows lose their links, as if stored before."""
+    """Undo ``message_offload_link`` (and the later ``message_result_metadata``): the rows
+    lose their links, as if stored before."""
     url = str(store_location())
     if backend == "postgres":
         with psycopg.connect(url, autocommit=True) as pg:
-            for column in ("offload_id", "offload_tokens"):
+            for column in ("offload_id", "offload_tokens", "metadata"):
                 pg.execute(f"ALTER TABLE harness9.messages DROP COLUMN {column}")
             version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
             pg.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))
         return
     conn = sqlite3.connect(url, isolation_level=None)
     try:
-        for column in ("offload_id", "offload_tokens"):
+        for column in ("offload_id", "offload_tokens", "metadata"):
             conn.execute(f"ALTER TABLE messages DROP COLUMN {column}")
         version = [n for n, _ in sqlite_migrations.MIGRATIONS].index(MIGRATION) + 1
         conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (version,))

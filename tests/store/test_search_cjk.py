@@ -121,6 +121,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                 "message_offload_link": [
                     f"ALTER TABLE messages DROP COLUMN offload_{c}" for c in ("id", "tokens")
                 ],
+                "message_result_metadata": ["ALTER TABLE messages DROP COLUMN metadata"],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

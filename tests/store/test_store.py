@@ -162,6 +162,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("created_at", "REAL", 1),
         ("offload_id", "TEXT", 0),
         ("offload_tokens", "INTEGER", 0),
+        ("metadata", "TEXT", 0),
     ]
     assert columns(conn, "fts_state") == [
         ("id", "INTEGER", 0),
