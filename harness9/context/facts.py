@@ -64,8 +64,7 @@ DECISION_RE = re.compile(
 
 
 def _is_path(candidate: str) -> bool:
-    """Filters regex hits that are not paths: bare words with dots (``e.g``), and a
-    separator with nothing path-like after it ("and/or")."""
+    """Drops hits that are not paths: ``e.g``, "and/or"."""
     if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
         return False
     known_ext = bool(_KNOWN_EXT_RE.search(candidate))
@@ -168,9 +167,8 @@ def _is_rule(sentence: str) -> bool:
 
 
 def find_constraints(text: str) -> list[str]:
-    """Sentences of ``text`` that state a rule (meant for user messages), whitespace
-    collapsed, a bullet, a short lead-in ("One more thing:") and the closing punctuation
-    dropped; first occurrence order, duplicates (ignoring case) removed."""
+    """Sentences of ``text`` that state a rule, without a bullet, a short lead-in or the
+    closing punctuation; first occurrence order, duplicates (ignoring case) removed."""
     seen: dict[str, str] = {}
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _BULLET_RE.sub("", " ".join(raw.split()))
@@ -186,7 +184,7 @@ def find_constraints(text: str) -> list[str]:
 # -- the fingerprint a summary must keep, its check and repair -----------------------------
 
 PRESERVED_HEADING = "## Preserved facts"
-# Each kind of fact, in the order they are listed, and its plural in "… and N more".
+# Each kind of fact, in listing order, and its plural in "… and N more".
 _PLURAL = {
     "file": "paths",
     "identifier": "names",
@@ -194,11 +192,14 @@ _PLURAL = {
     "decision": "decisions",
     "constraint": "constraints",
 }
-# Rank tiers when the budget overflows (lower is kept first), see ``extract_fingerprint``.
+# Rank tiers when the "Preserved facts" budget overflows, kept first to last: what the
+# user or the agent acted on (their text, call arguments, an earlier summary's markers;
+# the user's rules ahead: short, and not found again by re-running a command), the error
+# lines of each command's last failing run, facts seen only in tool output. Newest first
+# within a tier.
 TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
-# Among facts seen only in tool output: an error line says most, a declared name is
-# the API of a file the agent chose to read, a path seen only in output (a grep hit,
-# a traceback frame) is the cheapest to find again by re-running the command.
+# Among facts seen only in tool output: an error line says most, a declared name is the
+# API of a file the agent read, a path (a grep hit) is the cheapest to find again.
 _OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
 _UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # a fingerprint built by hand has no rank
 _MARKER_RE = re.compile(
@@ -221,8 +222,7 @@ class KeyInfoFingerprint:
     errors: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)  # from user messages only
-    # Sort key of each item (as ``validate_markers`` names it, "file: src/a.py"): lower is
-    # kept first when the "Preserved facts" budget overflows. Empty: list order.
+    # Sort key of each item ("file: src/a.py"), lower kept first. Empty: list order.
     rank: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -255,17 +255,10 @@ def _clean_path(path: str) -> str:
 def extract_fingerprint(
     msgs: Sequence[Message], *, reread_summaries: bool = False
 ) -> KeyInfoFingerprint:
-    """Every distinct fact of the messages about to be folded (system message ignored),
-    each list in order of last mention, normalised (whitespace collapsed, a leading ``./``
-    dropped) and deduplicated, uncapped. An earlier summary gives its markers and paths;
-    with ``reread_summaries`` its other lines are read as the user's and assistant's words
-    too (a fold without a model keeps what it folded as those words, not as markers).
-
-    ``rank`` orders them for a budget: first what the user or the agent acted on (their
-    text, tool-call arguments, an earlier summary's markers), the user's rules ahead (short,
-    and not found again by re-running a command); then the error lines of each command's
-    last failing run; then facts seen only in tool output. Newest first within a tier.
-    """
+    """Every distinct fact of the messages about to be folded, each list in order of last
+    mention, normalised and deduplicated, ranked by the tiers above. An earlier summary
+    gives its markers and paths; with ``reread_summaries`` also its other lines, as the
+    user's words (a fold without a model keeps what it folded as words, not markers)."""
     last: dict[str, dict[str, int]] = {kind: {} for kind in _PLURAL}  # fact -> last index
     acted: set[str] = set()
     spelling: dict[str, str] = {}  # casefolded rule -> its first spelling
@@ -333,9 +326,8 @@ def _hay(text: str) -> _Hay:
 
 
 def _similar_in(hay: _Hay, fact: str) -> bool:
-    """The fact verbatim (case/space-insensitive), or 60 % of its words present and
-    every distinctive token (one with a digit or an underscore: ids, numbers, names)
-    among them: near-identical lines that differ only in an id are different facts."""
+    """The fact verbatim, or 60 % of its words present and every distinctive one (with a
+    digit or an underscore): lines that differ only in an id are different facts."""
     norm, words = _hay(fact)
     if norm in hay[0]:
         return True
@@ -345,8 +337,7 @@ def _similar_in(hay: _Hay, fact: str) -> bool:
 
 
 def _rule_in(hay: _Hay, lines: list[_Hay], rule: str) -> bool:
-    """The rule verbatim, or one summary line similar to it that keeps its negation
-    and its "only", when it has them."""
+    """The rule verbatim, or a line similar to it that keeps its negation and "only"."""
     norm, words = _hay(rule)
     kept = [group for group in (_NEGATION_WORDS, _ONLY_WORDS) if words & group]
     return norm in hay[0] or any(
@@ -391,9 +382,8 @@ _RESERVED_TOKENS = (
 def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
 ) -> tuple[list[str], list[str]]:
-    """The markers kept (in ``missing``'s order) and one "… and N more" line per kind that
-    lost some. Over the budget, the longest prefix of the ranking that fits is kept, so a
-    lower-ranked fact never displaces a higher-ranked one."""
+    """The markers kept and a "… and N more" line per kind that lost some: over the
+    budget, the longest prefix of the ranking that fits (a fact never displaces a better)."""
     markers = [*map(_marker_for, missing)]
     size = sum(map(_line_tokens, [PRESERVED_HEADING, *markers]))
     if budget_tokens is None or size <= budget_tokens:
@@ -410,8 +400,7 @@ def _preserved(
 def repair_summary(
     summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
-    """Missing items appended under "Preserved facts" (unchanged when none is missing),
-    within ``budget_tokens`` when given."""
+    """Missing items appended under "Preserved facts", within ``budget_tokens`` if given."""
     missing = validate_markers(summary, fp)
     if not missing:
         return summary
@@ -420,8 +409,7 @@ def repair_summary(
 
 
 def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str | None:
-    """The facts that fit the budget, as a hint in the prompt (the repair afterwards is
-    what guarantees them)."""
+    """The facts that fit the budget, as a hint in the prompt (the repair guarantees them)."""
     missing = validate_markers("", fp)
     if not missing:
         return None
