@@ -105,12 +105,17 @@ def stats_of(text: str) -> OutputStats:
     return stats.finish()
 
 
-def _arg(args_json: str, *keys: str) -> str | None:
+def arguments_of(args_json: str) -> dict | None:
+    """A call's JSON arguments when they are an object."""
     try:
-        data = json.loads(args_json) if args_json else {}
+        args = json.loads(args_json) if args_json else None
     except (ValueError, TypeError):
         return None
-    values = [data.get(k) for k in keys] if isinstance(data, dict) else []
+    return args if isinstance(args, dict) else None
+
+
+def _arg(args_json: str, *keys: str) -> str | None:
+    values = [(arguments_of(args_json) or {}).get(k) for k in keys]
     return next((v for v in values if isinstance(v, str) and v), None)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -34,6 +33,7 @@ from harness9.store.session import (
     message_handle,
 )
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
+from harness9.tool_output import arguments_of
 
 # -- stand-ins for tool results ------------------------------------------------------------
 
@@ -170,17 +170,9 @@ def is_argument_stub(value: object) -> bool:
     return isinstance(value, str) and _ARGUMENT_STUB_RE.fullmatch(value) is not None
 
 
-def _arguments(call: ToolCall) -> dict | None:
-    try:
-        args = json.loads(call.arguments) if call.arguments else None
-    except ValueError:
-        return None
-    return args if isinstance(args, dict) else None
-
-
 def long_arguments(call: ToolCall) -> dict[str, str]:
     """``call``'s string arguments of ``LONG_ARGUMENT_BYTES`` or more, by name."""
-    args = _arguments(call)
+    args = arguments_of(call.arguments)
     if args is None:
         return {}
     return {
@@ -205,7 +197,7 @@ def _stubbed_calls(calls: list[ToolCall], names: str, handle: str) -> list[ToolC
             wanted.setdefault(int(index), []).append(name)
     out = list(calls)
     for i, keys in wanted.items():
-        args = _arguments(calls[i]) if i < len(calls) else None
+        args = arguments_of(calls[i].arguments) if i < len(calls) else None
         if args is None:
             continue
         for key in keys:
@@ -239,38 +231,26 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     # Plain ints, no per-message containers: on long histories the garbage collector's
     # full passes over them would make the run time grow faster than linearly.
     result: list[int] = []
-    # id -> slot of the newest unanswered call (a deque when one message repeats an id).
-    open_calls: dict[str, int | deque[int]] = {}
+    following: list[int] = []  # slot -> the next slot of its message with the same id, or -1
+    open_calls: dict[str | None, int] = {}  # id -> slot of the newest unanswered call
     for i, msg in enumerate(msgs):
-        role = msg.role
-        if role == ROLE_TOOL:
-            slot = open_calls.pop(msg.tool_call_id, None)
-            if slot is None:
-                continue
-            if not isinstance(slot, int):
-                queue = slot
-                slot = queue.popleft()
-                if queue:
-                    open_calls[msg.tool_call_id] = queue
-            result[slot] = i
-        elif role == ROLE_ASSISTANT and msg.tool_calls:
-            calls = msg.tool_calls
+        if msg.role == ROLE_TOOL:
+            slot = open_calls.pop(msg.tool_call_id, -1)
+            if slot >= 0:
+                if following[slot] >= 0:
+                    open_calls[msg.tool_call_id] = following[slot]
+                result[slot] = i
+        elif msg.role == ROLE_ASSISTANT and msg.tool_calls:
             base = len(result)
-            if len(calls) == 1:  # the common case, without a temporary list
-                open_calls[calls[0].id] = base
-                result.append(-1)
-                continue
-            result.extend([-1] * len(calls))
-            fresh: dict[str, int | deque[int]] = {}
-            for pos, tc in enumerate(calls):
-                prev = fresh.get(tc.id)
-                if prev is None:
-                    fresh[tc.id] = base + pos
-                elif isinstance(prev, int):
-                    fresh[tc.id] = deque((prev, base + pos))
-                else:
-                    prev.append(base + pos)
-            open_calls.update(fresh)
+            result += [-1] * len(msg.tool_calls)
+            following += [-1] * len(msg.tool_calls)
+            # Backwards, so the first call of a repeated id is answered first; this message's
+            # calls replace older unanswered ones with their ids.
+            for slot in range(len(result) - 1, base - 1, -1):
+                call_id = msg.tool_calls[slot - base].id
+                later = open_calls.get(call_id, -1)
+                following[slot] = later if later >= base else -1
+                open_calls[call_id] = slot
     return result
 
 
