@@ -231,26 +231,31 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     # Plain ints, no per-message containers: on long histories the garbage collector's
     # full passes over them would make the run time grow faster than linearly.
     result: list[int] = []
-    following: list[int] = []  # slot -> the next slot of its message with the same id, or -1
     open_calls: dict[str | None, int] = {}  # id -> slot of the newest unanswered call
+    repeats: dict[int, int] = {}  # slot -> the next call of its message with the same id
     for i, msg in enumerate(msgs):
-        if msg.role == ROLE_TOOL:
+        role = msg.role
+        if role == ROLE_TOOL:
             slot = open_calls.pop(msg.tool_call_id, -1)
             if slot >= 0:
-                if following[slot] >= 0:
-                    open_calls[msg.tool_call_id] = following[slot]
                 result[slot] = i
-        elif msg.role == ROLE_ASSISTANT and msg.tool_calls:
+                if slot in repeats:
+                    open_calls[msg.tool_call_id] = repeats[slot]
+        elif role == ROLE_ASSISTANT and msg.tool_calls:
+            calls = msg.tool_calls
             base = len(result)
-            result += [-1] * len(msg.tool_calls)
-            following += [-1] * len(msg.tool_calls)
-            # Backwards, so the first call of a repeated id is answered first; this message's
-            # calls replace older unanswered ones with their ids.
-            for slot in range(len(result) - 1, base - 1, -1):
-                call_id = msg.tool_calls[slot - base].id
-                later = open_calls.get(call_id, -1)
-                following[slot] = later if later >= base else -1
-                open_calls[call_id] = slot
+            if len(calls) == 1:  # the common case, without a temporary list
+                open_calls[calls[0].id] = base
+                result.append(-1)
+                continue
+            result += [-1] * len(calls)
+            # Backwards, so a repeated id is answered first by its first call; this
+            # message's calls replace older unanswered ones with their ids.
+            for pos in range(len(calls) - 1, -1, -1):
+                call_id = calls[pos].id
+                if open_calls.get(call_id, -1) >= base:
+                    repeats[base + pos] = open_calls[call_id]
+                open_calls[call_id] = base + pos
     return result
 
 
@@ -283,11 +288,14 @@ def is_valid_tool_sequence(msgs: Sequence[Message]) -> bool:
     """Every call answered exactly once, immediately (in any order within its block, as the
     APIs accept), and no tool message elsewhere."""
     result = match_tool_results(msgs)
-    s = 0
+    s = results = 0
     for i, msg in enumerate(msgs):
-        if msg.role == ROLE_ASSISTANT and msg.tool_calls:
-            n = len(msg.tool_calls)
-            if sorted(result[s : s + n]) != list(range(i + 1, i + 1 + n)):
+        if msg.role == ROLE_TOOL:
+            results += 1
+        elif msg.role == ROLE_ASSISTANT and msg.tool_calls:
+            # Distinct results (the matching binds each once) all within the block.
+            block = result[s : s + len(msg.tool_calls)]
+            if min(block) <= i or max(block) > i + len(block):
                 return False
-            s += n
-    return s == sum(m.role == ROLE_TOOL for m in msgs)
+            s += len(block)
+    return s == results
