@@ -1,7 +1,8 @@
 """The facts in text, found by rules (paths, declared names, errors, decisions, the user's
-rules), and the fingerprint a summary must keep. Plain regular expressions: they run on
-every tool result and every compaction, so they must be cheap and predictable; a wrong
-guess only shifts a score or adds a summary line.
+rules), and the fingerprint a summary must keep (docs/architecture.md, 'Stand-ins, the
+repair and the preserved facts'). Plain regular expressions: they run on every tool
+result and every compaction, so they must be cheap and predictable; a wrong guess only
+shifts a score or adds a summary line.
 """
 
 from __future__ import annotations

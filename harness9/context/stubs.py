@@ -1,9 +1,9 @@
 """The stand-ins for a missing or large tool result or call argument, and the repair.
 
 A kept stub is data (``Stub``, in the checkpoint) rendered only by ``render_stub``; a
-``RenderedMessage`` carries that data, so later readers read the data, not the text. The
-repair exists because the APIs reject (HTTP 400) calls not followed immediately by one
-result each, and a tool message anywhere else (docs/architecture.md).
+``RenderedMessage`` carries that data, so later readers read the data, not the text.
+Why and when the repair runs: docs/architecture.md, 'Stand-ins, the repair and the
+preserved facts'.
 """
 
 from __future__ import annotations
