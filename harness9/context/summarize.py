@@ -207,11 +207,10 @@ def clipped(text: str, budget_tokens: int | None) -> str:
     """``text`` cut at a line boundary to ``budget_tokens``, with a note saying so. Unchanged
     when it fits, or the budget cannot hold the note twice (then no summary fits, and
     cutting it to nothing would only lose it)."""
-    if budget_tokens is None or utf8_len(text) <= budget_tokens * BYTES_PER_TOKEN:
+    room = sys.maxsize if budget_tokens is None else budget_tokens * BYTES_PER_TOKEN
+    if utf8_len(text) <= room or room < 2 * utf8_len(CLIPPED_NOTE):
         return text
-    if budget_tokens * BYTES_PER_TOKEN < 2 * utf8_len(CLIPPED_NOTE):
-        return text
-    room = budget_tokens * BYTES_PER_TOKEN - utf8_len(CLIPPED_NOTE) - 1
+    room -= utf8_len(CLIPPED_NOTE) + 1
     kept: list[str] = []
     for line in text.splitlines():
         if utf8_len(line) + 1 > room:
