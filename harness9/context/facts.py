@@ -1,16 +1,8 @@
-"""The facts in text, found by rules: paths, declared names, errors, decisions, the user's
-rules; the rule summary of a tool output; the fingerprint a summary must keep.
-
-Plain regular expressions: they run on every tool result and every compaction, so they must
-be cheap and predictable; a wrong guess only shifts a score or adds a summary line.
-
-``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from constant memory (a
-bounded head, a bounded tail and counters); text in memory is fed once (``stats_of``), so
-both paths give the same summary for the same bytes.
-
-``repair_summary`` appends what a summary left out under "Preserved facts", within a token
-budget: past it the best-ranked are written and the rest counted ("… and N more paths not
-shown"), so no fact is silently lost.
+"""The facts in text, found by rules (paths, declared names, errors, decisions, the user's
+rules), and the fingerprint a summary must keep (docs/architecture.md, 'Stand-ins, the
+repair and the preserved facts'). Plain regular expressions: they run on every tool
+result and every compaction, so they must be cheap and predictable; a wrong guess only
+shifts a score or adds a summary line.
 """
 
 from __future__ import annotations
@@ -26,6 +18,7 @@ from itertools import accumulate
 from harness9.context.stubs import summary_of
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
+from harness9.tool_output import DECLARATION_RE
 
 # -- facts in text, by rules ---------------------------------------------------------------
 
@@ -50,18 +43,6 @@ FILE_PATH_RE = re.compile(
 )
 _KNOWN_EXT_RE = re.compile(r"\.(?:" + _EXTS + r")$", re.IGNORECASE)
 
-# def/class/func/type/... declarations; group 1 is the name. A leading line number
-# ("  12\tdef f" or "12: def f", as file viewers print) is allowed.
-DECLARATION_RE = re.compile(
-    r"^(?:[ \t]*\d+(?:\t|: ?|\| ?))?[ \t]*(?:export[ \t]+)?(?:pub(?:\([\w:]+\))?[ \t]+)?(?:async[ \t]+)?"
-    r"(?:def|class|func(?:[ \t]*\([^)]*\))?|fn|function|type|interface|struct|enum|trait)"
-    r"[ \t]+([A-Za-z_][\w]*)",
-    re.MULTILINE,
-)
-
-# "path:line:text", what grep -n, rg and most search tools print.
-GREP_LINE_RE = re.compile(r"^[^\s:][^:\n]*:\d+:", re.MULTILINE)
-
 # Two recognisers of errors, on purpose: ``has_error`` is the broad test that a result
 # mentions one (a density score), ``error_lines`` picks the lines worth keeping verbatim
 # (an exception line, "error:", FAILED), leaving out source code that names an error.
@@ -84,8 +65,7 @@ DECISION_RE = re.compile(
 
 
 def _is_path(candidate: str) -> bool:
-    """Filters regex hits that are not paths: bare words with dots (``e.g``), and a
-    separator with nothing path-like after it ("and/or")."""
+    """Drops hits that are not paths: ``e.g``, "and/or"."""
     if candidate.startswith(("http", "www.")) or candidate.count(".") > 4:
         return False
     known_ext = bool(_KNOWN_EXT_RE.search(candidate))
@@ -188,9 +168,8 @@ def _is_rule(sentence: str) -> bool:
 
 
 def find_constraints(text: str) -> list[str]:
-    """Sentences of ``text`` that state a rule (meant for user messages), whitespace
-    collapsed, a bullet, a short lead-in ("One more thing:") and the closing punctuation
-    dropped; first occurrence order, duplicates (ignoring case) removed."""
+    """Sentences of ``text`` that state a rule, without a bullet, a short lead-in or the
+    closing punctuation; first occurrence order, duplicates (ignoring case) removed."""
     seen: dict[str, str] = {}
     for raw in _SENTENCE_SPLIT_RE.split(text):
         sentence = _BULLET_RE.sub("", " ".join(raw.split()))
@@ -203,157 +182,10 @@ def find_constraints(text: str) -> list[str]:
     return list(seen.values())
 
 
-# -- the rule summary of a tool output (offloads and eviction stubs) -----------------------
-
-_LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored patterns
-MAX_DECLARATIONS = 20
-GENERIC_CHARS = 300
-
-# Tools whose output is one file's text (summarised as that file); not the smart trigger's
-# READ_ONLY_TOOLS (harness9.context.policy), which are every tool that only looks.
-FILE_READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
-GREP_TOOLS = frozenset({"grep", "Grep", "rg", "search", "search_files"})
-SHELL_TOOLS = frozenset({"bash", "shell", "Shell", "sh", "run_command", "exec"})
-
-_GREP_B = re.compile(GREP_LINE_RE.pattern.encode() + rb".*", re.MULTILINE)  # the whole line
-_DECL_B = re.compile(DECLARATION_RE.pattern.encode(), re.MULTILINE)
-_NONEMPTY_B = re.compile(rb"^[ \t\r]*\S", re.MULTILINE)
-_EXIT_RE = re.compile(
-    r"(?im)^\W*(?:exit(?:[ _]?code|[ _]status)?|return code|exited with(?: code)?)\W*(-?\d+)\W*$"
-)
-
-
-@dataclass(slots=True)
-class OutputStats:
-    head_cap: int = 8 * 1024
-    tail_cap: int = 8 * 1024
-    total_bytes: int = 0
-    line_count: int = 0
-    nonempty_lines: int = 0
-    grep_matches: int = 0
-    first_matches: list[str] = field(default_factory=list)
-    declarations: list[str] = field(default_factory=list)
-    head: bytearray = field(default_factory=bytearray)
-    tail: bytearray = field(default_factory=bytearray)
-    _line: bytearray = field(default_factory=bytearray)  # the line not yet ended by "\n"
-
-    @property
-    def tokens(self) -> int:
-        return self.total_bytes // BYTES_PER_TOKEN
-
-    def feed(self, chunk: bytes) -> None:
-        self.total_bytes += len(chunk)
-        self.head += chunk[: max(0, self.head_cap - len(self.head))]
-        self.tail = (self.tail + chunk[-self.tail_cap :])[-self.tail_cap :]
-        self.line_count += chunk.count(b"\n")
-        first, last = chunk.find(b"\n") + 1, chunk.rfind(b"\n") + 1  # 0: no line ends here
-        if first:
-            self._scan((self._line + chunk[:first])[:_LINE_PREFIX_BYTES])
-            self._scan(chunk[first:last])
-            self._line = bytearray()
-        self._line = (self._line + chunk[last : last + _LINE_PREFIX_BYTES])[:_LINE_PREFIX_BYTES]
-
-    def finish(self) -> OutputStats:
-        if self._line:  # a last line with no newline still counts
-            self.line_count += 1
-            self._scan(self._line)
-            self._line = bytearray()
-        return self
-
-    def _scan(self, block: bytes | bytearray) -> None:
-        """Counts the complete lines of ``block`` (at most one fed chunk: bounded memory)."""
-        self.nonempty_lines += len(_NONEMPTY_B.findall(block))
-        matches = _GREP_B.findall(block)
-        self.grep_matches += len(matches)
-        for line in matches[: 3 - len(self.first_matches)]:
-            self.first_matches.append(line.decode("utf-8", "replace")[:200])
-        for m in _DECL_B.finditer(block):
-            if len(self.declarations) >= MAX_DECLARATIONS:
-                break
-            if (name := m.group(1).decode("ascii", "replace")) not in self.declarations:
-                self.declarations.append(name)
-
-
-def stats_of(text: str) -> OutputStats:
-    data = text.encode("utf-8", "surrogatepass")
-    stats = OutputStats(head_cap=len(data))
-    stats.feed(data)
-    return stats.finish()
-
-
-def _arg(args_json: str, *keys: str) -> str | None:
-    try:
-        data = json.loads(args_json) if args_json else {}
-    except (ValueError, TypeError):
-        return None
-    values = [data.get(k) for k in keys] if isinstance(data, dict) else []
-    return next((v for v in values if isinstance(v, str) and v), None)
-
-
-def _clip(line: str, n: int = 160) -> str:
-    line = line.rstrip("\r")
-    return line if len(line) <= n else line[: n - 1] + "…"
-
-
-def _exit_status(metadata: dict, tail: str) -> str:
-    """``exit code N`` as the shell tool reported it as data (``timed out`` when it killed
-    the command). The output's last lines are read only for a result that came without the
-    code as data: a log row stored before results' metadata was kept, or another shell
-    tool (an MCP server's) that reports none. There a command's own "exit code" line can
-    pass for the tool's; nowhere else is the text trusted for it."""
-    if "exit_code" in metadata:
-        code = metadata["exit_code"]
-        if code is not None:
-            return f"exit code {code}"
-        return "timed out" if metadata.get("timed_out") else "exit code unknown"
-    return f"exit code {(_EXIT_RE.findall(tail) or ['unknown'])[-1]}"
-
-
-def summarize_output(
-    tool_name: str,
-    args_json: str,
-    stats: OutputStats,
-    *,
-    metadata: dict | None = None,
-    brief: bool = False,
-) -> str:
-    """The body of a rule summary (no marker, no recall hint); read and shell tools win
-    over the grep shape. ``brief`` is the short form eviction uses, where every byte
-    kept competes with the conversation itself."""
-    head, tail = stats.head.decode("utf-8", "replace"), stats.tail.decode("utf-8", "replace")
-    if tool_name in FILE_READ_TOOLS:
-        path = _arg(args_json, "path", "file_path", "filename", "file")
-        path = path or (metadata or {}).get("path") or "?"
-        lines = [f"read_file {path}: {stats.line_count} lines"]
-        if names := stats.declarations[: 8 if brief else MAX_DECLARATIONS]:
-            lines.append("defines: " + ", ".join(names))
-        if not brief:
-            lines += ["head:"] + ["  " + _clip(x) for x in head.splitlines()[:5]]
-            if stats.line_count > 5 and (last := tail.splitlines()[-3:]):
-                lines += ["tail:"] + ["  " + _clip(x) for x in last]
-        return "\n".join(lines)
-    grep_like = stats.grep_matches > 0 and stats.grep_matches * 2 > stats.nonempty_lines
-    if tool_name in GREP_TOOLS or grep_like:
-        shown = stats.first_matches[: 1 if brief else 3]
-        return "\n".join(
-            [f"{tool_name}: {stats.grep_matches} matches"] + ["  " + _clip(x) for x in shown]
-        )
-    if tool_name in SHELL_TOOLS:
-        cmd = _arg(args_json, "command", "cmd")
-        status = _exit_status(metadata or {}, tail)
-        quoted = f" `{_clip(cmd, 80)}`" if cmd else ""
-        last = [x for x in tail.splitlines() if x.strip()][-(2 if brief else 5) :]
-        lines = [f"{tool_name}{quoted}: {status}, {stats.line_count} lines", "last lines:"]
-        return "\n".join(lines + ["  " + _clip(x) for x in last])
-    n = 120 if brief else GENERIC_CHARS
-    cut = len(head) > n or stats.total_bytes != len(stats.head)
-    return f"{tool_name}: {head[:n]}" + ("…" if cut else "")
-
-
 # -- the fingerprint a summary must keep, its check and repair -----------------------------
 
 PRESERVED_HEADING = "## Preserved facts"
-# Each kind of fact, in the order they are listed, and its plural in "… and N more".
+# Each kind of fact, in listing order, and its plural in "… and N more".
 _PLURAL = {
     "file": "paths",
     "identifier": "names",
@@ -361,11 +193,14 @@ _PLURAL = {
     "decision": "decisions",
     "constraint": "constraints",
 }
-# Rank tiers when the budget overflows (lower is kept first), see ``extract_fingerprint``.
+# Rank tiers when the "Preserved facts" budget overflows, kept first to last: what the
+# user or the agent acted on (their text, call arguments, an earlier summary's markers;
+# the user's rules ahead: short, and not found again by re-running a command), the error
+# lines of each command's last failing run, facts seen only in tool output. Newest first
+# within a tier.
 TIER_ACTED, TIER_LAST_FAILURE, TIER_OUTPUT = 0, 1, 2
-# Among facts seen only in tool output: an error line says most, a declared name is
-# the API of a file the agent chose to read, a path seen only in output (a grep hit,
-# a traceback frame) is the cheapest to find again by re-running the command.
+# Among facts seen only in tool output: an error line says most, a declared name is the
+# API of a file the agent read, a path (a grep hit) is the cheapest to find again.
 _OUTPUT_KIND_ORDER = {"error": 0, "decision": 1, "identifier": 2, "file": 3, "constraint": 4}
 _UNRANKED = (TIER_OUTPUT + 1, 0, 0)  # a fingerprint built by hand has no rank
 _MARKER_RE = re.compile(
@@ -388,8 +223,7 @@ class KeyInfoFingerprint:
     errors: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)  # from user messages only
-    # Sort key of each item (as ``validate_markers`` names it, "file: src/a.py"): lower is
-    # kept first when the "Preserved facts" budget overflows. Empty: list order.
+    # Sort key of each item ("file: src/a.py"), lower kept first. Empty: list order.
     rank: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -422,17 +256,10 @@ def _clean_path(path: str) -> str:
 def extract_fingerprint(
     msgs: Sequence[Message], *, reread_summaries: bool = False
 ) -> KeyInfoFingerprint:
-    """Every distinct fact of the messages about to be folded (system message ignored),
-    each list in order of last mention, normalised (whitespace collapsed, a leading ``./``
-    dropped) and deduplicated, uncapped. An earlier summary gives its markers and paths;
-    with ``reread_summaries`` its other lines are read as the user's and assistant's words
-    too (a fold without a model keeps what it folded as those words, not as markers).
-
-    ``rank`` orders them for a budget: first what the user or the agent acted on (their
-    text, tool-call arguments, an earlier summary's markers), the user's rules ahead (short,
-    and not found again by re-running a command); then the error lines of each command's
-    last failing run; then facts seen only in tool output. Newest first within a tier.
-    """
+    """Every distinct fact of the messages about to be folded, each list in order of last
+    mention, normalised and deduplicated, ranked by the tiers above. An earlier summary
+    gives its markers and paths; with ``reread_summaries`` also its other lines, as the
+    user's words (a fold without a model keeps what it folded as words, not markers)."""
     last: dict[str, dict[str, int]] = {kind: {} for kind in _PLURAL}  # fact -> last index
     acted: set[str] = set()
     spelling: dict[str, str] = {}  # casefolded rule -> its first spelling
@@ -500,9 +327,8 @@ def _hay(text: str) -> _Hay:
 
 
 def _similar_in(hay: _Hay, fact: str) -> bool:
-    """The fact verbatim (case/space-insensitive), or 60 % of its words present and
-    every distinctive token (one with a digit or an underscore: ids, numbers, names)
-    among them: near-identical lines that differ only in an id are different facts."""
+    """The fact verbatim, or 60 % of its words present and every distinctive one (with a
+    digit or an underscore): lines that differ only in an id are different facts."""
     norm, words = _hay(fact)
     if norm in hay[0]:
         return True
@@ -512,8 +338,7 @@ def _similar_in(hay: _Hay, fact: str) -> bool:
 
 
 def _rule_in(hay: _Hay, lines: list[_Hay], rule: str) -> bool:
-    """The rule verbatim, or one summary line similar to it that keeps its negation
-    and its "only", when it has them."""
+    """The rule verbatim, or a line similar to it that keeps its negation and "only"."""
     norm, words = _hay(rule)
     kept = [group for group in (_NEGATION_WORDS, _ONLY_WORDS) if words & group]
     return norm in hay[0] or any(
@@ -558,9 +383,8 @@ _RESERVED_TOKENS = (
 def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
 ) -> tuple[list[str], list[str]]:
-    """The markers kept (in ``missing``'s order) and one "… and N more" line per kind that
-    lost some. Over the budget, the longest prefix of the ranking that fits is kept, so a
-    lower-ranked fact never displaces a higher-ranked one."""
+    """The markers kept and a "… and N more" line per kind that lost some: over the
+    budget, the longest prefix of the ranking that fits (a fact never displaces a better)."""
     markers = [*map(_marker_for, missing)]
     size = sum(map(_line_tokens, [PRESERVED_HEADING, *markers]))
     if budget_tokens is None or size <= budget_tokens:
@@ -577,8 +401,7 @@ def _preserved(
 def repair_summary(
     summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
-    """Missing items appended under "Preserved facts" (unchanged when none is missing),
-    within ``budget_tokens`` when given."""
+    """Missing items appended under "Preserved facts", within ``budget_tokens`` if given."""
     missing = validate_markers(summary, fp)
     if not missing:
         return summary
@@ -587,8 +410,7 @@ def repair_summary(
 
 
 def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str | None:
-    """The facts that fit the budget, as a hint in the prompt (the repair afterwards is
-    what guarantees them)."""
+    """The facts that fit the budget, as a hint in the prompt (the repair guarantees them)."""
     missing = validate_markers("", fp)
     if not missing:
         return None

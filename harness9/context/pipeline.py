@@ -20,7 +20,6 @@ from itertools import accumulate
 from typing import Protocol, runtime_checkable
 
 from harness9.context.facts import (
-    GREP_LINE_RE,
     error_lines,
     extract_fingerprint,
     find_declarations,
@@ -29,8 +28,6 @@ from harness9.context.facts import (
     has_error,
     has_path,
     repair_summary,
-    stats_of,
-    summarize_output,
 )
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
@@ -69,6 +66,7 @@ from harness9.schema import (
     Message,
 )
 from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
+from harness9.tool_output import GREP_LINE_RE, stats_of, summarize_output
 
 # -- the events the UI shows of a compaction -----------------------------------------------
 

@@ -1,25 +1,15 @@
-"""What stands in for a missing or a large thing, and the repair that puts stand-ins in.
+"""The stand-ins for a missing or large tool result or call argument, and the repair.
 
-Stubs of tool results: ``[context truncated]`` (by the repair), ``[interrupted: …]`` (a call
-that never got a result), ``[stubbed] N tokens stubbed`` (size and recall handle),
-``[evicted] <rule summary> (N tokens evicted)``; ``📂 [offload:<id>] …`` heads an output
-kept in the offload store. Stubs of calls' long arguments (a ``write_file``'s content, an
-``edit_file``'s strings): ``[stubbed] N tokens of <name>`` in place of the value, the
-arguments still a JSON object. A kept stub is data (``Stub``, in the checkpoint) rendered only
-by ``render_stub``; a ``RenderedMessage`` carries its data, so later readers read the data.
-
-The repair: the OpenAI and Anthropic APIs reject (HTTP 400) an assistant message with tool
-calls not followed *immediately* by one result per call, and a tool message anywhere else.
-Truncation, an interrupted tool run or a crash between two writes produce such histories, so
-the repair runs after every compaction and before every request. It is linear, moves a late
-result up into its block and drops second answers.
+A kept stub is data (``Stub``, in the checkpoint) rendered only by ``render_stub``; a
+``RenderedMessage`` carries that data, so later readers read the data, not the text.
+Why and when the repair runs: docs/architecture.md, 'Stand-ins, the repair and the
+preserved facts'.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -43,6 +33,7 @@ from harness9.store.session import (
     message_handle,
 )
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
+from harness9.tool_output import arguments_of
 
 # -- stand-ins for tool results ------------------------------------------------------------
 
@@ -67,14 +58,13 @@ _ARGUMENT_STUB_RE = re.compile(
 
 
 def is_stub(msg: Message) -> bool:
-    """True for any stand-in for a tool result (truncated, interrupted, stubbed, evicted),
-    by the data it carries; an offloaded result is a result, not a stand-in."""
+    """Any stand-in for a tool result; an offloaded result is a result, not a stand-in."""
     stub = stub_of(msg)
     return stub is not None and not (stub.kind == STUB_VERBATIM and stub.offload_id)
 
 
 def is_offloaded(msg: Message) -> bool:
-    """A tool result shown as its offload's summary (it names the offload)."""
+    """A tool result shown as its offload's summary."""
     stub = stub_of(msg)
     return stub is not None and stub.kind == STUB_VERBATIM and bool(stub.offload_id)
 
@@ -88,14 +78,12 @@ def awaits_handle(msg: Message) -> bool:
 
 
 def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable by its message's handle, unless it names one already (the
-    view passes the text of a kept message changed other than by a stub)."""
+    """A stub made recallable by its message's handle, unless it names one already."""
     return content if _RECALL_CALL in content else _named(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
-    """The text the model sees for ``stub``, with its recall handle: its offload's id, else
-    (with ``message_id``) its message's."""
+    """The text the model sees for ``stub``, named by its offload's id, else its message's."""
     if stub.kind == STUB_STUBBED:
         text = f"{STUBBED_PREFIX}{stub.tokens} tokens stubbed"
     elif stub.kind == STUB_EVICTED:
@@ -108,11 +96,9 @@ def render_stub(stub: Stub, message_id: int | None = None) -> str:
 
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
-    """A message whose text harness9 rendered from the data it carries: a tool result's
-    ``stub`` (an offloaded result's is verbatim and names its offload), or a summary's prose
-    without the sections the view adds (a summariser merges the prose only). Equal to any
-    Message with the same fields (``Message.__eq__`` compares classes): the data is where
-    the text came from, not what the model sees."""
+    """A message whose text harness9 rendered from its ``stub`` or its ``summary`` prose
+    (without the sections the view adds). Equal to any Message with the same fields: the
+    data is where the text came from, not what the model sees."""
 
     stub: Stub | None = None
     summary: str | None = None
@@ -126,20 +112,13 @@ class RenderedMessage(Message):
 
 def stub_message(stub: Stub, original: Message, message_id: int | None = None) -> RenderedMessage:
     """``original`` shown as ``stub`` (its role and ids kept)."""
+    text, calls = render_stub(stub, message_id), original.tool_calls
     if stub.kind == STUB_ARGUMENTS:
         handle = message_handle(message_id) if message_id else ""
-        calls = _stubbed_calls(original.tool_calls, stub.text, handle)
-        return RenderedMessage(
-            original.role,
-            original.content,
-            calls,
-            original.tool_call_id,
-            stub,
-            message_id=message_id,
-        )
-    text = render_stub(stub, message_id)
-    calls, call_id = original.tool_calls, original.tool_call_id
-    return RenderedMessage(original.role, text, calls, call_id, stub, message_id=message_id)
+        text, calls = original.content, _stubbed_calls(calls, stub.text, handle)
+    return RenderedMessage(
+        original.role, text, calls, original.tool_call_id, stub, message_id=message_id
+    )
 
 
 def offloaded_message(msg: Message, link: OffloadLink) -> RenderedMessage:
@@ -152,9 +131,7 @@ def stub_of(msg: Message) -> Stub | None:
 
 
 def offload_source(msg: Message) -> tuple[str, int]:
-    """(offload id or "", size in tokens) of a tool result: where its full text is. A stub
-    knows it from its data (a verbatim one only when it names its offload); anything else
-    is its own size and lives in the log."""
+    """(offload id or "", size in tokens): where a tool result's full text is."""
     stub = stub_of(msg)
     if stub is not None and (stub.kind != STUB_VERBATIM or stub.offload_id):
         return stub.offload_id, stub.tokens
@@ -173,15 +150,13 @@ def evicted_stub(summary: str, tokens: int) -> Stub:
 
 
 def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
-    """The message in place of a folded head: ``summary``, or the ``text`` the view renders
-    from it and the checkpoint's other data."""
+    """The message in place of a folded head: ``summary``, or the ``text`` the view renders."""
     shown = SUMMARY_PREFIX + (summary if text is None else text)
     return RenderedMessage(ROLE_USER, shown, summary=summary)
 
 
 def summary_of(msg: Message) -> str:
-    """The summary proper of a summary message, for a summariser to merge (one harness9 did
-    not make, say a test's, is all summary)."""
+    """The summary proper of a summary message, for a summariser to merge."""
     if isinstance(msg, RenderedMessage) and msg.summary is not None:
         return msg.summary
     return msg.content.removeprefix(SUMMARY_PREFIX)
@@ -191,22 +166,13 @@ def summary_of(msg: Message) -> str:
 
 
 def is_argument_stub(value: object) -> bool:
-    """True when ``value`` is the stand-in of an old call's argument (a model copying it
-    into a new call would write the placeholder, not the text)."""
+    """``value`` is an old call's argument stub (a model may copy one into a new call)."""
     return isinstance(value, str) and _ARGUMENT_STUB_RE.fullmatch(value) is not None
-
-
-def _arguments(call: ToolCall) -> dict | None:
-    try:
-        args = json.loads(call.arguments) if call.arguments else None
-    except ValueError:
-        return None
-    return args if isinstance(args, dict) else None
 
 
 def long_arguments(call: ToolCall) -> dict[str, str]:
     """``call``'s string arguments of ``LONG_ARGUMENT_BYTES`` or more, by name."""
-    args = _arguments(call)
+    args = arguments_of(call.arguments)
     if args is None:
         return {}
     return {
@@ -231,7 +197,7 @@ def _stubbed_calls(calls: list[ToolCall], names: str, handle: str) -> list[ToolC
             wanted.setdefault(int(index), []).append(name)
     out = list(calls)
     for i, keys in wanted.items():
-        args = _arguments(calls[i]) if i < len(calls) else None
+        args = arguments_of(calls[i].arguments) if i < len(calls) else None
         if args is None:
             continue
         for key in keys:
@@ -242,8 +208,7 @@ def _stubbed_calls(calls: list[ToolCall], names: str, handle: str) -> list[ToolC
 
 
 def stub_arguments(msg: Message) -> Message:
-    """``msg`` with its calls' long arguments stubbed (the view adds the message's handle),
-    or ``msg`` itself when it has none or is already shown as a stub."""
+    """``msg`` with its calls' long arguments stubbed, or ``msg`` when there are none."""
     if not msg.tool_calls or stub_of(msg) is not None:
         return msg
     names: list[str] = []
@@ -262,28 +227,20 @@ def stub_arguments(msg: Message) -> Message:
 
 def match_tool_results(msgs: Sequence[Message]) -> list[int]:
     """One slot per tool call, in history order: the index of the result answering it, or -1.
-
-    A result answers the newest still-unanswered call with its id, so reused ids (local
-    models that number calls ``call_0`` every turn) bind to the nearest call; a result
-    that finds none is dropped by the repair.
-    """
+    A result answers the newest unanswered call with its id (local models reuse ``call_0``)."""
     # Plain ints, no per-message containers: on long histories the garbage collector's
     # full passes over them would make the run time grow faster than linearly.
     result: list[int] = []
-    # id -> slot of the newest unanswered call (a deque when one message repeats an id).
-    open_calls: dict[str, int | deque[int]] = {}
+    open_calls: dict[str | None, int] = {}  # id -> slot of the newest unanswered call
+    repeats: dict[int, int] = {}  # slot -> the next call of its message with the same id
     for i, msg in enumerate(msgs):
         role = msg.role
         if role == ROLE_TOOL:
-            slot = open_calls.pop(msg.tool_call_id, None)
-            if slot is None:
-                continue
-            if not isinstance(slot, int):
-                queue = slot
-                slot = queue.popleft()
-                if queue:
-                    open_calls[msg.tool_call_id] = queue
-            result[slot] = i
+            slot = open_calls.pop(msg.tool_call_id, -1)
+            if slot >= 0:
+                result[slot] = i
+                if slot in repeats:
+                    open_calls[msg.tool_call_id] = repeats[slot]
         elif role == ROLE_ASSISTANT and msg.tool_calls:
             calls = msg.tool_calls
             base = len(result)
@@ -291,17 +248,14 @@ def match_tool_results(msgs: Sequence[Message]) -> list[int]:
                 open_calls[calls[0].id] = base
                 result.append(-1)
                 continue
-            result.extend([-1] * len(calls))
-            fresh: dict[str, int | deque[int]] = {}
-            for pos, tc in enumerate(calls):
-                prev = fresh.get(tc.id)
-                if prev is None:
-                    fresh[tc.id] = base + pos
-                elif isinstance(prev, int):
-                    fresh[tc.id] = deque((prev, base + pos))
-                else:
-                    prev.append(base + pos)
-            open_calls.update(fresh)
+            result += [-1] * len(calls)
+            # Backwards, so a repeated id is answered first by its first call; this
+            # message's calls replace older unanswered ones with their ids.
+            for pos in range(len(calls) - 1, -1, -1):
+                call_id = calls[pos].id
+                if open_calls.get(call_id, -1) >= base:
+                    repeats[base + pos] = open_calls[call_id]
+                open_calls[call_id] = base + pos
     return result
 
 
@@ -309,11 +263,8 @@ def repair_orphaned_tool_pairs(
     msgs: Sequence[Message], *, stub: str = TRUNCATED_STUB
 ) -> list[Message]:
     """A new list in which every call is answered in its block, in call order: a result
-    without an open call is dropped, a late one moved up (what stood between stays after
-    the block), a missing one stubbed with ``stub`` (``UNFINISHED_STUB`` for the stored
-    log, where a call lacks a result only when none came). Idempotent; the input and its
-    messages are not modified (kept messages are the same objects).
-    """
+    without an open call is dropped, a late one moved up, a missing one stubbed with
+    ``stub``. Idempotent; the input and its messages are not modified."""
     # The stand-in's text is its data: a stub, as every reader of the view can tell.
     data = Stub(STUB_VERBATIM, text=stub)
     result = match_tool_results(msgs)
@@ -336,25 +287,15 @@ def repair_orphaned_tool_pairs(
 def is_valid_tool_sequence(msgs: Sequence[Message]) -> bool:
     """Every call answered exactly once, immediately (in any order within its block, as the
     APIs accept), and no tool message elsewhere."""
-    i, n = 0, len(msgs)
-    while i < n:
-        msg = msgs[i]
+    result = match_tool_results(msgs)
+    s = results = 0
+    for i, msg in enumerate(msgs):
         if msg.role == ROLE_TOOL:
-            return False
-        i += 1
-        if msg.role != ROLE_ASSISTANT or not msg.tool_calls:
-            continue
-        expected: dict[str, int] = {}
-        for tc in msg.tool_calls:
-            expected[tc.id] = expected.get(tc.id, 0) + 1
-        remaining = len(msg.tool_calls)
-        while remaining and i < n and msgs[i].role == ROLE_TOOL:
-            left = expected.get(msgs[i].tool_call_id, 0)
-            if not left:
+            results += 1
+        elif msg.role == ROLE_ASSISTANT and msg.tool_calls:
+            # Distinct results (the matching binds each once) all within the block.
+            block = result[s : s + len(msg.tool_calls)]
+            if min(block) <= i or max(block) > i + len(block):
                 return False
-            expected[msgs[i].tool_call_id] = left - 1
-            remaining -= 1
-            i += 1
-        if remaining:
-            return False
-    return True
+            s += len(block)
+    return s == results

@@ -1,9 +1,6 @@
-"""The span summariser: the summary text of a span of messages, in one call or in chunks.
-
-A span that opens with an earlier summary is merged into it (``<previous-summary>``), so
-repeated compactions keep what earlier ones kept. A span too large for the summariser's
-own window is summarised in chunks whose partial summaries are merged, level by level if
-need be: compaction must still work once the context has already overflowed.
+"""The span summariser: the summary of a span of messages, merged into the summary it
+opens with, in chunks when the span exceeds the summariser's own window (compaction must
+work once the context has overflowed), merging the parts level by level if need be.
 """
 
 from __future__ import annotations
@@ -26,18 +23,16 @@ SUMMARIZER_SYSTEM = prompt("summarizer_system")
 STRUCTURED_COMPRESSION_PROMPT = prompt("structured_compression")
 MARKER_TEMPLATE = prompt("marker_template")  # the per-call instruction
 TOOL_CONTENT_CHARS = 200  # a tool result as the marker summariser sees it
-# (call number, calls expected so far): a summariser working through chunks reports progress.
+# (call number, calls expected so far), reported through the chunks.
 ProgressCallback = Callable[[int, int], None]
-# What a call is asked to do: the whole span, one part of it (.format(index=, count=)),
-# merge part summaries, or update a previous summary.
+# The whole span, one part (.format(index=, count=)), merge the parts, update a summary.
 _FULL, _PART, _MERGE, _UPDATE = (
     prompt(f"instruction_{name}") for name in ("full", "part", "merge", "update")
 )
-# A summary is assumed to take at most this many tokens when planning (the plan never
-# calls the model). The prompt asks for a concise summary; models answer in a few hundred.
+# What a plan (which never calls the model) assumes a summary takes: models answer the
+# concise prompt in a few hundred tokens; the floor is the template's markers and
+# "Progress:" paragraph (a span shorter than that costs more summarised than kept).
 SUMMARY_ESTIMATE_CAP = 1500
-# ... and at least this many, however short the span: the template's markers and its
-# "Progress:" paragraph. A span shorter than that costs more summarised than kept.
 SUMMARY_ESTIMATE_FLOOR = 150
 SUMMARY_ESTIMATE_RATIO = 4  # a long span: a quarter of its tokens, up to the cap
 # A summary's text takes at most half the room the threshold leaves beside the system
@@ -45,9 +40,7 @@ SUMMARY_ESTIMATE_RATIO = 4  # a long span: a quarter of its tokens, up to the ca
 # 1,600 tokens of them, left no room for a turn's tool results, and every request failed.
 SUMMARY_ROOM_DIVISOR = 2
 CLIPPED_NOTE = "… (summary cut to fit the context window; history_search finds the rest)"
-# Each summariser call (prompt + chunk) stays within this share of its window, leaving
-# the rest for its answer and for the estimate's error.
-CHUNK_PERCENT = 60
+CHUNK_PERCENT = 60  # of the window a call's prompt may take: the rest for its answer
 TOOL_RESULT_CHARS = 2000  # a tool result is shown to the summariser cut to this
 TOOL_ARGS_CHARS = 200  # and a call's arguments to this
 _MIN_CHUNK_BYTES = 1024  # progress even when a tiny window leaves no room
@@ -70,8 +63,7 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def render_for_summary(msgs: Sequence[Message], tool_result_chars: int) -> list[str]:
-    """One compact block per message. Offload markers are not cut: they are summaries
-    already, and the id they carry is what ``offload_recall`` needs."""
+    """One block per message; offloads are not cut (summaries already, naming their id)."""
     names: dict[str, str] = {}
     blocks: list[str] = []
     for m in msgs:
@@ -118,9 +110,7 @@ def _pack(blocks: Sequence[str], limit: int) -> list[str]:
 
 @dataclass(slots=True, eq=False)
 class SpanSummarizer:
-    """``window``: the summariser's context window in tokens (None: one call, however
-    long). ``system_prompt``, ``template`` and ``tool_result_chars`` say what it is asked
-    for (the marker prompt asks for ``@file:``/``@error:``); chunking and merging stay."""
+    """``window``: the summariser's context window in tokens (None: one call, however long)."""
 
     summarizer: Summarizer
     _: KW_ONLY
@@ -156,12 +146,10 @@ class SpanSummarizer:
         focus: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> str:
-        """The summary text of ``head`` (no prefix); may be "" (the caller decides what an
-        empty reply means); provider errors propagate."""
+        """The summary text of ``head`` (no prefix, may be ""); provider errors propagate."""
         previous = None
         if head and head[0].is_summary:
-            # The recall index and state note are the checkpoint's, carried by code: the
-            # summariser gets the summary proper.
+            # The summary proper: the recall index and state note are the checkpoint's.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)
         if previous is not None and utf8_len(previous) > self._budget() // 3:
@@ -210,23 +198,19 @@ class SpanSummarizer:
 
 
 def summary_estimate(span_tokens: int) -> int:
-    """The tokens a summary of a span of ``span_tokens`` is assumed to take before the model
-    is asked (plans, and whether a summary can pay for itself): a quarter of the span,
-    between ``SUMMARY_ESTIMATE_FLOOR`` and ``SUMMARY_ESTIMATE_CAP``."""
+    """The tokens a summary of ``span_tokens`` is assumed to take before the model is asked."""
     share = span_tokens // SUMMARY_ESTIMATE_RATIO
     return min(SUMMARY_ESTIMATE_CAP, max(SUMMARY_ESTIMATE_FLOOR, share))
 
 
 def clipped(text: str, budget_tokens: int | None) -> str:
-    """``text`` cut at a line boundary to ``budget_tokens``, with a note saying so (what it
-    folded stays in the session's log). Unchanged when it fits, without a budget, or with
-    one too small to hold the note twice over (the system message alone is then at the
-    threshold: no summary fits, and cutting it to nothing would only lose it)."""
-    if budget_tokens is None or utf8_len(text) <= budget_tokens * BYTES_PER_TOKEN:
+    """``text`` cut at a line boundary to ``budget_tokens``, with a note saying so. Unchanged
+    when it fits, or the budget cannot hold the note twice (then no summary fits, and
+    cutting it to nothing would only lose it)."""
+    room = sys.maxsize if budget_tokens is None else budget_tokens * BYTES_PER_TOKEN
+    if utf8_len(text) <= room or room < 2 * utf8_len(CLIPPED_NOTE):
         return text
-    if budget_tokens * BYTES_PER_TOKEN < 2 * utf8_len(CLIPPED_NOTE):
-        return text
-    room = budget_tokens * BYTES_PER_TOKEN - utf8_len(CLIPPED_NOTE) - 1
+    room -= utf8_len(CLIPPED_NOTE) + 1
     kept: list[str] = []
     for line in text.splitlines():
         if utf8_len(line) + 1 > room:
@@ -259,13 +243,9 @@ def structured_summary(
     instructions: str | None = None,
     text_budget: int | None = None,
 ) -> str:
-    """``span.summarize`` (chunked, merging a previous summary), then fingerprint repair.
-
-    ``fingerprint_from`` lets a caller fingerprint the original messages while the model
-    sees an already-evicted rendering of them. ``preserved_budget`` (tokens) bounds both
-    the facts hint and the "Preserved facts" section; ``text_budget`` the model's text,
-    ``clipped`` before the repair adds what it lost. Raises SummaryError on an empty reply.
-    """
+    """``span.summarize``, ``clipped`` to ``text_budget``, then the fingerprint repair within
+    ``preserved_budget``. ``fingerprint_from``: the original messages of an evicted
+    rendering. Raises SummaryError on an empty reply."""
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)
     if instructions:  # the user's own focus (/compact <instructions>) comes first

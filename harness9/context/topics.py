@@ -1,9 +1,6 @@
-"""Topic isolation (off by default): where a new topic starts.
-
-Term-frequency vectors of adjacent windows of ``min_segment_size`` messages are compared;
-where their cosine similarity drops under ``cosine_threshold``, a segment starts at the
-least similar point of the window (the new topic's first message). A segment has at least
-``min_segment_size`` messages, except the newest, which may have just begun.
+"""Topic isolation (off by default): where a new topic starts, at the least similar point
+where the term vectors of adjacent windows of ``min_segment_size`` messages drop under
+``cosine_threshold``. Every segment but the newest has ``min_segment_size`` messages.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, Message
 
@@ -57,10 +55,7 @@ def cosine(a: Counter[str], b: Counter[str]) -> float:
 
 
 def _sum(vecs: Sequence[Counter[str]]) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for v in vecs:
-        total.update(v)
-    return total
+    return Counter(chain.from_iterable(v.elements() for v in vecs))
 
 
 @dataclass(slots=True)

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness9.config import tool_results_dir
-from harness9.context.facts import OutputStats, summarize_output
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
     OffloadedResult,
@@ -29,6 +28,7 @@ from harness9.store.offloads import (
 )
 from harness9.store.session import OFFLOAD_MARKER
 from harness9.tokens import BYTES_PER_TOKEN
+from harness9.tool_output import OutputStats, summarize_output
 
 # The last line of an offload's summary: an instruction for the model, which /last
 # leaves out when it shows the summary to a person.

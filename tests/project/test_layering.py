@@ -58,6 +58,14 @@ def test_the_token_estimate_is_a_bottom_layer_module_beside_schema():
     assert not (PACKAGE / "context" / "tokens.py").exists()
 
 
+def test_the_rule_summary_of_tool_output_is_a_bottom_layer_module_beside_tokens():
+    # Used by the tools (the offload's summary) and by the context (eviction), so it may
+    # import nothing of harness9 but the token arithmetic: no arrow between the two.
+    imported = {n for n in imported_modules(PACKAGE / "tool_output.py") if n.startswith("harness9")}
+    assert imported == {"harness9.tokens"}
+    assert offenders("tools", ("harness9.context.facts",)) == set()
+
+
 # What the model is shown, readable in one sitting: the request (policy, view, prepared
 # summaries) and the compaction (pipeline and its strategy table, facts, stubs, summaries,
 # topics). The prompts are text files beside it.
