@@ -86,8 +86,7 @@ from harness9.context.view import (
 )
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
-from harness9.store.blobs import BlobStore
-from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
+from harness9.store.session import Checkpoint, CheckpointedSession
 from harness9.tokens import (
     BYTES_PER_TOKEN,
     ServerCount,
@@ -96,9 +95,6 @@ from harness9.tokens import (
     format_token_count,
     utf8_len,
 )
-from harness9.tools.offload import OffloadConfig, OffloadStore, OffloadWriter
-
-OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 
 class TokenCounter(Protocol):
@@ -180,11 +176,10 @@ class ContextPolicy:
         context_window: int,
         *,
         token_counter: TokenCounter | None = None,
-        blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
         preparer: Preparer | None = None,
     ) -> None:
-        """``blobs``: where offloads go (None: files in $HARNESS9_HOME). ``compactor_factory``
+        """``compactor_factory``
         (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers).
         ``preparer``: where summaries are prepared ahead of the threshold (None: they are not;
         harness9.context.prepared)."""
@@ -205,14 +200,6 @@ class ContextPolicy:
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
             self.topics = topic_compactor(detector, summarizer, summarizer_window=context_window)
-        # A tool result kept inline, and a page recall returns, are at most this many tokens.
-        self.inline_limit_tokens = offload_limit(opts.offload_max_result_tokens, context_window)
-        config = OffloadConfig(
-            self.inline_limit_tokens,
-            opts.offload_max_result_bytes,
-            cleanup_age_days=opts.offload_cleanup_age_days,
-        )
-        self.offload = OffloadStore(config, blobs) if opts.offload else None
         # Shown before any server reported a count: the model's tokenizer's count.
         self.token_counter = token_counter
         # The one model of the server's count, learnt from each reply's input tokens: the
@@ -538,9 +525,6 @@ class ContextPolicy:
             listener(window)
         threshold = self.opts.threshold_tokens(window)
         self.compactor = self._make(self._summarizer, window, threshold)
-        self.inline_limit_tokens = offload_limit(self.opts.offload_max_result_tokens, window)
-        if self.offload is not None:
-            self.offload.config.max_result_tokens = self.inline_limit_tokens
         return True
 
     def after_overflow(
@@ -838,39 +822,6 @@ class ContextPolicy:
         """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
         have ended on return); how many."""
         return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
-
-    def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
-        """Where a tool with huge output streams it (None: no offload store)."""
-        return None if self.offload is None else partial(self.offload.open_stream, session_id)
-
-    def offload_result(
-        self,
-        session_id: str,
-        tool_name: str,
-        args_json: str,
-        content: str,
-        *,
-        metadata: dict | None = None,
-    ) -> tuple[str, OffloadLink | None]:
-        """What the log keeps of a tool result: when too big, its offload's summary and link."""
-        if self.offload is None:
-            return content, None
-        offloaded = self.offload.maybe_offload(
-            session_id, tool_name, args_json, content, metadata=metadata
-        )
-        if offloaded is None:
-            return content, None
-        return offloaded.summary, OffloadLink(offloaded.id, offloaded.token_size)
-
-
-def offload_limit(max_result_tokens: int, context_window: int) -> int:
-    """The size in tokens over which a tool result is offloaded: the ``offload.max_result_tokens``
-    option, at most ``1 / OFFLOAD_WINDOW_SHARE`` of the window, so that the newest tool
-    groups a compaction keeps whole (three, each one such result) take a quarter of it and
-    still fit under hybrid's 40 % target with the system prompt and the tools. The default
-    2,000 binds from a 24K window up; on a 4K window a result of 1,900 tokens would
-    otherwise leave no room for the next."""
-    return max(1, min(max_result_tokens, context_window // OFFLOAD_WINDOW_SHARE))
 
 
 def _gained(before: int, after: int, force: bool) -> bool:

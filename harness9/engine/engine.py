@@ -15,6 +15,7 @@ import codecs
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +43,7 @@ from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
+from harness9.tools.offload import OffloadStore
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
 
@@ -116,6 +118,7 @@ class AgentEngine:
         *,
         session: ChatSession,
         policy: ContextPolicy,
+        offload: OffloadStore | None = None,
         prompt_builder: PromptBuilder | None = None,
         options: EngineOptions | None = None,
         on_event: ev.EventSink = ev.discard,
@@ -124,6 +127,7 @@ class AgentEngine:
         self.registry = registry
         self.workdir = Path(workdir).resolve()
         self.policy = policy
+        self.offload = offload  # where big tool results go (None: they stay inline)
         self.prompt_builder = prompt_builder or PromptBuilder(self.workdir)
         self.options = options or EngineOptions()
         self.on_event = on_event
@@ -542,7 +546,9 @@ class AgentEngine:
             assume_yes=opts.assume_yes,
             auto_approve=opts.auto_approve,
             session_id=sess.session_id,
-            open_output=self.policy.output_opener(sess.session_id),
+            open_output=None
+            if self.offload is None
+            else partial(self.offload.open_stream, sess.session_id),
             on_output=self._output_watcher(call),
             tool_call_id=call.id,
             stop=stop,
@@ -555,8 +561,8 @@ class AgentEngine:
         """The result as stored, and the offload it summarises: offloaded when big (unless
         the tool is exempt or offloaded it itself)."""
         content, link = outcome.content, outcome.offloaded
-        if outcome.may_offload:
-            content, link = self.policy.offload_result(
+        if outcome.may_offload and self.offload is not None:
+            content, link = self.offload.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )
         code = outcome.metadata.get("exit_code")
