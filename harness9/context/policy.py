@@ -86,8 +86,7 @@ class TokenCounter(Protocol):
 
 @dataclass(slots=True, frozen=True)
 class Frame:
-    """What every request carries beside the conversation: the system prompt's parts and
-    the tool definitions (``fixed``: their estimate, counted beside the messages')."""
+    """The system prompt's parts and the tool definitions (``fixed``: their estimate)."""
 
     system: tuple[SystemPart, ...]
     tools: tuple[ToolDefinition, ...] = ()
@@ -98,13 +97,8 @@ class Frame:
         return cls(prompt_parts(system), tuple(tools), estimate_tool_tokens(tools))
 
     def size(self, msgs: Sequence[Message]) -> int:
-        """The estimate of a request of ``msgs`` (the system message first) in this frame."""
+        """The estimate of a request of ``msgs`` (the system message first)."""
         return estimate_tokens(msgs) + self.fixed
-
-    def counted(self, msgs: Sequence[Message]) -> list[Message]:
-        """``msgs`` as a compactor counts them: its seam counts messages only, so the tool
-        definitions steer its cut as tokens on the system message (``steered``)."""
-        return steered(msgs, self.fixed)
 
 
 @dataclass(slots=True)
@@ -121,14 +115,16 @@ class Attempt:
     emit: ContextEventSink = discard
     instructions: str | None = None
     waited: float | None = None  # seconds waited for a summary prepared ahead (the notice)
-    # The last resort follows: a summary that leaves the context over the threshold is
-    # stored even when it saves too little, so that the last resort cuts after it.
-    keep_paid: bool = False
+    keep_paid: bool = False  # a summary left over the threshold is stored: see ``_compact``
     shown_before: tuple[int, int] | None = None  # (tokens, messages) the notice starts from
 
     @property
     def tokens(self) -> int:
         return self.frame.size(self.view.messages)
+
+    def planned(self, force: bool = False) -> CompactionPlan:
+        """The compactor's plan; the tool definitions steer it on the system message."""
+        return self.comp.plan(steered(self.view.messages, self.frame.fixed), force=force)
 
 
 @dataclass(slots=True)
@@ -143,8 +139,7 @@ class ContextBreakdown:
     context_window: int
     threshold: int
     served: int | None = None  # the server's expected count (None: none reported yet)
-    # Summaries prepared in the background: applied, thrown away, one under way.
-    prepared_applied: int = 0
+    prepared_applied: int = 0  # summaries prepared in the background: applied, thrown away
     prepared_discarded: int = 0
     preparing: bool = False
 
@@ -180,9 +175,8 @@ class ContextPolicy:
         compactor_factory: CompactorFactory | None = None,
         preparer: Preparer | None = None,
     ) -> None:
-        """``compactor_factory`` (summarizer, window, threshold) replaces the strategy's
-        compactor (benchmarks' peers); ``preparer``: where summaries are prepared ahead of
-        the threshold (None: they are not)."""
+        """``compactor_factory`` replaces the strategy's compactor (benchmarks' peers);
+        ``preparer``: where summaries are prepared ahead of the threshold (None: not)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
         self.answers = PreparedAnswers(summarizer)
@@ -201,14 +195,12 @@ class ContextPolicy:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
             self.topics = topic_compactor(detector, summarizer, summarizer_window=context_window)
         self.token_counter = token_counter  # shown until a server reported a count
-        # The one model of the server's count, learnt from each reply's input tokens.
-        self.count = ServerCount()
-        # The largest request a reply came back for: a stream that dies on a larger one is
-        # a suspected overflow.
+        self.count = ServerCount()  # the server's count, learnt from each reply's usage
+        # The largest request a reply came back for: a stream dying on a larger one is a
+        # suspected overflow.
         self.largest_answered = 0
         self._make, self._summarizer = make, summarizer
-        # Told the window the server named (``adopt_window``).
-        self.window_listeners: list[Callable[[int], object]] = []
+        self.window_listeners: list[Callable[[int], object]] = []  # told ``adopt_window``
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -228,19 +220,19 @@ class ContextPolicy:
         *,
         may_compact: bool = True,
     ) -> Request:
-        """The next model call's request, whole: the view, compacted when it is time (not
-        when ``may_compact`` is False: this call had its compaction, after an overflow),
-        with the system prompt's parts, the tools and the reply's budget."""
+        """The next model call's request, whole, compacted first when it is time (unless
+        ``may_compact`` is False: this call had its compaction, after an overflow)."""
         frame = Frame.of(system, tools)
         live = self.views.load(session, frame.system, frame.fixed)
-        due = self._decide(session, frame, live, recent_tools, emit) if may_compact else None
+        at = Attempt(session, frame, live.view, self.compactor, emit=emit)
+        due = self._decide(at, live, recent_tools) if may_compact else None
         if due is not None and self._compact_due(due):
             if due.comp is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, frame.system, frame.fixed)
         elif due is None and may_compact and self.ahead is not None:
-            self._prepare_ahead(session, live, emit)
-        if may_compact and self._last_resort(session, frame, live, emit):
+            self._prepare_ahead(at, live)
+        if may_compact and self._last_resort(at, live):
             live = self.views.load(session, frame.system, frame.fixed)
         request = self._request(live, frame)
         request.shown_tokens = self.shown(request.messages, request.estimated)
@@ -250,26 +242,22 @@ class ContextPolicy:
         """The request of ``live`` in ``frame``, repaired; its reply's budget and estimate."""
         messages = repair_orphaned_tool_pairs(live.view.messages, stub=UNFINISHED_STUB)
         budget = self.opts.output_reserve or None
-        # The view's first message is the system message its parts make (LiveViews.load).
         request = Request(live.parts, messages, list(frame.tools), budget)
         request.estimated, request.window = request.estimate(), self.context_window
         return request
 
     def shown(self, messages: list[Message], estimated: int) -> int:
-        """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
-        included): the server's expected count once one reported, else the tokenizer's."""
+        """The count shown for a request: the server's expected count once one reported,
+        else the tokenizer's."""
         counter = self.token_counter
         if self.count.known or counter is None:
             return self.count.count(estimated)
         return estimated - estimate_tokens(messages) + counter.count(messages)
 
-    def _last_resort(
-        self, session: CheckpointedSession, frame: Frame, live: MeasuredView, emit: ContextEventSink
-    ) -> bool:
-        """A context over the room the window leaves beside the reply (a protected tail
-        larger than a small window) is not sent as it is: all but the newest message folds
-        into one summary, and what is still over the threshold then loses its tool results
-        and its oldest messages. True when that changed the view."""
+    def _last_resort(self, at: Attempt, live: MeasuredView) -> bool:
+        """A context over the room the window leaves beside the reply is not sent: all but
+        the newest message fold into one summary, then what is still over the threshold
+        loses its tool results and oldest messages. True when that changed the view."""
         if not self.opts.auto:
             return False
         served, limit = self.count.count(live.tokens), self.threshold_tokens
@@ -278,10 +266,10 @@ class ContextPolicy:
         whole = SummarizationCompactor(
             self._summarizer, limit, min_tail_messages=1, summarizer_window=self.context_window
         )
-        at = Attempt(session, frame, live.view, whole, True, served - live.tokens, emit)
+        at = replace(at, view=live.view, comp=whole, framing=served - live.tokens)
         folded = self._compact(at)
         if folded is not None:
-            live = self.views.load(session, frame.system, frame.fixed)
+            live = self.views.load(at.session, at.frame.system, at.frame.fixed)
             served = self.count.count(live.tokens)
             if served <= limit:
                 return True
@@ -289,33 +277,29 @@ class ContextPolicy:
         cut = self._compact(replace(at, comp=tail_compactor(limit)))
         return folded is not None or cut is not None
 
-    def _decide(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        live: MeasuredView,
-        recent: Sequence[str],
-        emit: ContextEventSink,
-    ) -> Attempt | None:
+    def _decide(self, at: Attempt, live: MeasuredView, recent: Sequence[str]) -> Attempt | None:
         """The compaction this model call runs (None: none). Due at the threshold by the
         estimate or by the server's expected count, or when the smart trigger fires; one
         that could not get under the threshold waits until the context grew by another
         5 %. Past the message bound, old messages fold whatever their tokens."""
-        comp, st, view, tokens = (
-            self.compactor,
-            self.state(session.session_id),
-            live.view,
-            live.tokens,
-        )
-        plan = comp.plan(frame.counted(view.messages))
+        st, tokens, limit = self.state(at.session.session_id), live.tokens, at.comp.threshold_tokens
+        plan = at.planned()
         served = self.count.count(tokens)
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
             if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
                 st.warned_over_threshold = True
-                emit(Notice(self._over_threshold(tokens, plan.threshold)))
+                share = tokens * 100 // max(1, self.context_window)
+                size = f"{format_token_count(tokens)} tokens, {share} % of the window"
+                limit_text = f"{format_token_count(plan.threshold)} tokens"
+                at.emit(
+                    Notice(
+                        f"the context ({size}) is over the compaction threshold ({limit_text}); "
+                        "automatic compaction is off: run /compact"
+                    )
+                )
             return None
-        limit, early = comp.threshold_tokens, False
+        early = False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
             early = st.smart_trigger(served, recent, self.context_window, limit)
         # Forced when only the server's count or the trigger says so: the compactor's own
@@ -328,25 +312,17 @@ class ContextPolicy:
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
             # The cut counts what the server counts (the framing), once it has reported.
             framing = served - tokens if self.count.known or not crossed else 0
-            return Attempt(session, frame, view, comp, not crossed, framing, emit)
+            return replace(at, force=not crossed, framing=framing)
         bound = self.opts.max_messages
-        if bound and len(view.messages) > bound:
-            return Attempt(session, frame, view, MessageBound(bound, bound // 2), True, 0, emit)
+        if bound and len(at.view.messages) > bound:
+            return replace(at, comp=MessageBound(bound, bound // 2))
         return None
 
-    def _over_threshold(self, tokens: int, threshold: int) -> str:
-        """The notice of a context over the threshold while automatic compaction is off."""
-        share = tokens * 100 // max(1, self.context_window)
-        size = f"{format_token_count(tokens)} tokens, {share} % of the window"
-        return (
-            f"the context ({size}) is over the compaction threshold "
-            f"({format_token_count(threshold)} tokens); automatic compaction is off: run /compact"
-        )
-
     def _compact(self, at: Attempt) -> Compaction | None:
-        """Runs ``at`` and stores its checkpoint when it cuts enough: the notice. Stubs are
-        stored too, so the view is a function of the log and the latest checkpoint
-        (docs/architecture.md, 'Cache-stable requests')."""
+        """Runs ``at`` and stores its checkpoint when it cuts enough (stubs too: the view is
+        a function of the log and the latest checkpoint); the notice. ``keep_paid`` (the
+        last resort follows): a summary left over the threshold is stored even when it
+        saves too little, unannounced, so that the last resort cuts after it."""
         before, st = at.tokens, self.state(at.session.session_id)
         last = at.view.ids[-1] if at.view.ids else None
         tried = (at.comp.strategy, last, len(at.view.messages), before + at.framing)
@@ -365,28 +341,25 @@ class ContextPolicy:
         if not gained:
             return None  # the last resort's notice reports both
         tokens, msgs = at.shown_before or (cp.tokens_before, cp.messages_before)
-        # In the server's count, as the token line shows it (the checkpoint keeps estimates).
-        served = self.count.count
+        served = self.count.count  # as the token line counts (the checkpoint keeps estimates)
         after = served(cp.tokens_after)
         notice = Compaction(
             served(tokens), after, msgs, cp.messages_after, result.strategy, result.error, at.waited
         )
         at.emit(notice)
-        self._explain_fixed_part(st, at.frame, cp.tokens_after, at.emit)
+        self._explain_fixed_part(st, at, cp.tokens_after)
         return notice
 
-    def _explain_fixed_part(
-        self, st: SessionContextState, frame: Frame, after: int, emit: ContextEventSink
-    ) -> None:
+    def _explain_fixed_part(self, st: SessionContextState, at: Attempt, after: int) -> None:
         """Once a session: the system prompt and tool definitions take at least half of the
         target, so compactions come every few turns; say why, and what leaves more room."""
         window, target = self.context_window, int(self.context_window * self.opts.target)
-        fixed = frame.size([system_message(prompt_parts(frame.system))])
+        fixed = at.frame.size([system_message(prompt_parts(at.frame.system))])
         if st.explained_fixed_part or after <= target or fixed * 2 < target:
             return
         st.explained_fixed_part = True
         n = format_token_count
-        emit(
+        at.emit(
             Notice(
                 f"the system prompt and tool definitions take {n(fixed)} tokens, "
                 f"{fixed * 100 // window} % of the {n(window)} window, so compaction cannot "
@@ -399,11 +372,9 @@ class ContextPolicy:
 
     def _run(self, at: Attempt) -> tuple[CompactionResult, Checkpoint | None]:
         """``at``'s result and the checkpoint it would store (None: it changes nothing),
-        with the figures every report prints; stores nothing. Folded user messages are kept
-        verbatim beside the summary, so the view after can be larger than what the
-        compactor kept: a model-free compaction is then made again with that excess
-        counted, to land under the threshold (one with a summary is not: a model call
-        each). ``keep_paid``: a summary the compactor made but did not use is the result."""
+        with its figures; stores nothing. Folded user messages are kept beside the summary,
+        so a model-free compaction is made again with that excess counted, to land under
+        the threshold (one with a summary is not: a model call each)."""
         session, frame, view, comp = at.session, at.frame, at.view, at.comp
         record, pins = self._recorder(session), session.pins()
         head, limit, extra = view.messages[0], comp.threshold_tokens, at.framing
@@ -458,10 +429,9 @@ class ContextPolicy:
         self.largest_answered = max(self.largest_answered, request.shown_tokens)
 
     def adopt_window(self, window: int) -> bool:
-        """Works with ``window`` from now on when it is smaller than the one in use (the
-        server said so): the reply's budget becomes at most a fifth of it (some servers
-        count it against the window), and the threshold and ``window_listeners`` follow.
-        True when it changed."""
+        """Works with a smaller ``window`` the server named, True when it changed: the
+        reply's budget becomes at most a fifth of it (some servers count it against the
+        window); the threshold and ``window_listeners`` follow."""
         if window <= 0 or window >= self.context_window:
             return False
         self.context_window = window
@@ -484,8 +454,8 @@ class ContextPolicy:
         emit: ContextEventSink = discard,
         may_compact: bool = True,
     ) -> str | None:
-        """The model rejected the request as too long (``reason``): compacts, once per model
-        call, and returns None for the caller to retry; else the error to report."""
+        """The model rejected the request as too long: compacts (once per model call) and
+        returns None to retry, or the error to report."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
@@ -501,8 +471,8 @@ class ContextPolicy:
     def begin_turn(
         self, session: CheckpointedSession, system: SystemPrompt, emit: ContextEventSink = discard
     ) -> None:
-        """A new turn: a context over the threshold is announced again (automatic compaction
-        off); with topic isolation, a new topic folds the finished ones."""
+        """A new turn: the over-threshold notice is re-armed; a new topic folds the finished
+        ones (topic isolation)."""
         self.state(session.session_id).warned_over_threshold = False
         if self.topics is not None and self.opts.auto:
             view = load_view(session, system)
@@ -522,42 +492,35 @@ class ContextPolicy:
         emit: ContextEventSink = discard,
         rejected: bool = False,
     ) -> Compaction | None:
-        """Compact now (/compact, ``harness9 compact``, an overflow: ``rejected``): the
-        notice, or None when nothing was folded. A rejected context was at least the window
-        by the server's count, whatever the estimate says: the cut counts the difference.
-        Asked for under the threshold, it is made only when ``_verdict`` (what --dry-run
-        shows) says it pays for itself, decided before any summary is paid for."""
+        """Compact now (/compact, ``harness9 compact``, an overflow: ``rejected``, counted
+        as at least the window): the notice, or None. Asked for under the threshold, it is
+        made only when ``_verdict`` (what --dry-run shows) says it pays for itself."""
         frame = Frame.of(system, tools)
         view = load_view(session, frame.system)
-        if not force and not self.compactor.plan(frame.counted(view.messages)).would_compact:
+        at = Attempt(session, frame, view, self.compactor, force, 0, emit, instructions)
+        if not force and not at.planned().would_compact:
             return None
-        tokens = frame.size(view.messages)
-        framing = self._framing(tokens)
+        tokens = at.tokens
+        at.framing = self._framing(tokens)
         if rejected:
-            framing = max(framing, self.context_window - tokens)
-        elif (
-            self._optional(frame, view, force, framing)
-            and self._verdict(session, frame, view, force, framing).too_small
-        ):
+            at.framing = max(at.framing, self.context_window - tokens)
+        elif self._optional(at) and self._verdict(at).too_small:
             return None
         key = session.latest_checkpoint_key()
-        at = Attempt(session, frame, view, self.compactor, force, framing, emit, instructions)
         notice = self._compact(replace(at, keep_paid=force))
         if not force:
             return notice
         shown: tuple[int, int] | None = (tokens, len(view.messages))
         if notice is not None:
-            view, framing, shown = load_view(session, frame.system), 0, None
+            at.view, at.framing, shown = load_view(session, frame.system), 0, None
         elif session.latest_checkpoint_key() != key:  # a summary kept for the last resort
-            view = load_view(session, frame.system)
-        # Asked for, and the strategy left the context over the threshold (it folded
-        # nothing, or its protected tail alone is too big: a small window): the tail's tool
-        # results go too, as a last resort, rather than the next request overflowing.
-        tokens = frame.size(view.messages)
-        framing = max(framing, self._framing(tokens))
-        if tokens + framing > self.threshold_tokens:
+            at.view = load_view(session, frame.system)
+        # Still over the threshold (nothing folded, or a protected tail too big for a small
+        # window): the tail's tool results go too rather than the next request overflowing.
+        at.framing = max(at.framing, self._framing(at.tokens))
+        if at.tokens + at.framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
-            last = Attempt(session, frame, view, tail, True, framing, emit, shown_before=shown)
+            last = replace(at, comp=tail, instructions=None, shown_before=shown)
             notice = self._compact(last) or notice
         return notice
 
@@ -576,8 +539,9 @@ class ContextPolicy:
         """What ``compact`` would do now, calling no model and storing nothing (--dry-run)."""
         frame = Frame.of(system, tools)
         view = load_view(session, frame.system)
-        framing = self._framing(frame.size(view.messages))
-        plan = self._verdict(session, frame, view, force, framing)
+        at = Attempt(session, frame, view, self.compactor, force)
+        at.framing = self._framing(at.tokens)
+        plan = self._verdict(at)
         if plan.too_small:
             return view, plan  # its figures say what it would have saved
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
@@ -587,58 +551,44 @@ class ContextPolicy:
         plan.tokens_after = self.count.count(plan.tokens_after)
         return view, plan
 
-    def _verdict(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        view: ModelView,
-        force: bool,
-        framing: int,
-    ) -> CompactionPlan:
-        """What compacting ``view`` now makes, calling no model (``plan`` shows it,
-        ``compact`` follows it): a model-free compaction is made, so its figures are exact;
-        a summary's size is estimated, with what its checkpoint adds beside it. Asked for
-        while nothing is due, one saving less than ``MIN_COMPACTION_GAIN`` is ``too_small``:
-        it would break the prompt cache (and pay for a summary) to gain almost nothing."""
-        comp = self.compactor
-        plan = comp.plan(frame.counted(view.messages), force=force)
-        optional = self._optional(frame, view, force, framing)
+    def _verdict(self, at: Attempt) -> CompactionPlan:
+        """What compacting now makes, calling no model: a model-free compaction is made
+        (exact figures), a summary's size estimated. Asked for while nothing is due, one
+        saving under ``MIN_COMPACTION_GAIN`` is ``too_small``: it would break the prompt
+        cache (and pay for a summary) to gain almost nothing."""
+        plan, optional = at.planned(at.force), self._optional(at)
         exact = plan.strategy in MODEL_FREE_STRATEGIES
         if plan.would_compact and exact:
-            _, cp = self._run(Attempt(session, frame, view, comp, force))
+            _, cp = self._run(replace(at, framing=0, emit=discard, instructions=None))
             if cp is None:
                 plan.would_compact = False
                 return plan
             plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
         elif plan.would_compact:
-            plan.tokens_after += self._beside_summary(session, frame, view, plan)
+            plan.tokens_after += self._beside_summary(at, plan)
         # A summary that is due is asked for whatever its estimate: only its result decides.
         judged = exact or optional
-        gain = _gained(plan.tokens_before, plan.tokens_after, force and not optional)
+        gain = _gained(plan.tokens_before, plan.tokens_after, at.force and not optional)
         if plan.would_compact and judged and not gain:
             plan.would_compact, plan.too_small = False, optional
         return plan
 
-    def _optional(self, frame: Frame, view: ModelView, force: bool, framing: int) -> bool:
-        """Asked for (``force``) while nothing is due, by the estimate and by the server's
-        expected count (the estimate plus ``framing``)."""
-        comp = self.compactor
-        if not force or comp.plan(frame.counted(view.messages)).would_compact:
+    def _optional(self, at: Attempt) -> bool:
+        """Asked for (``force``) while nothing is due, by the estimate and by the server."""
+        if not at.force or at.planned().would_compact:
             return False
-        return frame.size(view.messages) + framing <= comp.threshold_tokens
+        return at.tokens + at.framing <= at.comp.threshold_tokens
 
-    def _beside_summary(
-        self, session: CheckpointedSession, frame: Frame, view: ModelView, plan: CompactionPlan
-    ) -> int:
-        """Tokens a checkpoint folding ``view.messages[1:plan.cut]`` adds beside its summary,
-        uncounted by the compactor's plan: the folded user messages it keeps verbatim (in
-        the system message), the recall index and the todo state."""
-        kept = [view.messages[0], *view.messages[plan.cut :]]
-        cp = self._recorder(session)(view, CompactionResult(kept, plan, "", plan.strategy))
+    def _beside_summary(self, at: Attempt, plan: CompactionPlan) -> int:
+        """Tokens a checkpoint of ``plan`` adds beside its summary: the user messages it
+        keeps, the recall index and the todo state."""
+        msgs = at.view.messages
+        kept = [msgs[0], *msgs[plan.cut :]]
+        cp = self._recorder(at.session)(at.view, CompactionResult(kept, plan, "", plan.strategy))
         if cp is None:
             return 0
-        noted = with_notes(frame.system, session.pins(), cp.instructions)
-        grown = estimate_tokens([noted]) - estimate_tokens(view.messages[:1])
+        noted = with_notes(at.frame.system, at.session.pins(), cp.instructions)
+        grown = estimate_tokens([noted]) - estimate_tokens(msgs[:1])
         return grown + utf8_len(summary_text(cp)) // BYTES_PER_TOKEN
 
     def breakdown(
@@ -664,7 +614,7 @@ class ContextPolicy:
         return b
 
     def state(self, session_id: str) -> SessionContextState:
-        """The session's state, created on first use (``setdefault`` is atomic)."""
+        """The session's state, created on first use (``setdefault``: atomic)."""
         fresh = SessionContextState(self.opts.cooldown_iterations, self.opts.lookahead_iterations)
         return self._states.setdefault(session_id, fresh)
 
@@ -702,20 +652,18 @@ class ContextPolicy:
                 return notice
         return self._compact(at)
 
-    def _prepare_ahead(
-        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
-    ) -> None:
-        """Past the early mark, the compaction of the view as it is starts in the background
-        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
+    def _prepare_ahead(self, at: Attempt, live: MeasuredView) -> None:
+        """Past the early mark (not in a cooldown), the compaction of the view as it is
+        starts in the background."""
         assert self.ahead is not None
-        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        session, comp, limit = at.session, at.comp, self.threshold_tokens
+        st = self.state(session.session_id)
         if st.in_cooldown(st.iterations):
             return
         framing, tokens = self._framing(live.tokens), live.tokens
         share, window = self.opts.prepare_at, self.context_window
-        # The cut counts the growth still to come before the threshold's compaction (the
-        # smart trigger's lookahead short of it), so that once it is applied the context is
-        # what a compaction at the threshold would leave, not that plus the growth.
+        # The cut counts the growth still to come before the threshold (short of the smart
+        # trigger's lookahead): applied, it leaves what a compaction there would leave.
         ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
         growth_to_come = max(0, int(limit - tokens - framing - ahead))
 
@@ -737,7 +685,7 @@ class ContextPolicy:
         key = session.latest_checkpoint_key()
         counted = framing + growth_to_come
         self.ahead.consider(
-            session.session_id, live.view, key, counted, forecast, needs_model, work, emit
+            session.session_id, live.view, key, counted, forecast, needs_model, work, at.emit
         )
 
     def _calls_model(self, view: ModelView, framing: int) -> bool:
@@ -746,8 +694,8 @@ class ContextPolicy:
         return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
 
     def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
-        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
-        have ended on return); how many."""
+        """Ctrl-C, /exit: cancels the summaries being prepared (``wait``: their threads
+        ended); how many."""
         return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
 
 
@@ -786,8 +734,8 @@ class SessionContextState:
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
     warned_over_threshold: bool = False  # this turn's "automatic compaction is off" notice
     explained_fixed_part: bool = False  # why compaction cannot reach its target was said
-    # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
-    # not shrink: trying again before it changes would bill the same summary call for nothing.
+    # The strategy and view (newest id, messages, tokens) a compaction did not shrink:
+    # retrying before it changes would bill the same summary for nothing.
     futile: tuple[str, int | None, int, int] | None = None
 
     def growth(self) -> float:
