@@ -122,9 +122,11 @@ class Attempt:
     def tokens(self) -> int:
         return self.frame.size(self.view.messages)
 
-    def planned(self, force: bool = False) -> CompactionPlan:
-        """The compactor's plan; the tool definitions steer it on the system message."""
-        return self.comp.plan(steered(self.view.messages, self.frame.fixed), force=force)
+    def planned(self, force: bool = False, framing: int = 0) -> CompactionPlan:
+        """The compactor's plan; the tool definitions (and ``framing``) steer its cut as
+        tokens on the system message."""
+        msgs = steered(self.view.messages, self.frame.fixed + framing)
+        return self.comp.plan(msgs, force=force)
 
 
 @dataclass(slots=True)
@@ -601,10 +603,8 @@ class ContextPolicy:
         system_tokens = estimate_tokens(msgs[:1])
         summary = sum(estimate_tokens([m]) for m in request.history if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
-        window, threshold = self.context_window, self.threshold_tokens
-        b = ContextBreakdown(
-            system_tokens, frame.fixed, summary, rest, len(msgs) - 1, window, threshold
-        )
+        window, threshold, n = self.context_window, self.threshold_tokens, len(msgs) - 1
+        b = ContextBreakdown(system_tokens, frame.fixed, summary, rest, n, window, threshold)
         b.served = self.count.count(b.total) if self.count.known else None
         if self.ahead is not None:
             sid = session.session_id
@@ -631,12 +631,12 @@ class ContextPolicy:
         applies (the same compaction over the prefix it froze), else made now."""
         sid, view = at.session.session_id, at.view
         # A compaction that calls no model (stubs were enough) costs no wait: made now.
-        calls_model = self._calls_model(view, at.framing + at.frame.fixed)
-        if at.comp is self.compactor and self.ahead is not None and calls_model:
+        ahead = self.ahead if at.comp is self.compactor else None
+        if ahead is not None and _with_model(at.planned(True, at.framing)):
             key = at.session.latest_checkpoint_key()
             # Due early (the smart trigger: under the threshold still) while the summary
             # prepared for it is on its way: this call goes as it is, the next applies it.
-            if at.force and self.ahead.pending(sid, view, key):
+            if at.force and ahead.pending(sid, view, key):
                 return None
 
             def over_prefix(
@@ -647,7 +647,7 @@ class ContextPolicy:
                     replace(at, comp=whole, force=True, framing=run.framing, waited=waited)
                 )
 
-            notice = self.ahead.apply(sid, view, key, over_prefix, at.emit)
+            notice = ahead.apply(sid, view, key, over_prefix, at.emit)
             if notice is not None:
                 return notice
         return self._compact(at)
@@ -677,7 +677,7 @@ class ContextPolicy:
         def needs_model(_msgs: list[Message]) -> bool:
             # Whether stubbing the view as it is now is not enough (the growth to come is
             # not counted: it would turn what stubs alone still fit into a summary).
-            return self._calls_model(live.view, framing + live.fixed)
+            return _with_model(at.planned(True, framing))
 
         def work(msgs: list[Message]) -> object:
             return comp.compact(steered(msgs, live.fixed), force=True)
@@ -688,15 +688,15 @@ class ContextPolicy:
             session.session_id, live.view, key, counted, forecast, needs_model, work, at.emit
         )
 
-    def _calls_model(self, view: ModelView, framing: int) -> bool:
-        """The compactor's compaction of ``view`` (forced) folds with a model call."""
-        plan = self.compactor.plan(steered(view.messages, framing), force=True)
-        return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
-
     def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
         """Ctrl-C, /exit: cancels the summaries being prepared (``wait``: their threads
         ended); how many."""
         return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
+
+
+def _with_model(plan: CompactionPlan) -> bool:
+    """The compaction ``plan`` says folds with a model call."""
+    return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
 
 
 def _gained(before: int, after: int, force: bool) -> bool:
