@@ -664,7 +664,7 @@ class ContextPolicy:
         share, window = self.opts.prepare_at, self.context_window
         # The cut counts the growth still to come before the threshold (short of the smart
         # trigger's lookahead): applied, it leaves what a compaction there would leave.
-        ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
+        ahead = st.growth() * self.ahead.trigger_lookahead
         growth_to_come = max(0, int(limit - tokens - framing - ahead))
 
         def forecast(calls: int) -> bool:

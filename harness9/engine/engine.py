@@ -3,10 +3,11 @@
 Everything the model produces is saved the moment it exists (each reply, each
 tool result), not at the end of the turn: a turn that fails or is interrupted
 keeps its trajectory. The stored log is append-only; what the model is shown
-(compaction, triggers, offload, token counting) is the ``ContextPolicy``'s
-business, so ``--resume`` sends exactly what the live session would have sent: each
-model call sends the ``Request`` ``ContextPolicy.prepare`` builds (from the prompt's
-parts, ``PromptBuilder.parts``, and the registry's tools), unchanged.
+(compaction, triggers, token counting) is the ``ContextPolicy``'s business (a big
+tool result's offload is the engine's: ``OffloadStore``), so ``--resume`` sends exactly
+what the live session would have sent: each model call sends the ``Request``
+``ContextPolicy.prepare`` builds (from the prompt's parts, ``PromptBuilder.parts``, and
+the registry's tools), unchanged.
 """
 
 from __future__ import annotations
