@@ -539,7 +539,8 @@ class AgentEngine:
         self, sess: CheckpointedSession, call: ToolCall, stop: threading.Event | None
     ) -> ToolResult:
         """Run one call (safe in a worker thread: it emits nothing of its own)."""
-        opts = self.options
+        opts, store = self.options, self.offload
+        opener = None if store is None else partial(store.open_stream, sess.session_id)
         ctx = ToolContext(
             workdir=self.workdir,
             session=sess,
@@ -547,9 +548,7 @@ class AgentEngine:
             assume_yes=opts.assume_yes,
             auto_approve=opts.auto_approve,
             session_id=sess.session_id,
-            open_output=None
-            if self.offload is None
-            else partial(self.offload.open_stream, sess.session_id),
+            open_output=opener,
             on_output=self._output_watcher(call),
             tool_call_id=call.id,
             stop=stop,
