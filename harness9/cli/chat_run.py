@@ -339,8 +339,8 @@ class ChatRun:
         from harness9.ui.repl import ChatIO, ChatLoop, stdin_reader, terminal_reader
 
         engine = self.make_engine(self.settings.model, self._window(repl, quiet=quiet), session)
-        if engine.policy.offload is not None:
-            engine.policy.offload.clean_stale()
+        if engine.offload is not None:
+            engine.offload.clean_stale()
         reader = stdin_reader(self.env.stdin)
         prefill = None
         if repl:

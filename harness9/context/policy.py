@@ -1,28 +1,9 @@
 """ContextPolicy: what the model is shown, decided before every model call.
 
 ``ContextPolicy.prepare`` is the one place the next request is built: read it, then
-``_decide`` → ``_compact`` → ``_run``, to learn what the model sees next. It returns a
-``Request`` (harness9.context.view): the system message in its parts (the prompt, the
-session state, the pins, the kept instructions), the messages after it (the view of
-harness9.context.view, compacted when it is time by harness9.context.pipeline), the tool
-definitions and the reply's budget; the provider sends exactly that. Every count (the
-threshold, the token line, ``/context``, ``--dry-run``) is arithmetic on the same parts:
-the messages' estimate plus the tool definitions'.
-
-The policy owns the compactor (its ``threshold_tokens`` is the one threshold the trigger,
-``/context`` and ``--dry-run`` use), each session's state, the offload store and the token
-count the user sees. The engine, per turn::
-
-    policy.begin_turn(session, system, emit)          # topic isolation, when enabled
-    each model call:
-        request = policy.prepare(session, system, tools, recent_tools, emit)
-        reply, usage = provider.send(request)          # request.shown_tokens for the UI
-        policy.observe_usage(request, usage.input_tokens)
-    the model said the context is too long: policy.after_overflow(...), once
-    each tool result: content, link = policy.offload_result(session_id, name, args, content)
-
-``/compact`` and ``harness9 compact`` call ``compact``, ``--dry-run`` ``plan``, ``/context``
-``breakdown``, ``/new`` and ``/resume`` ``forget``.
+``_decide`` → ``_compact`` → ``_run``. Every count (the threshold, the token line,
+``/context``, ``--dry-run``) is arithmetic on that request's parts. How the engine and the
+commands call the policy: docs/architecture.md, "One request, built in one place".
 """
 
 from __future__ import annotations
@@ -86,8 +67,7 @@ from harness9.context.view import (
 )
 from harness9.errors import UsageError
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
-from harness9.store.blobs import BlobStore
-from harness9.store.session import Checkpoint, CheckpointedSession, OffloadLink
+from harness9.store.session import Checkpoint, CheckpointedSession
 from harness9.tokens import (
     BYTES_PER_TOKEN,
     ServerCount,
@@ -96,9 +76,6 @@ from harness9.tokens import (
     format_token_count,
     utf8_len,
 )
-from harness9.tools.offload import OffloadConfig, OffloadStore, OffloadWriter
-
-OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 
 class TokenCounter(Protocol):
@@ -109,8 +86,7 @@ class TokenCounter(Protocol):
 
 @dataclass(slots=True, frozen=True)
 class Frame:
-    """What every request carries beside the conversation: the system prompt's parts and
-    the tool definitions (``fixed``: their estimate, counted beside the messages')."""
+    """The system prompt's parts and the tool definitions (``fixed``: their estimate)."""
 
     system: tuple[SystemPart, ...]
     tools: tuple[ToolDefinition, ...] = ()
@@ -121,14 +97,36 @@ class Frame:
         return cls(prompt_parts(system), tuple(tools), estimate_tool_tokens(tools))
 
     def size(self, msgs: Sequence[Message]) -> int:
-        """The estimate of a request of ``msgs`` (the system message first) in this frame."""
+        """The estimate of a request of ``msgs`` (the system message first)."""
         return estimate_tokens(msgs) + self.fixed
 
-    def counted(self, msgs: Sequence[Message], framing: int = 0) -> list[Message]:
-        """``msgs`` as a compactor counts them: its seam counts messages only, so the tool
-        definitions (and ``framing``) steer its cut as tokens on the system message's
-        count (``steered``); what it returns keeps the real one."""
-        return steered(msgs, self.fixed + framing)
+
+@dataclass(slots=True)
+class Attempt:
+    """One compaction: ``comp`` run on ``view`` in ``frame``, its cut counting ``framing``
+    tokens the server counts beyond the estimate."""
+
+    session: CheckpointedSession
+    frame: Frame
+    view: ModelView
+    comp: Compactor
+    force: bool = True
+    framing: int = 0
+    emit: ContextEventSink = discard
+    instructions: str | None = None
+    waited: float | None = None  # seconds waited for a summary prepared ahead (the notice)
+    keep_paid: bool = False  # a summary left over the threshold is stored: see ``_compact``
+    shown_before: tuple[int, int] | None = None  # (tokens, messages) the notice starts from
+
+    @property
+    def tokens(self) -> int:
+        return self.frame.size(self.view.messages)
+
+    def planned(self, force: bool = False, framing: int = 0) -> CompactionPlan:
+        """The compactor's plan; the tool definitions (and ``framing``) steer its cut as
+        tokens on the system message."""
+        msgs = steered(self.view.messages, self.frame.fixed + framing)
+        return self.comp.plan(msgs, force=force)
 
 
 @dataclass(slots=True)
@@ -142,11 +140,8 @@ class ContextBreakdown:
     message_count: int
     context_window: int
     threshold: int
-    # The total as the server is expected to count it (None: no server reported yet).
-    served: int | None = None
-    # Summaries prepared in the background this run: applied, thrown away (the prefix
-    # changed, not ready in time, failed, cancelled), and whether one is under way.
-    prepared_applied: int = 0
+    served: int | None = None  # the server's expected count (None: none reported yet)
+    prepared_applied: int = 0  # summaries prepared in the background: applied, thrown away
     prepared_discarded: int = 0
     preparing: bool = False
 
@@ -162,8 +157,7 @@ def build_compactor(
     threshold_tokens: int,
     target: float = DEFAULT_TARGET,
 ) -> Compactor:
-    """The strategy's pipeline (``STRATEGIES``), compacting at ``threshold_tokens``
-    (``hybrid``: down to ``target``, a share of the window)."""
+    """The strategy's pipeline (``STRATEGIES``), compacting at ``threshold_tokens``."""
     if strategy not in STRATEGIES:
         names = ", ".join(STRATEGIES)
         raise UsageError(f"unknown compaction strategy {strategy!r}; choose one of: {names}")
@@ -180,14 +174,11 @@ class ContextPolicy:
         context_window: int,
         *,
         token_counter: TokenCounter | None = None,
-        blobs: BlobStore | None = None,
         compactor_factory: CompactorFactory | None = None,
         preparer: Preparer | None = None,
     ) -> None:
-        """``blobs``: where offloads go (None: files in $HARNESS9_HOME). ``compactor_factory``
-        (summarizer, window, threshold) replaces the strategy's compactor (benchmarks' peers).
-        ``preparer``: where summaries are prepared ahead of the threshold (None: they are not;
-        harness9.context.prepared)."""
+        """``compactor_factory`` replaces the strategy's compactor (benchmarks' peers);
+        ``preparer``: where summaries are prepared ahead of the threshold (None: not)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
         self.answers = PreparedAnswers(summarizer)
@@ -205,25 +196,13 @@ class ContextPolicy:
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
             self.topics = topic_compactor(detector, summarizer, summarizer_window=context_window)
-        # A tool result kept inline, and a page recall returns, are at most this many tokens.
-        self.inline_limit_tokens = offload_limit(opts.offload_max_result_tokens, context_window)
-        config = OffloadConfig(
-            self.inline_limit_tokens,
-            opts.offload_max_result_bytes,
-            cleanup_age_days=opts.offload_cleanup_age_days,
-        )
-        self.offload = OffloadStore(config, blobs) if opts.offload else None
-        # Shown before any server reported a count: the model's tokenizer's count.
-        self.token_counter = token_counter
-        # The one model of the server's count, learnt from each reply's input tokens: the
-        # threshold, the token line, /context, --dry-run and the notices all use it.
-        self.count = ServerCount()
-        # The largest request (by the server's count) a reply came back for: a stream that
-        # dies on a larger one is a suspected overflow.
+        self.token_counter = token_counter  # shown until a server reported a count
+        self.count = ServerCount()  # the server's count, learnt from each reply's usage
+        # The largest request a reply came back for: a stream dying on a larger one is a
+        # suspected overflow.
         self.largest_answered = 0
         self._make, self._summarizer = make, summarizer
-        # Told the window the server named (``adopt_window``): the adapters fit their budgets.
-        self.window_listeners: list[Callable[[int], object]] = []
+        self.window_listeners: list[Callable[[int], object]] = []  # told ``adopt_window``
         self.views = LiveViews()  # each session's view between calls: reads only new rows
         self._states: dict[str, SessionContextState] = {}
 
@@ -243,97 +222,86 @@ class ContextPolicy:
         *,
         may_compact: bool = True,
     ) -> Request:
-        """The next model call's request, whole: the view, compacted when it is time (unless
-        ``may_compact`` is False: this call already had its compaction, after an overflow),
-        with the system prompt's parts, the tools and the reply's budget."""
+        """The next model call's request, whole, compacted first when it is time (unless
+        ``may_compact`` is False: this call had its compaction, after an overflow)."""
         frame = Frame.of(system, tools)
         live = self.views.load(session, frame.system, frame.fixed)
-        due = self._decide(session.session_id, live, recent_tools, emit) if may_compact else None
-        if due is not None and self._compact_due(session, frame, live.view, due, emit):
-            if due[0] is self.compactor:
+        at = Attempt(session, frame, live.view, self.compactor, emit=emit)
+        due = self._decide(at, live, recent_tools) if may_compact else None
+        if due is not None and self._compact_due(due):
+            if due.comp is self.compactor:
                 self.state(session.session_id).compacted()  # the cooldown starts
             live = self.views.load(session, frame.system, frame.fixed)
         elif due is None and may_compact and self.ahead is not None:
-            self._prepare_ahead(session, live, emit)
-        if may_compact and self._last_resort(session, frame, live, emit):
+            self._prepare_ahead(at, live)
+        if may_compact and self._last_resort(at, live):
             live = self.views.load(session, frame.system, frame.fixed)
         request = self._request(live, frame)
         request.shown_tokens = self.shown(request.messages, request.estimated)
         return request
 
     def _request(self, live: MeasuredView, frame: Frame) -> Request:
-        """The request of ``live`` in ``frame``: its system parts, its messages repaired,
-        the tools, the reply's budget (the room the threshold leaves), and its estimate."""
+        """The request of ``live`` in ``frame``, repaired; its reply's budget and estimate."""
         messages = repair_orphaned_tool_pairs(live.view.messages, stub=UNFINISHED_STUB)
         budget = self.opts.output_reserve or None
-        # The view's first message is the system message its parts make (LiveViews.load).
         request = Request(live.parts, messages, list(frame.tools), budget)
         request.estimated, request.window = request.estimate(), self.context_window
         return request
 
     def shown(self, messages: list[Message], estimated: int) -> int:
-        """The count shown for a request of ``messages`` estimated at ``estimated`` (tools
-        included): the server's expected count once one reported, else the tokenizer's."""
+        """The count shown for a request: the server's expected count once one reported,
+        else the tokenizer's."""
         counter = self.token_counter
         if self.count.known or counter is None:
             return self.count.count(estimated)
         return estimated - estimate_tokens(messages) + counter.count(messages)
 
-    def _last_resort(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        live: MeasuredView,
-        emit: ContextEventSink,
-    ) -> bool:
-        """A context over the room the window leaves beside the reply (the compaction could
-        not bring it under: a protected tail larger than a small window) is not sent as it
-        is: all but the newest message folds into one summary, and what is then still over
-        the threshold loses its tool results and its oldest messages (``/compact``'s last
-        resort). True when that changed the view."""
+    def _last_resort(self, at: Attempt, live: MeasuredView) -> bool:
+        """A context over the room the window leaves beside the reply is not sent: all but
+        the newest message fold into one summary, then what is still over the threshold
+        loses its tool results and oldest messages. True when that changed the view."""
         if not self.opts.auto:
             return False
         served, limit = self.count.count(live.tokens), self.threshold_tokens
         if served <= self.context_window - self.opts.output_reserve:
             return False
-        framing = served - live.tokens
-        # First all but the newest message folds into one summary; what is then still over
-        # loses its tool results and, last, its oldest messages.
         whole = SummarizationCompactor(
             self._summarizer, limit, min_tail_messages=1, summarizer_window=self.context_window
         )
-        folded = self._compact(session, frame, live.view, whole, True, emit, None, framing)
+        at = replace(at, view=live.view, comp=whole, framing=served - live.tokens)
+        folded = self._compact(at)
         if folded is not None:
-            live = self.views.load(session, frame.system, frame.fixed)
+            live = self.views.load(at.session, at.frame.system, at.frame.fixed)
             served = self.count.count(live.tokens)
             if served <= limit:
                 return True
-            framing = served - live.tokens
-        tail = tail_compactor(limit)
-        cut = self._compact(session, frame, live.view, tail, True, emit, None, framing)
+            at = replace(at, view=live.view, framing=served - live.tokens)
+        cut = self._compact(replace(at, comp=tail_compactor(limit)))
         return folded is not None or cut is not None
 
-    def _decide(
-        self, session_id: str, live: MeasuredView, recent: Sequence[str], emit: ContextEventSink
-    ) -> tuple[Compactor, bool, int] | None:
-        """The compaction this model call runs, whether it is forced and the framing (tokens)
-        it counts beyond the estimate; None: none.
-
-        Due at the threshold by the estimate or by the server's expected count (``served``),
-        or when the smart trigger fires. One that could not get under the threshold (the
-        protected tail alone is too big) waits until the context grew by another 5 %. Past
-        the message bound, old messages fold whatever their tokens.
-        """
-        comp, st, view, tokens = self.compactor, self.state(session_id), live.view, live.tokens
-        plan = comp.plan(steered(view.messages, live.fixed))
+    def _decide(self, at: Attempt, live: MeasuredView, recent: Sequence[str]) -> Attempt | None:
+        """The compaction this model call runs (None: none). Due at the threshold by the
+        estimate or by the server's expected count, or when the smart trigger fires; one
+        that could not get under the threshold waits until the context grew by another
+        5 %. Past the message bound, old messages fold whatever their tokens."""
+        st, tokens, limit = self.state(at.session.session_id), live.tokens, at.comp.threshold_tokens
+        plan = at.planned()
         served = self.count.count(tokens)
         if not self.opts.auto:
             over = plan.would_compact or 0 < plan.threshold <= served
             if over and not st.warned_over_threshold:  # once a turn: ``begin_turn`` re-arms
                 st.warned_over_threshold = True
-                emit(Notice(self._over_threshold(tokens, plan.threshold)))
+                share = tokens * 100 // max(1, self.context_window)
+                size = f"{format_token_count(tokens)} tokens, {share} % of the window"
+                limit_text = f"{format_token_count(plan.threshold)} tokens"
+                at.emit(
+                    Notice(
+                        f"the context ({size}) is over the compaction threshold ({limit_text}); "
+                        "automatic compaction is off: run /compact"
+                    )
+                )
             return None
-        limit, early = comp.threshold_tokens, False
+        early = False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
             early = st.smart_trigger(served, recent, self.context_window, limit)
         # Forced when only the server's count or the trigger says so: the compactor's own
@@ -345,98 +313,55 @@ class ContextPolicy:
         grown = last is None or tokens > last * (1 + MIN_COMPACTION_GAIN)
         if due and (grown or served < plan.threshold):  # else it would fold nothing new
             # The cut counts what the server counts (the framing), once it has reported.
-            forced = not crossed
-            framing = served - tokens if self.count.known or forced else 0
-            return comp, forced, framing
+            framing = served - tokens if self.count.known or not crossed else 0
+            return replace(at, force=not crossed, framing=framing)
         bound = self.opts.max_messages
-        if bound and len(view.messages) > bound:
-            return MessageBound(bound, bound // 2), True, 0
+        if bound and len(at.view.messages) > bound:
+            return replace(at, comp=MessageBound(bound, bound // 2))
         return None
 
-    def _over_threshold(self, tokens: int, threshold: int) -> str:
-        """The notice of a context over the threshold while automatic compaction is off."""
-        share = tokens * 100 // max(1, self.context_window)
-        size = f"{format_token_count(tokens)} tokens, {share} % of the window"
-        return (
-            f"the context ({size}) is over the compaction threshold "
-            f"({format_token_count(threshold)} tokens); automatic compaction is off: run /compact"
-        )
-
-    def _compact(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        view: ModelView,
-        comp: Compactor,
-        force: bool,
-        emit: ContextEventSink,
-        instructions: str | None = None,
-        framing: int = 0,
-        waited: float | None = None,
-        *,
-        keep_paid: bool = False,
-        shown_before: tuple[int, int] | None = None,
-    ) -> Compaction | None:
-        """Runs ``comp`` on ``view`` and stores its checkpoint when it cuts enough: the notice.
-        Stubs are stored too (see docs/architecture.md, 'Cache-stable requests'): the view
-        is a function of the log and the latest
-        checkpoint, the same bytes on every request until the next one and on --resume.
-        ``framing``: tokens the server counts beyond the estimate, counted by the cut.
-
-        ``waited``: the seconds spent waiting for a summary prepared ahead (its notice says).
-        ``keep_paid`` (the last resort follows): a summary that leaves the context over the
-        threshold is stored even when it saves too little, unannounced, so that the last
-        resort cuts after it instead of dropping what was paid for. ``shown_before``: the
-        (tokens, messages) the notice starts from (the view before such a summary)."""
-        before = frame.size(view.messages)
-        st = self.state(session.session_id)
-        last = view.ids[-1] if view.ids else None
-        tried = (comp.strategy, last, len(view.messages), before + framing)
-        if st.futile == tried and instructions is None:
+    def _compact(self, at: Attempt) -> Compaction | None:
+        """Runs ``at`` and stores its checkpoint when it cuts enough (stubs too: the view is
+        a function of the log and the latest checkpoint); the notice. ``keep_paid`` (the
+        last resort follows): a summary left over the threshold is stored even when it
+        saves too little, unannounced, so that the last resort cuts after it."""
+        before, st = at.tokens, self.state(at.session.session_id)
+        last = at.view.ids[-1] if at.view.ids else None
+        tried = (at.comp.strategy, last, len(at.view.messages), before + at.framing)
+        if st.futile == tried and at.instructions is None:
             return None
-        emit(CompactionStarted(comp.strategy, before))
-        result, cp = self._run(
-            session, frame, view, comp, force, instructions, emit, framing, keep_paid=keep_paid
-        )
+        at.emit(CompactionStarted(at.comp.strategy, before))
+        result, cp = self._run(at)
         st.last_compaction_tokens = cp.tokens_after if cp is not None else before
-        gained = cp is not None and _gained(before, cp.tokens_after, force)
-        paid = keep_paid and cp is not None and result.summary is not None
-        if cp is None or not (gained or paid and cp.tokens_after + framing > comp.threshold_tokens):
+        gained = cp is not None and _gained(before, cp.tokens_after, at.force)
+        paid = at.keep_paid and cp is not None and result.summary is not None
+        over = cp is not None and cp.tokens_after + at.framing > at.comp.threshold_tokens
+        if cp is None or not (gained or paid and over):
             st.futile = tried
             return None
-        cp = session.add_checkpoint(cp)
+        cp = at.session.add_checkpoint(cp)
         if not gained:
             return None  # the last resort's notice reports both
-        tokens, msgs = shown_before or (cp.tokens_before, cp.messages_before)
-        # In the server's count, as the token line shows it (the checkpoint keeps estimates).
-        served = self.count.count
-        emit(
-            notice := Compaction(
-                served(tokens),
-                served(cp.tokens_after),
-                msgs,
-                cp.messages_after,
-                result.strategy,
-                result.error,
-                waited,
-            )
+        tokens, msgs = at.shown_before or (cp.tokens_before, cp.messages_before)
+        served = self.count.count  # as the token line counts (the checkpoint keeps estimates)
+        after = served(cp.tokens_after)
+        notice = Compaction(
+            served(tokens), after, msgs, cp.messages_after, result.strategy, result.error, at.waited
         )
-        self._explain_fixed_part(st, frame, cp.tokens_after, emit)
+        at.emit(notice)
+        self._explain_fixed_part(st, at, cp.tokens_after)
         return notice
 
-    def _explain_fixed_part(
-        self, st: SessionContextState, frame: Frame, after: int, emit: ContextEventSink
-    ) -> None:
-        """Once a session: a compaction left the context over its target because the system
-        prompt and tool definitions (``frame``) take at least half of it. Compactions then
-        come every few turns; say why, and what leaves more room."""
+    def _explain_fixed_part(self, st: SessionContextState, at: Attempt, after: int) -> None:
+        """Once a session: the system prompt and tool definitions take at least half of the
+        target, so compactions come every few turns; say why, and what leaves more room."""
         window, target = self.context_window, int(self.context_window * self.opts.target)
-        fixed = frame.size([system_message(prompt_parts(frame.system))])
+        fixed = at.frame.size([system_message(prompt_parts(at.frame.system))])
         if st.explained_fixed_part or after <= target or fixed * 2 < target:
             return
         st.explained_fixed_part = True
         n = format_token_count
-        emit(
+        at.emit(
             Notice(
                 f"the system prompt and tool definitions take {n(fixed)} tokens, "
                 f"{fixed * 100 // window} % of the {n(window)} window, so compaction cannot "
@@ -447,42 +372,24 @@ class ContextPolicy:
             )
         )
 
-    def _run(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        view: ModelView,
-        comp: Compactor,
-        force: bool,
-        instructions: str | None = None,
-        emit: ContextEventSink = discard,
-        framing: int = 0,
-        *,
-        keep_paid: bool = False,
-    ) -> tuple[CompactionResult, Checkpoint | None]:
-        """``comp``'s result on ``view`` (in ``frame``) and the checkpoint it would
-        store (None: it changes nothing), with the figures every report prints. Stores nothing.
-
-        Folded user messages are kept verbatim beside the summary (``view.carry_instructions``),
-        so the view after can be larger than what the compactor kept: a model-free compaction
-        is then made again with that excess counted beside the messages, to land under
-        the threshold; one with a summary is not repeated (a model call each). ``framing``
-        (tokens) and the tool definitions are counted there from the start. ``keep_paid``: a summary the compactor
-        made but did not use (it grew the context) is the result.
-        """
+    def _run(self, at: Attempt) -> tuple[CompactionResult, Checkpoint | None]:
+        """``at``'s result and the checkpoint it would store (None: it changes nothing),
+        with its figures; stores nothing. Folded user messages are kept beside the summary,
+        so a model-free compaction is made again with that excess counted, to land under
+        the threshold (one with a summary is not: a model call each)."""
+        session, frame, view, comp = at.session, at.frame, at.view, at.comp
         record, pins = self._recorder(session), session.pins()
-        head, limit, extra = view.messages[0], comp.threshold_tokens, framing
-        before = frame.size(view.messages)
+        head, limit, extra = view.messages[0], comp.threshold_tokens, at.framing
+        before = at.tokens
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
             steer = frame.fixed + extra  # it steers the cut only
-            msgs = steered(view.messages, steer)
             result = comp.compact(
-                msgs,
-                force=force,
-                instructions=instructions,
-                on_progress=lambda i, n: emit(CompactionProgress(i, n)),
+                steered(view.messages, steer),
+                force=at.force,
+                instructions=at.instructions,
+                on_progress=lambda i, n: at.emit(CompactionProgress(i, n)),
             )
-            if keep_paid and result.declined is not None:
+            if at.keep_paid and result.declined is not None:
                 result = result.declined
             if steer:
                 result.messages = [head, *result.messages[1:]]
@@ -524,10 +431,9 @@ class ContextPolicy:
         self.largest_answered = max(self.largest_answered, request.shown_tokens)
 
     def adopt_window(self, window: int) -> bool:
-        """Works with ``window`` from now on when it is smaller than the one in use (the
-        server said so): the reply's budget becomes at most a fifth of it (some servers
-        count it against the window), and the compactor's threshold, the inline limit and
-        every ``window_listeners`` (the models' adapters) follow. True when it changed."""
+        """Works with a smaller ``window`` the server named, True when it changed: the
+        reply's budget becomes at most a fifth of it (some servers count it against the
+        window); the threshold and ``window_listeners`` follow."""
         if window <= 0 or window >= self.context_window:
             return False
         self.context_window = window
@@ -538,9 +444,6 @@ class ContextPolicy:
             listener(window)
         threshold = self.opts.threshold_tokens(window)
         self.compactor = self._make(self._summarizer, window, threshold)
-        self.inline_limit_tokens = offload_limit(self.opts.offload_max_result_tokens, window)
-        if self.offload is not None:
-            self.offload.config.max_result_tokens = self.inline_limit_tokens
         return True
 
     def after_overflow(
@@ -553,8 +456,8 @@ class ContextPolicy:
         emit: ContextEventSink = discard,
         may_compact: bool = True,
     ) -> str | None:
-        """The model rejected the request as too long (``reason``): compacts, once per model
-        call, and returns None for the caller to retry; else the error to report."""
+        """The model rejected the request as too long: compacts (once per model call) and
+        returns None to retry, or the error to report."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
@@ -570,14 +473,13 @@ class ContextPolicy:
     def begin_turn(
         self, session: CheckpointedSession, system: SystemPrompt, emit: ContextEventSink = discard
     ) -> None:
-        """A new turn: a context over the threshold is announced again (automatic compaction
-        off). Topic isolation: when the new message starts a new topic, fold the finished
-        ones."""
+        """A new turn: the over-threshold notice is re-armed; a new topic folds the finished
+        ones (topic isolation)."""
         self.state(session.session_id).warned_over_threshold = False
         if self.topics is not None and self.opts.auto:
             view = load_view(session, system)
             if self.topics.plan(view.messages).would_compact:
-                self._compact(session, Frame.of(system), view, self.topics, False, emit)
+                self._compact(Attempt(session, Frame.of(system), view, self.topics, False, 0, emit))
 
     # -- what users ask for --------------------------------------------------------------
 
@@ -592,55 +494,40 @@ class ContextPolicy:
         emit: ContextEventSink = discard,
         rejected: bool = False,
     ) -> Compaction | None:
-        """Compact now (/compact, ``harness9 compact``, an overflow: ``rejected``): the
-        notice, or None when nothing was folded (under the threshold without ``force``, or
-        nothing left).
-
-        A rejected context was at least the window by the server's count, whatever the
-        estimate says (the framing of many small messages, a tokenizer that counts more):
-        the compaction counts the difference, so that even the message-counting ``window``
-        cuts, and a strategy that still folds nothing hands over to the last resort.
-
-        Asked for under the threshold, it is made only when ``_verdict`` (what --dry-run
-        shows) says it pays for itself, decided before any summary is paid for."""
+        """Compact now (/compact, ``harness9 compact``, an overflow: ``rejected``, counted
+        as at least the window): the notice, or None. Asked for under the threshold, it is
+        made only when ``_verdict`` (what --dry-run shows) says it pays for itself."""
         frame = Frame.of(system, tools)
         view = load_view(session, frame.system)
-        if not force and not self.compactor.plan(frame.counted(view.messages)).would_compact:
+        at = Attempt(session, frame, view, self.compactor, force, 0, emit, instructions)
+        if not force and not at.planned().would_compact:
             return None
-        framing = self._framing(frame.size(view.messages))
+        tokens = at.tokens
+        at.framing = self._framing(tokens)
         if rejected:
-            framing = max(framing, self.context_window - frame.size(view.messages))
-        elif (
-            self._optional(frame, view, force, framing)
-            and self._verdict(session, frame, view, force, framing).too_small
-        ):
+            at.framing = max(at.framing, self.context_window - tokens)
+        elif self._optional(at) and self._verdict(at).too_small:
             return None
-        comp, key = self.compactor, session.latest_checkpoint_key()
-        shown: tuple[int, int] | None = (frame.size(view.messages), len(view.messages))
-        notice = self._compact(
-            session, frame, view, comp, force, emit, instructions, framing, keep_paid=force
-        )
+        key = session.latest_checkpoint_key()
+        notice = self._compact(replace(at, keep_paid=force))
         if not force:
             return notice
+        shown: tuple[int, int] | None = (tokens, len(view.messages))
         if notice is not None:
-            view, framing, shown = load_view(session, frame.system), 0, None
+            at.view, at.framing, shown = load_view(session, frame.system), 0, None
         elif session.latest_checkpoint_key() != key:  # a summary kept for the last resort
-            view = load_view(session, frame.system)
-        # Asked for, and the strategy left the context over the threshold (it folded
-        # nothing, or its protected tail alone is too big: a small window): the tail's tool
-        # results go too, as a last resort, rather than the next request overflowing.
-        framing = max(framing, self._framing(frame.size(view.messages)))
-        if frame.size(view.messages) + framing > self.threshold_tokens:
+            at.view = load_view(session, frame.system)
+        # Still over the threshold (nothing folded, or a protected tail too big for a small
+        # window): the tail's tool results go too rather than the next request overflowing.
+        at.framing = max(at.framing, self._framing(at.tokens))
+        if at.tokens + at.framing > self.threshold_tokens:
             tail = tail_compactor(self.threshold_tokens)
-            last = self._compact(
-                session, frame, view, tail, True, emit, None, framing, shown_before=shown
-            )
-            notice = last or notice
+            last = replace(at, comp=tail, instructions=None, shown_before=shown)
+            notice = self._compact(last) or notice
         return notice
 
     def _framing(self, tokens: int) -> int:
-        """Tokens the server is expected to count in a request estimated at ``tokens``
-        beyond the estimate (negative: it counts fewer)."""
+        """Tokens the server is expected to count beyond an estimate of ``tokens``."""
         return self.count.count(tokens) - tokens
 
     def plan(
@@ -654,8 +541,9 @@ class ContextPolicy:
         """What ``compact`` would do now, calling no model and storing nothing (--dry-run)."""
         frame = Frame.of(system, tools)
         view = load_view(session, frame.system)
-        framing = self._framing(frame.size(view.messages))
-        plan = self._verdict(session, frame, view, force, framing)
+        at = Attempt(session, frame, view, self.compactor, force)
+        at.framing = self._framing(at.tokens)
+        plan = self._verdict(at)
         if plan.too_small:
             return view, plan  # its figures say what it would have saved
         if not plan.would_compact or plan.tokens_after > plan.tokens_before:
@@ -665,77 +553,58 @@ class ContextPolicy:
         plan.tokens_after = self.count.count(plan.tokens_after)
         return view, plan
 
-    def _verdict(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        view: ModelView,
-        force: bool,
-        framing: int,
-    ) -> CompactionPlan:
-        """What compacting ``view`` now makes, calling no model: ``plan`` (--dry-run) shows it
-        and ``compact`` follows it. A model-free compaction is made, so its figures are
-        exact; a summary's size is estimated, with what its checkpoint adds beside it.
-
-        Asked for under the threshold (``force``, nothing due), a compaction saving less than
-        ``MIN_COMPACTION_GAIN`` of the context is ``too_small``: it would break the prompt
+    def _verdict(self, at: Attempt) -> CompactionPlan:
+        """What compacting now makes, calling no model: a model-free compaction is made
+        (exact figures), a summary's size estimated. Asked for while nothing is due, one
+        saving under ``MIN_COMPACTION_GAIN`` is ``too_small``: it would break the prompt
         cache (and pay for a summary) to gain almost nothing."""
-        comp = self.compactor
-        plan = comp.plan(frame.counted(view.messages), force=force)
-        optional = self._optional(frame, view, force, framing)
+        plan, optional = at.planned(at.force), self._optional(at)
         exact = plan.strategy in MODEL_FREE_STRATEGIES
         if plan.would_compact and exact:
-            _, cp = self._run(session, frame, view, comp, force)
+            _, cp = self._run(replace(at, framing=0, emit=discard, instructions=None))
             if cp is None:
                 plan.would_compact = False
                 return plan
             plan.tokens_before, plan.tokens_after = cp.tokens_before, cp.tokens_after
         elif plan.would_compact:
-            plan.tokens_after += self._beside_summary(session, frame, view, plan)
+            plan.tokens_after += self._beside_summary(at, plan)
         # A summary that is due is asked for whatever its estimate: only its result decides.
         judged = exact or optional
-        gain = _gained(plan.tokens_before, plan.tokens_after, force and not optional)
+        gain = _gained(plan.tokens_before, plan.tokens_after, at.force and not optional)
         if plan.would_compact and judged and not gain:
             plan.would_compact, plan.too_small = False, optional
         return plan
 
-    def _optional(self, frame: Frame, view: ModelView, force: bool, framing: int) -> bool:
-        """Asked for (``force``) while nothing is due: under the threshold by the estimate
-        and by the server's expected count (the estimate plus ``framing``)."""
-        comp = self.compactor
-        if not force or comp.plan(frame.counted(view.messages)).would_compact:
+    def _optional(self, at: Attempt) -> bool:
+        """Asked for (``force``) while nothing is due, by the estimate and by the server."""
+        if not at.force or at.planned().would_compact:
             return False
-        return frame.size(view.messages) + framing <= comp.threshold_tokens
+        return at.tokens + at.framing <= at.comp.threshold_tokens
 
-    def _beside_summary(
-        self, session: CheckpointedSession, frame: Frame, view: ModelView, plan: CompactionPlan
-    ) -> int:
-        """Tokens a checkpoint folding ``view.messages[1:plan.cut]`` adds beside its summary,
-        which the compactor's plan does not count: the folded user messages it keeps verbatim
-        (in the system message), the recall index and the todo state."""
-        kept = [view.messages[0], *view.messages[plan.cut :]]
-        cp = self._recorder(session)(view, CompactionResult(kept, plan, "", plan.strategy))
+    def _beside_summary(self, at: Attempt, plan: CompactionPlan) -> int:
+        """Tokens a checkpoint of ``plan`` adds beside its summary: the user messages it
+        keeps, the recall index and the todo state."""
+        msgs = at.view.messages
+        kept = [msgs[0], *msgs[plan.cut :]]
+        cp = self._recorder(at.session)(at.view, CompactionResult(kept, plan, "", plan.strategy))
         if cp is None:
             return 0
-        noted = with_notes(frame.system, session.pins(), cp.instructions)
-        grown = estimate_tokens([noted]) - estimate_tokens(view.messages[:1])
+        noted = with_notes(at.frame.system, at.session.pins(), cp.instructions)
+        grown = estimate_tokens([noted]) - estimate_tokens(msgs[:1])
         return grown + utf8_len(summary_text(cp)) // BYTES_PER_TOKEN
 
     def breakdown(
         self, session: CheckpointedSession, system: SystemPrompt, tools: Sequence[ToolDefinition]
     ) -> ContextBreakdown:
-        """What the next request would carry, by part (/context): the request ``prepare``
-        would build if nothing were compacted, counted."""
+        """The request ``prepare`` would build if nothing were compacted, by part (/context)."""
         frame = Frame.of(system, tools)
         request = self._request(self.views.load(session, frame.system, frame.fixed), frame)
         msgs = request.messages
         system_tokens = estimate_tokens(msgs[:1])
         summary = sum(estimate_tokens([m]) for m in request.history if m.is_summary)
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
-        tool_tokens, window = frame.fixed, self.context_window
-        b = ContextBreakdown(
-            system_tokens, tool_tokens, summary, rest, len(msgs) - 1, window, self.threshold_tokens
-        )
+        window, threshold, n = self.context_window, self.threshold_tokens, len(msgs) - 1
+        b = ContextBreakdown(system_tokens, frame.fixed, summary, rest, n, window, threshold)
         b.served = self.count.count(b.total) if self.count.known else None
         if self.ahead is not None:
             sid = session.session_id
@@ -745,7 +614,7 @@ class ContextPolicy:
         return b
 
     def state(self, session_id: str) -> SessionContextState:
-        """The session's state, created on first use (``setdefault`` is atomic)."""
+        """The session's state, created on first use (``setdefault``: atomic)."""
         fresh = SessionContextState(self.opts.cooldown_iterations, self.opts.lookahead_iterations)
         return self._states.setdefault(session_id, fresh)
 
@@ -757,54 +626,45 @@ class ContextPolicy:
 
     # -- summaries prepared ahead (harness9.context.prepared) ----------------------------
 
-    def _compact_due(
-        self,
-        session: CheckpointedSession,
-        frame: Frame,
-        view: ModelView,
-        due: tuple[Compactor, bool, int],
-        emit: ContextEventSink,
-    ) -> Compaction | None:
+    def _compact_due(self, at: Attempt) -> Compaction | None:
         """The compaction ``_decide`` found due: the one prepared ahead when it still
         applies (the same compaction over the prefix it froze), else made now."""
-        comp, force, framing = due
+        sid, view = at.session.session_id, at.view
         # A compaction that calls no model (stubs were enough) costs no wait: made now.
-        counted = framing + frame.fixed
-        if comp is self.compactor and self.ahead is not None and self._calls_model(view, counted):
-            key = session.latest_checkpoint_key()
+        ahead = self.ahead if at.comp is self.compactor else None
+        if ahead is not None and _with_model(at.planned(True, at.framing)):
+            key = at.session.latest_checkpoint_key()
             # Due early (the smart trigger: under the threshold still) while the summary
             # prepared for it is on its way: this call goes as it is, the next applies it.
-            if force and self.ahead.pending(session.session_id, view, key):
+            if at.force and ahead.pending(sid, view, key):
                 return None
 
             def over_prefix(
                 run: PreparedRun, prefix: ModelView, waited: float
             ) -> Compaction | None:
-                whole = OverPrefix(comp, len(prefix.messages))
+                whole = OverPrefix(at.comp, len(prefix.messages))
                 return self._compact(
-                    session, frame, view, whole, True, emit, None, run.framing, waited=waited
+                    replace(at, comp=whole, force=True, framing=run.framing, waited=waited)
                 )
 
-            notice = self.ahead.apply(session.session_id, view, key, over_prefix, emit)
+            notice = ahead.apply(sid, view, key, over_prefix, at.emit)
             if notice is not None:
                 return notice
-        return self._compact(session, frame, view, comp, force, emit, framing=framing)
+        return self._compact(at)
 
-    def _prepare_ahead(
-        self, session: CheckpointedSession, live: MeasuredView, emit: ContextEventSink
-    ) -> None:
-        """Past the early mark, the compaction of the view as it is starts in the background
-        (not in the cooldown after a compaction: what it left is not worth folding yet)."""
+    def _prepare_ahead(self, at: Attempt, live: MeasuredView) -> None:
+        """Past the early mark (not in a cooldown), the compaction of the view as it is
+        starts in the background."""
         assert self.ahead is not None
-        comp, st, limit = self.compactor, self.state(session.session_id), self.threshold_tokens
+        session, comp, limit = at.session, at.comp, self.threshold_tokens
+        st = self.state(session.session_id)
         if st.in_cooldown(st.iterations):
             return
         framing, tokens = self._framing(live.tokens), live.tokens
         share, window = self.opts.prepare_at, self.context_window
-        # The cut counts the growth still to come before the threshold's compaction (the
-        # smart trigger's lookahead short of it), so that once it is applied the context is
-        # what a compaction at the threshold would leave, not that plus the growth.
-        ahead = st.growth() * (self.opts.lookahead_iterations if self.opts.smart_triggers else 0)
+        # The cut counts the growth still to come before the threshold (short of the smart
+        # trigger's lookahead): applied, it leaves what a compaction there would leave.
+        ahead = st.growth() * self.ahead.trigger_lookahead
         growth_to_come = max(0, int(limit - tokens - framing - ahead))
 
         def forecast(calls: int) -> bool:
@@ -815,10 +675,9 @@ class ContextPolicy:
             return tokens + framing + max(0.0, st.growth()) * calls >= limit
 
         def needs_model(_msgs: list[Message]) -> bool:
-            # Stubbing the view as it is now is not enough: at the threshold, with more, a
-            # summary will be needed too (the growth to come is not counted: it would fold
-            # what stubs alone still fit, turning a free compaction into a summary).
-            return self._calls_model(live.view, framing + live.fixed)
+            # Whether stubbing the view as it is now is not enough (the growth to come is
+            # not counted: it would turn what stubs alone still fit into a summary).
+            return _with_model(at.planned(True, framing))
 
         def work(msgs: list[Message]) -> object:
             return comp.compact(steered(msgs, live.fixed), force=True)
@@ -826,51 +685,18 @@ class ContextPolicy:
         key = session.latest_checkpoint_key()
         counted = framing + growth_to_come
         self.ahead.consider(
-            session.session_id, live.view, key, counted, forecast, needs_model, work, emit
+            session.session_id, live.view, key, counted, forecast, needs_model, work, at.emit
         )
-
-    def _calls_model(self, view: ModelView, framing: int) -> bool:
-        """The compactor's compaction of ``view`` (forced) folds with a model call."""
-        plan = self.compactor.plan(steered(view.messages, framing), force=True)
-        return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
 
     def cancel_prepared(self, session_id: str | None = None, *, wait: bool = False) -> int:
-        """Ctrl-C, /exit: the summaries being prepared are cancelled (``wait``: their threads
-        have ended on return); how many."""
+        """Ctrl-C, /exit: cancels the summaries being prepared (``wait``: their threads
+        ended); how many."""
         return self.ahead.cancel(session_id, wait=wait) if self.ahead is not None else 0
 
-    def output_opener(self, session_id: str) -> Callable[[str, str], OffloadWriter] | None:
-        """Where a tool with huge output streams it (None: no offload store)."""
-        return None if self.offload is None else partial(self.offload.open_stream, session_id)
 
-    def offload_result(
-        self,
-        session_id: str,
-        tool_name: str,
-        args_json: str,
-        content: str,
-        *,
-        metadata: dict | None = None,
-    ) -> tuple[str, OffloadLink | None]:
-        """What the log keeps of a tool result: when too big, its offload's summary and link."""
-        if self.offload is None:
-            return content, None
-        offloaded = self.offload.maybe_offload(
-            session_id, tool_name, args_json, content, metadata=metadata
-        )
-        if offloaded is None:
-            return content, None
-        return offloaded.summary, OffloadLink(offloaded.id, offloaded.token_size)
-
-
-def offload_limit(max_result_tokens: int, context_window: int) -> int:
-    """The size in tokens over which a tool result is offloaded: the ``offload.max_result_tokens``
-    option, at most ``1 / OFFLOAD_WINDOW_SHARE`` of the window, so that the newest tool
-    groups a compaction keeps whole (three, each one such result) take a quarter of it and
-    still fit under hybrid's 40 % target with the system prompt and the tools. The default
-    2,000 binds from a 24K window up; on a 4K window a result of 1,900 tokens would
-    otherwise leave no room for the next."""
-    return max(1, min(max_result_tokens, context_window // OFFLOAD_WINDOW_SHARE))
+def _with_model(plan: CompactionPlan) -> bool:
+    """The compaction ``plan`` says folds with a model call."""
+    return plan.would_compact and plan.cut > 1 and plan.strategy not in MODEL_FREE_STRATEGIES
 
 
 def _gained(before: int, after: int, force: bool) -> bool:
@@ -878,10 +704,8 @@ def _gained(before: int, after: int, force: bool) -> bool:
     return after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
 
 
-# The smart trigger looks further ahead while the recent calls mostly read, but a
-# sub-agent's call outranks that (the seed's patterns) and looks no further than the default.
-# Every tool that only looks (reads, lists, searches); wider than the rule summary's
-# FILE_READ_TOOLS (harness9.context.facts), the tools whose output is one file.
+# The smart trigger looks further ahead while the recent calls mostly read (every tool that
+# only looks; wider than tool_output's FILE_READ_TOOLS), but not when a sub-agent was called.
 READ_ONLY_TOOLS = frozenset(
     {"read_file", "grep", "glob", "ls", "list_dir", "list_files", "search", "offload_recall"}
 )
@@ -910,8 +734,8 @@ class SessionContextState:
     last_compaction_tokens: int | None = None  # estimate right after the last compaction
     warned_over_threshold: bool = False  # this turn's "automatic compaction is off" notice
     explained_fixed_part: bool = False  # why compaction cannot reach its target was said
-    # The strategy and view (newest id, messages, tokens) a compaction was tried on and did
-    # not shrink: trying again before it changes would bill the same summary call for nothing.
+    # The strategy and view (newest id, messages, tokens) a compaction did not shrink:
+    # retrying before it changes would bill the same summary for nothing.
     futile: tuple[str, int | None, int, int] | None = None
 
     def growth(self) -> float:
@@ -927,18 +751,9 @@ class SessionContextState:
     def smart_trigger(
         self, tokens: int, recent_tools: Sequence[str], window: int, threshold: int
     ) -> bool:
-        """Counts a model call of ``tokens``; whether to compact before it (the smart
-        trigger: a little before the threshold is crossed). With the defaults, lookahead 2
-        calls (3 read-heavy) and cooldown 3 calls:
-
-        1. At the window -> True, even in cooldown (a hard overflow).
-        2. In cooldown -> False: compacted at call 5, not at 6 or 7 below the window; at 8.
-        3. ``tokens + growth * lookahead >= threshold`` -> True. Window 50K (threshold 40K),
-           calls at 10K, 20K, 30K: growth 10K a call, 30K + 2 * 10K >= 40K: compacts at 30K.
-
-        Growth: the average over the last 10 calls, restarted by a drop. A call numbered
-        below the last compaction ends the cooldown.
-        """
+        """Counts a model call of ``tokens``; whether to compact before it, a little before
+        the threshold is crossed: always at the window, never in the cooldown, else when
+        ``tokens + growth * lookahead`` reaches the threshold (docs/compaction.md)."""
         self.iterations += 1
         growth = self.growth()
         if self.tokens and tokens < self.tokens[-1]:

@@ -3,10 +3,11 @@
 Everything the model produces is saved the moment it exists (each reply, each
 tool result), not at the end of the turn: a turn that fails or is interrupted
 keeps its trajectory. The stored log is append-only; what the model is shown
-(compaction, triggers, offload, token counting) is the ``ContextPolicy``'s
-business, so ``--resume`` sends exactly what the live session would have sent: each
-model call sends the ``Request`` ``ContextPolicy.prepare`` builds (from the prompt's
-parts, ``PromptBuilder.parts``, and the registry's tools), unchanged.
+(compaction, triggers, token counting) is the ``ContextPolicy``'s business (a big
+tool result's offload is the engine's: ``OffloadStore``), so ``--resume`` sends exactly
+what the live session would have sent: each model call sends the ``Request``
+``ContextPolicy.prepare`` builds (from the prompt's parts, ``PromptBuilder.parts``, and
+the registry's tools), unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import codecs
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +45,7 @@ from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
+from harness9.tools.offload import OffloadStore
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
 
@@ -117,6 +120,7 @@ class AgentEngine:
         *,
         session: ChatSession,
         policy: ContextPolicy,
+        offload: OffloadStore | None = None,
         prompt_builder: PromptBuilder | None = None,
         options: EngineOptions | None = None,
         on_event: ev.EventSink = ev.discard,
@@ -125,6 +129,7 @@ class AgentEngine:
         self.registry = registry
         self.workdir = Path(workdir).resolve()
         self.policy = policy
+        self.offload = offload  # where big tool results go (None: they stay inline)
         self.prompt_builder = prompt_builder or PromptBuilder(self.workdir)
         self.options = options or EngineOptions()
         self.on_event = on_event
@@ -529,7 +534,8 @@ class AgentEngine:
         self, sess: CheckpointedSession, call: ToolCall, stop: threading.Event | None
     ) -> ToolResult:
         """Run one call (safe in a worker thread: it emits nothing of its own)."""
-        opts = self.options
+        opts, store = self.options, self.offload
+        opener = None if store is None else partial(store.open_stream, sess.session_id)
         ctx = ToolContext(
             workdir=self.workdir,
             session=sess,
@@ -537,7 +543,7 @@ class AgentEngine:
             assume_yes=opts.assume_yes,
             auto_approve=opts.auto_approve,
             session_id=sess.session_id,
-            open_output=self.policy.output_opener(sess.session_id),
+            open_output=opener,
             on_output=self._output_watcher(call),
             tool_call_id=call.id,
             stop=stop,
@@ -551,8 +557,8 @@ class AgentEngine:
         the tool is exempt or offloaded it itself). The run's facts (a command's exit code)
         are stored with it as data, so later readers never parse them from its text."""
         content, link = outcome.content, outcome.offloaded
-        if outcome.may_offload:
-            content, link = self.policy.offload_result(
+        if outcome.may_offload and self.offload is not None:
+            content, link = self.offload.offload_result(
                 sess.session_id, call.name, call.arguments, content, metadata=outcome.metadata
             )
         code = outcome.metadata.get("exit_code")

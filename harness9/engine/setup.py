@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from harness9.store.session import ChatSession, CheckpointedSession
     from harness9.tools.base import Approval, ApprovalAnswer
     from harness9.tools.mcp.toolset import McpTools
+    from harness9.tools.offload import OffloadStore
     from harness9.tools.registry import ToolRegistry
     from harness9.tools.task import TaskTool
 
@@ -92,8 +93,9 @@ def build_engine(
         parts.background = BackgroundSummaries()  # threads start when a summary does
     policy = parts.policy(lambda event: engine.on_event(event))
     policy.window_listeners.append(provider.fit_window)
+    offload = parts.offload(policy)
     sub = subagents if subagents is not None and subagents.enabled else None
-    registry = parts.registry(policy, children if sub is not None else None)
+    registry = parts.registry(offload, children if sub is not None else None)
     if sub is not None and children is not None:
         registry.register(parts.task_tool(sub, children, lambda event: engine.on_event(event)))
     engine = AgentEngine(
@@ -102,6 +104,7 @@ def build_engine(
         workdir,
         session=session,
         policy=policy,
+        offload=offload,
         prompt_builder=PromptBuilder(workdir),
         options=EngineOptions(
             stream=stream,
@@ -169,23 +172,41 @@ class _Parts:
             MeteredSummarizer(summarizer, report),
             self.context_window,
             token_counter=make_token_counter(self.settings.model),
-            blobs=self.blobs,
             compactor_factory=self.compactor_factory,
             preparer=preparer,
         )
         policy.window_listeners.append(summarizer.fit_window)
         return policy
 
-    def registry(self, policy: ContextPolicy, children: ChildSessions | None) -> ToolRegistry:
+    def offload(self, policy: ContextPolicy) -> OffloadStore | None:
+        """Where big tool results go (None: ``offload`` is off); its inline limit follows
+        the window the policy works with (``adopt_window``)."""
+        from harness9.tools.offload import offload_limit, offload_store
+
+        opts = self.opts
+        if not opts.offload:
+            return None
+        store = offload_store(opts, self.context_window, self.blobs)
+
+        def follow(window: int) -> None:
+            store.config.max_result_tokens = offload_limit(opts.offload_max_result_tokens, window)
+
+        policy.window_listeners.append(follow)
+        return store
+
+    def registry(
+        self, offload: OffloadStore | None, children: ChildSessions | None
+    ) -> ToolRegistry:
         from harness9.tokens import BYTES_PER_TOKEN
         from harness9.tools import HistorySearchTool, OffloadRecallTool, default_registry
+        from harness9.tools.offload import offload_limit
 
         registry = default_registry()
-        if policy.offload is not None or self.opts.recall:
-            page = policy.inline_limit_tokens * BYTES_PER_TOKEN  # a page fits as a result does
-            registry.register(
-                OffloadRecallTool(policy.offload, handles=self.opts.recall, max_chars=page)
-            )
+        if offload is not None or self.opts.recall:
+            # A page fits as a result does.
+            inline = offload_limit(self.opts.offload_max_result_tokens, self.context_window)
+            page = inline * BYTES_PER_TOKEN
+            registry.register(OffloadRecallTool(offload, handles=self.opts.recall, max_chars=page))
         if self.opts.recall:
             subagents = None
             if children is not None:
@@ -197,7 +218,7 @@ class _Parts:
                         for k, _ in store.children(sid)
                     ]
 
-            registry.register(HistorySearchTool(policy.offload, subagents=subagents))
+            registry.register(HistorySearchTool(offload, subagents=subagents))
         if self.mcp is not None:
             placement = self.mcp.placement or mcp_placement(self.settings.model)
             registry.add_source(self.mcp.toolset(self.context_window, placement))
@@ -225,7 +246,8 @@ class _Parts:
                 child.on_event(event)  # the runner installs its forwarder after this
 
             policy = self.policy(child_report)
-            registry = self.registry(policy, children)
+            offload = self.offload(policy)
+            registry = self.registry(offload, children)
             if sub.nested and level < 2:
                 registry.register(self.task_tool(sub, children, child_report, level + 1))
             child = AgentEngine(
@@ -234,6 +256,7 @@ class _Parts:
                 self.workdir,
                 session=session,
                 policy=policy,
+                offload=offload,
                 prompt_builder=PromptBuilder(self.workdir, base_prompt=subagent_prompt()),
                 options=EngineOptions(
                     # The bound on model calls is the runner's (it says so); this is a backstop.

@@ -28,7 +28,7 @@ class ToolResult:
 
     @property
     def may_offload(self) -> bool:
-        """Whether the context policy may offload it: allowed, not an error, and not
+        """Whether the engine may offload it: allowed, not an error, and not
         already offloaded by the tool itself."""
         return self.offload and not self.is_error and self.offloaded is None
 

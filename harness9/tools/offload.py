@@ -7,7 +7,7 @@ exporting and cleaning what was offloaded is persistence: harness9.store.offload
 
 Here, among the tools, because they are its users: the shell tool streams its output into
 an ``OffloadWriter``, ``offload_recall`` and ``history_search`` read through the store; the
-context policy only opens one per session and hands the tools the opener.
+engine owns the store: it opens one stream per tool call and offloads what is too big.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness9.config import tool_results_dir
+from harness9.config import ContextOptions, tool_results_dir
 from harness9.store.blobs import BlobError, BlobStore, FileBlobStore
 from harness9.store.offloads import (
     OffloadedResult,
@@ -26,13 +26,14 @@ from harness9.store.offloads import (
     new_offload_id,
     valid_session_id,
 )
-from harness9.store.session import OFFLOAD_MARKER
+from harness9.store.session import OFFLOAD_MARKER, OffloadLink
 from harness9.tokens import BYTES_PER_TOKEN
 from harness9.tool_output import OutputStats, summarize_output
 
 # The last line of an offload's summary: an instruction for the model, which /last
 # leaves out when it shows the summary to a person.
 RECALL_HINT_START = "use offload_recall("
+OFFLOAD_WINDOW_SHARE = 12  # a tool result kept inline is at most a twelfth of the window
 
 
 @dataclass(slots=True)
@@ -134,12 +135,49 @@ class OffloadStore(OffloadFiles):
         writer.write(content)
         return writer.finish(metadata=metadata)
 
+    def offload_result(
+        self,
+        session_id: str,
+        tool_name: str,
+        args_json: str,
+        content: str,
+        *,
+        metadata: dict | None = None,
+    ) -> tuple[str, OffloadLink | None]:
+        """What the log keeps of a tool result: when too big, its offload's summary and link."""
+        offloaded = self.maybe_offload(session_id, tool_name, args_json, content, metadata=metadata)
+        if offloaded is None:
+            return content, None
+        return offloaded.summary, OffloadLink(offloaded.id, offloaded.token_size)
+
     def open_stream(self, session_id: str, tool_name: str, args: str) -> OffloadWriter:
         return OffloadWriter(self, session_id, tool_name, args)
 
     def clean_stale(self) -> list[str]:
         """Remove the results of sessions not written for ``cleanup_age_days``; their ids."""
         return self.clean_older_than(time.time() - self.config.cleanup_age_days * 86400)
+
+
+def offload_limit(max_result_tokens: int, context_window: int) -> int:
+    """The size in tokens over which a tool result is offloaded: the ``offload.max_result_tokens``
+    option, at most ``1 / OFFLOAD_WINDOW_SHARE`` of the window, so that the newest tool
+    groups a compaction keeps whole (three, each one such result) take a quarter of it and
+    still fit under hybrid's 40 % target with the system prompt and the tools. The default
+    2,000 binds from a 24K window up; on a 4K window a result of 1,900 tokens would
+    otherwise leave no room for the next."""
+    return max(1, min(max_result_tokens, context_window // OFFLOAD_WINDOW_SHARE))
+
+
+def offload_store(
+    opts: ContextOptions, context_window: int, blobs: BlobStore | None = None
+) -> OffloadStore:
+    """The store the ``offload`` options make for a ``context_window``-token model."""
+    config = OffloadConfig(
+        offload_limit(opts.offload_max_result_tokens, context_window),
+        opts.offload_max_result_bytes,
+        cleanup_age_days=opts.offload_cleanup_age_days,
+    )
+    return OffloadStore(config, blobs)
 
 
 def remove_session_offloads(session_id: str) -> None:

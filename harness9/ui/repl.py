@@ -914,7 +914,7 @@ def offloaded_text(engine: AgentEngine, link: OffloadLink | None) -> str | None:
     if link is None:
         return None
     offload_id = link.offload_id
-    store = engine.policy.offload
+    store = engine.offload
     if store is None or not store.valid_id(offload_id):
         return None
     try:

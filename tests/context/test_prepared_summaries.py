@@ -15,7 +15,7 @@ import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
 from harness9.context.pipeline import discard
-from harness9.context.policy import ContextPolicy, Frame
+from harness9.context.policy import Attempt, ContextPolicy, Frame
 from harness9.context.prepared import prefix_digest, prefix_of, steered
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
@@ -400,7 +400,7 @@ def _compacted(manager: Any, policy: ContextPolicy, *, ahead: bool) -> tuple[Any
         to_come = policy.threshold_tokens - estimate_tokens(view.messages)
         comp = policy.compactor
         frame = Frame.of(system)
-        assert policy._compact(s, frame, view, comp, True, discard, framing=to_come)
+        assert policy._compact(Attempt(s, frame, view, comp, True, to_come, discard))
     s.add_messages([Message("user", "new " + "n" * 3000), Message("assistant", "b" * 3000)])
     s.add_messages([Message("user", "more " + "m" * 3000), Message("assistant", "c" * 3000)])
     if ahead:

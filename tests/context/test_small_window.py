@@ -16,13 +16,14 @@ from typer.testing import CliRunner
 from harness9.cli import app
 from harness9.config import ContextOptions, db_path
 from harness9.context.pipeline import HybridCompactor
-from harness9.context.policy import ContextPolicy, offload_limit
+from harness9.context.policy import ContextPolicy
 from harness9.context.summarize import CLIPPED_NOTE, clipped
 from harness9.context.view import load_view
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from harness9.store.offloads import RECALL_MAX_CHARS
 from harness9.tokens import ServerCount, estimate_tokens
+from harness9.tools.offload import offload_limit, offload_store
 from tests.support.cli import stored_session
 from tests.support.history import ScriptedSummarizer, exchanges
 from tests.support.llm_server import ErrorReply
@@ -43,8 +44,8 @@ def test_a_result_of_a_sixth_of_a_small_window_is_offloaded_not_kept_inline(tmp_
     content = "line of build output\n" * 130  # ~680 tokens: under 2,000, a sixth of 4K
     with Manager(db_path()) as m:
         sid = m.new_session().session_id
-    small = ContextPolicy(ContextOptions(), ScriptedSummarizer(), 4_000)
-    large = ContextPolicy(ContextOptions(), ScriptedSummarizer(), 128_000)
+    small = offload_store(ContextOptions(), 4_000)
+    large = offload_store(ContextOptions(), 128_000)
 
     kept, link = small.offload_result(sid, "bash", json.dumps({"command": "make"}), content)
     inline, no_link = large.offload_result(sid, "bash", json.dumps({"command": "make"}), content)

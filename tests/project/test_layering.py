@@ -43,6 +43,12 @@ def test_store_never_imports_context():
     assert offenders("store", ("harness9.context",)) == set()
 
 
+def test_context_never_imports_the_tools():
+    # The engine owns the offload store; context/ is what the model is shown, and the tools
+    # (which import context's stubs and facts) sit beside it, not below it.
+    assert offenders("context", ("harness9.tools",)) == set()
+
+
 def test_a_store_import_of_context_would_be_caught(tmp_path):
     # The check above reads real import statements; prove it is not vacuous.
     probe = tmp_path / "probe.py"
