@@ -79,31 +79,24 @@ class CompactionProgress:
 
 
 @dataclass(slots=True)
-class Compaction:
-    """A compaction that cut the context by more than 5 %."""
-
+class Compaction:  # a compaction that cut the context by more than 5 %
     tokens_before: int
     tokens_after: int
     msgs_before: int
     msgs_after: int
     strategy: str
     fallback_reason: str | None = None
-    # Seconds the turn waited for a summary prepared in the background (None: not one).
-    waited: float | None = None
+    waited: float | None = None  # seconds the turn waited for a prepared summary
 
 
 @dataclass(slots=True)
-class Notice:
-    """Something the user should know that is not an error (e.g. an offloaded result)."""
-
+class Notice:  # something the user should know that is not an error
     text: str
 
 
 @dataclass(slots=True)
 class SummaryPreparing:
-    """A summary is being prepared in the background (``active``), or no longer is."""
-
-    active: bool
+    active: bool  # a summary is being prepared in the background, or no longer is
 
 
 ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice | SummaryPreparing
@@ -173,8 +166,7 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
 
 
 def extend_cut(msgs: Sequence[Message], cut: int) -> int:
-    """``cut`` moved back over the tool results it would begin with, to the assistant message
-    before them if it made calls; results whose call is not adjacent are left to the repair."""
+    """``cut`` moved back over the tool results it would begin with, to their call."""
     if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
         return cut
     first = cut
@@ -188,13 +180,11 @@ def extend_cut(msgs: Sequence[Message], cut: int) -> int:
 
 class KeptSizer:
     """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in
-    O(1) after one pass; a result whose call lies before the cut is dropped only for cuts
-    between the two, which a difference array counts."""
+    O(1) after one pass (a difference array counts the results a cut separates from calls)."""
 
     __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
 
     def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
-        """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
         part = msgs[start:]
         result = match_tool_results(part)
         stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
@@ -280,8 +270,7 @@ class ToolGroup:
 
 
 def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
-    """Assistant-with-calls messages and their results, oldest first, matched as the repair
-    matches them."""
+    """Assistant-with-calls messages and their results as the repair matches them."""
     slots = match_tool_results(msgs)
     groups: list[ToolGroup] = []
     s = 0
@@ -294,8 +283,7 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
 
 
 def _fact_lines(content: str, body: str) -> list[str]:
-    """What the rule summary ``body`` lacks: the last error lines, then declared names and
-    paths while they fit, and a count of the rest."""
+    """What the rule summary ``body`` lacks: the last error lines, then names and paths."""
     lines: list[str] = []
     errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
     if errors:
@@ -336,7 +324,7 @@ def evict_by_density(
         msg = out[g.call_index]
         out[g.call_index] = stub_arguments(msg)
         total -= message_bytes(msg) - message_bytes(out[g.call_index])
-    # Each old result's own call (ids may be reused across turns, so not a global id map).
+    # Each old result's own call (ids may be reused across turns).
     call_of = {
         i: tc
         for g in groups[: max(0, len(groups) - keep_groups)]
@@ -394,9 +382,7 @@ ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
 
 @dataclass(frozen=True, slots=True)
-class Steps:
-    """One configuration of the pipeline (docs/architecture.md, 'The compaction pipeline')."""
-
+class Steps:  # one configuration of the pipeline (docs/architecture.md, 'Compaction pipeline')
     strategy: str  # what a plan and a result that folds say ran
     threshold: int  # the gate in tokens (0: none); ``max_messages`` gates too, unforceable
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
@@ -420,9 +406,7 @@ class Steps:
 
 
 class Pipeline:
-    """The one ``Compactor``, running ``steps``. ``summarizer`` answers the summary requests
-    (in chunks that fit ``window``), ``fallback`` replaces step 5's truncation, ``detector``
-    finds topics (``cut="topic"``)."""
+    """The one ``Compactor``: runs ``steps``, summarising in chunks that fit ``window``."""
 
     def __init__(
         self,
@@ -473,8 +457,7 @@ class Pipeline:
         return CompactionResult(out, plan, None, plan.strategy)
 
     def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
-        """The plan, and the history as step 2 leaves it."""
-        s = self.steps
+        s = self.steps  # the plan, and the history as step 2 leaves it
         history = msgs if isinstance(msgs, list) else list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
@@ -514,8 +497,7 @@ class Pipeline:
         return CompactionPlan(False, s.strategy, 1, before, _repaired(msgs, before), s.threshold)
 
     def _due(self, msgs: Sequence[Message], before: int) -> bool:
-        """The gate: a new topic (topic isolation), over ``max_messages``, or over the token
-        threshold as the history is (``before``) or as repaired."""
+        """Step 1: a new topic, over ``max_messages``, or over the threshold (or repaired)."""
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
@@ -564,8 +546,8 @@ class Pipeline:
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        """Steps 4 and 5: ``reduced[1:cut]`` becomes one summary. The reduction keeps
-        positions, so a structured summary fingerprints the same ``msgs[1:cut]`` before it."""
+        """Step 4: ``reduced[1:cut]`` becomes one summary; its facts are fingerprinted from
+        ``msgs[1:cut]`` (step 2 keeps positions)."""
         s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
         # The model's text: at most half the room the threshold leaves beside the system.
         room = s.threshold - estimate_tokens(reduced[:1])
@@ -604,9 +586,8 @@ class Pipeline:
     def _failed(
         self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
     ) -> CompactionResult:
-        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds). An
-        earlier summary at ``reduced[1]`` is kept: the fallback sees it and the system as one
-        fixed head, so a failed summary never loses what earlier compactions kept."""
+        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds); an
+        earlier summary at ``reduced[1]`` stays, one fixed head with the system message."""
         if self.fallback is None:
             plan = replace(plan, would_compact=False, cut=1, tokens_after=plan.tokens_before)
             out = repair_orphaned_tool_pairs(reduced)
@@ -626,7 +607,6 @@ class Pipeline:
 
 
 def _repaired(msgs: Sequence[Message], before: int) -> int:
-    """The estimate of ``msgs`` as repaired (``before``, their estimate, when valid)."""
     if is_valid_tool_sequence(msgs):
         return before
     return estimate_tokens(repair_orphaned_tool_pairs(msgs))
@@ -649,8 +629,7 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
 
 
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
-    """Old tool results, and their calls' long arguments, replaced by stubs (the newest
-    ``keep_groups`` groups stay whole)."""
+    """Results and long arguments stubbed outside the newest ``keep_groups`` tool groups."""
     out = list(msgs)
     groups = tool_groups(out)
     for g in groups[: max(0, len(groups) - keep_groups)]:
@@ -666,7 +645,7 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
 
 
 def _new_stubs(msgs: Sequence[Message]) -> int:
-    """Stubs without a handle yet (the checkpoint adds one to each)."""
+    """Stubs still without the handle the checkpoint adds."""
     return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m))
 
 
@@ -687,10 +666,9 @@ def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
 
 
 def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_tail: int) -> int:
-    """Where the largest newest suffix (at least ``min_tail`` messages) whose repaired
-    history fits ``target`` tokens begins; 1 when nothing can be cut. Once a suffix's
-    non-tool messages alone exceed the target no earlier cut fits, so only the part after
-    that is measured; the kept size grows with the tail's length: bisect on it."""
+    """Where the largest newest suffix (at least ``min_tail``) fitting ``target`` repaired
+    begins (1: none). Only the part after where non-tool messages alone exceed the target
+    is measured; the kept size grows with the tail: bisect on it."""
     n = len(msgs)
     if n - 1 <= min_tail:
         return 1
@@ -715,8 +693,8 @@ def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_t
 
 
 def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: bool) -> int:
-    """Where the newest ``max_messages - 1`` begin (``over`` the token threshold: at most
-    max(``min_tail``, half the history)); a start on tool results moves back before them."""
+    """Where the newest ``max_messages - 1`` begin (``over`` the threshold: at most
+    max(``min_tail``, half the history)), moved back before tool results."""
     tail = max_messages - 1
     if over:
         tail = min(tail, max(min_tail, len(msgs) // 2))
@@ -729,11 +707,9 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
 
 
 def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
-    """The previous summary, then what the user said in ``head`` (verbatim) and the
-    assistant (clipped); tool calls and results go to the recall index. Within
-    ``budget_tokens``: only the newest words that fit, no previous summary (the fingerprint
-    rereads its facts; history_search finds every word)."""
-
+    """The previous summary, then the user's words in ``head`` and the assistant's
+    (clipped). Within ``budget_tokens``: the newest words that fit, no previous summary
+    (the fingerprint rereads its facts)."""
     previous = ""
     lines: list[str] = []
     for m in head:
@@ -762,13 +738,12 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
     return "\n\n".join(p for p in (previous, FOLDED_HEADING + "\n" + "\n".join(lines)) if p)
 
 
-# -- the strategies: their constructors, and one table from a name to its pipeline --------
-# Capitalised as the classes they once were (docs/architecture.md, 'Public API').
+# -- the strategies: their constructors (named as the classes they once were), and one
+# table from a name to its pipeline --------------------------------------------------------
 
 
 def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:
-    """Keep the largest newest suffix (at least ``min_tail_messages``) that fits
-    ``max_tokens``; forced, down to half the history."""
+    """The newest messages (at least ``min_tail_messages``) that fit ``max_tokens``."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     if min_tail_messages < 0:
@@ -777,26 +752,13 @@ def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_T
     return Pipeline(steps)
 
 
-def SlidingWindowCompactor(
-    max_messages: int = 100,
-    *,
-    min_tail_messages: int = DEFAULT_MIN_TAIL,
-    max_tokens: int | None = None,
-) -> Pipeline:
-    """Keep the system message and the newest ``max_messages - 1``, forced too. Over
-    ``max_tokens``: max(``min_tail_messages``, half the history), never more than that."""
+def SlidingWindowCompactor(max_messages: int = 100, *, max_tokens: int | None = None) -> Pipeline:
+    """The newest ``max_messages - 1``; over ``max_tokens`` at most the newer half."""
     if max_messages < 1:
         raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-    steps = Steps(
-        "window",
-        max_tokens or 0,
-        cut="window",
-        min_tail=min_tail_messages,
-        max_messages=max_messages,
-    )
-    return Pipeline(steps)
+    return Pipeline(Steps("window", max_tokens or 0, cut="window", max_messages=max_messages))
 
 
 def SummarizationCompactor(
@@ -807,8 +769,7 @@ def SummarizationCompactor(
     *,
     summarizer_window: int | None = None,
 ) -> Pipeline:
-    """Replace the head with one summary (the five-section template), keeping the newest
-    ``min_tail_messages``; a failing summariser truncates to the same budget."""
+    """The head summarised by the five-section template; a failed summary truncates."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     steps = Steps(
@@ -825,9 +786,8 @@ def HybridCompactor(
     target: float = DEFAULT_TARGET,
     evict: bool = False,
 ) -> Pipeline:
-    """The default: past ``threshold`` of the window, stubs, then a structured summary with
-    a recall index, down to ``target`` of it (docs/compaction.md). The cut leaves room for
-    the summary's facts and the index. ``evict``: old results are first evicted by density."""
+    """Past ``threshold`` of the window: stubs, then a structured summary, down to
+    ``target`` of it. ``evict``: old results are first evicted by density."""
     if context_window < 1:
         raise ValueError(f"context_window must be positive, got {context_window}")
     goal = max(1, int(context_window * min(target, threshold)))
@@ -861,9 +821,8 @@ def summary_for_window(summarizer: Summarizer, context_window: int) -> Pipeline:
 def eviction_compactor(
     max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
 ) -> Pipeline:
-    """Over ``max_tokens``, old results are evicted by density down to ``target_ratio`` of
-    it (forced: all outside the newest ``keep_groups`` groups). When that is not enough, the
-    head folds without a model call into its newest words and the fingerprint's facts."""
+    """Old results evicted by density down to ``target_ratio`` of ``max_tokens``; when
+    that is not enough, the head folds without a model call."""
     evict_to, fold_to = int(max_tokens * target_ratio), int(max_tokens * EVICT_FOLD_SHARE)
     words = min(SUMMARY_ESTIMATE_CAP, max_tokens // 8)
     steps = Steps(
@@ -882,8 +841,7 @@ def eviction_compactor(
 
 
 def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
-    """Over ``max_messages``, all but the newest ``keep_messages`` fold without a model call,
-    whatever the tokens: each message costs every request a walk (docs/compaction.md)."""
+    """Over ``max_messages``, all but the newest ``keep_messages`` fold (no model call)."""
     if not 1 <= keep_messages < max_messages:
         raise ValueError(
             f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
@@ -893,8 +851,7 @@ def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
 
 
 def tail_compactor(max_tokens: int) -> Pipeline:
-    """``/compact``'s last resort: every tool result stubbed, then truncated to what fits
-    ``max_tokens``, down to the newest message; an earlier summary is kept."""
+    """``/compact``'s last resort: all results stubbed, then truncated to ``max_tokens``."""
     tail = Steps("protected-tail", max_tokens, stub=True, keep_groups=0, cut="fallback")
     return Pipeline(replace(tail, min_tail=1, fallback_to=max_tokens))
 
@@ -902,18 +859,15 @@ def tail_compactor(max_tokens: int) -> Pipeline:
 def topic_compactor(
     detector: TopicDetector, summarizer: Summarizer, *, summarizer_window: int | None = None
 ) -> Pipeline:
-    """Topic isolation (experimental): when a new topic begins, the finished ones fold into
-    a structured summary. A failing summariser leaves the history as it is."""
+    """Topic isolation: when a new topic begins, the finished ones are summarised."""
     steps = Steps(STRATEGY_TOPIC, 0, cut="topic", min_tail=0, summary="structured")
     return Pipeline(steps, summarizer, window=summarizer_window, detector=detector)
 
 
 @dataclass(frozen=True, slots=True)
 class Strategy:
-    """A strategy a user can choose: what ``--help`` says of it, and its pipeline for a
-    summariser, a window, a threshold in tokens and hybrid's target share."""
-
-    help: str
+    help: str  # what ``--help`` says of it
+    # Its pipeline for a summariser, a window, a threshold in tokens and hybrid's target.
     pipeline: Callable[[Summarizer | None, int, int, float], Pipeline]
 
     def steps(self, window: int, threshold: int, target: float) -> Steps:
