@@ -382,7 +382,7 @@ ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
 
 @dataclass(frozen=True, slots=True)
-class Steps:  # one configuration of the pipeline (docs/architecture.md, 'Compaction pipeline')
+class Steps:  # a pipeline's configuration (docs/architecture.md, 'The compaction pipeline')
     strategy: str  # what a plan and a result that folds say ran
     threshold: int  # the gate in tokens (0: none); ``max_messages`` gates too, unforceable
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
