@@ -269,8 +269,9 @@ class ToolGroup:
     result_indices: list[int]
 
 
-def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
-    """Assistant-with-calls messages and their results as the repair matches them."""
+def tool_groups(msgs: Sequence[Message], keep_newest: int = 0) -> list[ToolGroup]:
+    """Assistant-with-calls messages and their results as the repair matches them, oldest
+    first, but for the newest ``keep_newest``."""
     slots = match_tool_results(msgs)
     groups: list[ToolGroup] = []
     s = 0
@@ -279,7 +280,7 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
             n = len(m.tool_calls)
             groups.append(ToolGroup(i, sorted(r for r in slots[s : s + n] if r >= 0)))
             s += n
-    return groups
+    return groups[: max(0, len(groups) - keep_newest)]
 
 
 def _fact_lines(content: str, body: str) -> list[str]:
@@ -316,9 +317,9 @@ def evict_by_density(
     total = sum(message_bytes(m) for m in out)
     if total // BYTES_PER_TOKEN <= target_tokens:
         return out
-    groups = tool_groups(out)
+    old = tool_groups(out, keep_groups)
     # Arguments first: what a write_file wrote is on disk, the stub keeps the handle.
-    for g in groups[: max(0, len(groups) - keep_groups)]:
+    for g in old:
         if total // BYTES_PER_TOKEN <= target_tokens:
             return out
         msg = out[g.call_index]
@@ -327,7 +328,7 @@ def evict_by_density(
     # Each old result's own call (ids may be reused across turns).
     call_of = {
         i: tc
-        for g in groups[: max(0, len(groups) - keep_groups)]
+        for g in old
         for i in g.result_indices
         for tc in out[g.call_index].tool_calls
         if tc.id == out[i].tool_call_id
@@ -631,9 +632,9 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
     """Results and long arguments stubbed outside the newest ``keep_groups`` tool groups."""
     out = list(msgs)
-    groups = tool_groups(out)
-    for g in groups[: max(0, len(groups) - keep_groups)]:
+    for g in tool_groups(out, keep_groups):
         out[g.call_index] = stub_arguments(out[g.call_index])
+
         for i in g.result_indices:
             m = out[i]
             if is_stub(m):
