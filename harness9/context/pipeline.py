@@ -1,14 +1,7 @@
-"""What compaction does: one function of ordered, pure steps, and the one table from a
-strategy's name to its steps (``STRATEGIES``).
-
-``Pipeline.compact`` (and its dry run, ``plan``) runs, cheap to expensive, stopping as soon
-as the history fits: 1. **gate** (over the threshold, or forced); 2. **reduce**, no message
-moving and no model call: old tool results evicted by density, then stubbed; 3. **cut**
-where the kept tail begins (never between tool results and their call); 4. **fold** the head
-into a summary, or drop it; 5. **fallback**: a failing summariser hands the reduced history
-to a truncating pipeline. ``Steps`` says what each step does. Every output is repaired and
-never larger than its input repaired. Also here: the ``Compactor`` seam, its plan and
-result, and the events the UI shows of a compaction.
+"""What compaction does: one ``Pipeline`` of ordered, pure steps (gate, reduce, cut, fold,
+fallback; ``Steps`` configures them) and ``STRATEGIES``, the one table from a strategy's
+name to its pipeline. Also the ``Compactor`` seam, its plan and result, and the events the
+UI shows of a compaction. docs/architecture.md, 'The compaction pipeline', walks the steps.
 """
 
 from __future__ import annotations
@@ -84,31 +77,24 @@ class CompactionProgress:
 
 
 @dataclass(slots=True)
-class Compaction:
-    """A compaction that cut the context by more than 5 %."""
-
+class Compaction:  # a compaction that cut the context by more than 5 %
     tokens_before: int
     tokens_after: int
     msgs_before: int
     msgs_after: int
     strategy: str
     fallback_reason: str | None = None
-    # Seconds the turn waited for a summary prepared in the background (None: not one).
-    waited: float | None = None
+    waited: float | None = None  # seconds the turn waited for a prepared summary
 
 
 @dataclass(slots=True)
-class Notice:
-    """Something the user should know that is not an error (e.g. an offloaded result)."""
-
+class Notice:  # something the user should know that is not an error
     text: str
 
 
 @dataclass(slots=True)
 class SummaryPreparing:
-    """A summary is being prepared in the background (``active``), or no longer is."""
-
-    active: bool
+    active: bool  # a summary is being prepared in the background, or no longer is
 
 
 ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice | SummaryPreparing
@@ -130,9 +116,7 @@ class CompactionPlan:
     tokens_before: int  # estimate_tokens(msgs)
     tokens_after: int  # estimate of the result (a summary's size is estimated by ``plan``)
     threshold: int  # the compactor's threshold_tokens
-    # It would fold ``msgs[1:cut]`` down to ``tokens_after`` but save too little to be worth
-    # it (the policy's rule): ``would_compact`` is then False, and nothing is made.
-    too_small: bool = False
+    too_small: bool = False  # it would save too little (the policy's rule): nothing is made
 
 
 @dataclass(slots=True)
@@ -142,29 +126,21 @@ class CompactionResult:
     summary: str | None  # summary text without SUMMARY_PREFIX when one was produced
     strategy: str  # what actually ran ("budget" when summarize fell back)
     error: str | None = None  # why a fallback happened, if it did
-    # The earlier summary at msgs[1] is kept as it was (a fallback after a failed summary).
-    kept_previous_summary: bool = False
-    # A summary was made but not used, its result larger than its input: that result, for
-    # a caller that cuts further anyway and keeps what was paid for.
+    kept_previous_summary: bool = False  # msgs[1], an earlier summary, kept (a fallback)
+    # A summary made but larger than its input: kept for a caller that cuts further anyway.
     declined: CompactionResult | None = None
 
 
 @runtime_checkable
 class Compactor(Protocol):
-    """The one compaction seam; pure: the input is never mutated.
-
-    ``threshold_tokens``: the estimate over which ``plan`` compacts unforced (0: triggered
-    otherwise, as topic isolation is). ``plan``: what ``compact`` would fold, no model call.
-    ``compact``: ``instructions`` focus a summary (``/compact <focus>``), ``on_progress``
-    hears each summariser call (a compactor calling no model ignores both). An input not
-    starting with the system message is returned unchanged; otherwise the output is repaired.
+    """The one compaction seam; pure. ``threshold_tokens``: compacts unforced over it (0:
+    not gated by tokens). ``plan``: what ``compact`` would fold, no model call. ``compact``:
+    ``instructions`` focus a summary, ``on_progress`` hears each summariser call. An input
+    not starting with the system message is returned unchanged, any other output repaired.
     """
 
-    @property
-    def strategy(self) -> str: ...
-
-    @property
-    def threshold_tokens(self) -> int: ...
+    strategy: str
+    threshold_tokens: int
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
 
@@ -188,8 +164,7 @@ def find_cut(msgs: Sequence[Message], tail_len: int) -> int:
 
 
 def extend_cut(msgs: Sequence[Message], cut: int) -> int:
-    """``cut`` moved back over the tool results it would begin with, to the assistant message
-    before them if it made calls; results whose call is not adjacent are left to the repair."""
+    """``cut`` moved back over the tool results it would begin with, to their call."""
     if cut >= len(msgs) or msgs[cut].role != ROLE_TOOL:
         return cut
     first = cut
@@ -202,19 +177,13 @@ def extend_cut(msgs: Sequence[Message], cut: int) -> int:
 
 
 class KeptSizer:
-    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in O(1).
-
-    One pass over ``msgs[start:]``: each message's bytes, plus the stubs the repair adds to
-    unanswered calls, minus results it drops. A result whose call lies before the cut is
-    dropped only for cuts between the two: a difference array counts that.
-    """
+    """Exact token estimate of ``repair([msgs[0]] + msgs[cut:])`` for any cut >= start, in
+    O(1) after one pass (a difference array counts the results a cut separates from calls)."""
 
     __slots__ = ("_start", "_straddle", "_suffix", "_system_bytes")
 
     def __init__(self, msgs: Sequence[Message], sizes: Sequence[int], start: int = 1) -> None:
-        """``sizes[i]`` is ``message_bytes(msgs[i])``; ``msgs[0]`` is the system message."""
         part = msgs[start:]
-        # Exact for cuts inside the part: a result whose call lies before it is unmatched.
         result = match_tool_results(part)
         stub_bytes = len(TRUNCATED_STUB.encode("utf-8"))
         # What each message adds to a repaired suffix: results count with their call.
@@ -252,8 +221,7 @@ class KeptSizer:
 # -- step 2: eviction of old tool results by density ---------------------------------------
 
 EVICTED_ERROR_LINES = 3  # the last error lines of a result are kept in its stub
-# Bytes of declared names and paths a stub may list beyond its rule summary (~80 tokens,
-# room for 15-20 names): small next to the results worth evicting (thousands of bytes).
+# Bytes of names and paths a stub may list (~80 tokens): small next to what is evicted.
 EVICTED_FACT_BYTES = 320
 _CODE_LINE_RE = re.compile(
     r"^(?:[ \t]+\S|\s*(?:def|class|func|fn|import|from|return|if|for|while|const|let|var|"
@@ -280,7 +248,7 @@ def is_repetitive_grep(content: str) -> bool:
 
 
 def density_score(msg: Message) -> float:
-    """The rules in the module docstring (booleans count 1 or 0)."""
+    """What a result is worth keeping: errors, decisions and paths up, bulk down."""
     c = msg.content
     return (
         3.0 * has_error(c)
@@ -299,9 +267,9 @@ class ToolGroup:
     result_indices: list[int]
 
 
-def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
-    """Assistant-with-calls messages and their results, oldest first, matched as the repair
-    matches them (a reused call id binds to the nearest call; a stray result to none)."""
+def tool_groups(msgs: Sequence[Message], keep_newest: int = 0) -> list[ToolGroup]:
+    """Assistant-with-calls messages and their results as the repair matches them, oldest
+    first, but for the newest ``keep_newest``."""
     slots = match_tool_results(msgs)
     groups: list[ToolGroup] = []
     s = 0
@@ -310,12 +278,11 @@ def tool_groups(msgs: Sequence[Message]) -> list[ToolGroup]:
             n = len(m.tool_calls)
             groups.append(ToolGroup(i, sorted(r for r in slots[s : s + n] if r >= 0)))
             s += n
-    return groups
+    return groups[: max(0, len(groups) - keep_newest)]
 
 
 def _fact_lines(content: str, body: str) -> list[str]:
-    """What the rule summary ``body`` lacks: the last error lines (what a later step needs
-    most), then declared names and paths while they fit, and a count of the rest."""
+    """What the rule summary ``body`` lacks: the last error lines, then names and paths."""
     lines: list[str] = []
     errors = [e for e in error_lines(content) if e not in body][-EVICTED_ERROR_LINES:]
     if errors:
@@ -341,27 +308,25 @@ def _fact_lines(content: str, body: str) -> list[str]:
 def evict_by_density(
     messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
 ) -> list[Message]:
-    """A copy in which the long arguments of the calls of all but the newest ``keep_groups``
-    tool groups are stubbed, then their results replaced by eviction stubs (rule summary, last error lines, declared names and paths),
-    lowest score first (ties: oldest first), until the estimate is at most
-    ``target_tokens``. Roles, ids and order stay, so the tool-call sequence stays valid."""
+    """A copy in which, outside the newest ``keep_groups`` tool groups, calls' long arguments
+    are stubbed, then results replaced by eviction stubs, lowest score (then oldest) first,
+    until the estimate is at most ``target_tokens``. Roles, ids and order stay."""
     out = list(messages)
     total = sum(message_bytes(m) for m in out)
     if total // BYTES_PER_TOKEN <= target_tokens:
         return out
-    groups = tool_groups(out)
-    # Old calls' long arguments go first: the file a write_file wrote is on disk, and the
-    # stub keeps the call's handle.
-    for g in groups[: max(0, len(groups) - keep_groups)]:
+    old = tool_groups(out, keep_groups)
+    # Arguments first: what a write_file wrote is on disk, the stub keeps the handle.
+    for g in old:
         if total // BYTES_PER_TOKEN <= target_tokens:
             return out
         msg = out[g.call_index]
         out[g.call_index] = stub_arguments(msg)
         total -= message_bytes(msg) - message_bytes(out[g.call_index])
-    # Each old result's own call (ids may be reused across turns, so not a global id map).
+    # Each old result's own call (ids may be reused across turns).
     call_of = {
         i: tc
-        for g in groups[: max(0, len(groups) - keep_groups)]
+        for g in old
         for i in g.result_indices
         for tc in out[g.call_index].tool_calls
         if tc.id == out[i].tool_call_id
@@ -389,31 +354,28 @@ def evict_by_density(
 # -- the pipeline --------------------------------------------------------------------------
 
 DEFAULT_MIN_TAIL = 6
-# The ``for_context_window`` helpers' share of the window (the default of the
-# ``compaction.threshold`` option); the rest is for tool schemas, output and estimate error.
+# The window share the ``*_for_window`` helpers compact at (``compaction.threshold``'s
+# default); the rest is for tool schemas, output and estimate error.
 BUDGET_PERCENT = 80
-DEFAULT_THRESHOLD = BUDGET_PERCENT / 100  # the ``compaction.threshold`` option's default
+DEFAULT_THRESHOLD = BUDGET_PERCENT / 100
+DEFAULT_TARGET = 0.4  # the ``compaction.target`` option's default
 STRATEGY_HYBRID = "hybrid"
 STRATEGY_STUBS = "hybrid:stubs"  # what ran when stubbing alone was enough
-# A compaction (or a reduction) that saves less than this share is not worth the cache it
-# breaks: it is neither made by the pipeline nor stored by the policy.
+STRATEGY_TOPIC = "topic"
+# A compaction (or a reduction) saving less than this share is not worth the cache it breaks.
 MIN_COMPACTION_GAIN = 0.05
-# What an API adds per message beyond its text (role, call ids, separators): about 8
-# tokens for the call/result pairs of a tool-heavy session.
+# What an API adds per message beyond its text (role, call ids, separators).
 MESSAGE_OVERHEAD_TOKENS = 8
-DEFAULT_TARGET = 0.4  # the ``compaction.target`` option's default
-# Shares of the window for the summary's "Preserved facts" and the recall index: small
-# enough that the recent tail keeps most of the target, large enough for ~100 lines each
-# on a 128K window.
+# Window shares of the summary's "Preserved facts" and of the recall index: small beside
+# the target, room for ~100 lines each on a 128K window.
 PRESERVED_SHARE_HYBRID = 0.06
 RECALL_SHARE = 0.06
 EVICT_SHARE = 0.7  # eviction evicts down to this share of its threshold
-# When eviction is not enough, ``evict`` keeps a tail of this share of its threshold (40 %
-# of the window at the default 80 % threshold, hybrid's target, so a fold buys as many
-# calls); the folded head's facts take the room up to ``EVICT_SHARE``.
+# When eviction is not enough, ``evict`` folds to this share of its threshold (hybrid's
+# target at the default threshold); the folded head's facts take the room up to EVICT_SHARE.
 EVICT_FOLD_SHARE = 0.5
-# Topic isolation folds once the history has more than this many messages and the newest
-# topic segment has at most NEW_TOPIC_MESSAGES: a new topic has just begun.
+# Topic isolation folds when the history has more than TOPIC_MIN_HISTORY messages and the
+# newest topic at most NEW_TOPIC_MESSAGES: a new topic has just begun.
 TOPIC_MIN_HISTORY = 10
 NEW_TOPIC_MESSAGES = 2
 FOLDED_HEADING = "## Earlier messages (tool calls folded into the recall index)"
@@ -421,41 +383,31 @@ ASSISTANT_CHARS = 400  # a folded assistant message keeps this many characters
 
 
 @dataclass(frozen=True, slots=True)
-class Steps:
-    """One configuration of the pipeline."""
-
+class Steps:  # a pipeline's configuration (docs/architecture.md, 'The compaction pipeline')
     strategy: str  # what a plan and a result that folds say ran
-    # The gate, in tokens (0: not gated by tokens); ``max_messages`` gates too, and ``force``
-    # does not move it; topic isolation is gated by a new topic instead.
-    threshold: int
+    threshold: int  # the gate in tokens (0: none); ``max_messages`` gates too, unforceable
     evict_to: int | None = None  # reduce: evict by density down to this (0 when forced)
     stub: bool = False  # reduce: then stub the old tool results
     keep_groups: int = 3  # reduce: the newest tool groups stay whole
     enough_at: int = 0  # the reduction alone is the result at or under this load
-    # Where the kept tail begins: "fit" (as many newest messages as ``target`` holds), "tail"
-    # (all but ``min_tail``), "budget" (the largest suffix under ``target``), "window" (the
-    # newest ``max_messages - 1``), "topic" (where the newest topic begins), "fallback"
-    # (straight to step 5) or "" (nothing is cut).
+    # Where the kept tail begins: "fit" (the newest messages ``target`` holds), "tail" (all
+    # but ``min_tail``), "budget" (the largest suffix under ``target``), "window" (the newest
+    # ``max_messages - 1``), "topic" (the newest topic) or "fallback" (step 5 at once).
     cut: str = "tail"
     target: int = 0  # tokens the cut aims for ("fit", "budget")
-    min_tail: int = DEFAULT_MIN_TAIL  # newest messages always kept
+    min_tail: int = DEFAULT_MIN_TAIL  # newest messages always kept, by step 5 too
     max_messages: int = 0  # a gate when set; "window": the window
     # The head is dropped (""), or becomes a "plain" summary (the five-section template), a
-    # "structured" one (the marker prompt, its facts fingerprinted from the messages as they
-    # were before step 2) or a "folded" one (the user's and assistant's words, no model call).
+    # "structured" one (the marker prompt, its facts fingerprinted before step 2) or a
+    # "folded" one (the user's and assistant's words, no model call).
     summary: str = ""
     preserved_budget: int | None = None  # tokens of the summary's "Preserved facts"
     words_budget: int | None = None  # tokens of a "folded" summary's words (None: all)
-    # Step 5: a failing summariser truncates to this many tokens, keeping at least
-    # ``fallback_min_tail`` messages (0: nothing folds then).
-    fallback_to: int = 0
-    fallback_min_tail: int = DEFAULT_MIN_TAIL
+    fallback_to: int = 0  # step 5: a failed summary truncates to this (0: nothing folds)
 
 
 class Pipeline:
-    """The one ``Compactor``, running ``steps``. ``summarizer`` answers the summary requests
-    (in chunks that fit ``window``), ``fallback`` replaces the steps' truncation when a
-    summary fails, ``detector`` finds topics (``cut="topic"``)."""
+    """The one ``Compactor``: runs ``steps``, summarising in chunks that fit ``window``."""
 
     def __init__(
         self,
@@ -466,19 +418,16 @@ class Pipeline:
         fallback: Compactor | None = None,
         detector: TopicDetector | None = None,
     ) -> None:
-        self.steps = steps
-        self.strategy = steps.strategy
-        self.threshold_tokens = steps.threshold
-        self.window = window
+        self.steps, self.strategy, self.threshold_tokens = steps, steps.strategy, steps.threshold
+        self.window, self.detector = window, detector
         self.span: SpanSummarizer | None = None
         if summarizer is not None and steps.summary == "structured":
             self.span = marker_summarizer(summarizer, window=window)
         elif summarizer is not None and steps.summary == "plain":
             self.span = SpanSummarizer(summarizer, window=window)
         if fallback is None and steps.fallback_to:
-            fallback = Pipeline(budget_steps(steps.fallback_to, steps.fallback_min_tail))
+            fallback = TokenBudgetCompactor(steps.fallback_to, steps.min_tail)
         self.fallback = fallback
-        self.detector = detector
 
     def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
         return self._plan(msgs, force)[0]
@@ -509,8 +458,7 @@ class Pipeline:
         return CompactionResult(out, plan, None, plan.strategy)
 
     def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
-        """The plan, and the history as step 2 leaves it."""
-        s = self.steps
+        s = self.steps  # the plan, and the history as step 2 leaves it
         history = msgs if isinstance(msgs, list) else list(msgs)
         sizes = [message_bytes(m) for m in msgs]
         before = sum(sizes) // BYTES_PER_TOKEN
@@ -524,36 +472,33 @@ class Pipeline:
             reduced = self._reduce(history, force)
             sizes = [message_bytes(m) for m in reduced]
             after = (sum(sizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
-            name = f"{s.strategy}:stubs" if s.cut and s.stub else s.strategy
+            name = f"{s.strategy}:stubs" if s.stub else s.strategy
         if s.cut == "fallback":
             return CompactionPlan(True, s.strategy, 1, before, after, s.threshold), reduced
-        # The reduction alone lands under ``enough_at`` (counting each message's framing:
-        # stubs make messages small and many) and saves enough to break the cache for.
+        # The reduction alone is the result when its load (with each message's framing:
+        # stubs make messages small and many) is under ``enough_at`` and it saves enough.
         load = after + MESSAGE_OVERHEAD_TOKENS * len(reduced)
         enough = load <= s.enough_at and after < before * (1 - MIN_COMPACTION_GAIN)
-        cut = self._cut(reduced, sizes, before, force) if s.cut and not enough else 1
+        cut = 1 if enough else self._cut(reduced, sizes, before, force)
         if cut <= 1 and reduced is history:
             return self._unchanged(msgs, before), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, sizes, cut).kept_tokens(cut)
         kept += _new_stubs(reduced[cut:]) * HANDLE_ALLOWANCE_BYTES // BYTES_PER_TOKEN
-        if s.summary == "folded":  # the words it keeps: at most the head, no model call
+        if s.summary:
             head = estimate_tokens(reduced[1:cut])
-            kept += min(head, SUMMARY_ESTIMATE_CAP) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
-        elif s.summary:
-            head = estimate_tokens(reduced[1:cut])
-            kept += summary_estimate(head) + len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
+            folded = s.summary == "folded"  # at most the head's words, no model call
+            kept += min(head, SUMMARY_ESTIMATE_CAP) if folded else summary_estimate(head)
+            kept += len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
     def _unchanged(self, msgs: Sequence[Message], before: int) -> CompactionPlan:
-        return CompactionPlan(
-            False, self.steps.strategy, 1, before, _repaired(msgs, before), self.steps.threshold
-        )
+        s = self.steps
+        return CompactionPlan(False, s.strategy, 1, before, _repaired(msgs, before), s.threshold)
 
     def _due(self, msgs: Sequence[Message], before: int) -> bool:
-        """The gate: a new topic (topic isolation), over ``max_messages``, or over the token
-        threshold as the history is (``before``) or as repaired."""
+        """Step 1: a new topic, over ``max_messages``, or over the threshold (or repaired)."""
         s = self.steps
         if s.cut == "topic":
             segments = self._segments(msgs)
@@ -564,8 +509,7 @@ class Pipeline:
         return before > s.threshold > 0 or _repaired(msgs, before) > s.threshold > 0
 
     def _reduce(self, msgs: list[Message], force: bool) -> list[Message]:
-        s = self.steps
-        out = msgs
+        s, out = self.steps, msgs
         if s.evict_to is not None:
             out = evict_by_density(out, s.keep_groups, 0 if force else s.evict_to)
             # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
@@ -577,9 +521,8 @@ class Pipeline:
         """Step 3: where the kept tail begins in ``msgs`` (1: nothing is cut)."""
         s = self.steps
         if s.cut == "budget":
-            return budget_cut(
-                msgs, sizes, min(s.target, before // 2) if force else s.target, s.min_tail
-            )
+            target = min(s.target, before // 2) if force else s.target
+            return budget_cut(msgs, sizes, target, s.min_tail)
         if s.cut == "window":
             return window_cut(msgs, s.max_messages, s.min_tail, before > s.threshold > 0)
         if s.cut == "topic":
@@ -604,8 +547,8 @@ class Pipeline:
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
-        """Steps 4 and 5: ``reduced[1:cut]`` becomes one summary. The reduction keeps
-        positions, so a structured summary fingerprints the same ``msgs[1:cut]`` before it."""
+        """Step 4: ``reduced[1:cut]`` becomes one summary; its facts are fingerprinted from
+        ``msgs[1:cut]`` (step 2 keeps positions)."""
         s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
         # The model's text: at most half the room the threshold leaves beside the system.
         room = s.threshold - estimate_tokens(reduced[:1])
@@ -644,16 +587,12 @@ class Pipeline:
     def _failed(
         self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
     ) -> CompactionResult:
-        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds).
-
-        An earlier summary right after the system message is kept: the fallback sees the two
-        as one fixed head and truncates only what came after, so a failed summary never loses
-        what earlier compactions kept."""
+        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds); an
+        earlier summary at ``reduced[1]`` stays, one fixed head with the system message."""
         if self.fallback is None:
             plan = replace(plan, would_compact=False, cut=1, tokens_after=plan.tokens_before)
-            return CompactionResult(
-                repair_orphaned_tool_pairs(reduced), plan, None, self.strategy, error
-            )
+            out = repair_orphaned_tool_pairs(reduced)
+            return CompactionResult(out, plan, None, self.strategy, error)
         if len(reduced) < 2 or not reduced[1].is_summary:
             res = self.fallback.compact(reduced, force=force)
             return CompactionResult(res.messages, res.plan, None, res.strategy, error)
@@ -669,16 +608,14 @@ class Pipeline:
 
 
 def _repaired(msgs: Sequence[Message], before: int) -> int:
-    """The estimate of ``msgs`` as repaired (``before``, their estimate, when valid)."""
     if is_valid_tool_sequence(msgs):
         return before
     return estimate_tokens(repair_orphaned_tool_pairs(msgs))
 
 
 def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
-    """``res``, unless it is larger than its input repaired (a summary longer than what it
-    replaces): then that input, folding nothing, with ``res`` as its ``declined`` (a caller
-    about to cut further keeps the summary paid for). No compaction grows the context."""
+    """``res``, unless larger than its input repaired: then that input, folding nothing,
+    with ``res`` as its ``declined``. No compaction grows the context."""
     if not res.plan.would_compact:
         return res
     original = repair_orphaned_tool_pairs(msgs)
@@ -693,12 +630,11 @@ def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
 
 
 def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]:
-    """Old tool results, and their calls' long arguments, replaced by stubs (the newest
-    ``keep_groups`` groups stay whole)."""
+    """Results and long arguments stubbed outside the newest ``keep_groups`` tool groups."""
     out = list(msgs)
-    groups = tool_groups(out)
-    for g in groups[: max(0, len(groups) - keep_groups)]:
+    for g in tool_groups(out, keep_groups):
         out[g.call_index] = stub_arguments(out[g.call_index])
+
         for i in g.result_indices:
             m = out[i]
             if is_stub(m):
@@ -710,14 +646,13 @@ def stub_old_results(msgs: Sequence[Message], keep_groups: int) -> list[Message]
 
 
 def _new_stubs(msgs: Sequence[Message]) -> int:
-    """Stubs without a handle yet (the checkpoint adds one to each)."""
+    """Stubs still without the handle the checkpoint adds."""
     return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m))
 
 
 def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
-    """Where a tail of as many newest messages as ``room_tokens`` holds begins (each
-    counted with its framing and room for a new stub's handle), at least ``min_tail`` of
-    them; 1 when all fit."""
+    """Where the newest messages ``room_tokens`` holds begin (each with its framing and a
+    new stub's handle), at least ``min_tail`` of them; 1 when all fit."""
     room_bytes = max(0, room_tokens) * BYTES_PER_TOKEN - message_bytes(msgs[0])
     start, used = len(msgs), 0
     while start > 1:
@@ -732,13 +667,9 @@ def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
 
 
 def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_tail: int) -> int:
-    """Where the largest newest suffix (at least ``min_tail`` messages) whose repaired
-    history fits ``target`` tokens begins; 1 when nothing can be cut.
-
-    Once the non-tool messages of a suffix alone exceed the target no earlier cut fits, so
-    only the part after that point is measured exactly (work proportional to what is kept);
-    ``KeptSizer.kept_tokens(find_cut(t))`` never decreases as t grows: bisect on t.
-    """
+    """Where the largest newest suffix (at least ``min_tail``) fitting ``target`` repaired
+    begins (1: none). Only the part after where non-tool messages alone exceed the target
+    is measured; the kept size grows with the tail: bisect on it."""
     n = len(msgs)
     if n - 1 <= min_tail:
         return 1
@@ -763,8 +694,8 @@ def budget_cut(msgs: Sequence[Message], sizes: Sequence[int], target: int, min_t
 
 
 def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: bool) -> int:
-    """Where the newest ``max_messages - 1`` begin (``over`` the token threshold: at most
-    max(``min_tail``, half the history)); a start on tool results moves back before them."""
+    """Where the newest ``max_messages - 1`` begin (``over`` the threshold: at most
+    max(``min_tail``, half the history)), moved back before tool results."""
     tail = max_messages - 1
     if over:
         tail = min(tail, max(min_tail, len(msgs) // 2))
@@ -777,11 +708,9 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
 
 
 def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
-    """The previous summary, then what the user said in ``head`` (verbatim) and the
-    assistant (clipped); its tool calls and results are the recall index's. Within
-    ``budget_tokens``, only the newest of this head's words that fit, and no previous summary
-    (the fold's fingerprint reads its words and markers again; history_search finds every
-    word)."""
+    """The previous summary, then the user's words in ``head`` and the assistant's
+    (clipped). Within ``budget_tokens``: the newest words that fit, no previous summary
+    (the fingerprint rereads its facts)."""
     previous = ""
     lines: list[str] = []
     for m in head:
@@ -810,73 +739,63 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
     return "\n\n".join(p for p in (previous, FOLDED_HEADING + "\n" + "\n".join(lines)) if p)
 
 
-# -- the strategies: one table from a name to its steps ----------------------------------
+# -- the strategies: their constructors (named as the classes they once were), and one
+# table from a name to its pipeline --------------------------------------------------------
 
 
-def budget_steps(max_tokens: int, min_tail: int = DEFAULT_MIN_TAIL) -> Steps:
-    """Keep the largest newest suffix (at least ``min_tail`` messages) that fits
-    ``max_tokens``; forced, down to half the history."""
+def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:
+    """The newest messages (at least ``min_tail_messages``) that fit ``max_tokens``."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-    if min_tail < 0:
-        raise ValueError(f"min_tail_messages must be >= 0, got {min_tail}")
-    return Steps("budget", max_tokens, cut="budget", target=max_tokens, min_tail=min_tail)
+    if min_tail_messages < 0:
+        raise ValueError(f"min_tail_messages must be >= 0, got {min_tail_messages}")
+    steps = Steps("budget", max_tokens, cut="budget", target=max_tokens, min_tail=min_tail_messages)
+    return Pipeline(steps)
 
 
-def window_steps(
-    max_messages: int = 100, *, min_tail: int = DEFAULT_MIN_TAIL, max_tokens: int | None = None
-) -> Steps:
-    """Keep the system message and the newest ``max_messages - 1`` (``force`` keeps the same
-    window: the window is the promise). With ``max_tokens``, a history over that many tokens
-    keeps max(``min_tail``, half the history), never more than the window; without it the
-    window is blind to tokens (``threshold_tokens`` 0)."""
+def SlidingWindowCompactor(max_messages: int = 100, *, max_tokens: int | None = None) -> Pipeline:
+    """The newest ``max_messages - 1``; over ``max_tokens`` at most the newer half."""
     if max_messages < 1:
         raise ValueError(f"max_messages must be >= 1 (the system message), got {max_messages}")
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-    return Steps(
-        "window", max_tokens or 0, cut="window", min_tail=min_tail, max_messages=max_messages
-    )
+    return Pipeline(Steps("window", max_tokens or 0, cut="window", max_messages=max_messages))
 
 
-def summary_steps(max_tokens: int, min_tail: int = DEFAULT_MIN_TAIL) -> Steps:
-    """Replace the head with one summary (the five-section template), keeping the newest
-    ``min_tail``; a failing summariser truncates to the same budget."""
+def SummarizationCompactor(
+    summarizer: Summarizer | None,
+    max_tokens: int,
+    min_tail_messages: int = DEFAULT_MIN_TAIL,
+    fallback: Compactor | None = None,
+    *,
+    summarizer_window: int | None = None,
+) -> Pipeline:
+    """The head summarised by the five-section template; a failed summary truncates."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-    return Steps(
-        "summarize",
-        max_tokens,
-        min_tail=min_tail,
-        summary="plain",
-        fallback_to=max_tokens,
-        fallback_min_tail=min_tail,
+    steps = Steps(
+        "summarize", max_tokens, min_tail=min_tail_messages, summary="plain", fallback_to=max_tokens
     )
+    return Pipeline(steps, summarizer, window=summarizer_window, fallback=fallback)
 
 
-def hybrid_steps(
+def HybridCompactor(
+    summarizer: Summarizer | None,
     context_window: int,
+    *,
     threshold: float = DEFAULT_THRESHOLD,
     target: float = DEFAULT_TARGET,
     evict: bool = False,
-) -> Steps:
-    """The default: stubs, then a structured summary with a recall index.
-
-    Past ``threshold`` × the window (80 %), one compaction brings the context down to
-    ``target`` × the window (40 %), so compactions are rare and each buys many appended
-    requests (docs/architecture.md, 'Cache-stable requests'). Tool results older than the
-    newest three groups are stubbed first; when that lands under the target no model is
-    called. Otherwise the head before a tail sized to the target, less room for the
-    summary's facts and the recall index, folds into one structured summary. A failing
-    summariser truncates to the target. ``evict``: old results are first evicted by density.
-    """
+) -> Pipeline:
+    """Past ``threshold`` of the window: stubs, then a structured summary, down to
+    ``target`` of it. ``evict``: old results are first evicted by density."""
     if context_window < 1:
         raise ValueError(f"context_window must be positive, got {context_window}")
     goal = max(1, int(context_window * min(target, threshold)))
     preserved = max(1, int(context_window * PRESERVED_SHARE_HYBRID))
     recall = max(1, int(context_window * RECALL_SHARE))
     reserve = preserved + recall + min(SUMMARY_ESTIMATE_CAP, goal // 8)
-    return Steps(
+    steps = Steps(
         STRATEGY_HYBRID,
         max(1, int(context_window * threshold)),
         evict_to=goal if evict else None,
@@ -888,18 +807,26 @@ def hybrid_steps(
         preserved_budget=preserved,
         fallback_to=goal,
     )
+    return Pipeline(steps, summarizer, window=context_window)
 
 
-def evict_steps(max_tokens: int, ratio: float = EVICT_SHARE, keep_groups: int = 3) -> Steps:
-    """Over ``max_tokens``, old results are evicted by density down to ``ratio`` of it
-    (forced: every evictable result outside the newest ``keep_groups`` groups). When that
-    does not land there, the head folds without a model call into the newest of its user's
-    and assistant's words (an eighth of ``max_tokens``, at most 1,500 tokens) with the facts
-    the fingerprint finds (the room between the two shares); with the kept tail that is
-    ``EVICT_FOLD_SHARE`` of ``max_tokens``. Its tool results go into the recall index."""
-    evict_to, fold_to = int(max_tokens * ratio), int(max_tokens * EVICT_FOLD_SHARE)
+def budget_for_window(context_window: int) -> Pipeline:
+    return TokenBudgetCompactor(context_window * BUDGET_PERCENT // 100)
+
+
+def summary_for_window(summarizer: Summarizer, context_window: int) -> Pipeline:
+    budget = context_window * BUDGET_PERCENT // 100
+    return SummarizationCompactor(summarizer, budget, summarizer_window=context_window)
+
+
+def eviction_compactor(
+    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
+) -> Pipeline:
+    """Old results evicted by density down to ``target_ratio`` of ``max_tokens``; when
+    that is not enough, the head folds without a model call."""
+    evict_to, fold_to = int(max_tokens * target_ratio), int(max_tokens * EVICT_FOLD_SHARE)
     words = min(SUMMARY_ESTIMATE_CAP, max_tokens // 8)
-    return Steps(
+    steps = Steps(
         "evict",
         max_tokens,
         evict_to=evict_to,
@@ -911,70 +838,67 @@ def evict_steps(max_tokens: int, ratio: float = EVICT_SHARE, keep_groups: int = 
         preserved_budget=max(1, evict_to - fold_to),
         words_budget=words,
     )
+    return Pipeline(steps)
 
 
-def fold_steps(max_messages: int, keep_messages: int) -> Steps:
-    """Over ``max_messages`` (the ``max_messages`` option), everything before the newest
-    ``keep_messages`` folds without a model call, whatever the window.
-
-    Stubs keep every old call and result as two messages, so on a 1M window a long session's
-    view grows to thousands of messages that every request pays for walking. The folded
-    results go into the checkpoint's recall index, the user's and assistant's words into the
-    summary, so no instruction is lost. The option's 400, folded to half, is far more than a
-    turn needs, few enough that call 10,000 costs what call 100 does, and one fold (one cache
-    break) per ~100 calls."""
+def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
+    """Over ``max_messages``, all but the newest ``keep_messages`` fold (no model call)."""
     if not 1 <= keep_messages < max_messages:
         raise ValueError(
             f"keep_messages must be between 1 and max_messages - 1, got {keep_messages}"
         )
-    return Steps("fold", 0, min_tail=keep_messages, max_messages=max_messages, summary="folded")
+    steps = Steps("fold", 0, min_tail=keep_messages, max_messages=max_messages, summary="folded")
+    return Pipeline(steps)
 
 
-def tail_steps(max_tokens: int) -> Steps:
-    """The last resort of a compaction the user asked for (``/compact``) when the strategy
-    folded nothing and the request is still over ``max_tokens``: every tool result is
-    stubbed (recallable by its handle), then the history is truncated to what fits, down to
-    its newest message; an earlier summary is kept."""
-    return Steps(
-        "protected-tail",
-        max_tokens,
-        stub=True,
-        keep_groups=0,
-        cut="fallback",
-        fallback_to=max_tokens,
-        fallback_min_tail=1,
-    )
+def tail_compactor(max_tokens: int) -> Pipeline:
+    """``/compact``'s last resort: all results stubbed, then truncated to ``max_tokens``."""
+    tail = Steps("protected-tail", max_tokens, stub=True, keep_groups=0, cut="fallback")
+    return Pipeline(replace(tail, min_tail=1, fallback_to=max_tokens))
 
 
-# Topic isolation (experimental): when the history has more than 10 messages and the newest
-# topic segment is new (2 messages or fewer), everything before it becomes one structured
-# summary. Not gated by tokens; a failing summariser leaves the history as it is.
-TOPIC_STEPS = Steps("topic", 0, cut="topic", min_tail=0, summary="structured")
+def topic_compactor(
+    detector: TopicDetector, summarizer: Summarizer, *, summarizer_window: int | None = None
+) -> Pipeline:
+    """Topic isolation: when a new topic begins, the finished ones are summarised."""
+    steps = Steps(STRATEGY_TOPIC, 0, cut="topic", min_tail=0, summary="structured")
+    return Pipeline(steps, summarizer, window=summarizer_window, detector=detector)
 
 
 @dataclass(frozen=True, slots=True)
 class Strategy:
-    """A strategy a user can choose: what ``--help`` says of it, and its steps for a window,
-    a threshold in tokens and hybrid's target share."""
+    help: str  # what ``--help`` says of it
+    # Its pipeline for a summariser, a window, a threshold in tokens and hybrid's target.
+    pipeline: Callable[[Summarizer | None, int, int, float], Pipeline]
 
-    help: str
-    steps: Callable[[int, int, float], Steps]
+    def steps(self, window: int, threshold: int, target: float) -> Steps:
+        return self.pipeline(None, window, threshold, target).steps
 
 
 STRATEGIES: dict[str, Strategy] = {
     STRATEGY_HYBRID: Strategy(
         "the default: stub old tool results, then summarise; alias phase2",
-        lambda window, threshold, target: hybrid_steps(window, threshold / window, target),
+        lambda s, window, threshold, target: HybridCompactor(
+            s, window, threshold=threshold / window, target=target
+        ),
     ),
-    "summarize": Strategy("LLM summary", lambda _w, threshold, _t: summary_steps(threshold)),
-    "budget": Strategy("drop oldest", lambda _w, threshold, _t: budget_steps(threshold)),
+    "summarize": Strategy(
+        "LLM summary",
+        lambda s, window, threshold, _t: SummarizationCompactor(
+            s, threshold, summarizer_window=window
+        ),
+    ),
+    "budget": Strategy(
+        "drop oldest", lambda _s, _w, threshold, _t: TokenBudgetCompactor(threshold)
+    ),
     "window": Strategy(
-        "last 100 messages", lambda _w, threshold, _t: window_steps(max_tokens=threshold)
+        "last 100 messages",
+        lambda _s, _w, threshold, _t: SlidingWindowCompactor(max_tokens=threshold),
     ),
     "evict": Strategy(
         "replace old low-value tool results; when that is not enough, fold old messages "
         "without a model call",
-        lambda _w, threshold, _t: evict_steps(threshold),
+        lambda _s, _w, threshold, _t: eviction_compactor(threshold),
     ),
 }
 # Older names a config file may still hold, and the strategy they mean now.
@@ -989,7 +913,7 @@ MODEL_FREE_STRATEGIES = frozenset(
     }
     | {STRATEGY_STUBS}
 )
-SUMMARY_STRATEGIES = frozenset(set(STRATEGIES) - MODEL_FREE_STRATEGIES | {TOPIC_STEPS.strategy})
+SUMMARY_STRATEGIES = frozenset(set(STRATEGIES) - MODEL_FREE_STRATEGIES | {STRATEGY_TOPIC})
 
 
 def strategy_help() -> str:
@@ -1000,82 +924,7 @@ def strategy_help() -> str:
 def strategy_pipeline(
     strategy: str, summarizer: Summarizer, context_window: int, threshold: int, target: float
 ) -> Pipeline:
-    """The pipeline of the strategy named ``strategy`` (a key of ``STRATEGIES``)."""
-    steps = STRATEGIES[strategy].steps(context_window, threshold, target)
-    return Pipeline(steps, summarizer, window=context_window)
-
-
-# The compactors' public names (docs/architecture.md, 'Public API'), capitalised as the
-# constructors they once were: each returns the pipeline of its steps, not a class of its own.
-
-
-def TokenBudgetCompactor(max_tokens: int, min_tail_messages: int = DEFAULT_MIN_TAIL) -> Pipeline:
-    return Pipeline(budget_steps(max_tokens, min_tail_messages))
-
-
-def SlidingWindowCompactor(
-    max_messages: int = 100,
-    *,
-    min_tail_messages: int = DEFAULT_MIN_TAIL,
-    max_tokens: int | None = None,
-) -> Pipeline:
-    return Pipeline(window_steps(max_messages, min_tail=min_tail_messages, max_tokens=max_tokens))
-
-
-def SummarizationCompactor(
-    summarizer: Summarizer,
-    max_tokens: int,
-    min_tail_messages: int = DEFAULT_MIN_TAIL,
-    fallback: Compactor | None = None,
-    *,
-    summarizer_window: int | None = None,
-) -> Pipeline:
-    steps = summary_steps(max_tokens, min_tail_messages)
-    return Pipeline(steps, summarizer, window=summarizer_window, fallback=fallback)
-
-
-def HybridCompactor(
-    summarizer: Summarizer,
-    context_window: int,
-    *,
-    threshold: float = DEFAULT_THRESHOLD,
-    target: float = DEFAULT_TARGET,
-    evict: bool = False,
-) -> Pipeline:
-    steps = hybrid_steps(context_window, threshold, target, evict)
-    return Pipeline(steps, summarizer, window=context_window)
-
-
-def budget_for_window(context_window: int) -> Pipeline:
-    """``budget`` at ``BUDGET_PERCENT`` of ``context_window``."""
-    return TokenBudgetCompactor(context_window * BUDGET_PERCENT // 100)
-
-
-def summary_for_window(summarizer: Summarizer, context_window: int) -> Pipeline:
-    """``summarize`` at ``BUDGET_PERCENT`` of ``context_window``, summarising in chunks that
-    fit it."""
-    budget = context_window * BUDGET_PERCENT // 100
-    return SummarizationCompactor(summarizer, budget, summarizer_window=context_window)
-
-
-def eviction_compactor(
-    max_tokens: int, target_ratio: float = EVICT_SHARE, keep_groups: int = 3
-) -> Pipeline:
-    return Pipeline(evict_steps(max_tokens, target_ratio, keep_groups))
-
-
-def MessageBound(max_messages: int, keep_messages: int) -> Pipeline:
-    return Pipeline(fold_steps(max_messages, keep_messages))
-
-
-def tail_compactor(max_tokens: int) -> Pipeline:
-    return Pipeline(tail_steps(max_tokens))
-
-
-def topic_compactor(
-    detector: TopicDetector, summarizer: Summarizer, *, summarizer_window: int | None = None
-) -> Pipeline:
-    return Pipeline(TOPIC_STEPS, summarizer, window=summarizer_window, detector=detector)
+    return STRATEGIES[strategy].pipeline(summarizer, context_window, threshold, target)
 
 
 CompactorFactory = Callable[[Summarizer, int, int], Compactor]

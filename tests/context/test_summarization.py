@@ -10,7 +10,7 @@ from harness9.context import (
     estimate_tokens,
     is_valid_tool_sequence,
 )
-from harness9.context.pipeline import Pipeline, budget_steps, summary_for_window
+from harness9.context.pipeline import Pipeline, summary_for_window
 from harness9.context.summarize import summary_estimate
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
@@ -123,7 +123,7 @@ def test_custom_fallback_is_used():
 def test_for_context_window_sets_budget_and_summariser_window():
     c = summary_for_window(ScriptedSummarizer(), 10_000)
     assert (c.threshold_tokens, c.window, c.steps.min_tail) == (8000, 10_000, 6)
-    assert isinstance(c.fallback, Pipeline) and c.fallback.steps == budget_steps(8000)
+    assert isinstance(c.fallback, Pipeline) and c.fallback.steps == TokenBudgetCompactor(8000).steps
 
 
 def test_head_is_rendered_compactly_for_the_summariser():
