@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import threading
 import time
 from collections import Counter, deque
@@ -148,6 +149,7 @@ class PreparedRun:
     done: threading.Event = field(default_factory=threading.Event)
     cancel_hook: Callable[[], None] | None = None
     join_hook: Callable[[], None] | None = None
+    verified: tuple[object, ModelView] | None = None  # the prefix last found unchanged
 
     def run(self, call: PreparedCall) -> None:
         """``work`` with every summariser call going to ``call`` (on the worker thread)."""
@@ -267,6 +269,7 @@ class AheadOfThreshold:
             return False
         digest = prefix_digest(view, checkpoint_key)
         run = PreparedRun(session_id, last, digest, framing, lambda: compact(msgs), self.answers)
+        run.verified = (checkpoint_key, ModelView(list(view.messages), list(view.ids)))
         with self._lock:
             self._runs[session_id] = run
         if not self.preparer.start(run):
@@ -292,10 +295,21 @@ class AheadOfThreshold:
 
     @staticmethod
     def _prefix(run: PreparedRun, view: ModelView, checkpoint_key: object) -> ModelView | None:
-        """The prefix of ``view`` that ``run`` froze, while it is still the one summarised."""
+        """The prefix of ``view`` that ``run`` froze, while it is still the one summarised.
+        Messages are never changed in place, so the message objects last verified under the
+        same checkpoint need no digest: hashing the prefix on every call cost milliseconds."""
         prefix = prefix_of(view, run.last_id)
-        if prefix is None or prefix_digest(prefix, checkpoint_key) != run.digest:
+        if prefix is None:
             return None
+        if run.verified is not None and run.verified[0] == checkpoint_key:
+            seen = run.verified[1].messages[1:]  # the system message is made anew each call
+            if run.verified[1].ids == prefix.ids and all(
+                map(operator.is_, seen, prefix.messages[1:])
+            ):
+                return prefix
+        if prefix_digest(prefix, checkpoint_key) != run.digest:
+            return None
+        run.verified = (checkpoint_key, prefix)
         return prefix
 
     def pending(self, session_id: str, view: ModelView, checkpoint_key: object) -> bool:
