@@ -162,10 +162,6 @@ class PreparedRun:
             self.finished = time.monotonic()
             self.done.set()
 
-    @property
-    def usable(self) -> bool:
-        return self.done.is_set() and self.error is None and not self.cancelled
-
     def cancel(self, *, wait: bool = False) -> None:
         """Ends its model call (the connection closes) and, with ``wait``, its thread."""
         self.cancelled = True
@@ -349,7 +345,7 @@ class AheadOfThreshold:
                 raise
         waited = time.monotonic() - start
         notice = None
-        if prefix is not None and run.usable:
+        if prefix is not None and run.done.is_set() and run.error is None and not run.cancelled:
             if run.finished is not None:
                 self.expected = run.finished - run.started
             with self.answers.using(run):

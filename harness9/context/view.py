@@ -169,8 +169,9 @@ def load_view(session: CheckpointedSession, system: SystemPrompt) -> ModelView:
 def summary_text(checkpoint: Checkpoint) -> str:
     """The summary message's text: the summary, then the recall index, then the state."""
     recall = render_recall(checkpoint.recall, checkpoint.recall_overflow)
-    parts = [p for p in (checkpoint.summary, recall, render_state(checkpoint.state)) if p]
-    return "\n\n".join(parts)
+    todos = [f"{TODO_MARKS.get(t.status, '[ ]')} {t.content}" for t in checkpoint.state]
+    state = "\n".join(["## State at the last compaction", "Todo list:", *todos]) if todos else ""
+    return "\n\n".join(p for p in (checkpoint.summary, recall, state) if p)
 
 
 def _entry_line(entry: RecallEntry) -> str:
@@ -192,13 +193,6 @@ def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
         )
     parts += [_entry_line(e) for e in entries]
     return "\n".join(parts)
-
-
-def render_state(items: Sequence[TodoItem]) -> str:
-    if not items:
-        return ""
-    lines = ["## State at the last compaction", "Todo list:"]
-    return "\n".join(lines + [f"{TODO_MARKS.get(t.status, '[ ]')} {t.content}" for t in items])
 
 
 def render_instructions(messages: Sequence[str]) -> str:
