@@ -122,9 +122,8 @@ class OverPrefix:
             plan = replace(head.plan, tokens_before=before, tokens_after=before)
             return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
         out = [*head.messages, *msgs[self.length :]]
-        steps = self.inner.steps if isinstance(self.inner, Pipeline) else None
-        if steps is not None and steps.stub:
-            out = stub_old_results(out, steps.keep_groups)
+        if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
+            out = stub_old_results(out, self.inner.steps.keep_groups)
         out = repair_orphaned_tool_pairs(out)
         plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
         return replace(head, messages=out, plan=plan)

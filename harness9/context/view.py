@@ -336,13 +336,12 @@ def checkpoint_for(
     if not plan.would_compact:
         return None
     cut = max(1, plan.cut)
-    folded = [i for i in view.ids[1:cut] if i is not None]
+    folded = [(m, i) for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i]
     if cut > 1 and not folded and previous is None:
         return None  # only an earlier summary was folded, and nothing anchors it
     prev = previous or Checkpoint(0, "", "", 0, 0, 0, 0)  # no checkpoint: nothing carried
-    last = max(folded, default=prev.last_message_id)
-    stubs = {k: v for k, v in prev.stubs.items() if k > last}
-    stubs.update(kept_stubs(view, result, cut))
+    last = max((i for _, i in folded), default=prev.last_message_id)
+    stubs = {k: v for k, v in prev.stubs.items() if k > last} | kept_stubs(view, result, cut)
     if cut <= 1 and (not stubs or stubs == prev.stubs):
         return None
     # Nothing folded, or a fallback kept it: the previous summary stands.
@@ -364,9 +363,7 @@ def checkpoint_for(
         stubs=stubs,
         state=list(state or prev.state),
         instructions=carry_instructions(
-            prev.instructions,
-            [m for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i],
-            instruction_budget,
+            prev.instructions, [m for m, _ in folded], instruction_budget
         ),
     )
 
