@@ -1,22 +1,10 @@
 """Compaction prepared ahead: the summary of a frozen prefix, made while the session goes on.
 
-Past an early mark (the smart trigger's forecast of the threshold within
-``prepare_lookahead`` calls, or the ``prepare_at`` share of the window) the policy freezes
-the view as it is (the prefix) and a ``Preparer`` runs the compaction of that prefix on a
-worker thread, recording each summariser answer by its request. At the threshold the same
-compaction runs again over the same prefix, served those answers, so no one waits for the
-model; messages added since stay after it, their old tool results stubbed as a compaction
-at the threshold stubs them (``OverPrefix``). The prefix must still be the one
-summarised: a digest of the checkpoint it starts from and of each message's id and content
-is compared, and an ``/undo``, a rewind or another process's checkpoint throws the answers
-away. Because the second run is the same function of the same input, the checkpoint it
-stores (summary, preserved facts, recall index, kept instructions) is the one a compaction
-at the threshold over that prefix stores; a request the answers do not cover goes to the
-model, as without them.
-
-This module holds the pure parts (digest, prefix, the decision to wait) and the record of
-one preparation; the threads and the cancellable model calls are the engine's
-(harness9.engine.background).
+Past an early mark the policy freezes the view (the prefix) and a ``Preparer`` (the engine's,
+harness9.engine.background) runs its compaction on a worker thread, recording each summariser
+answer by its request. At the threshold the same compaction runs again over the same prefix,
+served those answers, so it stores the checkpoint a compaction at the threshold would; a
+digest of the prefix tells whether it is still the one summarised (docs/prepared-summaries.md).
 """
 
 from __future__ import annotations
@@ -25,9 +13,10 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -55,13 +44,7 @@ CALL_TIMES = 11  # the recent model calls whose interval paces the early mark
 PreparedCall = Callable[[list[Message], list[ToolDefinition]], Message]
 
 
-class SummaryCancelled(Exception):
-    """A background summary call ended because its preparation was cancelled."""
-
-
 class Preparer(Protocol):
-    """Runs a preparation off the caller's thread (the engine's ``BackgroundPreparer``)."""
-
     def start(self, prepared: PreparedRun) -> bool:
         """Starts ``prepared.run`` on a worker thread with a cancellable summariser call,
         setting ``prepared.cancel_hook`` and ``join_hook``; False: not started."""
@@ -78,7 +61,6 @@ def steered(messages: Sequence[Message], framing: int) -> list[Message]:
     head = messages[0]
     if pad > 0:
         return [Message(head.role, head.content + " " * pad), *messages[1:]]
-    # A server that counts less than the estimate: the head weighs less for the cut.
     return [Message(head.role, head.content[: max(0, len(head.content) + pad)]), *messages[1:]]
 
 
@@ -111,24 +93,10 @@ def request_key(messages: Sequence[Message], tools: Sequence[ToolDefinition]) ->
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def worth_waiting(elapsed_wait: float, expected: float | None) -> float | None:
-    """How much longer to wait for a preparation still running (None: until it ends).
-
-    A summary made again now would take about ``expected`` seconds (the last one's time);
-    waiting for the one already running is cheaper as long as the wait stays under that.
-    Without a measure, a new summary would be the same request from scratch: wait."""
-    if expected is None:
-        return None
-    return max(0.0, expected - elapsed_wait)
-
-
 class OverPrefix:
     """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
-    froze), with the messages after them reduced as ``inner`` reduces what it keeps: a
-    compaction at the threshold stubs every old tool result outside the newest groups, those
-    added since the mark included, so applying a prepared summary leaves no more than that.
-    Its cut, summary and figures are over the whole view; it calls the summariser as
-    ``inner`` does on the prefix alone (the same requests the preparation recorded)."""
+    froze; the summariser is asked what the preparation asked), with the messages after them
+    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all."""
 
     def __init__(self, inner: Compactor, length: int) -> None:
         self.inner, self.length = inner, length
@@ -154,9 +122,8 @@ class OverPrefix:
             plan = replace(head.plan, tokens_before=before, tokens_after=before)
             return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
         out = [*head.messages, *msgs[self.length :]]
-        steps = self.inner.steps if isinstance(self.inner, Pipeline) else None
-        if steps is not None and steps.stub:
-            out = stub_old_results(out, steps.keep_groups)
+        if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
+            out = stub_old_results(out, self.inner.steps.keep_groups)
         out = repair_orphaned_tool_pairs(out)
         plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
         return replace(head, messages=out, plan=plan)
@@ -165,8 +132,7 @@ class OverPrefix:
 @dataclass(eq=False)
 class PreparedRun:
     """One preparation: the compaction of the prefix ending at ``last_id`` (``digest``),
-    counting ``framing``; ``work`` runs it, and the summariser answers it got are kept in
-    ``replies`` by request."""
+    counting ``framing``, made by ``work``; the summariser's answers kept in ``replies``."""
 
     session_id: str
     last_id: int
@@ -182,22 +148,18 @@ class PreparedRun:
     done: threading.Event = field(default_factory=threading.Event)
     cancel_hook: Callable[[], None] | None = None
     join_hook: Callable[[], None] | None = None
+    verified: tuple[object, ModelView] | None = None  # the prefix last found unchanged
 
     def run(self, call: PreparedCall) -> None:
         """``work`` with every summariser call going to ``call`` (on the worker thread)."""
         try:
-            with self.answers.recording(self, call):
+            with self.answers.using(self, call):
                 self.work()
         except Exception as exc:  # noqa: BLE001 - kept, and the threshold goes on without it
             self.error = self.error or f"{type(exc).__name__}: {exc}"
         finally:
             self.finished = time.monotonic()
             self.done.set()
-
-    @property
-    def usable(self) -> bool:
-        """Finished with every summary call answered."""
-        return self.done.is_set() and self.error is None and not self.cancelled
 
     def cancel(self, *, wait: bool = False) -> None:
         """Ends its model call (the connection closes) and, with ``wait``, its thread."""
@@ -209,74 +171,44 @@ class PreparedRun:
 
 
 class PreparedAnswers:
-    """The policy's summariser: ``inner``, but on a worker thread running a preparation its
-    calls go to that preparation's call and are recorded, and on a thread serving one a
-    recorded answer to the same request is returned without a model call."""
+    """The policy's summariser: ``inner``, but on a thread ``using`` a preparation, its calls
+    go to the preparation's call and are recorded (``call`` given), or (none) a recorded
+    answer to the same request is returned without a model call."""
 
     def __init__(self, inner: Summarizer) -> None:
         self.inner = inner
         self._local = threading.local()
-        self.served = 0  # answers served from preparations (for /context and tests)
 
     def generate(
         self, messages: list[Message], tools: list[ToolDefinition]
     ) -> tuple[Message, Usage | None]:
-        recording: tuple[PreparedRun, PreparedCall] | None = getattr(self._local, "recording", None)
-        if recording is not None:
-            prepared, call = recording
+        run: PreparedRun | None = getattr(self._local, "run", None)
+        call: PreparedCall | None = getattr(self._local, "call", None)
+        if run is not None and call is not None:
             try:
                 reply = call(messages, tools)
             except Exception as exc:
-                prepared.error = prepared.error or f"{type(exc).__name__}: {exc}"
+                run.error = run.error or f"{type(exc).__name__}: {exc}"
                 raise
-            prepared.replies[request_key(messages, tools)] = reply
+            run.replies[request_key(messages, tools)] = reply
             return reply, None  # its usage went to the session when it was billed
-        serving: dict[str, Message] | None = getattr(self._local, "serving", None)
-        if serving is not None:
-            answer = serving.get(request_key(messages, tools))
-            if answer is not None:
-                self.served += 1
-                return answer, None
+        answer = run.replies.get(request_key(messages, tools)) if run is not None else None
+        if answer is not None:
+            return answer, None
         return self.inner.generate(messages, tools)
 
     @contextmanager
-    def recording(self, prepared: PreparedRun, call: PreparedCall) -> Iterator[None]:
-        self._local.recording = (prepared, call)
+    def using(self, run: PreparedRun, call: PreparedCall | None = None) -> Iterator[None]:
+        self._local.run, self._local.call = run, call
         try:
             yield
         finally:
-            self._local.recording = None
-
-    @contextmanager
-    def serving(self, replies: dict[str, Message]) -> Iterator[None]:
-        self._local.serving = replies
-        try:
-            yield
-        finally:
-            self._local.serving = None
-
-
-def early_mark(
-    tokens: int,
-    growth: float,
-    threshold: int,
-    window: int,
-    *,
-    lookahead: int,
-    share: float,
-) -> bool:
-    """Whether a context of ``tokens``, growing ``growth`` a call, is past the early mark:
-    ``share`` of the window when set, else the threshold forecast within ``lookahead`` calls."""
-    if threshold <= 0:
-        return False
-    if share > 0:
-        return tokens >= share * window
-    return tokens + max(0.0, growth) * lookahead >= threshold
+            self._local.run = self._local.call = None
 
 
 class AheadOfThreshold:
     """A policy's preparations, at most one per session: started past the early mark,
-    applied (or thrown away) at the threshold, cancelled by ``forget`` and ``cancel``."""
+    applied (or thrown away) at the threshold, or cancelled."""
 
     def __init__(
         self,
@@ -293,8 +225,8 @@ class AheadOfThreshold:
         self._seen: dict[str, deque[float]] = {}  # when each session's recent calls began
         self._lock = threading.Lock()
         self._runs: dict[str, PreparedRun] = {}
-        self.applied: dict[str, int] = {}
-        self.discarded: dict[str, int] = {}  # thrown away: prefix changed, late, failed
+        self.applied: Counter[str] = Counter()
+        self.discarded: Counter[str] = Counter()  # thrown away: prefix changed, late, failed
         self.expected: float | None = None  # seconds the last prepared summary took
 
     def preparing(self, session_id: str) -> bool:
@@ -312,33 +244,27 @@ class AheadOfThreshold:
         compact: Callable[[list[Message]], object],
         emit: ContextEventSink,
     ) -> bool:
-        """Starts preparing the compaction of ``view`` when it is past the early mark
-        (``forecast(lookahead)``, or the share), none is prepared for this prefix yet and it
-        calls a model (``needs_model``; one that does not costs nothing to make at the
-        threshold). ``compact`` makes it on the steered messages. True: started."""
-        self._called(session_id)
+        """Starts preparing ``compact`` of ``view``'s steered messages when it is past the
+        early mark (``forecast`` of ``calls_ahead``, or of 0 with a share), none is under way
+        for this prefix and it calls a model (``needs_model``; one that does not costs nothing
+        at the threshold). True: started."""
         with self._lock:
+            self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES)).append(time.monotonic())
             current = self._runs.get(session_id)
         if current is not None:
-            prefix = prefix_of(view, current.last_id)
-            if prefix is not None and prefix_digest(prefix, checkpoint_key) == current.digest:
+            if self._prefix(current, view, checkpoint_key) is not None:
                 return False
-            self._drop(session_id, current)
+            self._discard(session_id, current, drop=True)
             emit(SummaryPreparing(False))
         last = view.ids[-1] if view.ids else None
-        if last is None or not self._past_mark(forecast, session_id):
+        if last is None or not forecast(0 if self.share > 0 else self.calls_ahead(session_id)):
             return False
         msgs = steered(view.messages, framing)
         if not needs_model(msgs):
             return False
-        run = PreparedRun(
-            session_id,
-            last,
-            prefix_digest(view, checkpoint_key),
-            framing,
-            lambda: compact(msgs),
-            self.answers,
-        )
+        digest = prefix_digest(view, checkpoint_key)
+        run = PreparedRun(session_id, last, digest, framing, lambda: compact(msgs), self.answers)
+        run.verified = (checkpoint_key, ModelView(list(view.messages), list(view.ids)))
         with self._lock:
             self._runs[session_id] = run
         if not self.preparer.start(run):
@@ -347,11 +273,6 @@ class AheadOfThreshold:
             return False
         emit(SummaryPreparing(True))
         return True
-
-    def _past_mark(self, forecast: Callable[[int], bool], session_id: str) -> bool:
-        if self.share > 0:
-            return forecast(0)
-        return forecast(self.calls_ahead(session_id))
 
     def calls_ahead(self, session_id: str) -> int:
         """How many calls before the threshold a preparation starts: enough for a summary
@@ -367,10 +288,24 @@ class AheadOfThreshold:
         needed = self.trigger_lookahead + 2 * math.ceil(self.expected / interval) + 1
         return max(1, min(self.lookahead, needed))
 
-    def _called(self, session_id: str) -> None:
-        with self._lock:
-            seen = self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES))
-            seen.append(time.monotonic())
+    @staticmethod
+    def _prefix(run: PreparedRun, view: ModelView, checkpoint_key: object) -> ModelView | None:
+        """The prefix of ``view`` that ``run`` froze, while it is still the one summarised.
+        Messages are never changed in place, so the message objects last verified under the
+        same checkpoint need no digest: hashing the prefix on every call cost milliseconds."""
+        prefix = prefix_of(view, run.last_id)
+        if prefix is None:
+            return None
+        if run.verified is not None and run.verified[0] == checkpoint_key:
+            seen = run.verified[1].messages[1:]  # the system message is made anew each call
+            if run.verified[1].ids == prefix.ids and all(
+                map(operator.is_, seen, prefix.messages[1:])
+            ):
+                return prefix
+        if prefix_digest(prefix, checkpoint_key) != run.digest:
+            return None
+        run.verified = (checkpoint_key, prefix)
+        return prefix
 
     def pending(self, session_id: str, view: ModelView, checkpoint_key: object) -> bool:
         """A preparation of a prefix of ``view`` is still running (neither ended nor stale)."""
@@ -378,8 +313,7 @@ class AheadOfThreshold:
             run = self._runs.get(session_id)
         if run is None or run.done.is_set() or run.cancelled:
             return False
-        prefix = prefix_of(view, run.last_id)
-        return prefix is not None and prefix_digest(prefix, checkpoint_key) == run.digest
+        return self._prefix(run, view, checkpoint_key) is not None
 
     def apply(
         self,
@@ -397,43 +331,38 @@ class AheadOfThreshold:
         if run is None:
             return None
         emit(SummaryPreparing(False))
-        prefix = prefix_of(view, run.last_id)
-        if prefix is None or prefix_digest(prefix, checkpoint_key) != run.digest:
-            self._discard(session_id, run)
-            return None
+        prefix = self._prefix(run, view, checkpoint_key)
         start = time.monotonic()
-        if not run.done.is_set():
+        if prefix is not None and not run.done.is_set():
             emit(CompactionStarted("prepared ahead", estimate_tokens(view.messages)))
             try:
-                run.done.wait(worth_waiting(0.0, self.expected))
+                # Cheaper than a new summary while under the last one's time; unmeasured, a
+                # new one would be the same request from scratch: wait until it ends.
+                run.done.wait(self.expected)
             except BaseException:  # Ctrl-C while waiting: its request ends too
                 self._discard(session_id, run)
                 raise
         waited = time.monotonic() - start
-        if not run.usable:
-            self._discard(session_id, run)
-            return None
-        if run.finished is not None:
-            self.expected = run.finished - run.started
-        with self.answers.serving(run.replies):
-            notice = compact(run, prefix, waited)
+        notice = None
+        if prefix is not None and run.done.is_set() and run.error is None and not run.cancelled:
+            if run.finished is not None:
+                self.expected = run.finished - run.started
+            with self.answers.using(run):
+                notice = compact(run, prefix, waited)
         if notice is None:
             self._discard(session_id, run)
             return None
         with self._lock:
-            self.applied[session_id] = self.applied.get(session_id, 0) + 1
+            self.applied[session_id] += 1
         return notice
 
-    def _discard(self, session_id: str, run: PreparedRun) -> None:
+    def _discard(self, session_id: str, run: PreparedRun, *, drop: bool = False) -> None:
+        """Cancels ``run``, counted as thrown away (``drop``: no longer the session's)."""
         run.cancel()
         with self._lock:
-            self.discarded[session_id] = self.discarded.get(session_id, 0) + 1
-
-    def _drop(self, session_id: str, run: PreparedRun) -> None:
-        with self._lock:
-            if self._runs.get(session_id) is run:
+            if drop and self._runs.get(session_id) is run:
                 del self._runs[session_id]
-        self._discard(session_id, run)
+            self.discarded[session_id] += 1
 
     def cancel(self, session_id: str | None = None, *, wait: bool = False) -> int:
         """Cancels the preparation of ``session_id`` (None: every session's); how many."""

@@ -1,14 +1,10 @@
-"""What the model is sent: the ``Request`` record, and the log after the latest checkpoint
-rendered as its messages.
+"""What the model is sent: the ``Request`` (built by ``ContextPolicy.prepare``), whose
+messages are ``[system] + [summary message] + the log after the latest checkpoint``.
 
-The log is never rewritten and a compaction is stored as a checkpoint (see
-docs/architecture.md, 'Compaction checkpoints'), so a request is
-``[system parts] + [summary message] + messages after it`` with the tool definitions and
-the reply's budget beside them; ``ContextPolicy.prepare`` (harness9.context.policy) is
-the one place that builds it. ``checkpoint_for`` makes a compaction's result the
-checkpoint's data; ``build_view`` renders it from stored values only, so every request
-between two compactions (and ``--resume``) carries the same bytes (see
-docs/architecture.md, 'Cache-stable requests').
+``checkpoint_for`` makes a compaction's result a checkpoint's data, and ``build_view``
+renders a view from stored values only, so every request between two compactions (and
+``--resume``) carries the same bytes (docs/architecture.md, 'Compaction checkpoints',
+'Cache-stable requests').
 """
 
 from __future__ import annotations
@@ -69,32 +65,25 @@ _KEY_CHARS = 80
 # Codex's COMPACT_USER_MESSAGE_MAX_TOKENS, and the share of its 272K window that is.
 MAX_INSTRUCTION_TOKENS = 20_000
 INSTRUCTION_SHARE = 0.075
-# One message may take at most this share of the budget; a longer one (a pasted log,
-# most likely) is kept by its head, and history_search finds the rest.
-MESSAGE_SHARE = 0.25
+MESSAGE_SHARE = 0.25  # of that budget per message: a longer one is kept by its head
 INSTRUCTIONS_HEADER = prompt("earlier_instructions")
 PINS_HEADER = prompt("pinned_notes")
 
 T = TypeVar("T")
 
-# The system message's parts, in the order sent: the most stable first, so that the cached
-# prefix reaches as far as it can. The prompt (instructions, working directory, AGENTS.md)
-# changes only when AGENTS.md does; the state (the date) from day to day; the pins by a
-# /pin; the kept instructions by a compaction.
+# The system message's parts, the most stable first so that the cached prefix reaches as far
+# as it can: the prompt (with AGENTS.md), the state (the date), the pins, the kept instructions.
 PART_PROMPT, PART_STATE, PART_PINS, PART_INSTRUCTIONS = "prompt", "state", "pins", "instructions"
 PART_SEPARATOR = "\n\n"
 
 
 @dataclass(slots=True, frozen=True)
 class SystemPart:
-    """One part of the system message: its kind (``PART_*``) and its text."""
-
-    kind: str
+    kind: str  # PART_*
     text: str
 
 
-# What the engine gives the policy as the system prompt: its parts, or one message (a test's,
-# a program's own), which is one prompt part.
+# The system prompt the policy is given: its parts, or one message (one prompt part).
 SystemPrompt = Message | Sequence[SystemPart]
 
 
@@ -111,26 +100,21 @@ def system_message(parts: Sequence[SystemPart]) -> Message:
 
 @dataclass(slots=True)
 class Request:
-    """What one model call sends, whole: the system message in its parts, the messages as
-    sent (``messages[0]`` the system message its parts make, when it has parts), the tool
-    definitions and the reply's budget (``max_tokens``; None: the provider's default).
-    Built by ``ContextPolicy.prepare``; the provider renders it to its wire form and sends
-    it unchanged, nothing beside it. A request of bare messages (a summary's) has no
-    parts: its messages carry their own system message."""
+    """What one model call sends, whole, and the provider sends unchanged: the system message
+    in its parts (none: the messages carry their own, as a summary's do), the messages
+    (``messages[0]`` the system message the parts make), the tools and the reply's budget
+    (``max_tokens``; None: the provider's default)."""
 
     system: tuple[SystemPart, ...]
     messages: list[Message]  # repaired: a valid tool sequence
     tools: list[ToolDefinition]
     max_tokens: int | None = None
     shown_tokens: int = 0  # what the token line shows before the call (the server's count)
-    # Bytes / 4 of the messages, plus the tool definitions' estimate: the decisions' unit.
-    estimated: int = 0
-    # The window it was made for (one learnt since leaves the reply other room).
-    window: int = 0
+    estimated: int = 0  # ``estimate()``: the decisions' unit
+    window: int = 0  # the window it was made for (one learnt since leaves the reply other room)
 
     @property
     def history(self) -> list[Message]:
-        """The messages after the system message."""
         return self.messages[1:] if self.system else list(self.messages)
 
     def estimate(self) -> int:
@@ -150,8 +134,8 @@ def build_view(
     checkpoint: Checkpoint | None,
     pins: Sequence[str] = (),
 ) -> ModelView:
-    """The view from the session's records (all, or those after the checkpoint); the system
-    message carries the session's ``pins`` and the checkpoint's kept instructions."""
+    """The view of the session's records (all, or those after the checkpoint), the system
+    message with the ``pins`` and the checkpoint's kept instructions."""
     view = ModelView([with_notes(system, pins, _instructions(checkpoint))], [None])
     last = 0
     stubs: dict[int, Stub] = {}
@@ -168,8 +152,7 @@ def build_view(
 
 
 def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
-    """A record as the view shows it: as its checkpoint's ``stub``, else as stored (an
-    offload's summary carrying its link to the offload)."""
+    """A record as its checkpoint's ``stub``, else as stored (an offload's with its link)."""
     if stub is not None:
         return stub_message(stub, rec.message, rec.id)
     if rec.offload is not None:
@@ -179,15 +162,16 @@ def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
 
 def load_view(session: CheckpointedSession, system: SystemPrompt) -> ModelView:
     checkpoint = session.latest_checkpoint()
-    after = checkpoint.last_message_id if checkpoint is not None else 0
-    return build_view(system, session.get_records(after_id=after), checkpoint, session.pins())
+    records = session.get_records(after_id=_last_id(checkpoint))
+    return build_view(system, records, checkpoint, session.pins())
 
 
 def summary_text(checkpoint: Checkpoint) -> str:
     """The summary message's text: the summary, then the recall index, then the state."""
     recall = render_recall(checkpoint.recall, checkpoint.recall_overflow)
-    parts = [p for p in (checkpoint.summary, recall, render_state(checkpoint.state)) if p]
-    return "\n\n".join(parts)
+    todos = [f"{TODO_MARKS.get(t.status, '[ ]')} {t.content}" for t in checkpoint.state]
+    state = "\n".join(["## State at the last compaction", "Todo list:", *todos]) if todos else ""
+    return "\n\n".join(p for p in (checkpoint.summary, recall, state) if p)
 
 
 def _entry_line(entry: RecallEntry) -> str:
@@ -196,9 +180,9 @@ def _entry_line(entry: RecallEntry) -> str:
 
 
 def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
-    """The recall index: where every folded tool result is (see docs/architecture.md,
-    'Nothing the agent saw becomes unreachable'), by
-    its handle (``msg_<id>`` in the log, ``ofl_<12 hex>`` offloaded); "" for none."""
+    """The recall index: every folded tool result by its handle (``msg_<id>`` in the log,
+    ``ofl_<12 hex>`` offloaded); "" for none (docs/architecture.md, 'Nothing the agent saw
+    becomes unreachable')."""
     if not entries and not overflow:
         return ""
     parts = ["## Recall index", _RECALL_INTRO]
@@ -211,16 +195,7 @@ def render_recall(entries: Sequence[RecallEntry], overflow: int) -> str:
     return "\n".join(parts)
 
 
-def render_state(items: Sequence[TodoItem]) -> str:
-    """The state section of the summary message; "" without items."""
-    if not items:
-        return ""
-    lines = ["## State at the last compaction", "Todo list:"]
-    return "\n".join(lines + [f"{TODO_MARKS.get(t.status, '[ ]')} {t.content}" for t in items])
-
-
 def render_instructions(messages: Sequence[str]) -> str:
-    """The earlier-instructions note ("" for none)."""
     if not messages:
         return ""
     body = "\n\n".join(f"[user message {i}]\n{m}" for i, m in enumerate(messages, 1))
@@ -230,8 +205,7 @@ def render_instructions(messages: Sequence[str]) -> str:
 def system_parts(
     system: SystemPrompt, pins: Sequence[str], instructions: Sequence[str]
 ) -> tuple[SystemPart, ...]:
-    """The system prompt's parts (never folded: no strategy can drop what they carry), then
-    the pins, then the kept instructions."""
+    """The system prompt's parts (never folded), then the pins, then the kept instructions."""
     parts = prompt_parts(system)
     if pins:
         text = PINS_HEADER + "".join(f"\n{i}. {p}" for i, p in enumerate(pins, 1))
@@ -242,7 +216,6 @@ def system_parts(
 
 
 def with_notes(system: SystemPrompt, pins: Sequence[str], instructions: Sequence[str]) -> Message:
-    """The system message with the pins and the kept instructions."""
     return system_message(system_parts(system, pins, instructions))
 
 
@@ -250,12 +223,14 @@ def _instructions(checkpoint: Checkpoint | None) -> list[str]:
     return checkpoint.instructions if checkpoint is not None else []
 
 
+def _last_id(checkpoint: Checkpoint | None) -> int:
+    return checkpoint.last_message_id if checkpoint is not None else 0
+
+
 @dataclass(slots=True)
 class MeasuredView:
-    """A view, its estimate, and the system parts its first message was made of.
-
-    ``tokens`` counts what a request of it carries: the messages' bytes / 4 plus ``fixed``,
-    the tool definitions' estimate."""
+    """A view, the system parts its first message was made of, and the estimate of a request
+    of it (``tokens``): the messages' bytes / 4 plus ``fixed``, the tool definitions'."""
 
     view: ModelView
     nbytes: int
@@ -269,14 +244,10 @@ class MeasuredView:
 
 
 class LiveViews:
-    """Each session's view between model calls, so a call reads only the rows added since
-    (issue 23); ``load`` equals ``load_view`` on the same store.
-
-    The log only grows, but for ``/undo`` popping the newest rows, and a compaction's
-    checkpoint replaces the view. So a load reads the latest checkpoint's key (the
-    checkpoint, which grows with the session, only when that changed), whether the newest
-    row held is still stored, and the rows after it. Messages a locked database holds in
-    memory (``HoldingSession``) carry provisional ids: while any are held, nothing is kept.
+    """Each session's view between model calls, so a call reads only the rows added since;
+    ``load`` equals ``load_view`` on the same store. The log only grows, but for ``/undo``
+    popping the newest rows and a new checkpoint replacing the view: a load checks both.
+    Messages a locked database holds in memory carry provisional ids: nothing is kept then.
     """
 
     def __init__(self) -> None:
@@ -293,57 +264,45 @@ class LiveViews:
     def load(
         self, session: CheckpointedSession, system: SystemPrompt, fixed: int = 0
     ) -> MeasuredView:
-        """The view the next request starts from (``system`` first), and its size with
-        ``fixed`` tokens (the tool definitions) beside it."""
+        """The view the next request starts from (``system`` first), counting ``fixed``."""
         with self._lock:
             kept = self._kept.pop(session.session_id, None)
         held = isinstance(session, HoldingSession) and bool(session.held)
-        if held or kept is None or not self._extend(session, kept):
-            kept = self._build(session)
-        if not held:
-            with self._lock:
-                self._kept[session.session_id] = kept
-        parts = system_parts(system, session.pins(), _instructions(kept.checkpoint))
-        head = system_message(parts)
-        view = ModelView([head, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
-        nbytes = message_bytes(head) + kept.nbytes
-        return MeasuredView(view, nbytes, kept.checkpoint, parts, fixed)
-
-    def _build(self, session: CheckpointedSession) -> MeasuredView:
-        checkpoint = session.latest_checkpoint()
-        after = checkpoint.last_message_id if checkpoint is not None else 0
-        records = session.get_records(after_id=after)
-        self.rebuilds += 1
-        self.rows_read += len(records)
-        view = build_view(Message("system"), records, checkpoint)
-        nbytes = sum(message_bytes(m) for m in view.messages[1:])
-        return MeasuredView(view, nbytes, checkpoint)
-
-    def _extend(self, session: CheckpointedSession, kept: MeasuredView) -> bool:
-        """Adds the rows stored since ``kept`` was (they carry no stubs of its checkpoint);
-        False when it is stale: another checkpoint, or ``/undo`` removed its newest row."""
-        cp, newest = kept.checkpoint, kept.view.ids[-1]
-        key = (cp.id, cp.last_message_id, cp.created_at) if cp is not None else None
-        if key != session.latest_checkpoint_key():
-            return False
-        if newest is not None and session.get_record(newest) is None:
-            return False
-        after = newest or (cp.last_message_id if cp is not None else 0)
-        records = session.get_records(after_id=after)
+        if held or kept is None or self._stale(session, kept):
+            checkpoint = session.latest_checkpoint()
+            view = build_view(Message("system"), [], checkpoint)  # its summary message only
+            kept = MeasuredView(view, sum(message_bytes(m) for m in view.messages[1:]), checkpoint)
+            self.rebuilds += 1
+        cp = kept.checkpoint
+        records = session.get_records(after_id=kept.view.ids[-1] or _last_id(cp))
         self.rows_read += len(records)
         for rec in records:
-            msg = shown_message(rec)
+            msg = shown_message(rec, cp.stubs.get(rec.id) if cp is not None else None)
             kept.view.messages.append(msg)
             kept.view.ids.append(rec.id)
             kept.nbytes += message_bytes(msg)
-        return True
+        if not held:
+            with self._lock:
+                self._kept[session.session_id] = kept
+        parts = system_parts(system, session.pins(), _instructions(cp))
+        head = system_message(parts)
+        view = ModelView([head, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
+        return MeasuredView(view, message_bytes(head) + kept.nbytes, cp, parts, fixed)
+
+    @staticmethod
+    def _stale(session: CheckpointedSession, kept: MeasuredView) -> bool:
+        """Another checkpoint since ``kept`` was made, or ``/undo`` removed its newest row."""
+        cp, newest = kept.checkpoint, kept.view.ids[-1]
+        key = (cp.id, cp.last_message_id, cp.created_at) if cp is not None else None
+        if key != session.latest_checkpoint_key():
+            return True
+        return newest is not None and session.get_record(newest) is None
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:
-    """Kept messages the compactor replaced by stubs (a tool result, or a call's long
-    arguments), by stored id: ``view.messages[cut:]`` matched to the end of
-    ``result.messages`` (a repair that changed its shape: none). A kept message changed
-    other than by a stub is kept as its text (``STUB_VERBATIM``)."""
+    """Kept messages (``view.messages[cut:]``, matched to the end of ``result.messages``) the
+    compactor changed, by stored id: their stubs, or their text (``STUB_VERBATIM``) when
+    changed otherwise; none when a repair changed the shape."""
     kept = view.messages[cut:]
     out = result.messages[len(result.messages) - len(kept) :] if kept else []
     if len(out) != len(kept):
@@ -370,22 +329,19 @@ def checkpoint_for(
     instruction_budget: int = 0,
 ) -> Checkpoint | None:
     """The checkpoint recording ``result`` (made on ``view.messages``); None if it changed
-    nothing. It covers up to the largest stored id folded (the previous checkpoint's when
-    only its summary was re-summarised, or results were only stubbed), and keeps the stubs
-    of ``previous`` still in view, so every request and ``--resume`` rebuild the same view.
-    The budgets (tokens) add the folded tool results to the recall index and the folded user
-    messages to the kept instructions; ``state`` (the todos now) replaces the old unless empty."""
+    nothing. It covers up to the newest stored message folded (else ``previous``'s) and keeps
+    ``previous``'s stubs still in view. The budgets (tokens) size the recall index and the
+    kept instructions; ``state`` (the todos now) replaces the old unless empty."""
     plan = result.plan
     if not plan.would_compact:
         return None
     cut = max(1, plan.cut)
-    folded = [i for i in view.ids[1:cut] if i is not None]
+    folded = [(m, i) for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i]
     if cut > 1 and not folded and previous is None:
         return None  # only an earlier summary was folded, and nothing anchors it
     prev = previous or Checkpoint(0, "", "", 0, 0, 0, 0)  # no checkpoint: nothing carried
-    last = max(folded, default=prev.last_message_id)
-    stubs = {k: v for k, v in prev.stubs.items() if k > last}
-    stubs.update(kept_stubs(view, result, cut))
+    last = max((i for _, i in folded), default=prev.last_message_id)
+    stubs = {k: v for k, v in prev.stubs.items() if k > last} | kept_stubs(view, result, cut)
     if cut <= 1 and (not stubs or stubs == prev.stubs):
         return None
     # Nothing folded, or a fallback kept it: the previous summary stands.
@@ -407,16 +363,13 @@ def checkpoint_for(
         stubs=stubs,
         state=list(state or prev.state),
         instructions=carry_instructions(
-            prev.instructions,
-            [m for m, i in zip(view.messages[1:cut], view.ids[1:cut], strict=True) if i],
-            instruction_budget,
+            prev.instructions, [m for m, _ in folded], instruction_budget
         ),
     )
 
 
 def _newest_fitting(items: Sequence[T], cost: Callable[[T], int], room: int) -> list[T]:
-    """The newest ``items`` whose costs sum to at most ``room``, up to the first that does
-    not fit, oldest first: what is kept is always the most recent run."""
+    """The newest ``items`` up to the first whose cost does not fit ``room``, oldest first."""
     kept: list[T] = []
     for item in reversed(items):
         room -= cost(item)
@@ -469,10 +422,8 @@ def budget_recall(
 
 
 def state_items(session: Session) -> list[TodoItem]:
-    """The todo list now, for a checkpoint to keep. It never goes into the system prompt
-    (each change would break every cached prefix; see docs/architecture.md, 'Cache-stable
-    requests'): ``write_todos`` results
-    carry it in the conversation, and a compaction that folds them keeps the list."""
+    """The todo list now, for a checkpoint to keep: never in the system prompt (each change
+    would break every cached prefix), so a compaction folding ``write_todos`` keeps it."""
     return list(session.get_todos() or [])
 
 
@@ -493,11 +444,9 @@ def _capped(text: str, cap: int) -> str:
 def carry_instructions(
     previous: Sequence[str], folded: Sequence[Message], budget: int
 ) -> list[str]:
-    """The user messages a new checkpoint keeps verbatim (a summary may be weak, what the
-    user asked may not be lost; see docs/architecture.md, 'Instructions outlive
-    compaction'): the newest of ``previous`` (the
-    last checkpoint's) and of the user's own among ``folded`` that fit ``budget``, each
-    capped. ``previous`` was chosen the same way, so carrying it forward equals choosing
+    """The user messages a new checkpoint keeps verbatim (docs/architecture.md, 'Instructions
+    outlive compaction'): the newest of ``previous`` and of the user's among ``folded`` that
+    fit ``budget``, each capped. ``previous`` was chosen the same way, so this equals choosing
     from every folded message of the session."""
     if budget <= 0:
         return []

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness9.context.prepared import PreparedRun, SummaryCancelled
+from harness9.context.prepared import PreparedRun
 from harness9.engine import events as ev
 from harness9.schema import Message, ToolDefinition, Usage
 
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 __all__ = ["BackgroundPreparer", "BackgroundSummaries"]
 
 THREAD_PREFIX = "harness9-summary"
+
+
+class SummaryCancelled(Exception):
+    """A background summary call ended because its preparation was cancelled."""
 
 
 class BackgroundSummaries:

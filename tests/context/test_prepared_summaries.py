@@ -14,9 +14,17 @@ from typing import Any
 import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
+from harness9.context import prepared
 from harness9.context.pipeline import discard
 from harness9.context.policy import Attempt, ContextPolicy, Frame
-from harness9.context.prepared import prefix_digest, prefix_of, steered
+from harness9.context.prepared import (
+    AheadOfThreshold,
+    PreparedAnswers,
+    PreparedRun,
+    prefix_digest,
+    prefix_of,
+    steered,
+)
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
 from harness9.store import Manager
@@ -330,6 +338,43 @@ def test_the_prefix_digest_changes_with_an_id_a_content_or_the_checkpoint():
     assert prefix_digest(view_of((1, "a"), (3, "b")), None) != base  # undone, retyped
     assert prefix_digest(view_of((1, "a"), (2, "c")), None) != base
     assert prefix_digest(view, (4, 2, 1.0)) != base  # another checkpoint under it
+
+
+class RunAtOnce:
+    """A ``Preparer`` running each preparation on the caller's thread, every summary "S"."""
+
+    def start(self, run: PreparedRun) -> bool:
+        run.run(lambda messages, tools: Message("assistant", "S"))
+        return True
+
+
+def consider(ahead: AheadOfThreshold, view: ModelView) -> bool:
+    """Past the mark, needing a model: starts unless this prefix is prepared already."""
+    return ahead.consider(
+        "s1", view, None, 0, lambda calls: True, lambda msgs: True, lambda msgs: None, discard
+    )
+
+
+def test_a_prefix_unchanged_since_it_was_checked_is_not_hashed_again(monkeypatch):
+    hashed: list[int] = []
+    digest = prepared.prefix_digest
+    monkeypatch.setattr(
+        prepared, "prefix_digest", lambda v, key: hashed.append(len(v.ids)) or digest(v, key)
+    )
+    ahead = AheadOfThreshold(RunAtOnce(), PreparedAnswers(None), lookahead=1, share=0.5)
+    first = view_of((1, "a"), (2, "b"))
+    assert consider(ahead, first)
+    # Each call: a new system message, the same rows, one more after them.
+    rows = [*first.messages[1:], Message("user", "c")]
+    grown = ModelView([Message("system", "s"), *rows], [None, 1, 2, 3])
+    assert [consider(ahead, grown) for _ in range(3)] == [False, False, False]
+    assert hashed == [3]  # when it started
+    # The same rows read again (a rebuilt view): hashed once to tell, and still the prefix.
+    assert not consider(ahead, view_of((1, "a"), (2, "b"), (3, "c")))
+    assert hashed == [3, 3]
+    assert ahead.discarded == {}
+    assert consider(ahead, view_of((1, "a"), (2, "x"), (3, "c")))  # changed: prepared anew
+    assert ahead.discarded == {"s1": 1}
 
 
 def test_the_prefix_of_a_view_ends_at_its_last_id_or_is_none():
