@@ -94,10 +94,6 @@ class Message:
     # compared: two messages are equal when a model would be sent the same.
     metadata: dict[str, Any] | None = field(default=None, compare=False, kw_only=True)
 
-    @property
-    def is_summary(self) -> bool:
-        return self.role == ROLE_USER and self.content.startswith(SUMMARY_PREFIX)
-
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI chat-completions form litellm accepts."""
         out: dict[str, Any] = {"role": self.role}

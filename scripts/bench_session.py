@@ -114,9 +114,9 @@ from harness9.context.pipeline import (
     starts_with_system,
     tool_groups,
 )
-from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.stubs import is_summary, repair_orphaned_tool_pairs, summary_message
 from harness9.context.summarize import ProgressCallback, SpanSummarizer
-from harness9.schema import ROLE_TOOL, ROLE_USER, SUMMARY_PREFIX, Message
+from harness9.schema import ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import estimate_tokens
 from tests.support.anthropic_server import (
     CallUsage,
@@ -191,7 +191,7 @@ class _SummaryAt:
                 [msgs[0], *msgs[-2:]], plan, None, self.strategy, error=str(exc)
             )
         summary = self.kept_text(msgs) + (summary or "(empty summary)")
-        out = [msgs[0], Message(ROLE_USER, SUMMARY_PREFIX + summary)]
+        out = [msgs[0], summary_message(summary)]
         plan.tokens_after = estimate_tokens(out)
         return CompactionResult(out, plan, summary, self.strategy)
 
@@ -200,7 +200,7 @@ class _Codex(_SummaryAt):
     USER_TOKENS = 20_000
 
     def kept_text(self, msgs: Sequence[Message]) -> str:
-        users = [m.content for m in msgs if m.role == ROLE_USER and not m.is_summary]
+        users = [m.content for m in msgs if m.role == ROLE_USER and not is_summary(m)]
         kept: list[str] = []
         room = self.USER_TOKENS * 4
         for text in reversed(users):
@@ -263,7 +263,7 @@ class _OpenCode(_SummaryAt):
         seen, out, saved = 0, [], 0
         for i in range(len(msgs) - 1, 0, -1):
             m = msgs[i]
-            if m.is_summary:
+            if is_summary(m):
                 break
             if m.role != ROLE_TOOL or m.content == PLACEHOLDER_OPENCODE:
                 continue

@@ -57,7 +57,7 @@ from harness9.context import is_valid_tool_sequence
 from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.summarize import STRUCTURED_COMPRESSION_PROMPT, SUMMARIZER_SYSTEM
 from harness9.context.view import load_view
-from harness9.schema import TRUNCATED_STUB, UNFINISHED_STUB, Message
+from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, UNFINISHED_STUB, Message
 from harness9.store import Manager
 from harness9.store.backend import SessionStore
 from tests.support.llm_server import (
@@ -187,7 +187,7 @@ def saved_part(msgs: list[Message]) -> list[Message]:
         m
         for m in msgs
         if m.role != "system"
-        and not m.is_summary
+        and not (m.role == "user" and m.content.startswith(SUMMARY_PREFIX))
         and not (m.role == "tool" and m.content in (TRUNCATED_STUB, UNFINISHED_STUB))
     ]
 

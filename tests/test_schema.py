@@ -24,8 +24,3 @@ def test_tool_result_carries_its_call_id():
         "content": "out",
         "tool_call_id": "c1",
     }
-
-
-def test_summary_message_is_recognised_by_its_prefix():
-    assert Message("user", "[Conversation Summary]\nGoal: x").is_summary
-    assert not Message("assistant", "[Conversation Summary]\nGoal: x").is_summary

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from harness9.context.stubs import summary_of
+from harness9.context.stubs import is_summary, summary_of
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.tool_output import DECLARATION_RE
@@ -286,7 +286,7 @@ def extract_fingerprint(
     for i, m in enumerate(msgs):
         if m.role == ROLE_SYSTEM:
             continue
-        if m.is_summary:  # a previous summary: carry its markers forward
+        if is_summary(m):  # a previous summary: carry its markers forward
             for kind, value in _MARKER_RE.findall(m.content):
                 kind = {"func": "identifier", "type": "identifier"}.get(kind, kind)
                 add(kind, [_clean_path(value) if kind == "file" else value], i, True)

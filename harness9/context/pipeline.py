@@ -28,6 +28,7 @@ from harness9.context.stubs import (
     evicted_stub,
     is_offloaded,
     is_stub,
+    is_summary,
     is_valid_tool_sequence,
     match_tool_results,
     repair_orphaned_tool_pairs,
@@ -533,7 +534,7 @@ class Pipeline:
             fit = fit_cut(msgs, s.target, s.min_tail)
             cut = fit if fit > 1 or not force else cut
         # A head of nothing but earlier summaries: folding it is a model call for nothing.
-        return 1 if all(m.is_summary for m in msgs[1:cut]) else cut
+        return 1 if all(map(is_summary, msgs[1:cut])) else cut
 
     def _segments(self, msgs: Sequence[Message]) -> list[TopicSegment]:
         return self.detector.detect(msgs) if self.detector is not None else []
@@ -593,7 +594,7 @@ class Pipeline:
             plan = replace(plan, would_compact=False, cut=1, tokens_after=plan.tokens_before)
             out = repair_orphaned_tool_pairs(reduced)
             return CompactionResult(out, plan, None, self.strategy, error)
-        if len(reduced) < 2 or not reduced[1].is_summary:
+        if len(reduced) < 2 or not is_summary(reduced[1]):
             res = self.fallback.compact(reduced, force=force)
             return CompactionResult(res.messages, res.plan, None, res.strategy, error)
         system, previous = reduced[0], reduced[1]
@@ -714,7 +715,7 @@ def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) ->
     previous = ""
     lines: list[str] = []
     for m in head:
-        if m.is_summary:
+        if is_summary(m):
             previous = summary_of(m).strip()
         elif m.role == ROLE_USER and m.content.strip():
             lines.append(f"User: {m.content.strip()}")

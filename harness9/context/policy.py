@@ -45,7 +45,7 @@ from harness9.context.prepared import (
     Preparer,
     steered,
 )
-from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.stubs import is_summary, repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
@@ -601,7 +601,7 @@ class ContextPolicy:
         request = self._request(self.views.load(session, frame.system, frame.fixed), frame)
         msgs = request.messages
         system_tokens = estimate_tokens(msgs[:1])
-        summary = sum(estimate_tokens([m]) for m in request.history if m.is_summary)
+        summary = sum(estimate_tokens([m]) for m in request.history if is_summary(m))
         rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
         window, threshold, n = self.context_window, self.threshold_tokens, len(msgs) - 1
         b = ContextBreakdown(system_tokens, frame.fixed, summary, rest, n, window, threshold)

@@ -155,11 +155,17 @@ def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
     return RenderedMessage(ROLE_USER, shown, summary=summary)
 
 
+def is_summary(msg: Message) -> bool:
+    """A summary in place of a folded head: the message carries its summary (the view and
+    the compactors make it with ``summary_message``); text starting like one is not one."""
+    return isinstance(msg, RenderedMessage) and msg.summary is not None
+
+
 def summary_of(msg: Message) -> str:
-    """The summary proper of a summary message, for a summariser to merge."""
+    """The summary proper of a summary message (``is_summary``), for a summariser to merge."""
     if isinstance(msg, RenderedMessage) and msg.summary is not None:
         return msg.summary
-    return msg.content.removeprefix(SUMMARY_PREFIX)
+    return msg.content
 
 
 # -- calls' long arguments ------------------------------------------------------------------

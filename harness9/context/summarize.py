@@ -13,7 +13,7 @@ from typing import Protocol
 
 from harness9.context.facts import extract_fingerprint, facts_focus, repair_summary
 from harness9.context.prompts import prompt
-from harness9.context.stubs import is_offloaded, summary_of
+from harness9.context.stubs import is_offloaded, is_summary, summary_of
 from harness9.errors import HarnessError
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
@@ -148,7 +148,7 @@ class SpanSummarizer:
     ) -> str:
         """The summary text of ``head`` (no prefix, may be ""); provider errors propagate."""
         previous = None
-        if head and head[0].is_summary:
+        if head and is_summary(head[0]):
             # The summary proper: the recall index and state note are the checkpoint's.
             previous, head = summary_of(head[0]), head[1:]
         blocks = render_for_summary(head, self.tool_result_chars)

@@ -18,6 +18,7 @@ from typing import TypeVar
 from harness9.context.pipeline import CompactionResult
 from harness9.context.prompts import prompt
 from harness9.context.stubs import (
+    is_summary,
     offload_source,
     offloaded_message,
     stub_message,
@@ -455,6 +456,6 @@ def carry_instructions(
     candidates += [
         _capped(m.content, cap)
         for m in folded
-        if m.role == ROLE_USER and not m.is_summary and m.content.strip()
+        if m.role == ROLE_USER and not is_summary(m) and m.content.strip()
     ]
     return _newest_fitting(candidates, lambda text: utf8_len(text) // BYTES_PER_TOKEN, budget)

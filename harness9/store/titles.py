@@ -25,9 +25,9 @@ def make_title(content: str) -> str:
 
 
 def first_title(msgs: Iterable[Message]) -> str:
-    """The title of the first user message (not a summary) that has one; "" when none does."""
+    """The title of the first user message that has one; "" when none does."""
     for m in msgs:
-        if m.role == ROLE_USER and not m.is_summary:
+        if m.role == ROLE_USER:
             title = make_title(m.content)
             if title:
                 return title

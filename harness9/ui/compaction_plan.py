@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness9.context.pipeline import MIN_COMPACTION_GAIN, SUMMARY_STRATEGIES, CompactionPlan
+from harness9.context.stubs import is_summary
 from harness9.context.view import ModelView
 from harness9.tokens import estimate_message_tokens, format_token_count
 from harness9.ui.text import inert
@@ -113,13 +114,13 @@ def _label(view: ModelView, i: int, numbers: dict[int, int]) -> str:
     """``#12`` for a stored message (as ``sessions show``), ``summary`` for the checkpoint's."""
     stored = view.ids[i] if i < len(view.ids) else None
     if stored is None:
-        return "summary" if view.messages[i].is_summary else "-"
+        return "summary" if is_summary(view.messages[i]) else "-"
     number = numbers.get(stored)
     return f"#{number}" if number is not None else f"row {stored}"
 
 
 def _role(msg: Any) -> str:
-    return msg.role + (" (summary)" if msg.is_summary else "")
+    return msg.role + (" (summary)" if is_summary(msg) else "")
 
 
 def _plan_table(session: str, rows: list[tuple[int, str]], view: ModelView, width: int) -> Table:

@@ -115,9 +115,7 @@ def cmd_rewind(loop: ChatLoop, rest: str) -> None:
         _rewind_to(loop, _number(rest, "/rewind [N]"), records)
         return
     users = [
-        (n, r.message.content)
-        for n, r in enumerate(records, 1)
-        if r.message.role == ROLE_USER and not r.message.is_summary
+        (n, r.message.content) for n, r in enumerate(records, 1) if r.message.role == ROLE_USER
     ][-REWIND_SHOWN:]
     if not users:
         loop.io.err.print("nothing to rewind to: this session has no message of yours yet")
@@ -137,7 +135,7 @@ def _rewind_to(loop: ChatLoop, n: int, records: list[Any]) -> None:
     the fork ends just before it and its text goes back in the prompt: sent as it was
     kept, the next request would carry two user turns in a row, the first unanswered."""
     msg = records[n - 1].message if 1 <= n <= len(records) else None
-    if msg is None or msg.role != ROLE_USER or msg.is_summary:
+    if msg is None or msg.role != ROLE_USER:
         _fork_and_switch(loop, n, f"rewound to message {n}")
         return
     if n > 1:

@@ -46,10 +46,10 @@ def abbreviate(text: str, lines: int = RECAP_LINES, chars: int = RECAP_CHARS) ->
 
 
 def last_exchange(messages: Sequence[Message]) -> tuple[Message | None, list[Message]]:
-    """The last real user message and everything after it (summaries do not count)."""
+    """The last user message of the log and everything after it."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
-        if m.role == "user" and not m.is_summary:
+        if m.role == "user":
             return m, list(messages[i + 1 :])
     return None, []
 

@@ -561,7 +561,7 @@ class ChatLoop:
             if msg is None:
                 break
             removed += 1
-            if msg.role == "user" and not msg.is_summary:
+            if msg.role == "user":
                 break
         if removed == 0:
             self.io.err.print("nothing to undo")

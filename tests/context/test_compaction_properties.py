@@ -34,7 +34,7 @@ from harness9.context import (
 )
 from harness9.context.pipeline import KeptSizer, MessageBound, tail_compactor, topic_compactor
 from harness9.context.policy import build_compactor
-from harness9.context.stubs import match_tool_results
+from harness9.context.stubs import match_tool_results, summary_message
 from harness9.context.topics import TopicDetector
 from harness9.schema import SUMMARY_PREFIX, Message
 from harness9.tokens import message_bytes
@@ -58,7 +58,7 @@ def turns(draw) -> list[Message]:
     if kind == "orphan":
         return [result(draw(ids), draw(texts))]
     if kind == "summary":
-        return [Message("user", SUMMARY_PREFIX + draw(texts))]
+        return [summary_message(draw(texts))]
     call_ids = draw(st.lists(ids, min_size=1, max_size=3, unique=True))
     msgs = [call(*call_ids)]
     answered = draw(st.permutations(call_ids))

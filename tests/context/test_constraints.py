@@ -10,8 +10,9 @@ from harness9.context.facts import (
     repair_summary,
     validate_markers,
 )
+from harness9.context.stubs import summary_message
 from harness9.context.summarize import STRUCTURED_COMPRESSION_PROMPT
-from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
+from harness9.schema import Message, ToolCall
 
 
 def test_english_rules_are_extracted_one_per_sentence_without_lead_in_or_full_stop():
@@ -78,7 +79,7 @@ def test_constraints_come_from_user_messages_only():
 
 
 def test_previous_summary_constraint_markers_are_carried_forward():
-    prev = Message("user", SUMMARY_PREFIX + "@constraint:never touch the migrations folder")
+    prev = summary_message("@constraint:never touch the migrations folder")
     assert extract_fingerprint([prev]).constraints == ["never touch the migrations folder"]
 
 

@@ -10,14 +10,14 @@ from harness9.context.facts import (
     repair_summary,
     validate_markers,
 )
-from harness9.context.stubs import offloaded_message
+from harness9.context.stubs import offloaded_message, summary_message
 from harness9.context.summarize import (
     STRUCTURED_COMPRESSION_PROMPT,
     SummaryError,
     marker_summarizer,
     structured_summary,
 )
-from harness9.schema import SUMMARY_PREFIX, Message, ToolCall
+from harness9.schema import Message, ToolCall
 from harness9.store.session import OffloadLink
 from tests.support.history import ScriptedSummarizer
 
@@ -79,10 +79,8 @@ def test_chinese_decision_is_recognised():
 
 
 def test_previous_summary_markers_are_carried_forward():
-    prev = Message(
-        "user",
-        SUMMARY_PREFIX
-        + "@file:lib/old.go\n@func:Handle\n@error:panic: nil map\n@decision:keep gRPC",
+    prev = summary_message(
+        "@file:lib/old.go\n@func:Handle\n@error:panic: nil map\n@decision:keep gRPC"
     )
     fp = extract_fingerprint([prev])
     assert fp == KeyInfoFingerprint(["lib/old.go"], ["Handle"], ["panic: nil map"], ["keep gRPC"])
@@ -157,7 +155,7 @@ def test_marker_summariser_cuts_tool_results_to_200_chars_but_keeps_offload_mark
 
 def test_marker_summariser_merges_a_previous_summary():
     s = ScriptedSummarizer("ok")
-    head = [Message("user", SUMMARY_PREFIX + "@file:a.py"), Message("user", "next step")]
+    head = [summary_message("@file:a.py"), Message("user", "next step")]
     marker_summarizer(s, window=10**6).summarize(head)
     assert "<previous-summary>\n@file:a.py\n</previous-summary>" in s.calls[0][1].content
 

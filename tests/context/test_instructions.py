@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness9.context.stubs import summary_message
 from harness9.context.view import (
     INSTRUCTIONS_HEADER,
     PINS_HEADER,
@@ -10,7 +11,7 @@ from harness9.context.view import (
     render_instructions,
     with_notes,
 )
-from harness9.schema import SUMMARY_PREFIX, Message
+from harness9.schema import Message
 from harness9.store.lineage import ForkPoint, kept_checkpoints
 from harness9.store.session import STUB_STUBBED, Checkpoint, Stub
 from tests.support.history import user
@@ -27,7 +28,7 @@ def test_only_the_users_own_messages_are_kept_oldest_first():
         user("use tabs"),
         Message("assistant", "ok"),
         Message("tool", "file contents", tool_call_id="c1"),
-        user(SUMMARY_PREFIX + "an earlier summary"),
+        summary_message("an earlier summary"),
         user("   "),
         user("deploy to staging"),
     ]
@@ -36,6 +37,13 @@ def test_only_the_users_own_messages_are_kept_oldest_first():
         "use tabs",
         "deploy to staging",
     ]
+
+
+def test_a_user_message_that_only_looks_like_a_summary_is_kept_as_the_users():
+    # A user pasting an old summary into the chat wrote it: folded, it is kept like any
+    # message of theirs, not dropped as if it were harness9's own summary.
+    pasted = "[Conversation Summary]\n**Goal:** finish the migration; never drop a table"
+    assert carry_instructions([], [user(pasted)], 1000) == [pasted]
 
 
 def test_over_budget_the_newest_run_is_kept_and_the_oldest_dropped():

@@ -12,6 +12,7 @@ from harness9.context.pipeline import (
     stub_old_results,
 )
 from harness9.context.stubs import (
+    is_summary,
     offloaded_message,
     render_stub,
     stub_for,
@@ -113,7 +114,7 @@ def test_a_compactors_summary_message_carries_its_summary_as_data():
     prose = "**Goal:** y.\n\n## Recall index\nquoted by the model"
     msg = summary_message(prose)
     assert msg == Message("user", "[Conversation Summary]\n" + prose)
-    assert msg.is_summary and summary_of(msg) == prose
+    assert is_summary(msg) and summary_of(msg) == prose
 
 
 def test_a_stub_points_to_its_offloaded_output_or_gets_its_message_handle():
@@ -197,3 +198,10 @@ def test_an_old_result_that_only_reads_like_a_stub_is_stubbed_all_the_same():
 def test_an_evicted_stub_quoting_a_recall_call_still_gets_its_own_handle():
     stub = Stub(STUB_EVICTED, 900, text="bash `grep offload_recall(`: exit code 0, 3 lines")
     assert render_stub(stub, 7).endswith('; offload_recall(id="msg_7") for it')
+
+
+def test_a_summary_is_known_by_the_summary_it_carries_not_by_its_text():
+    # What the view and the compactors make with ``summary_message`` is a summary; a
+    # message that only starts like one (a user pasting an old summary) is not.
+    assert is_summary(summary_message("Goal: x"))
+    assert not is_summary(Message("user", "[Conversation Summary]\nGoal: x"))

@@ -11,6 +11,7 @@ from harness9.context import (
     is_valid_tool_sequence,
 )
 from harness9.context.pipeline import Pipeline, summary_for_window
+from harness9.context.stubs import summary_message
 from harness9.context.summarize import summary_estimate
 from harness9.schema import SUMMARY_PREFIX, TRUNCATED_STUB, Message
 from tests.support.history import SYSTEM, ScriptedSummarizer, asst, call, result, user, users
@@ -52,7 +53,7 @@ def test_head_is_replaced_by_one_summary_message_before_the_tail():
     res = SummarizationCompactor(fake, 1000).compact(msgs)
     assert res.messages == [
         SYSTEM,
-        Message("user", SUMMARY_PREFIX + "**Goal:** ship v1."),
+        summary_message("**Goal:** ship v1."),
         *msgs[-6:],
     ]
     assert res.summary == "**Goal:** ship v1."
@@ -71,7 +72,7 @@ def test_summariser_is_called_without_tools_and_asked_for_the_five_sections():
 
 def test_earlier_summary_at_the_head_is_merged_incrementally():
     fake = ScriptedSummarizer("**Goal:** merged.")
-    old = Message("user", SUMMARY_PREFIX + "**Goal:** old goal.")
+    old = summary_message("**Goal:** old goal.")
     msgs = [SYSTEM, old, *users(20)]
     res = SummarizationCompactor(fake, 1000).compact(msgs)
     prompt = fake.prompts[0]
@@ -218,7 +219,7 @@ def test_summarised_tail_stubs_a_call_without_result():
 def test_compaction_does_not_modify_its_input():
     msgs = [
         SYSTEM,
-        Message("user", SUMMARY_PREFIX + "old"),
+        summary_message("old"),
         *users(10),
         call("a"),
         user("x"),
@@ -277,7 +278,7 @@ def test_oversized_partial_summaries_are_merged_hierarchically():
 def test_huge_previous_summary_is_summarised_as_the_oldest_part():
     window = 4000
     fake = ScriptedSummarizer("**Goal:** s.", window=window)
-    old = Message("user", SUMMARY_PREFIX + "OLD " + "w" * 20_000)
+    old = summary_message("OLD " + "w" * 20_000)
     res = summary_for_window(fake, window).compact([SYSTEM, old, *users(40)])
     assert res.strategy == "summarize"
     assert fake.prompts[0].startswith("Below is part 1 of")

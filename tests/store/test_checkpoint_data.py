@@ -294,7 +294,9 @@ def test_the_summariser_gets_the_checkpoints_summary_even_if_it_quotes_a_heading
     view = build_view(SYSTEM, [], cp)
     assert view.messages[1].content.endswith("- msg_2 bash (7 tokens)")
     assert summary_of(view.messages[1]) == prose
-    assert summary_of(Message("user", "[Conversation Summary]\n**Goal:** y.")) == "**Goal:** y."
+    # A message that only looks like a summary is no summary: its text is not cut.
+    pasted = "[Conversation Summary]\n**Goal:** y."
+    assert summary_of(Message("user", pasted)) == pasted
 
 
 def test_an_eviction_is_stored_as_stub_data_and_the_view_rebuilds_its_text():
