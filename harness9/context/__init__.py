@@ -1,7 +1,7 @@
 """What the model is shown: pure functions of the stored log.
 
 What the model is sent next is built by one method, ``policy.ContextPolicy.prepare``: a
-``view.Request`` holding the system message in its parts (the prompt, the session state,
+``harness9.request.Request`` holding the system message in its parts (the prompt, the session state,
 the pins, the kept instructions), the messages (the view, ``view.build_view``, compacted
 when it is time by the one pipeline, ``pipeline.py``, each strategy a row of its table
 ``STRATEGIES``), the tool definitions and the reply's budget; the provider sends exactly

@@ -52,20 +52,16 @@ from harness9.context.view import (
     LiveViews,
     MeasuredView,
     ModelView,
-    Request,
-    SystemPart,
-    SystemPrompt,
     build_view,
     checkpoint_for,
     instruction_budget,
     load_view,
-    prompt_parts,
     state_items,
     summary_text,
-    system_message,
     with_notes,
 )
 from harness9.errors import UsageError
+from harness9.request import Request, SystemPart, SystemPrompt, prompt_parts, system_message
 from harness9.schema import UNFINISHED_STUB, Message, ToolDefinition
 from harness9.store.session import Checkpoint, CheckpointedSession
 from harness9.tokens import (

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from harness9.context.pipeline import CompactionPlan
 from harness9.context.policy import ContextBreakdown, ContextPolicy
-from harness9.context.view import ModelView, Request, SystemPart
+from harness9.context.view import ModelView
 from harness9.engine import events as ev
 from harness9.engine.parallel import run_side_by_side
 from harness9.engine.prompt import PromptBuilder
@@ -31,6 +31,7 @@ from harness9.provider.errors import (
     ProviderError,
     StreamInterruptedError,
 )
+from harness9.request import Request, SystemPart
 from harness9.schema import (
     ROLE_ASSISTANT,
     ROLE_TOOL,

@@ -10,7 +10,7 @@ in the conversation and, after a compaction, through the checkpoint's state note
 (harness9.context.view.state_items); the date is the one the session was first
 seen on in this process.
 
-The prompt is two parts (harness9.context.view.SystemPart): the stable text, then the
+The prompt is two parts (harness9.request.SystemPart): the stable text, then the
 session state (the date). The context policy adds the pins and the kept instructions after
 them and builds the request (``ContextPolicy.prepare``). Where the provider caches only at
 the client's breakpoints (Claude), the breakpoint goes at the end of the stable part
@@ -24,13 +24,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness9.context.view import (
-    PART_PROMPT,
-    PART_SEPARATOR,
-    PART_STATE,
-    SystemPart,
-    system_message,
-)
+from harness9.request import PART_PROMPT, PART_SEPARATOR, PART_STATE, SystemPart, system_message
 from harness9.schema import Message
 from harness9.store.session import Session
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness9.context.view import Request
 from harness9.engine import events as ev
 from harness9.provider.errors import ProviderError
+from harness9.request import Request
 from harness9.schema import ROLE_ASSISTANT, Message, Usage
 from harness9.store.session import ChatSession, SessionInfo, SubAgentLink
 from harness9.tools.base import ToolContext, ToolResult

@@ -10,7 +10,7 @@ the Anthropic block it builds from it (or a Bedrock ``cachePoint``).
 Where the marks go (3 of the 4 allowed):
 - the system message: tools and system prompt, the part every request shares (and every
   session in the same directory). Its parts from the session state on (the date, the pins,
-  the kept instructions; harness9.context.view.SystemPart) change more often, so the
+  the kept instructions; harness9.request.SystemPart) change more often, so the
   system text is sent as two blocks (``system_blocks``) and the mark goes on the first;
 - the end of the previous request's prompt (the message before the newest assistant
   reply): exactly what the previous request cached, so this one reads it whatever was
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness9.config import CACHE_TTLS
-from harness9.context.view import PART_SEPARATOR, PART_STATE, SystemPart
+from harness9.request import PART_SEPARATOR, PART_STATE, SystemPart
 
 MAX_BREAKPOINTS = 4
 # Routing prefixes under which a Claude model still needs the client's marks.

@@ -1,6 +1,6 @@
 """The one litellm adapter: ``send(request) -> (Message, Usage | None)``.
 
-``send`` sends a ``Request`` (harness9.context.view; built by ``ContextPolicy.prepare``)
+``send`` sends a ``Request`` (harness9.request; built by ``ContextPolicy.prepare``)
 exactly as it is: ``_request`` renders it to litellm's arguments in one place (its system
 parts as cache blocks for Claude, its messages, tools and ``max_tokens``), and nothing else
 reaches the wire but how to reach the server (base, key, timeout, streaming).
@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from harness9.context.view import Request
 from harness9.provider import ollama
 from harness9.provider.caching import needs_breakpoints, place_breakpoints, system_blocks
 from harness9.provider.errors import (
@@ -49,6 +48,7 @@ from harness9.provider.errors import (
     says_too_long,
 )
 from harness9.provider.wire import api_base_hint
+from harness9.request import Request
 from harness9.schema import ROLE_ASSISTANT, Message, ToolCall, ToolDefinition, Usage
 
 # Sent when talking to a local server without a key: the OpenAI client refuses to

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness9.context.stubs import offload_source
-from harness9.context.view import LiveViews, load_view, system_message
+from harness9.context.view import LiveViews, load_view
+from harness9.request import system_message
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession

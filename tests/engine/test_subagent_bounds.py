@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from harness9.context.view import Request
 from harness9.engine.subagents import BoundedProvider, Bounds, SubAgentStopped
+from harness9.request import Request
 from harness9.schema import Message, Usage
 
 EMPTY = Request((), [], [])

@@ -72,13 +72,21 @@ def test_the_rule_summary_of_tool_output_is_a_bottom_layer_module_beside_tokens(
     assert offenders("tools", ("harness9.context.facts",)) == set()
 
 
+def test_the_request_is_a_bottom_layer_module_the_provider_and_the_context_share():
+    # The policy builds it and the provider sends it: neither package imports the other.
+    imported = {n for n in imported_modules(PACKAGE / "request.py") if n.startswith("harness9")}
+    assert imported == {"harness9.schema", "harness9.tokens"}
+    assert offenders("provider", ("harness9.context",)) == set()
+    assert offenders("context", ("harness9.provider",)) == set()
+
+
 # What the model is shown, readable in one sitting: the request (policy, view, prepared
 # summaries) and the compaction (pipeline and its strategy table, facts, stubs, summaries,
 # topics). The prompts are text files beside it.
 MAX_CONTEXT_MODULES = 9
-# A ceiling, not the goal: the package is 4,360 lines today and is meant to come down to
+# A ceiling, not the goal: the package is 3,599 lines today and is meant to come down to
 # 3,000; lower this as it shrinks, never raise it.
-MAX_CONTEXT_LINES = 4400
+MAX_CONTEXT_LINES = 3600
 
 
 def context_modules() -> list[Path]:

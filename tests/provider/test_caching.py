@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from harness9.config import ContextOptions
-from harness9.context.view import PART_PROMPT, PART_STATE, SystemPart
 from harness9.engine.prompt import STATE_MARK, PromptBuilder
 from harness9.provider.caching import needs_breakpoints, place_breakpoints, system_blocks
 from harness9.provider.limits import ModelLimits, output_budget
+from harness9.request import PART_PROMPT, PART_STATE, SystemPart
 from tests.support.cli import chat
 
 MARK = {"type": "ephemeral"}

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness9.config import ContextOptions
-from harness9.context.policy import ContextPolicy, Request
+from harness9.context.policy import ContextPolicy
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider
+from harness9.request import Request
 from harness9.schema import Message, ToolCall, ToolDefinition
 from harness9.store import MemorySession
 from harness9.tokens import estimate_tokens, estimate_tool_tokens
