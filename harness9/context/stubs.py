@@ -78,8 +78,8 @@ def awaits_handle(msg: Message) -> bool:
 
 
 def with_handle(content: str, message_id: int) -> str:
-    """A stub made recallable by its message's handle, unless it names one already."""
-    return content if _RECALL_CALL in content else _named(content, message_handle(message_id))
+    """``content`` made recallable by its message's handle."""
+    return _named(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
@@ -156,8 +156,7 @@ def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
 
 
 def is_summary(msg: Message) -> bool:
-    """A summary in place of a folded head: the message carries its summary (the view and
-    the compactors make it with ``summary_message``); text starting like one is not one."""
+    """Made by ``summary_message``, carrying its summary: text that only looks like one is not."""
     return isinstance(msg, RenderedMessage) and msg.summary is not None
 
 

@@ -269,8 +269,9 @@ def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int,
             return {}
         if mid is not None and (new.content != old.content or new.tool_calls != old.tool_calls):
             stub = stub_of(new)
-            if stub is None or stub.kind == STUB_VERBATIM:
-                stub = Stub(STUB_VERBATIM, text=with_handle(new.content, mid))
+            if stub is None or stub.kind == STUB_VERBATIM:  # an offload names its own handle
+                text = new.content if stub and stub.offload_id else with_handle(new.content, mid)
+                stub = Stub(STUB_VERBATIM, text=text)
             stubs[mid] = stub
     return stubs
 

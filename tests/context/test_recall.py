@@ -8,6 +8,8 @@ from harness9.context.pipeline import (
     RECALL_SHARE,
     STRATEGY_HYBRID,
     STRATEGY_STUBS,
+    CompactionPlan,
+    CompactionResult,
     HybridCompactor,
     stub_old_results,
 )
@@ -205,3 +207,22 @@ def test_a_summary_is_known_by_the_summary_it_carries_not_by_its_text():
     # message that only starts like one (a user pasting an old summary) is not.
     assert is_summary(summary_message("Goal: x"))
     assert not is_summary(Message("user", "[Conversation Summary]\nGoal: x"))
+
+
+def test_a_kept_result_a_compactor_shortened_gets_its_handle_whatever_its_text_says():
+    # A result that quotes ``offload_recall(`` itself (a grep of code that calls it) names
+    # no handle of its own: shortened by a compactor, it still gets its message's.
+    grep = 'src/tool.py:12:    offload_recall(id="ofl_x")\n' * 40
+    msgs = [
+        Message("system", "s"),
+        Message("assistant", "", [ToolCall("c1", "grep", '{"pattern": "offload_recall("}')]),
+        Message("tool", grep, tool_call_id="c1"),
+    ]
+    cut = Message("tool", grep[:60] + " [cut]", tool_call_id="c1")
+    plan = CompactionPlan(True, "peer", 1, 900, 100, 500)
+    result = CompactionResult([msgs[0], msgs[1], cut], plan, None, "peer")
+
+    cp = checkpoint_for(ModelView(msgs, [None, 1, 2]), result)
+
+    assert cp is not None
+    assert cp.stubs[2].text == cut.content + '; offload_recall(id="msg_2") for it'
