@@ -490,6 +490,8 @@ def test_a_sub_agent_applies_a_summary_prepared_ahead_in_its_own_session(
                 n = len(asked)
             return TextReply(f"**Goal:** SUB-SUMMARY-{n} of the parts read", delay=0.3)
         if SUB_MARK in body["messages"][0]["content"]:
+            if summary_workers():  # a preparation began: its request comes first, as unloaded
+                assert wait_until(lambda: bool(asked))
             if asked:  # the sub-agent goes on only once the summary is prepared
                 assert wait_until(lambda: not summary_workers())
             with lock:
