@@ -28,8 +28,6 @@ from harness9.context.stubs import (
 )
 from harness9.context.view import build_view, folded_entries, load_view
 from harness9.schema import UNFINISHED_STUB, Message, TodoItem, ToolCall
-from harness9.store import migrations as sqlite_migrations
-from harness9.store import pg_migrations
 from harness9.store.backend import SessionStore, open_url
 from harness9.store.session import (
     STUB_EVICTED,
@@ -41,6 +39,7 @@ from harness9.store.session import (
     StoredMessage,
     Stub,
 )
+from tests.support.migrations import undo_migrations
 
 SYSTEM = Message("system", "You are harness9.")
 MIGRATION = "checkpoint_data_as_json"
@@ -111,22 +110,10 @@ def driver(backend: str, url: str) -> Iterator[tuple[object, str, str]]:
 
 
 def as_before_the_migration(backend: str, url: str) -> None:
-    """Undo ``checkpoint_data_as_json`` (and the migrations after it) as if the store
-    predated it."""
-    with driver(backend, url) as (conn, _, prefix):
-        conn.execute(f"DROP TABLE {prefix}compaction_data")
-        for column in ("offload_id", "offload_tokens"):  # message_offload_link
-            conn.execute(f"ALTER TABLE {prefix}messages DROP COLUMN {column}")
-        conn.execute(
-            f"ALTER TABLE {prefix}messages DROP COLUMN metadata"
-        )  # message_result_metadata
-        if backend == "postgres":
-            version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
-            conn.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))
-        else:
-            version = [n for n, _ in sqlite_migrations.MIGRATIONS].index(MIGRATION) + 1
-            conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (version,))
-            conn.execute(f"PRAGMA user_version = {version - 1}")
+    """Undo ``checkpoint_data_as_json`` (and the migrations after it: the messages' offload
+    link and result metadata) as if the store predated it."""
+    columns = ["offload_id", "offload_tokens", "metadata"]
+    undo_migrations(backend, url, MIGRATION, columns=columns, tables=["compaction_data"])
 
 
 def old_view_text(ids: list[int]) -> tuple[str, str]:

@@ -9,11 +9,9 @@ on the SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from harness9.config import store_location
@@ -21,8 +19,7 @@ from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
 from harness9.context.stubs import offload_source, stub_for, stub_message
 from harness9.context.view import LiveViews, checkpoint_for, load_view
 from harness9.schema import Message, ToolCall, Usage
-from harness9.store import MemorySession, pg_migrations
-from harness9.store import migrations as sqlite_migrations
+from harness9.store import MemorySession
 from harness9.store.backend import SessionStore, open_store
 from harness9.store.holding import HoldingSession
 from harness9.store.legacy_checkpoint import legacy_stubs
@@ -33,7 +30,8 @@ from harness9.store.session import (
     StoreBusyError,
     Stub,
 )
-from tests.support.cli import chat, cli
+from tests.support.cli import chat, cli, export_json, import_json
+from tests.support.migrations import undo_migrations
 
 OID = "ofl_0123456789ab"
 LINK = OffloadLink(OID, 5000)
@@ -155,23 +153,8 @@ def test_the_view_between_calls_carries_the_link_of_a_result_logged_after_it():
 def as_before_the_migration(backend: str) -> None:
     """Undo ``message_offload_link`` (and the later ``message_result_metadata``): the rows
     lose their links, as if stored before."""
-    url = str(store_location())
-    if backend == "postgres":
-        with psycopg.connect(url, autocommit=True) as pg:
-            for column in ("offload_id", "offload_tokens", "metadata"):
-                pg.execute(f"ALTER TABLE harness9.messages DROP COLUMN {column}")
-            version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
-            pg.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))
-        return
-    conn = sqlite3.connect(url, isolation_level=None)
-    try:
-        for column in ("offload_id", "offload_tokens", "metadata"):
-            conn.execute(f"ALTER TABLE messages DROP COLUMN {column}")
-        version = [n for n, _ in sqlite_migrations.MIGRATIONS].index(MIGRATION) + 1
-        conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (version,))
-        conn.execute(f"PRAGMA user_version = {version - 1}")
-    finally:
-        conn.close()
+    columns = ["offload_id", "offload_tokens", "metadata"]
+    undo_migrations(backend, str(store_location()), MIGRATION, columns=columns)
 
 
 def test_a_row_stored_before_the_link_gives_the_same_stub_from_its_header(backend: str):
@@ -197,19 +180,10 @@ def test_a_fork_shares_the_link_with_its_origin():
         assert fork.get_records()[2].offload == LINK
 
 
-def export(sid: str) -> dict:
-    result = cli("sessions", "export", sid, "--format", "json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def reimport(doc: dict, tmp_path: Path) -> list:
     with store() as m:
         m.delete_session(doc["id"])
-    path = tmp_path / "export.json"
-    path.write_text(json.dumps(doc))
-    result = cli("sessions", "import", str(path))
-    assert result.exit_code == 0, result.stderr
+    import_json(doc, tmp_path)
     with store() as m:
         return m.open_session(doc["id"]).get_records()
 
@@ -218,7 +192,7 @@ def test_export_then_import_keeps_the_link(tmp_path: Path):
     with store() as m:
         s = m.new_session()
         logged(s, "reworded: " + BODY)
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     assert doc["messages"][2]["offload"] == {"id": OID, "tokens": 5000}
     assert doc["messages"][3]["offload"] is None
 
@@ -231,7 +205,7 @@ def test_an_export_from_before_the_link_imports_it_from_the_header(tmp_path: Pat
     with store() as m:
         s = m.new_session()
         logged(s, f"{HEADER}\n{BODY}")
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     for msg in doc["messages"]:
         del msg["offload"]
 
@@ -246,7 +220,7 @@ def test_an_export_with_a_damaged_link_is_a_one_line_error(bad: object, tmp_path
     with store() as m:
         s = m.new_session()
         logged(s, "reworded: " + BODY)
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     doc["messages"][2]["offload"] = bad
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc))

@@ -8,20 +8,17 @@ text, as it always did. Every test runs on the SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from harness9.config import store_location
 from harness9.context.pipeline import evict_by_density
 from harness9.context.view import LiveViews, load_view
 from harness9.schema import Message, ToolCall
-from harness9.store import migrations as sqlite_migrations
-from harness9.store import pg_migrations
 from harness9.store.backend import SessionStore, open_store
-from tests.support.cli import cli
+from tests.support.cli import cli, export_json, import_json
+from tests.support.migrations import undo_migrations
 
 pytestmark = pytest.mark.usefixtures("on_each_store")
 
@@ -111,21 +108,7 @@ def test_a_result_whose_tool_reported_no_exit_code_reads_the_code_from_its_text(
 
 def as_before_the_migration(backend: str) -> None:
     """Undo ``message_result_metadata``: the rows lose their facts, as if stored before."""
-    url = str(store_location())
-    if backend == "postgres":
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute("ALTER TABLE harness9.messages DROP COLUMN metadata")
-            version = [n for n, _ in pg_migrations.MIGRATIONS].index(MIGRATION) + 1
-            pg.execute("DELETE FROM harness9.schema_migrations WHERE version >= %s", (version,))
-        return
-    conn = sqlite3.connect(url, isolation_level=None)
-    try:
-        conn.execute("ALTER TABLE messages DROP COLUMN metadata")
-        version = [n for n, _ in sqlite_migrations.MIGRATIONS].index(MIGRATION) + 1
-        conn.execute("DELETE FROM schema_migrations WHERE version >= ?", (version,))
-        conn.execute(f"PRAGMA user_version = {version - 1}")
-    finally:
-        conn.close()
+    undo_migrations(backend, str(store_location()), MIGRATION, columns=["metadata"])
 
 
 def test_a_row_stored_before_the_facts_were_kept_is_summarised_from_its_text(backend: str):
@@ -155,19 +138,10 @@ def test_a_fork_and_a_rewind_keep_the_facts():
         assert evicted_summary(fork).startswith(f"[evicted] bash `{COMMAND}`: exit code 1,")
 
 
-def export(sid: str) -> dict:
-    result = cli("sessions", "export", sid, "--format", "json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def reimport(doc: dict, tmp_path: Path) -> str:
     with store() as m:
         m.delete_session(doc["id"])
-    path = tmp_path / "export.json"
-    path.write_text(json.dumps(doc))
-    result = cli("sessions", "import", str(path))
-    assert result.exit_code == 0, result.stderr
+    import_json(doc, tmp_path)
     return doc["id"]
 
 
@@ -175,7 +149,7 @@ def test_export_then_import_keeps_the_facts(tmp_path: Path):
     with store() as m:
         s = m.new_session()
         logged(s)
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     assert [msg["metadata"] for msg in doc["messages"]] == [None, None, FAILED, None]
 
     sid = reimport(doc, tmp_path)
@@ -184,14 +158,14 @@ def test_export_then_import_keeps_the_facts(tmp_path: Path):
         s = m.open_session(sid)
         assert s.get_records()[2].message.metadata == FAILED
         assert evicted_summary(s).startswith(f"[evicted] bash `{COMMAND}`: exit code 1,")
-    assert export(sid) == doc  # and the re-export is the same document
+    assert export_json(sid) == doc  # and the re-export is the same document
 
 
 def test_an_export_from_before_the_facts_imports_without_them(tmp_path: Path):
     with store() as m:
         s = m.new_session()
         logged(s)
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     for msg in doc["messages"]:
         del msg["metadata"]
 
@@ -216,7 +190,7 @@ def test_an_export_with_damaged_facts_is_a_one_line_error(bad: object, where: st
     with store() as m:
         s = m.new_session()
         logged(s)
-    doc = export(s.session_id)
+    doc = export_json(s.session_id)
     doc["messages"][2]["metadata"] = bad
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc))

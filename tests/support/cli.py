@@ -191,3 +191,18 @@ def answering(console: Any, *answers: str, then: str = "n") -> tuple[Any, list[s
         return next(queue, then)
 
     return TerminalApprover(console, ask=ask, flush=lambda: None), asked
+
+
+def export_json(sid: str) -> dict:
+    """``harness9 sessions export SID --format json``, parsed."""
+    result = cli("sessions", "export", sid, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def import_json(doc: dict, tmp_path: Path) -> None:
+    """``doc`` written to a file and read back by ``harness9 sessions import``."""
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    result = cli("sessions", "import", str(path))
+    assert result.exit_code == 0, result.stderr
