@@ -162,8 +162,10 @@ class _SummaryAt:
         self.threshold_tokens = int(window * trigger)
         self.span = SpanSummarizer(summarizer, window=window)
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        before = estimate_tokens(msgs)
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        before = estimate_tokens(msgs) + fixed  # fixed: as if on the system message
         if not starts_with_system(msgs) or (not force and before < self.threshold_tokens):
             return CompactionPlan(False, self.strategy, 1, before, before, self.threshold_tokens)
         return CompactionPlan(
@@ -178,10 +180,11 @@ class _SummaryAt:
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan = self.plan(msgs, force=force)
+        plan = self.plan(msgs, force=force, fixed=fixed)
         if not plan.would_compact:
             return CompactionResult(list(msgs), plan, None, self.strategy)
         try:
@@ -192,7 +195,7 @@ class _SummaryAt:
             )
         summary = self.kept_text(msgs) + (summary or "(empty summary)")
         out = [msgs[0], summary_message(summary)]
-        plan.tokens_after = estimate_tokens(out)
+        plan.tokens_after = estimate_tokens(out) + fixed
         return CompactionResult(out, plan, summary, self.strategy)
 
 
@@ -220,23 +223,27 @@ class _Overflow:
         self.threshold_tokens = window
         self.inner = SummarizationCompactor(summarizer, window, summarizer_window=window)
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
         if not force:
-            before = estimate_tokens(msgs)
+            before = estimate_tokens(msgs) + fixed
             return CompactionPlan(False, self.strategy, 1, before, before, self.threshold_tokens)
-        return self.inner.plan(msgs, force=True)
+        return self.inner.plan(msgs, force=True, fixed=fixed)
 
     def compact(
         self,
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         if not force:
-            return CompactionResult(list(msgs), self.plan(msgs), None, self.strategy)
-        return self.inner.compact(msgs, force=True)
+            plan = self.plan(msgs, fixed=fixed)
+            return CompactionResult(list(msgs), plan, None, self.strategy)
+        return self.inner.compact(msgs, force=True, fixed=fixed)
 
 
 PLACEHOLDER_OPENCODE = "[Old tool result content cleared]"
@@ -274,13 +281,16 @@ class _OpenCode(_SummaryAt):
                 saved += size
         return out if saved >= self.minimum else []
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        plan = super().plan(msgs, force=force)
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        plan = super().plan(msgs, force=force, fixed=fixed)
         if plan.would_compact or not starts_with_system(msgs):
             return plan
         prune = self._prunable(msgs)
         if prune:
-            after = estimate_tokens(_replace_results(list(msgs), prune, PLACEHOLDER_OPENCODE))
+            pruned = _replace_results(list(msgs), prune, PLACEHOLDER_OPENCODE)
+            after = estimate_tokens(pruned) + fixed
             return CompactionPlan(
                 True, "opencode:prune", 1, plan.tokens_before, after, plan.threshold
             )
@@ -291,14 +301,15 @@ class _OpenCode(_SummaryAt):
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan = self.plan(msgs, force=force)
+        plan = self.plan(msgs, force=force, fixed=fixed)
         if plan.strategy == "opencode:prune":
             out = _replace_results(list(msgs), self._prunable(msgs), PLACEHOLDER_OPENCODE)
             return CompactionResult(out, plan, None, plan.strategy)
-        return super().compact(msgs, force=force)
+        return super().compact(msgs, force=force, fixed=fixed)
 
 
 class _Masking:
@@ -315,11 +326,13 @@ class _Masking:
         old = [i for i in results[:-keep] if msgs[i].content != PLACEHOLDER_MASK]
         return _replace_results(msgs, old, PLACEHOLDER_MASK)
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        before = estimate_tokens(msgs)
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        before = estimate_tokens(msgs) + fixed
         if not starts_with_system(msgs):
             return CompactionPlan(False, self.strategy, 1, before, before, self.threshold_tokens)
-        after = estimate_tokens(self._masked(list(msgs), force))
+        after = estimate_tokens(self._masked(list(msgs), force)) + fixed
         return CompactionPlan(
             after < before, self.strategy, 1, before, after, self.threshold_tokens
         )
@@ -329,10 +342,11 @@ class _Masking:
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan = self.plan(msgs, force=force)
+        plan = self.plan(msgs, force=force, fixed=fixed)
         out = self._masked(list(msgs), force) if plan.would_compact else list(msgs)
         return CompactionResult(repair_orphaned_tool_pairs(out), plan, None, self.strategy)
 

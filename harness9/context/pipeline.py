@@ -114,8 +114,8 @@ class CompactionPlan:
     would_compact: bool
     strategy: str
     cut: int  # msgs[1:cut] are folded/dropped, msgs[cut:] kept (before repair); 1: nothing folds
-    tokens_before: int  # estimate_tokens(msgs)
-    tokens_after: int  # estimate of the result (a summary's size is estimated by ``plan``)
+    tokens_before: int  # estimate_tokens(msgs) + fixed
+    tokens_after: int  # estimate of the result, + fixed (a summary's is estimated by ``plan``)
     threshold: int  # the compactor's threshold_tokens
     too_small: bool = False  # it would save too little (the policy's rule): nothing is made
 
@@ -138,18 +138,22 @@ class Compactor(Protocol):
     not gated by tokens). ``plan``: what ``compact`` would fold, no model call. ``compact``:
     ``instructions`` focus a summary, ``on_progress`` hears each summariser call. An input
     not starting with the system message is returned unchanged, any other output repaired.
+    ``fixed``: tokens beyond ``msgs`` (tools, framing; may be < 0), counted as system tokens.
     """
 
     strategy: str
     threshold_tokens: int
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan: ...
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan: ...
 
     def compact(
         self,
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult: ...
@@ -307,13 +311,13 @@ def _fact_lines(content: str, body: str) -> list[str]:
 
 
 def evict_by_density(
-    messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0
+    messages: Sequence[Message], keep_groups: int = 3, target_tokens: int = 0, fixed: int = 0
 ) -> list[Message]:
     """A copy in which, outside the newest ``keep_groups`` tool groups, calls' long arguments
     are stubbed, then results replaced by eviction stubs, lowest score (then oldest) first,
-    until the estimate is at most ``target_tokens``. Roles, ids and order stay."""
+    until the estimate (+ ``fixed``) is at most ``target_tokens``. Roles, ids and order stay."""
     out = list(messages)
-    total = sum(message_bytes(m) for m in out)
+    total = sum(message_bytes(m) for m in out) + fixed * BYTES_PER_TOKEN
     if total // BYTES_PER_TOKEN <= target_tokens:
         return out
     old = tool_groups(out, keep_groups)
@@ -430,48 +434,56 @@ class Pipeline:
             fallback = TokenBudgetCompactor(steps.fallback_to, steps.min_tail)
         self.fallback = fallback
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        return self._plan(msgs, force)[0]
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        return self._plan(msgs, force, fixed)[0]
 
     def compact(
         self,
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
-        plan, reduced = self._plan(msgs, force)
+        plan, reduced = self._plan(msgs, force, fixed)
         s = self.steps
         if not plan.would_compact:
             out = repair_orphaned_tool_pairs(msgs) if starts_with_system(msgs) else list(msgs)
             return CompactionResult(out, plan, None, s.strategy)
         if s.cut == "fallback":  # the fallback's truncation, reported as this strategy
-            res = self._failed(reduced, plan, False, None)
+            res = self._failed(reduced, plan, False, None, fixed)
             res.plan.strategy = res.strategy = s.strategy
             res.plan.tokens_before = plan.tokens_before
-            res.plan.tokens_after = estimate_tokens(res.messages)
+            res.plan.tokens_after = estimate_tokens(res.messages) + fixed
             res.plan.would_compact = res.plan.tokens_after < plan.tokens_before
             return res
         if plan.cut > 1 and s.summary:
-            return settled(msgs, self._fold(msgs, reduced, plan, force, instructions, on_progress))
+            res = self._fold(msgs, reduced, plan, force, fixed, instructions, on_progress)
+            return settled(msgs, res, fixed)
         out = repair_orphaned_tool_pairs([reduced[0], *reduced[plan.cut :]])
         return CompactionResult(out, plan, None, plan.strategy)
 
-    def _plan(self, msgs: Sequence[Message], force: bool) -> tuple[CompactionPlan, list[Message]]:
-        s = self.steps  # the plan, and the history as step 2 leaves it
+    def _plan(
+        self, msgs: Sequence[Message], force: bool, fixed: int
+    ) -> tuple[CompactionPlan, list[Message]]:
+        s = self.steps  # the plan, and the history as step 2 leaves it; ``fixed``: sizes[0]
         history = msgs if isinstance(msgs, list) else list(msgs)
         sizes = [message_bytes(m) for m in msgs]
-        before = sum(sizes) // BYTES_PER_TOKEN
+        before = (sum(sizes) + fixed * BYTES_PER_TOKEN) // BYTES_PER_TOKEN
         if not starts_with_system(msgs):
             return CompactionPlan(False, s.strategy, 1, before, before, s.threshold), history
         force = force and not s.max_messages  # a bound in messages is the promise
-        if not (force or self._due(msgs, before)):
-            return self._unchanged(msgs, before), history
+        if not (force or self._due(msgs, before, fixed)):
+            return self._unchanged(msgs, before, fixed), history
+        sizes[0] += fixed * BYTES_PER_TOKEN
         reduced, after, name = history, before, s.strategy
         if s.evict_to is not None or s.stub:
-            reduced = self._reduce(history, force)
+            reduced = self._reduce(history, force, fixed)
             sizes = [message_bytes(m) for m in reduced]
+            sizes[0] += fixed * BYTES_PER_TOKEN
             after = (sum(sizes) + _new_stubs(reduced) * HANDLE_ALLOWANCE_BYTES) // BYTES_PER_TOKEN
             name = f"{s.strategy}:stubs" if s.stub else s.strategy
         if s.cut == "fallback":
@@ -482,7 +494,7 @@ class Pipeline:
         enough = load <= s.enough_at and after < before * (1 - MIN_COMPACTION_GAIN)
         cut = 1 if enough else self._cut(reduced, sizes, before, force)
         if cut <= 1 and reduced is history:
-            return self._unchanged(msgs, before), reduced
+            return self._unchanged(msgs, before, fixed), reduced
         if cut <= 1:
             return CompactionPlan(after < before, name, 1, before, after, s.threshold), reduced
         kept = KeptSizer(reduced, sizes, cut).kept_tokens(cut)
@@ -494,11 +506,11 @@ class Pipeline:
             kept += len(SUMMARY_PREFIX) // BYTES_PER_TOKEN
         return CompactionPlan(True, s.strategy, cut, before, kept, s.threshold), reduced
 
-    def _unchanged(self, msgs: Sequence[Message], before: int) -> CompactionPlan:
-        s = self.steps
-        return CompactionPlan(False, s.strategy, 1, before, _repaired(msgs, before), s.threshold)
+    def _unchanged(self, msgs: Sequence[Message], before: int, fixed: int) -> CompactionPlan:
+        s, after = self.steps, _repaired(msgs, before, fixed)
+        return CompactionPlan(False, s.strategy, 1, before, after, s.threshold)
 
-    def _due(self, msgs: Sequence[Message], before: int) -> bool:
+    def _due(self, msgs: Sequence[Message], before: int, fixed: int) -> bool:
         """Step 1: a new topic, over ``max_messages``, or over the threshold (or repaired)."""
         s = self.steps
         if s.cut == "topic":
@@ -507,14 +519,14 @@ class Pipeline:
             return new_topic and len(msgs) - 1 > TOPIC_MIN_HISTORY
         if s.max_messages and len(msgs) > s.max_messages:
             return True
-        return before > s.threshold > 0 or _repaired(msgs, before) > s.threshold > 0
+        return before > s.threshold > 0 or _repaired(msgs, before, fixed) > s.threshold > 0
 
-    def _reduce(self, msgs: list[Message], force: bool) -> list[Message]:
+    def _reduce(self, msgs: list[Message], force: bool, fixed: int) -> list[Message]:
         s, out = self.steps, msgs
         if s.evict_to is not None:
-            out = evict_by_density(out, s.keep_groups, 0 if force else s.evict_to)
+            out = evict_by_density(out, s.keep_groups, 0 if force else s.evict_to, fixed)
             # Eviction alone brought the load under ``enough_at``: nothing more is stubbed.
-            if estimate_tokens(out) + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
+            if estimate_tokens(out) + fixed + MESSAGE_OVERHEAD_TOKENS * len(out) <= s.enough_at:
                 return out
         return stub_old_results(out, s.keep_groups) if s.stub else out
 
@@ -531,7 +543,7 @@ class Pipeline:
             return segments[-1].start_idx if len(segments) >= 2 else 1
         cut = find_cut(msgs, s.min_tail)
         if s.cut == "fit":
-            fit = fit_cut(msgs, s.target, s.min_tail)
+            fit = fit_cut(msgs, sizes, s.target, s.min_tail)
             cut = fit if fit > 1 or not force else cut
         # A head of nothing but earlier summaries: folding it is a model call for nothing.
         return 1 if all(map(is_summary, msgs[1:cut])) else cut
@@ -545,6 +557,7 @@ class Pipeline:
         reduced: list[Message],
         plan: CompactionPlan,
         force: bool,
+        fixed: int,
         instructions: str | None,
         on_progress: ProgressCallback | None,
     ) -> CompactionResult:
@@ -552,7 +565,7 @@ class Pipeline:
         ``msgs[1:cut]`` (step 2 keeps positions)."""
         s, cut, span, head = self.steps, plan.cut, self.span, reduced[1 : plan.cut]
         # The model's text: at most half the room the threshold leaves beside the system.
-        room = s.threshold - estimate_tokens(reduced[:1])
+        room = s.threshold - estimate_tokens(reduced[:1]) - fixed
         text_budget = room // SUMMARY_ROOM_DIVISOR if s.threshold > 0 else None
         try:
             if s.summary == "folded" or span is None:
@@ -574,56 +587,57 @@ class Pipeline:
                 summary = span.summarize(head, focus=instructions, on_progress=on_progress)
                 summary = clipped(summary, text_budget)
         except Exception as exc:  # any provider failure: compaction must not fail
-            return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
+            return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}", fixed)
         if not summary and s.summary != "folded":
-            return self._failed(reduced, plan, force, "the summariser returned an empty summary")
+            error = "the summariser returned an empty summary"
+            return self._failed(reduced, plan, force, error, fixed)
         if s.cut == "topic":
             done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
             summary = f"Finished topics: {done}\n{summary}"
         folded = [summary_message(summary)] if summary else []
         out = repair_orphaned_tool_pairs([reduced[0], *folded, *reduced[cut:]])
-        plan.tokens_after = estimate_tokens(out)
+        plan.tokens_after = estimate_tokens(out) + fixed
         return CompactionResult(out, plan, summary, s.strategy)
 
     def _failed(
-        self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
+        self, msgs: list[Message], plan: CompactionPlan, force: bool, error: str | None, fixed: int
     ) -> CompactionResult:
-        """Step 5: the fallback's truncation of ``reduced`` (without one, nothing folds); an
-        earlier summary at ``reduced[1]`` stays, one fixed head with the system message."""
+        """Step 5: the fallback's truncation of ``msgs`` (step 2's; without one, nothing folds);
+        an earlier summary at ``msgs[1]`` stays, one fixed head with the system message."""
         if self.fallback is None:
             plan = replace(plan, would_compact=False, cut=1, tokens_after=plan.tokens_before)
-            out = repair_orphaned_tool_pairs(reduced)
+            out = repair_orphaned_tool_pairs(msgs)
             return CompactionResult(out, plan, None, self.strategy, error)
-        if len(reduced) < 2 or not is_summary(reduced[1]):
-            res = self.fallback.compact(reduced, force=force)
+        if len(msgs) < 2 or not is_summary(msgs[1]):
+            res = self.fallback.compact(msgs, force=force, fixed=fixed)
             return CompactionResult(res.messages, res.plan, None, res.strategy, error)
-        system, previous = reduced[0], reduced[1]
+        system, previous = msgs[0], msgs[1]
         head = Message(system.role, system.content + previous.content)
-        res = self.fallback.compact([head, *reduced[2:]], force=force)
+        res = self.fallback.compact([head, *msgs[2:]], force=force, fixed=fixed)
         if res.plan.would_compact:
-            res.plan.cut += 1  # in ``reduced``'s positions: the summary stays, [2:cut] go
+            res.plan.cut += 1  # in ``msgs``'s positions: the summary stays, [2:cut] go
         kept = [system, previous, *res.messages[1:]]
         return CompactionResult(
             kept, res.plan, None, res.strategy, error, kept_previous_summary=True
         )
 
 
-def _repaired(msgs: Sequence[Message], before: int) -> int:
+def _repaired(msgs: Sequence[Message], before: int, fixed: int = 0) -> int:
     if is_valid_tool_sequence(msgs):
         return before
-    return estimate_tokens(repair_orphaned_tool_pairs(msgs))
+    return estimate_tokens(repair_orphaned_tool_pairs(msgs)) + fixed
 
 
-def settled(msgs: Sequence[Message], res: CompactionResult) -> CompactionResult:
-    """``res``, unless larger than its input repaired: then that input, folding nothing,
-    with ``res`` as its ``declined``. No compaction grows the context."""
+def settled(msgs: Sequence[Message], res: CompactionResult, fixed: int = 0) -> CompactionResult:
+    """``res``, unless larger than its input repaired (both beside ``fixed``): then that
+    input, folding nothing, with ``res`` as its ``declined``. No compaction grows the context."""
     if not res.plan.would_compact:
         return res
     original = repair_orphaned_tool_pairs(msgs)
     size = estimate_tokens(original)
     if estimate_tokens(res.messages) <= size:
         return res
-    plan = replace(res.plan, would_compact=False, cut=1, tokens_after=size)
+    plan = replace(res.plan, would_compact=False, cut=1, tokens_after=size + fixed)
     return CompactionResult(original, plan, None, res.strategy, res.error, declined=res)
 
 
@@ -651,14 +665,14 @@ def _new_stubs(msgs: Sequence[Message]) -> int:
     return sum(1 for m in msgs if m.role == ROLE_TOOL and awaits_handle(m))
 
 
-def fit_cut(msgs: Sequence[Message], room_tokens: int, min_tail: int) -> int:
-    """Where the newest messages ``room_tokens`` holds begin (each with its framing and a
-    new stub's handle), at least ``min_tail`` of them; 1 when all fit."""
-    room_bytes = max(0, room_tokens) * BYTES_PER_TOKEN - message_bytes(msgs[0])
+def fit_cut(msgs: Sequence[Message], sizes: Sequence[int], room_tokens: int, min_tail: int) -> int:
+    """Where the newest messages ``room_tokens`` holds begin (``sizes``: their bytes; each
+    with its framing and a new stub's handle), at least ``min_tail`` of them; 1: all fit."""
+    room_bytes = max(0, room_tokens) * BYTES_PER_TOKEN - sizes[0]
     start, used = len(msgs), 0
     while start > 1:
         m = msgs[start - 1]
-        cost = message_bytes(m) + MESSAGE_OVERHEAD_TOKENS * BYTES_PER_TOKEN
+        cost = sizes[start - 1] + MESSAGE_OVERHEAD_TOKENS * BYTES_PER_TOKEN
         cost += HANDLE_ALLOWANCE_BYTES * _new_stubs([m])
         if used + cost > room_bytes and len(msgs) - start >= min_tail:
             break

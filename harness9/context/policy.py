@@ -43,7 +43,6 @@ from harness9.context.prepared import (
     PreparedAnswers,
     PreparedRun,
     Preparer,
-    steered,
 )
 from harness9.context.stubs import is_summary, repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
@@ -119,10 +118,8 @@ class Attempt:
         return self.frame.size(self.view.messages)
 
     def planned(self, force: bool = False, framing: int = 0) -> CompactionPlan:
-        """The compactor's plan; the tool definitions (and ``framing``) steer its cut as
-        tokens on the system message."""
-        msgs = steered(self.view.messages, self.frame.fixed + framing)
-        return self.comp.plan(msgs, force=force)
+        """The compactor's plan, counting the tool definitions (and ``framing``)."""
+        return self.comp.plan(self.view.messages, force=force, fixed=self.frame.fixed + framing)
 
 
 @dataclass(slots=True)
@@ -375,20 +372,18 @@ class ContextPolicy:
         the threshold (one with a summary is not: a model call each)."""
         session, frame, view, comp = at.session, at.frame, at.view, at.comp
         record, pins = self._recorder(session), session.pins()
-        head, limit, extra = view.messages[0], comp.threshold_tokens, at.framing
+        limit, extra = comp.threshold_tokens, at.framing
         before = at.tokens
         for _ in range(8):  # each step folds at least the excess more; cheap, no model
-            steer = frame.fixed + extra  # it steers the cut only
             result = comp.compact(
-                steered(view.messages, steer),
+                view.messages,
                 force=at.force,
+                fixed=frame.fixed + extra,
                 instructions=at.instructions,
                 on_progress=lambda i, n: at.emit(CompactionProgress(i, n)),
             )
             if at.keep_paid and result.declined is not None:
                 result = result.declined
-            if steer:
-                result.messages = [head, *result.messages[1:]]
             cp = record(view, result)
             if cp is None:
                 return result, None
@@ -676,7 +671,7 @@ class ContextPolicy:
             return _with_model(at.planned(True, framing))
 
         def work(msgs: list[Message]) -> object:
-            return comp.compact(steered(msgs, live.fixed), force=True)
+            return comp.compact(msgs, force=True, fixed=live.fixed + framing + growth_to_come)
 
         key = session.latest_checkpoint_key()
         counted = framing + growth_to_come

@@ -37,7 +37,7 @@ from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.summarize import ProgressCallback, Summarizer
 from harness9.context.view import ModelView
 from harness9.schema import Message, ToolDefinition, Usage
-from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens
+from harness9.tokens import estimate_tokens
 
 CALL_TIMES = 11  # the recent model calls whose interval paces the early mark
 # A summariser call made in the background: the reply (its usage already reported).
@@ -49,19 +49,6 @@ class Preparer(Protocol):
         """Starts ``prepared.run`` on a worker thread with a cancellable summariser call,
         setting ``prepared.cancel_hook`` and ``join_hook``; False: not started."""
         ...
-
-
-def steered(messages: Sequence[Message], framing: int) -> list[Message]:
-    """``messages`` with ``framing`` tokens of padding on the system message (negative:
-    that much taken off it): what a compaction counting the server's framing is run on
-    (the pad steers the cut only)."""
-    pad = framing * BYTES_PER_TOKEN
-    if not pad or not messages:
-        return list(messages)
-    head = messages[0]
-    if pad > 0:
-        return [Message(head.role, head.content + " " * pad), *messages[1:]]
-    return [Message(head.role, head.content[: max(0, len(head.content) + pad)]), *messages[1:]]
 
 
 def prefix_digest(view: ModelView, checkpoint_key: object) -> str:
@@ -96,28 +83,33 @@ def request_key(messages: Sequence[Message], tools: Sequence[ToolDefinition]) ->
 class OverPrefix:
     """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
     froze; the summariser is asked what the preparation asked), with the messages after them
-    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all."""
+    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all
+    (and ``fixed``)."""
 
     def __init__(self, inner: Compactor, length: int) -> None:
         self.inner, self.length = inner, length
         self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
 
-    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
-        plan = self.inner.plan(msgs[: self.length], force=force)
-        return replace(plan, tokens_before=estimate_tokens(msgs))
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        plan = self.inner.plan(msgs[: self.length], force=force, fixed=fixed)
+        return replace(plan, tokens_before=estimate_tokens(msgs) + fixed)
 
     def compact(
         self,
         msgs: Sequence[Message],
         *,
         force: bool = False,
+        fixed: int = 0,
         instructions: str | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CompactionResult:
+        part = msgs[: self.length]
         head = self.inner.compact(
-            msgs[: self.length], force=force, instructions=instructions, on_progress=on_progress
+            part, force=force, fixed=fixed, instructions=instructions, on_progress=on_progress
         )
-        before = estimate_tokens(msgs)
+        before = estimate_tokens(msgs) + fixed
         if not head.plan.would_compact:
             plan = replace(head.plan, tokens_before=before, tokens_after=before)
             return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
@@ -125,7 +117,7 @@ class OverPrefix:
         if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
             out = stub_old_results(out, self.inner.steps.keep_groups)
         out = repair_orphaned_tool_pairs(out)
-        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
+        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out) + fixed)
         return replace(head, messages=out, plan=plan)
 
 
@@ -244,10 +236,10 @@ class AheadOfThreshold:
         compact: Callable[[list[Message]], object],
         emit: ContextEventSink,
     ) -> bool:
-        """Starts preparing ``compact`` of ``view``'s steered messages when it is past the
-        early mark (``forecast`` of ``calls_ahead``, or of 0 with a share), none is under way
-        for this prefix and it calls a model (``needs_model``; one that does not costs nothing
-        at the threshold). True: started."""
+        """Starts preparing ``compact`` of ``view``'s messages (counting ``framing``) when past
+        the early mark (``forecast`` of ``calls_ahead``, or of 0 with a share), none is under
+        way for this prefix and it calls a model (``needs_model``; one that does not costs
+        nothing at the threshold). True: started."""
         with self._lock:
             self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES)).append(time.monotonic())
             current = self._runs.get(session_id)
@@ -259,7 +251,7 @@ class AheadOfThreshold:
         last = view.ids[-1] if view.ids else None
         if last is None or not forecast(0 if self.share > 0 else self.calls_ahead(session_id)):
             return False
-        msgs = steered(view.messages, framing)
+        msgs = list(view.messages)
         if not needs_model(msgs):
             return False
         digest = prefix_digest(view, checkpoint_key)

@@ -23,7 +23,6 @@ from harness9.context.prepared import (
     PreparedRun,
     prefix_digest,
     prefix_of,
-    steered,
 )
 from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
@@ -382,13 +381,6 @@ def test_the_prefix_of_a_view_ends_at_its_last_id_or_is_none():
     prefix = prefix_of(view, 2)
     assert prefix is not None and prefix.ids == [None, 1, 2]
     assert prefix_of(view, 7) is None
-
-
-def test_steering_pads_only_the_system_message():
-    msgs = [Message("system", "s"), Message("user", "u")]
-    assert steered(msgs, 0) == msgs
-    padded = steered(msgs, 2)
-    assert padded[0].content == "s" + " " * 8 and padded[1] is msgs[1]
 
 
 def test_the_applied_checkpoint_equals_one_made_at_the_threshold_over_the_prefix(store_url):

@@ -103,12 +103,14 @@ def test_custom_fallback_is_used():
         strategy = "fallback"
         threshold_tokens = 0
 
-        def plan(self, msgs, *, force=False):
-            before, after = estimate_tokens(msgs), estimate_tokens([msgs[0], msgs[-1]])
+        def plan(self, msgs, *, force=False, fixed=0):
+            before = estimate_tokens(msgs) + fixed
+            after = estimate_tokens([msgs[0], msgs[-1]]) + fixed
             return CompactionPlan(True, self.strategy, len(msgs) - 1, before, after, 0)
 
-        def compact(self, msgs, *, force=False, instructions=None, on_progress=None):
-            return CompactionResult([msgs[0], msgs[-1]], self.plan(msgs), None, self.strategy)
+        def compact(self, msgs, *, force=False, fixed=0, instructions=None, on_progress=None):
+            plan = self.plan(msgs, fixed=fixed)
+            return CompactionResult([msgs[0], msgs[-1]], plan, None, self.strategy)
 
     msgs = [SYSTEM, *users(20)]
     out = (
