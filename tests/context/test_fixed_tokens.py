@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness9.config import ContextOptions, db_path
 from harness9.context.pipeline import (
     DEFAULT_TARGET,
     STRATEGIES,
@@ -17,10 +18,21 @@ from harness9.context.pipeline import (
     TokenBudgetCompactor,
     tail_compactor,
 )
-from harness9.schema import Message
-from harness9.tokens import BYTES_PER_TOKEN
+from harness9.context.policy import ContextPolicy
+from harness9.context.view import load_view
+from harness9.schema import Message, ToolDefinition
+from harness9.store import Manager
+from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, estimate_tool_tokens
 from tests.context.test_compaction_properties import histories, texts
-from tests.support.history import SYSTEM, ScriptedSummarizer, call, result, user, users
+from tests.support.history import (
+    SYSTEM,
+    ScriptedSummarizer,
+    call,
+    exchanges,
+    result,
+    user,
+    users,
+)
 
 # The strategies a user selects, then the pipeline's other configurations.
 CONFIGURATIONS = [*STRATEGIES, "hybrid+evict", "message-bound", "protected-tail"]
@@ -141,3 +153,51 @@ def test_fixed_tokens_decide_whether_eviction_alone_is_enough():
         "[stubbed]"
     ]
     assert res.messages[1:] == comp.compact(with_system_tokens(msgs, 1407)).messages[1:]
+
+
+class Recording:
+    """A real compactor, recording the system message and the fixed tokens each of its
+    ``plan`` and ``compact`` calls is handed."""
+
+    def __init__(self, inner: Compactor) -> None:
+        self.inner, self.strategy, self.threshold_tokens = inner, inner.strategy, 0
+        self.seen: list[tuple[str, Message, int]] = []
+
+    def plan(self, msgs, *, force=False, fixed=0):
+        self.seen.append(("plan", msgs[0], fixed))
+        return self.inner.plan(msgs, force=force, fixed=fixed)
+
+    def compact(self, msgs, *, force=False, fixed=0, instructions=None, on_progress=None):
+        self.seen.append(("compact", msgs[0], fixed))
+        return self.inner.compact(msgs, force=force, fixed=fixed)
+
+
+TOOLS = [ToolDefinition("bash", "Runs a shell command. " * 40)]
+
+
+@pytest.mark.parametrize("served", [None, 1300, 600])  # per 1000 estimated tokens
+def test_the_policy_hands_its_compactor_the_view_and_the_fixed_tokens_as_a_number(served):
+    """The compactor gets the view's own system message, and as ``fixed`` the tool
+    definitions' estimate; its compaction also what the server counts beyond the estimate
+    (the framing, fewer tokens when the server counts less)."""
+    recording = Recording(TokenBudgetCompactor(3000))
+    opts = ContextOptions(strategy="budget", smart_triggers=False, offload=False)
+    policy = ContextPolicy(
+        opts, ScriptedSummarizer(), 8000, compactor_factory=lambda s, w, t: recording
+    )
+    if served is not None:
+        policy.count.observe(1000, served)
+    with Manager(db_path()) as m:
+        session = m.new_session()
+        session.add_messages(exchanges(12, 400))
+        view = load_view(session, SYSTEM).messages
+        estimate = estimate_tokens(view) + estimate_tool_tokens(TOOLS)
+        framing = policy.count.count(estimate) - estimate
+
+        assert policy.compact(session, SYSTEM, tools=TOOLS, force=True) is not None
+
+    tools = estimate_tool_tokens(TOOLS)
+    assert [f for kind, _, f in recording.seen if kind == "plan"] == [tools]
+    assert [f for kind, _, f in recording.seen if kind == "compact"] == [tools + framing]
+    assert all(system == view[0] for _, system, _ in recording.seen)
+    assert framing == {None: 0, 1300: estimate * 3 // 10, 600: -400}[served]
