@@ -12,9 +12,9 @@ from itertools import count
 from typing import Protocol
 
 from harness9.context.facts import extract_fingerprint, facts_focus, repair_summary
-from harness9.context.prompts import prompt
 from harness9.context.stubs import is_offloaded, is_summary, summary_of
 from harness9.errors import HarnessError
+from harness9.prompts import prompt
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from harness9.context.pipeline import CompactionResult
-from harness9.context.prompts import prompt
 from harness9.context.stubs import (
     is_summary,
     offload_source,
@@ -26,6 +25,7 @@ from harness9.context.stubs import (
     summary_message,
     with_handle,
 )
+from harness9.prompts import prompt
 from harness9.request import (
     PART_INSTRUCTIONS,
     PART_PINS,
