@@ -43,10 +43,11 @@ def test_store_never_imports_context():
     assert offenders("store", ("harness9.context",)) == set()
 
 
-def test_context_never_imports_the_tools():
-    # The engine owns the offload store; context/ is what the model is shown, and the tools
-    # (which import context's stubs and facts) sit beside it, not below it.
+def test_context_and_the_tools_import_nothing_of_each_other():
+    # Peers under the engine, which owns the offload store: what they share (the rule
+    # summary of tool output, the argument stub's format) is in harness9/tool_output.py.
     assert offenders("context", ("harness9.tools",)) == set()
+    assert offenders("tools", ("harness9.context",)) == set()
 
 
 def test_a_store_import_of_context_would_be_caught(tmp_path):
