@@ -409,13 +409,32 @@ def test_the_applied_checkpoint_equals_one_made_at_the_threshold_over_the_prefix
     assert model.calls == 2  # one summary each: the prepared one was not made again
 
 
-def preparing_policy(opts: ContextOptions, model: Any, owner: Any) -> ContextPolicy:
-    """A policy of an 8,000-token window whose summaries of ``model`` are prepared ahead on
-    ``owner``'s threads, made as the engine makes it."""
+def preparing_policy(
+    opts: ContextOptions, model: Any, owner: Any, window: int = 8000
+) -> ContextPolicy:
+    """A policy of a ``window``-token window whose summaries of ``model`` are prepared ahead
+    on ``owner``'s threads, made as the engine makes it."""
     from harness9.engine.background import BackgroundPreparer
 
     answers, ahead = prepared_ahead(opts, model, BackgroundPreparer(owner, model, lambda e: None))
-    return ContextPolicy(opts, answers, 8000, ahead=ahead)
+    return ContextPolicy(opts, answers, window, ahead=ahead)
+
+
+def test_after_the_server_names_a_smaller_window_the_prepared_summary_is_still_served(
+    store_url,
+):
+    """The compactor made anew for the smaller window asks the same summariser: the summary
+    is made once, in the background, and applied without a second model call."""
+    from harness9.engine.background import BackgroundSummaries
+
+    with open_store(store_url) as manager:
+        owner, model = BackgroundSummaries(), Fixed()
+        opts = ContextOptions(prepare_ahead=True, prepare_at=0.3)
+        policy = preparing_policy(opts, model, owner, window=16000)
+        assert policy.adopt_window(8000)
+        _compacted(manager, policy, ahead=True)
+        owner.close()
+    assert model.calls == 1
 
 
 class Fixed:
