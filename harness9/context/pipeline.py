@@ -858,6 +858,42 @@ def tail_compactor(max_tokens: int) -> Pipeline:
     return Pipeline(replace(tail, min_tail=1, fallback_to=max_tokens))
 
 
+class OverPrefix:
+    """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
+    froze; the summariser is asked what the preparation asked), with the messages after them
+    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all."""
+
+    def __init__(self, inner: Compactor, length: int) -> None:
+        self.inner, self.length = inner, length
+        self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
+
+    def plan(self, msgs: Sequence[Message], *, force: bool = False) -> CompactionPlan:
+        plan = self.inner.plan(msgs[: self.length], force=force)
+        return replace(plan, tokens_before=estimate_tokens(msgs))
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        head = self.inner.compact(
+            msgs[: self.length], force=force, instructions=instructions, on_progress=on_progress
+        )
+        before = estimate_tokens(msgs)
+        if not head.plan.would_compact:
+            plan = replace(head.plan, tokens_before=before, tokens_after=before)
+            return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
+        out = [*head.messages, *msgs[self.length :]]
+        if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
+            out = stub_old_results(out, self.inner.steps.keep_groups)
+        out = repair_orphaned_tool_pairs(out)
+        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out))
+        return replace(head, messages=out, plan=plan)
+
+
 def topic_compactor(
     detector: TopicDetector, summarizer: Summarizer, *, summarizer_window: int | None = None
 ) -> Pipeline:

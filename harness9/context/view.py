@@ -9,6 +9,7 @@ renders a view from stored values only, so every request between two compactions
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -82,6 +83,28 @@ T = TypeVar("T")
 class ModelView:
     messages: list[Message]  # [system] + [summary message] + messages after the checkpoint
     ids: list[int | None]  # stored id of each message; None for the system and summary messages
+
+
+def prefix_digest(view: ModelView, checkpoint_key: object) -> str:
+    """A digest of the checkpoint ``view`` starts from and of each stored message in it (id,
+    role, content, tool calls): equal only when the log's prefix is the one ``view`` shows."""
+    h = hashlib.sha256(repr(checkpoint_key).encode())
+    for mid, m in zip(view.ids, view.messages, strict=True):
+        if mid is None:
+            continue
+        calls = [(c.id, c.name, c.arguments) for c in m.tool_calls]
+        record = [mid, m.role, m.content, calls, m.tool_call_id]
+        h.update(json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def prefix_of(view: ModelView, last_id: int) -> ModelView | None:
+    """``view`` up to the message stored as ``last_id`` (None: it is not in the view)."""
+    try:
+        end = view.ids.index(last_id) + 1
+    except ValueError:
+        return None
+    return ModelView(view.messages[:end], view.ids[:end])
 
 
 def build_view(
