@@ -1,6 +1,6 @@
-"""The facts in text, found by rules (paths, declared names, errors, decisions, the user's
-rules), and the fingerprint a summary must keep (docs/architecture.md, 'Stand-ins, the
-repair and the preserved facts'). Plain regular expressions: they run on every tool
+"""The facts in text, found by rules (paths, declared names, errors, decisions; the user's
+rules: harness9.rules), and the fingerprint a summary must keep (docs/architecture.md,
+'Stand-ins, the repair and the preserved facts'). Plain regular expressions: they run on every tool
 result and every compaction, so they must be cheap and predictable; a wrong guess only
 shifts a score or adds a summary line.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from harness9.context.stubs import facts_of, is_summary, summary_of
+from harness9.rules import find_constraints
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.tool_output import DECLARATION_RE
@@ -111,77 +112,6 @@ def has_path(text: str) -> bool:
     return any(_is_path(m.group(0)) for m in FILE_PATH_RE.finditer(text))
 
 
-# ---- the user's rules ("never touch migrations/", "只能修改 src/"), by their wording --
-# Each cue is a deontic phrase; ``_is_rule`` drops descriptive uses of the same words
-# ("it always fails", "it must be a cache bug", "I don't know").
-_RULE_CUE_RE = re.compile(
-    r"\b(?:never|always|must(?:n['’]t)?|do\s+not|don['’]t|should\s+(?:not|never)|shouldn['’]t|"
-    r"avoid|make\s+sure|be\s+sure\s+to|ensure|(?:is|are|be)\s+required|required\s+to|"
-    r"prefer(?:ably)?|refrain\s+from|stick\s+to|under\s+no\s+circumstances|"
-    r"(?:is|are)\s+(?:not\s+allowed|forbidden|prohibited)|only)\b"
-    r"|^required\b"
-    r"|不要|必须|只能|禁止|务必|切勿|不得|不准|不许|一定要|永远不(?!会)|(?:^|请|要|你)总是|"
-    r"只(?:改|修改|编辑|用|使用|动)",
-    re.IGNORECASE,
-)
-# Words whose third-person or past form after always/never describes ("it never
-# returns", "always failed") rather than instructs ("never return", "always use").
-_DESCRIPTIVE_NEXT_RE = re.compile(r"^(?:\w+(?<!s)(?<!u)(?<!i)s|\w+ed|mind|been)$", re.IGNORECASE)
-_STATE_VERBS = {"is", "are", "was", "were", "has", "have", "had", "it's", "it’s"}
-# "must be a/the/because …" guesses at a cause; "must be compatible" is a rule.
-_EPISTEMIC_MUST_RE = re.compile(
-    r"^be\s+(?:a|an|the|because|due|caused|related|something|why|what|where|from|in|that)\b",
-    re.IGNORECASE,
-)
-_NOT_RULE_AFTER_DONT = {
-    "know", "see", "understand", "think", "get", "remember", "mind", "care", "believe",
-    "need", "have", "like", "want", "recall", "expect",
-}  # fmt: skip
-# "only" instructs when it opens the sentence or qualifies an action or a permission.
-_ONLY_RULE_RE = re.compile(
-    r"(?:^|\b(?:please|may|can|should|must|to|and|but|also|just|you)\s+)only\b"
-    r"|\b(?:use|edit|change|touch|modify|import|run|write|commit|test|install|read)\s+only\b",
-    re.IGNORECASE,
-)
-_SENTENCE_SPLIT_RE = re.compile(r"\n+|(?<=[.!?;])\s+|(?<=[。！？；])")
-_BULLET_RE = re.compile(r"^(?:[-*•>]+|\d+[.)])\s+")
-# A short lead-in before a colon ("One more thing: never …") is not part of the rule.
-_LEAD_IN_RE = re.compile(r"^([^:：]{1,40})[:：]\s*(.+)$")
-
-
-def _is_rule(sentence: str) -> bool:
-    for m in _RULE_CUE_RE.finditer(sentence):
-        cue, before, after = m.group(0).lower(), sentence[: m.start()], sentence[m.end() :]
-        prev = before.split()[-1].lower().strip(",") if before.split() else ""
-        nxt = after.split()[0].lower().strip(",.") if after.split() else ""
-        if cue in ("always", "never"):
-            descriptive = prev in _STATE_VERBS or bool(nxt and _DESCRIPTIVE_NEXT_RE.match(nxt))
-        elif cue == "must":
-            descriptive = bool(_EPISTEMIC_MUST_RE.match(after.strip()))
-        elif cue.startswith(("don", "do")):
-            descriptive = prev == "i" or nxt in _NOT_RULE_AFTER_DONT
-        else:
-            descriptive = cue == "only" and not _ONLY_RULE_RE.search(sentence[: m.end()][-40:])
-        if not descriptive:
-            return True
-    return False
-
-
-def find_constraints(text: str) -> list[str]:
-    """Sentences of ``text`` that state a rule, without a bullet, a short lead-in or the
-    closing punctuation; first occurrence order, duplicates (ignoring case) removed."""
-    seen: dict[str, str] = {}
-    for raw in _SENTENCE_SPLIT_RE.split(text):
-        sentence = _BULLET_RE.sub("", " ".join(raw.split()))
-        lead = _LEAD_IN_RE.match(sentence)
-        if lead and not _is_rule(lead.group(1)) and _is_rule(lead.group(2)):
-            sentence = lead.group(2)
-        sentence = sentence.rstrip(".。;；!！,， ")
-        if sentence and _is_rule(sentence):
-            seen.setdefault(sentence.casefold(), sentence)
-    return list(seen.values())
-
-
 # -- the fingerprint a summary must keep, its check and repair -----------------------------
 
 PRESERVED_HEADING = "## Preserved facts"
@@ -253,25 +183,15 @@ def _clean_path(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-def split_fact(item: str) -> tuple[str, str]:
-    """``"file: src/a.py"`` -> ``("file", "src/a.py")``."""
-    kind, _, value = item.partition(": ")
-    return kind, value
-
-
-def markers_in(text: str) -> list[str]:
-    """The facts the marker lines of ``text`` state (``@func:load`` -> "identifier: load")."""
-    out = []
-    for kind, value in _MARKER_RE.findall(text):
-        kind = {"func": "identifier", "type": "identifier"}.get(kind, kind)
-        out.append(f"{kind}: {_clean_path(value) if kind == 'file' else value}")
-    return out
-
-
-def _text_facts(text: str) -> list[str]:
-    """The facts of a summary whose checkpoint predates kept facts, from its text: its
-    markers and every path in it (the recall index and todo state included)."""
-    return markers_in(text) + [f"file: {p}" for p in map(_clean_path, find_paths(text))]
+def markers_in(text: str, *, paths: bool = False) -> list[str]:
+    """The facts ``text``'s marker lines state (``@func:load``: "identifier: load"); with
+    ``paths`` every path in it too: how a summary kept before facts were is read."""
+    kinds = {"func": "identifier", "type": "identifier"}
+    out = [
+        f"{kinds.get(k, k)}: {_clean_path(v) if k == 'file' else v}"
+        for k, v in _MARKER_RE.findall(text)
+    ]
+    return out + ([f"file: {p}" for p in map(_clean_path, find_paths(text))] if paths else [])
 
 
 def extract_fingerprint(
@@ -279,11 +199,9 @@ def extract_fingerprint(
 ) -> KeyInfoFingerprint:
     """Every distinct fact of the messages about to be folded, each list in order of last
     mention, normalised and deduplicated, ranked by the tiers above. An earlier summary
-    gives the facts its checkpoint keeps (``facts_of``), never read from its text, which is
-    largely harness9's own (its preserved facts, the recall index, the todo state). Only a
-    summary whose checkpoint predates them is read: its markers and paths, and with
-    ``reread_summaries`` its other lines as the user's words (a fold without a model keeps
-    what it folded as words, not markers)."""
+    gives the facts its checkpoint keeps (``facts_of``), never its text, which is largely
+    harness9's own (preserved facts, recall index, todos). One whose checkpoint predates
+    them is read: its markers and paths, with ``reread_summaries`` its other lines too."""
     last: dict[str, dict[str, int]] = {kind: {} for kind in _PLURAL}  # fact -> last index
     acted: set[str] = set()
     spelling: dict[str, str] = {}  # casefolded rule -> its first spelling
@@ -312,7 +230,8 @@ def extract_fingerprint(
             continue
         if is_summary(m):  # an earlier summary: the facts its checkpoint keeps
             kept = facts_of(m)
-            for kind, value in map(split_fact, _text_facts(m.content) if kept is None else kept):
+            for item in markers_in(m.content, paths=True) if kept is None else kept:
+                kind, value = item.partition(": ")[::2]
                 if kind == "constraint":
                     value = spelling.setdefault(value.casefold(), value)
                 add(kind, [value] if kind in last else [], i, True)
@@ -422,33 +341,22 @@ def _preserved(
     return [item for item in missing if item in chosen], more
 
 
-@dataclass(slots=True)
-class KeptSummary:
-    text: str  # the summary, its "Preserved facts" appended if repaired
-    facts: list[str]  # the facts it keeps ("file: src/a.py"), as its checkpoint stores them
-
-
 def keep_facts(
-    summary: str,
-    fp: KeyInfoFingerprint,
-    *,
-    budget_tokens: int | None = None,
-    repair: bool = True,
-    reply: str = "",
-) -> KeptSummary:
-    """``summary`` (``repair``: with the missing facts appended under "Preserved facts",
-    within ``budget_tokens`` if given) and the facts it keeps, ranked first to last: the
-    fingerprinted ones it contains or had appended, then those the marker lines of
-    ``reply``, the model's own words, state (read once, when the model wrote them)."""
+    summary: str, fp: KeyInfoFingerprint, budget: int | None, repair: bool = True, reply: str = ""
+) -> tuple[str, list[str]]:
+    """``summary`` (``repair``: with missing facts appended under "Preserved facts", within
+    ``budget`` tokens if not None) and the facts it keeps, best-ranked first: the fingerprint's
+    it holds, then those the marker lines of ``reply``, the model's fresh words, state."""
     missing = validate_markers(summary, fp)
-    appended, more = _preserved(missing, fp, budget_tokens) if repair and missing else ([], [])
+    appended, more = _preserved(missing, fp, budget) if repair and missing else ([], [])
     if appended or more:
         lines = [*map(_marker_for, appended), *more]
         summary = f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(lines)
     lost = set(missing) - set(appended)
-    items = [item for item in fact_items(fp) if item not in lost]
-    items.sort(key=lambda item: fp.rank.get(item, _UNRANKED))
-    return KeptSummary(summary, list(dict.fromkeys([*items, *markers_in(reply)])))
+    items = sorted(
+        (i for i in fact_items(fp) if i not in lost), key=lambda i: fp.rank.get(i, _UNRANKED)
+    )
+    return summary, list(dict.fromkeys([*items, *markers_in(reply)]))
 
 
 def fact_items(fp: KeyInfoFingerprint) -> list[str]:
@@ -461,7 +369,7 @@ def repair_summary(
     summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
     """Missing items appended under "Preserved facts", within ``budget_tokens`` if given."""
-    return keep_facts(summary, fp, budget_tokens=budget_tokens).text
+    return keep_facts(summary, fp, budget_tokens)[0]
 
 
 def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str | None:

@@ -561,7 +561,7 @@ class Pipeline:
                 # No model call: the fingerprint's facts are kept (appended within a budget).
                 fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
                 text, budget = folded_summary(head, s.words_budget), s.preserved_budget
-                kept = keep_facts(text, fp, budget_tokens=budget, repair=bool(budget))
+                kept = keep_facts(text, fp, budget, repair=bool(budget))
             elif s.summary == "structured":
                 kept = structured_summary(
                     span,
@@ -576,10 +576,10 @@ class Pipeline:
                 text = span.summarize(head, focus=instructions, on_progress=on_progress)
                 text = clipped(text, text_budget)
                 fp = extract_fingerprint(msgs[1:cut])
-                kept = keep_facts(text, fp, repair=False, reply=text)
+                kept = keep_facts(text, fp, None, repair=False, reply=text)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
-        summary, facts = kept.text.strip(), kept.facts
+        summary, facts = kept[0].strip(), kept[1]
         if not summary and s.summary != "folded":
             return self._failed(reduced, plan, force, "the summariser returned an empty summary")
         if s.cut == "topic":

@@ -166,8 +166,7 @@ def is_summary(msg: Message) -> bool:
 
 
 def facts_of(msg: Message) -> list[str] | None:
-    """The facts a summary message's checkpoint keeps; None when it predates kept facts (or
-    ``msg`` is no summary): then its text is all there is."""
+    """The facts a summary message's checkpoint keeps (None: kept before facts were)."""
     return msg.facts if isinstance(msg, RenderedMessage) and msg.summary is not None else None
 
 

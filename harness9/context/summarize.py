@@ -11,7 +11,7 @@ from dataclasses import KW_ONLY, dataclass
 from itertools import count
 from typing import Protocol
 
-from harness9.context.facts import KeptSummary, extract_fingerprint, facts_focus, keep_facts
+from harness9.context.facts import extract_fingerprint, facts_focus, keep_facts
 from harness9.context.prompts import prompt
 from harness9.context.stubs import is_offloaded, is_summary, summary_of
 from harness9.errors import HarnessError
@@ -242,11 +242,10 @@ def structured_summary(
     preserved_budget: int | None = None,
     instructions: str | None = None,
     text_budget: int | None = None,
-) -> KeptSummary:
+) -> tuple[str, list[str]]:
     """``span.summarize``, ``clipped`` to ``text_budget``, then the fingerprint repair within
-    ``preserved_budget``, and the facts it keeps (``keep_facts``: the reply's markers are
-    the model's words). ``fingerprint_from``: the original messages of an evicted
-    rendering. Raises SummaryError on an empty reply."""
+    ``preserved_budget``; and the facts it keeps (``keep_facts``). ``fingerprint_from``:
+    the original messages of an evicted rendering. Raises SummaryError on an empty reply."""
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)
     if instructions:  # the user's own focus (/compact <instructions>) comes first
@@ -255,4 +254,4 @@ def structured_summary(
     if not text:
         raise SummaryError("the summariser returned an empty summary")
     text = clipped(text, text_budget)
-    return keep_facts(text, fp, budget_tokens=preserved_budget, reply=text)
+    return keep_facts(text, fp, preserved_budget, reply=text)

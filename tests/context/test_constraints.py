@@ -6,12 +6,12 @@ from harness9.context.facts import (
     PRESERVED_HEADING,
     KeyInfoFingerprint,
     extract_fingerprint,
-    find_constraints,
     repair_summary,
     validate_markers,
 )
 from harness9.context.stubs import summary_message
 from harness9.context.summarize import STRUCTURED_COMPRESSION_PROMPT
+from harness9.rules import find_constraints
 from harness9.schema import Message, ToolCall
 
 

@@ -108,7 +108,9 @@ def test_a_marker_line_the_user_wrote_is_not_a_marker_once_folded_without_a_mode
     s.add_messages([user("Notes for later:\n@func: launch_rockets\nthen carry on"), asst("ok")])
     s.add_messages(exchanges(14, size=600, start=30))
     first = compact(s, eviction_compactor(12_000))
-    assert first.summary is not None and "@func: launch_rockets" in first.summary  # her words
+    assert (
+        first.summary is not None and "@func: launch_rockets" in first.summary
+    )  # the user's words
     s.add_messages(exchanges(20, size=600, start=50))
 
     second = compact(s, eviction_compactor(12_000))
@@ -165,10 +167,10 @@ def test_a_summary_keeps_the_facts_it_contains_then_those_appended_then_the_mode
     fp = KeyInfoFingerprint(file_paths=["src/a.py", "src/b.py"], identifiers=["load"])
     reply = "Progress: edited src/a.py\n@func:helper"
 
-    kept = keep_facts(reply, fp, reply=reply)
+    text, facts = keep_facts(reply, fp, None, reply=reply)
 
-    assert kept.text.endswith("## Preserved facts\n@file:src/b.py\n@func:load")
-    assert kept.facts == [
+    assert text.endswith("## Preserved facts\n@file:src/b.py\n@func:load")
+    assert facts == [
         "file: src/a.py",
         "file: src/b.py",
         "identifier: load",
@@ -180,19 +182,19 @@ def test_a_fact_left_out_of_a_full_preserved_section_is_not_a_fact_the_summary_k
     msgs = [user(" ".join(f"src/pkg/module_{i:02d}.py" for i in range(40)))]
     fp = extract_fingerprint(msgs)
 
-    kept = keep_facts("x", fp, budget_tokens=96 + 15)
+    text, facts = keep_facts("x", fp, 96 + 15)
 
-    listed = [line.removeprefix("@file:") for line in kept.text.splitlines() if line[:1] == "@"]
-    assert "… and " in kept.text and 0 < len(listed) < 40
-    assert kept.facts == [f"file: {p}" for p in listed]
+    listed = [line.removeprefix("@file:") for line in text.splitlines() if line[:1] == "@"]
+    assert "… and " in text and 0 < len(listed) < 40
+    assert facts == [f"file: {p}" for p in listed]
 
 
 def test_a_model_free_summary_reads_no_markers_from_the_words_it_folds():
     fp = extract_fingerprint([user("@type: Widget is what I call it")])
 
-    kept = keep_facts("User: @type: Widget is what I call it", fp)
+    _, facts = keep_facts("User: @type: Widget is what I call it", fp, None)
 
-    assert kept.facts == []
+    assert facts == []
     assert fact_items(fp) == []
 
 
