@@ -124,7 +124,7 @@ _PLURAL = {
     "constraint": "constraints",
 }
 # Rank tiers when the "Preserved facts" budget overflows, kept first to last: what the
-# user or the agent acted on (their text, call arguments, an earlier summary's markers;
+# user or the agent acted on (their text, call arguments, an earlier summary's facts;
 # the user's rules ahead: short, and not found again by re-running a command), the error
 # lines of each command's last failing run, facts seen only in tool output. Newest first
 # within a tier.

@@ -716,7 +716,7 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
 def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
     """The previous summary, then the user's words in ``head`` and the assistant's
     (clipped). Within ``budget_tokens``: the newest words that fit, no previous summary
-    (the fingerprint rereads its facts)."""
+    (the fingerprint carries its facts)."""
     previous = ""
     lines: list[str] = []
     for m in head:

@@ -12,7 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from harness9.context import HybridCompactor, eviction_compactor, extract_fingerprint
+from harness9.context import (
+    HybridCompactor,
+    SummarizationCompactor,
+    eviction_compactor,
+    extract_fingerprint,
+)
 from harness9.context.facts import KeyInfoFingerprint, fact_items, keep_facts
 from harness9.context.pipeline import CompactionResult, Compactor
 from harness9.context.view import checkpoint_for, load_view, state_items
@@ -211,3 +216,16 @@ def test_a_previous_summary_that_stands_keeps_its_facts_and_a_truncation_keeps_n
 
     assert kept is not None and kept.facts == [f"file: {PARSER}"]
     assert dropped is not None and dropped.summary == "" and dropped.facts == []
+
+
+def test_a_plain_summary_keeps_the_facts_it_names_and_its_markers_nothing_appended():
+    s = MemorySession("s1")
+    s.add_messages([user("Fix src/app.py and src/db.py"), asst("on it")])
+    s.add_messages(exchanges(12, size=600))
+    reply = "Fixed src/app.py.\n@decision:keep sqlite"
+    comp = SummarizationCompactor(ScriptedSummarizer(reply), 3000)
+
+    res = compact(s, comp)
+
+    assert res.summary == reply  # the five-section summary is not repaired
+    assert res.facts == ["file: src/app.py", "decision: keep sqlite"]
