@@ -20,7 +20,7 @@ from harness9.context.facts import (
     has_decision,
     has_error,
     has_path,
-    repair_summary,
+    keep_facts,
 )
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
@@ -130,6 +130,8 @@ class CompactionResult:
     kept_previous_summary: bool = False  # msgs[1], an earlier summary, kept (a fallback)
     # A summary made but larger than its input: kept for a caller that cuts further anyway.
     declined: CompactionResult | None = None
+    # The facts ``summary`` keeps, as its checkpoint stores them (facts.keep_facts).
+    facts: list[str] | None = None
 
 
 @runtime_checkable
@@ -556,12 +558,12 @@ class Pipeline:
         text_budget = room // SUMMARY_ROOM_DIVISOR if s.threshold > 0 else None
         try:
             if s.summary == "folded" or span is None:
-                summary = folded_summary(head, s.words_budget)
-                if s.preserved_budget:  # no model call: the fingerprint's facts are kept
-                    fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
-                    summary = repair_summary(summary, fp, budget_tokens=s.preserved_budget).strip()
+                # No model call: the fingerprint's facts are kept (appended within a budget).
+                fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
+                text, budget = folded_summary(head, s.words_budget), s.preserved_budget
+                kept = keep_facts(text, fp, budget, repair=bool(budget))
             elif s.summary == "structured":
-                summary = structured_summary(
+                kept = structured_summary(
                     span,
                     head,
                     fingerprint_from=msgs[1:cut],
@@ -571,19 +573,22 @@ class Pipeline:
                     text_budget=text_budget,
                 )
             else:
-                summary = span.summarize(head, focus=instructions, on_progress=on_progress)
-                summary = clipped(summary, text_budget)
+                text = span.summarize(head, focus=instructions, on_progress=on_progress)
+                text = clipped(text, text_budget)
+                fp = extract_fingerprint(msgs[1:cut])
+                kept = keep_facts(text, fp, None, repair=False, reply=text)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}")
+        summary, facts = kept[0].strip(), kept[1]
         if not summary and s.summary != "folded":
             return self._failed(reduced, plan, force, "the summariser returned an empty summary")
         if s.cut == "topic":
             done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
             summary = f"Finished topics: {done}\n{summary}"
-        folded = [summary_message(summary)] if summary else []
+        folded = [summary_message(summary, facts=facts)] if summary else []
         out = repair_orphaned_tool_pairs([reduced[0], *folded, *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out)
-        return CompactionResult(out, plan, summary, s.strategy)
+        return CompactionResult(out, plan, summary, s.strategy, facts=facts)
 
     def _failed(
         self, reduced: list[Message], plan: CompactionPlan, force: bool, error: str | None
@@ -711,7 +716,7 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
 def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
     """The previous summary, then the user's words in ``head`` and the assistant's
     (clipped). Within ``budget_tokens``: the newest words that fit, no previous summary
-    (the fingerprint rereads its facts)."""
+    (the fingerprint carries its facts)."""
     previous = ""
     lines: list[str] = []
     for m in head:

@@ -88,12 +88,14 @@ def render_stub(stub: Stub, message_id: int | None = None) -> str:
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
     """A message whose text harness9 rendered from its ``stub`` or its ``summary`` prose
-    (without the sections the view adds). Equal to any Message with the same fields: the
-    data is where the text came from, not what the model sees."""
+    (without the sections the view adds) and the ``facts`` that summary keeps (None: its
+    checkpoint predates kept facts). Equal to any Message with the same fields: the data
+    is where the text came from, not what the model sees."""
 
     stub: Stub | None = None
     summary: str | None = None
     message_id: int | None = None  # the stored message whose handle the stub names, if any
+    facts: list[str] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -140,15 +142,23 @@ def evicted_stub(summary: str, tokens: int) -> Stub:
     return Stub(STUB_EVICTED, tokens, text=summary)
 
 
-def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
-    """The message in place of a folded head: ``summary``, or the ``text`` the view renders."""
+def summary_message(
+    summary: str, text: str | None = None, facts: list[str] | None = None
+) -> RenderedMessage:
+    """The message in place of a folded head: ``summary``, or the ``text`` the view renders,
+    carrying the ``facts`` the summary keeps."""
     shown = SUMMARY_PREFIX + (summary if text is None else text)
-    return RenderedMessage(ROLE_USER, shown, summary=summary)
+    return RenderedMessage(ROLE_USER, shown, summary=summary, facts=facts)
 
 
 def is_summary(msg: Message) -> bool:
     """Made by ``summary_message``, carrying its summary: text that only looks like one is not."""
     return isinstance(msg, RenderedMessage) and msg.summary is not None
+
+
+def facts_of(msg: Message) -> list[str] | None:
+    """The facts a summary message's checkpoint keeps (None: kept before facts were)."""
+    return msg.facts if isinstance(msg, RenderedMessage) and msg.summary is not None else None
 
 
 def summary_of(msg: Message) -> str:

@@ -121,7 +121,7 @@ def build_view(
     if checkpoint is not None:
         last, stubs, text = checkpoint.last_message_id, checkpoint.stubs, summary_text(checkpoint)
         if text:
-            view.messages.append(summary_message(checkpoint.summary, text))
+            view.messages.append(summary_message(checkpoint.summary, text, checkpoint.facts))
             view.ids.append(None)
     for rec in records:
         if rec.id > last:
@@ -345,6 +345,8 @@ def checkpoint_for(
         instructions=carry_instructions(
             prev.instructions, [m for m, _ in folded], instruction_budget
         ),
+        # A new summary's facts as the compaction found them; none without a summary.
+        facts=prev.facts if kept_summary else list(result.facts or []),
     )
 
 
