@@ -1,8 +1,11 @@
-"""The rule summary of what a tool printed: a file read, a grep, a shell command's exit.
+"""The rule summary of what a tool printed (a file read, a grep, a shell command's exit), and
+the stand-in an old call's long argument becomes.
 
-Its users are the offload (the summary that stays in context, ``harness9.tools.offload``)
-and eviction (``harness9.context.pipeline``), so it sits at the bottom beside ``tokens``
-and imports nothing of harness9 but the token arithmetic.
+Both are shared by the tools and the context package: the offload (``harness9.tools.offload``)
+and eviction (``harness9.context.pipeline``) summarise output; the context writes argument
+stubs, the file tools refuse one copied back as text and ``offload_recall`` pages the
+arguments back. So it sits at the bottom beside ``tokens`` and imports nothing of harness9
+but the token arithmetic: neither user depends on the other.
 
 ``OutputStats`` is fed byte chunks, so a 200 MB stream is summarised from constant memory (a
 bounded head, a bounded tail and counters); text in memory is fed once (``stats_of``), so
@@ -15,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from harness9.tokens import BYTES_PER_TOKEN
+from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
 # def/class/func/type/... declarations; group 1 is the name. A leading line number
 # ("  12\tdef f" or "12: def f", as file viewers print) is allowed.
@@ -112,6 +115,46 @@ def arguments_of(args_json: str) -> dict | None:
     except (ValueError, TypeError):
         return None
     return args if isinstance(args, dict) else None
+
+
+# -- the stand-in for an old call's long argument ---------------------------------------------
+
+STUBBED_PREFIX = "[stubbed] "
+RECALL_CALL = "offload_recall("
+# A call's string argument of this many bytes or more is stubbed once the call is old: a
+# file's content, an edit's strings, a long heredoc. Shorter ones say what the call did.
+LONG_ARGUMENT_BYTES = 512
+_ARGUMENT_STUB_RE = re.compile(
+    re.escape(STUBBED_PREFIX) + r'\d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
+)
+
+
+def recallable(content: str, handle: str) -> str:
+    """``content`` followed by the call that pages the original back by ``handle``."""
+    return f'{content}; {RECALL_CALL}id="{handle}") for it'
+
+
+def argument_stub(name: str, value: str, handle: str = "") -> str:
+    """The text in place of an old call's argument ``name`` (its value ``value``)."""
+    text = f"{STUBBED_PREFIX}{utf8_len(value) // BYTES_PER_TOKEN} tokens of {name}"
+    return recallable(text, handle) if handle else text
+
+
+def is_argument_stub(value: object) -> bool:
+    """``value`` is an old call's argument stub (a model may copy one into a new call)."""
+    return isinstance(value, str) and _ARGUMENT_STUB_RE.fullmatch(value) is not None
+
+
+def long_arguments(args_json: str) -> dict[str, str]:
+    """A call's string arguments of ``LONG_ARGUMENT_BYTES`` or more, by name."""
+    args = arguments_of(args_json)
+    if args is None:
+        return {}
+    return {
+        k: v
+        for k, v in args.items()
+        if isinstance(v, str) and utf8_len(v) >= LONG_ARGUMENT_BYTES and not is_argument_stub(v)
+    }
 
 
 def _arg(args_json: str, *keys: str) -> str | None:

@@ -7,7 +7,7 @@ built to catch): ``path`` (a file the agent read), ``identifier`` (a function
 declared in a file it read), ``error`` (the exception line of a failing test run),
 ``decision`` (a "decided to ..." line of the assistant's), ``constraint`` (a rule
 the user stated in passing, "never touch the ... table"; caught by the general
-rule-wording recogniser, ``patterns.find_constraints``, not by this wording).
+rule-wording recogniser, ``harness9.context.facts.find_constraints``, not by this wording).
 
 Each strategy compacts the whole trajectory once, as the engine would when it has
 to fit the history into a ``--window``-token context. Strategies:

@@ -8,7 +8,8 @@ when it is time by the one pipeline, ``pipeline.py``, each strategy a row of its
 that. Never imports the engine, the UI or litellm. Re-exported here: the public API
 (docs/architecture.md, 'Public API') and what tests and scripts import.
 Beside them: ``facts`` (what rules find in text), ``stubs`` (the stand-ins and the
-repair), ``summarize``, ``topics`` and ``prepared`` (summaries made ahead).
+repair), ``summarize`` and ``topics``. Summaries prepared ahead are the policy's decision
+(``policy.Preparations``); their threads and clocks are the engine's (harness9.engine.prepared).
 """
 
 from harness9.context.facts import extract_fingerprint, validate_markers

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from harness9.context.stubs import is_summary, summary_of
+from harness9.context.stubs import facts_of, is_summary, summary_of
 from harness9.schema import ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 from harness9.tool_output import DECLARATION_RE
@@ -194,7 +194,7 @@ _PLURAL = {
     "constraint": "constraints",
 }
 # Rank tiers when the "Preserved facts" budget overflows, kept first to last: what the
-# user or the agent acted on (their text, call arguments, an earlier summary's markers;
+# user or the agent acted on (their text, call arguments, an earlier summary's facts;
 # the user's rules ahead: short, and not found again by re-running a command), the error
 # lines of each command's last failing run, facts seen only in tool output. Newest first
 # within a tier.
@@ -253,13 +253,25 @@ def _clean_path(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
+def markers_in(text: str, *, paths: bool = False) -> list[str]:
+    """The facts ``text``'s marker lines state (``@func:load``: "identifier: load"); with
+    ``paths`` every path in it too: how a summary kept before facts were is read."""
+    kinds = {"func": "identifier", "type": "identifier"}
+    out = [
+        f"{kinds.get(k, k)}: {_clean_path(v) if k == 'file' else v}"
+        for k, v in _MARKER_RE.findall(text)
+    ]
+    return out + ([f"file: {p}" for p in map(_clean_path, find_paths(text))] if paths else [])
+
+
 def extract_fingerprint(
     msgs: Sequence[Message], *, reread_summaries: bool = False
 ) -> KeyInfoFingerprint:
     """Every distinct fact of the messages about to be folded, each list in order of last
     mention, normalised and deduplicated, ranked by the tiers above. An earlier summary
-    gives its markers and paths; with ``reread_summaries`` also its other lines, as the
-    user's words (a fold without a model keeps what it folded as words, not markers)."""
+    gives the facts its checkpoint keeps (``facts_of``), never its text, which is largely
+    harness9's own (preserved facts, recall index, todos). One whose checkpoint predates
+    them is read: its markers and paths, with ``reread_summaries`` its other lines too."""
     last: dict[str, dict[str, int]] = {kind: {} for kind in _PLURAL}  # fact -> last index
     acted: set[str] = set()
     spelling: dict[str, str] = {}  # casefolded rule -> its first spelling
@@ -286,12 +298,14 @@ def extract_fingerprint(
     for i, m in enumerate(msgs):
         if m.role == ROLE_SYSTEM:
             continue
-        if is_summary(m):  # a previous summary: carry its markers forward
-            for kind, value in _MARKER_RE.findall(m.content):
-                kind = {"func": "identifier", "type": "identifier"}.get(kind, kind)
-                add(kind, [_clean_path(value) if kind == "file" else value], i, True)
-            add("file", map(_clean_path, find_paths(m.content)), i, True)
-            if reread_summaries:
+        if is_summary(m):  # an earlier summary: the facts its checkpoint keeps
+            kept = facts_of(m)
+            for item in markers_in(m.content, paths=True) if kept is None else kept:
+                kind, value = item.partition(": ")[::2]
+                if kind == "constraint":
+                    value = spelling.setdefault(value.casefold(), value)
+                add(kind, [value] if kind in last else [], i, True)
+            if kept is None and reread_summaries:  # kept before facts were: its text
                 add_text(_MARKER_RE.sub("", summary_of(m)), i, True, rules=True)
         elif m.role == ROLE_TOOL:
             add_text(m.content, i, False)
@@ -383,30 +397,49 @@ _RESERVED_TOKENS = (
 def _preserved(
     missing: list[str], fp: KeyInfoFingerprint, budget_tokens: int | None
 ) -> tuple[list[str], list[str]]:
-    """The markers kept and a "… and N more" line per kind that lost some: over the
+    """The items kept and a "… and N more" line per kind that lost some: over the
     budget, the longest prefix of the ranking that fits (a fact never displaces a better)."""
-    markers = [*map(_marker_for, missing)]
-    size = sum(map(_line_tokens, [PRESERVED_HEADING, *markers]))
+    size = sum(map(_line_tokens, [PRESERVED_HEADING, *map(_marker_for, missing)]))
     if budget_tokens is None or size <= budget_tokens:
-        return markers, []
+        return missing, []
     ranked = sorted(missing, key=lambda item: fp.rank.get(item, _UNRANKED))
     totals = list(accumulate(_line_tokens(_marker_for(item)) for item in ranked))
     fit = bisect_right(totals, budget_tokens - _RESERVED_TOKENS)
     chosen = set(ranked[:fit])
     counts = Counter(item.partition(": ")[0] for item in ranked[fit:])
     more = [f"… and {counts[k]} more {p} not shown" for k, p in _PLURAL.items() if counts[k]]
-    return [_marker_for(item) for item in missing if item in chosen], more
+    return [item for item in missing if item in chosen], more
+
+
+def keep_facts(
+    summary: str, fp: KeyInfoFingerprint, budget: int | None, repair: bool = True, reply: str = ""
+) -> tuple[str, list[str]]:
+    """``summary`` (``repair``: with missing facts appended under "Preserved facts", within
+    ``budget`` tokens if not None) and the facts it keeps, best-ranked first: the fingerprint's
+    it holds, then those the marker lines of ``reply``, the model's fresh words, state."""
+    missing = validate_markers(summary, fp)
+    appended, more = _preserved(missing, fp, budget) if repair and missing else ([], [])
+    if appended or more:
+        lines = [*map(_marker_for, appended), *more]
+        summary = f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(lines)
+    lost = set(missing) - set(appended)
+    items = sorted(
+        (i for i in fact_items(fp) if i not in lost), key=lambda i: fp.rank.get(i, _UNRANKED)
+    )
+    return summary, list(dict.fromkeys([*items, *markers_in(reply)]))
+
+
+def fact_items(fp: KeyInfoFingerprint) -> list[str]:
+    """Every fact of ``fp`` as ``"<kind>: <value>"``, kind by kind."""
+    lists = (fp.file_paths, fp.identifiers, fp.errors, fp.decisions, fp.constraints)
+    return [f"{kind}: {v}" for kind, values in zip(_PLURAL, lists, strict=True) for v in values]
 
 
 def repair_summary(
     summary: str, fp: KeyInfoFingerprint, *, budget_tokens: int | None = None
 ) -> str:
     """Missing items appended under "Preserved facts", within ``budget_tokens`` if given."""
-    missing = validate_markers(summary, fp)
-    if not missing:
-        return summary
-    kept, more = _preserved(missing, fp, budget_tokens)
-    return f"{summary.rstrip()}\n\n{PRESERVED_HEADING}\n" + "\n".join(kept + more)
+    return keep_facts(summary, fp, budget_tokens)[0]
 
 
 def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str | None:
@@ -415,5 +448,5 @@ def facts_focus(fp: KeyInfoFingerprint, budget_tokens: int | None = None) -> str
     if not missing:
         return None
     kept, more = _preserved(missing, fp, budget_tokens)
-    facts = "\n".join(kept) + "".join("\n" + line for line in more)
+    facts = "\n".join(map(_marker_for, kept)) + "".join("\n" + line for line in more)
     return f"keeping these facts verbatim:\n<facts-to-keep>\n{facts}\n</facts-to-keep>"

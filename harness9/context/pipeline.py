@@ -20,7 +20,7 @@ from harness9.context.facts import (
     has_decision,
     has_error,
     has_path,
-    repair_summary,
+    keep_facts,
 )
 from harness9.context.stubs import (
     HANDLE_ALLOWANCE_BYTES,
@@ -130,6 +130,8 @@ class CompactionResult:
     kept_previous_summary: bool = False  # msgs[1], an earlier summary, kept (a fallback)
     # A summary made but larger than its input: kept for a caller that cuts further anyway.
     declined: CompactionResult | None = None
+    # The facts ``summary`` keeps, as its checkpoint stores them (facts.keep_facts).
+    facts: list[str] | None = None
 
 
 @runtime_checkable
@@ -569,12 +571,12 @@ class Pipeline:
         text_budget = room // SUMMARY_ROOM_DIVISOR if s.threshold > 0 else None
         try:
             if s.summary == "folded" or span is None:
-                summary = folded_summary(head, s.words_budget)
-                if s.preserved_budget:  # no model call: the fingerprint's facts are kept
-                    fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
-                    summary = repair_summary(summary, fp, budget_tokens=s.preserved_budget).strip()
+                # No model call: the fingerprint's facts are kept (appended within a budget).
+                fp = extract_fingerprint(msgs[1:cut], reread_summaries=True)
+                text, budget = folded_summary(head, s.words_budget), s.preserved_budget
+                kept = keep_facts(text, fp, budget, repair=bool(budget))
             elif s.summary == "structured":
-                summary = structured_summary(
+                kept = structured_summary(
                     span,
                     head,
                     fingerprint_from=msgs[1:cut],
@@ -584,20 +586,23 @@ class Pipeline:
                     text_budget=text_budget,
                 )
             else:
-                summary = span.summarize(head, focus=instructions, on_progress=on_progress)
-                summary = clipped(summary, text_budget)
+                text = span.summarize(head, focus=instructions, on_progress=on_progress)
+                text = clipped(text, text_budget)
+                fp = extract_fingerprint(msgs[1:cut])
+                kept = keep_facts(text, fp, None, repair=False, reply=text)
         except Exception as exc:  # any provider failure: compaction must not fail
             return self._failed(reduced, plan, force, f"{type(exc).__name__}: {exc}", fixed)
+        summary, facts = kept[0].strip(), kept[1]
         if not summary and s.summary != "folded":
             error = "the summariser returned an empty summary"
             return self._failed(reduced, plan, force, error, fixed)
         if s.cut == "topic":
             done = "; ".join(f"{t.id} ({', '.join(t.keywords)})" for t in self._segments(msgs)[:-1])
             summary = f"Finished topics: {done}\n{summary}"
-        folded = [summary_message(summary)] if summary else []
+        folded = [summary_message(summary, facts=facts)] if summary else []
         out = repair_orphaned_tool_pairs([reduced[0], *folded, *reduced[cut:]])
         plan.tokens_after = estimate_tokens(out) + fixed
-        return CompactionResult(out, plan, summary, s.strategy)
+        return CompactionResult(out, plan, summary, s.strategy, facts=facts)
 
     def _failed(
         self, msgs: list[Message], plan: CompactionPlan, force: bool, error: str | None, fixed: int
@@ -725,7 +730,7 @@ def window_cut(msgs: Sequence[Message], max_messages: int, min_tail: int, over: 
 def folded_summary(head: Sequence[Message], budget_tokens: int | None = None) -> str:
     """The previous summary, then the user's words in ``head`` and the assistant's
     (clipped). Within ``budget_tokens``: the newest words that fit, no previous summary
-    (the fingerprint rereads its facts)."""
+    (the fingerprint carries its facts)."""
     previous = ""
     lines: list[str] = []
     for m in head:
@@ -870,6 +875,47 @@ def tail_compactor(max_tokens: int) -> Pipeline:
     """``/compact``'s last resort: all results stubbed, then truncated to ``max_tokens``."""
     tail = Steps("protected-tail", max_tokens, stub=True, keep_groups=0, cut="fallback")
     return Pipeline(replace(tail, min_tail=1, fallback_to=max_tokens))
+
+
+class OverPrefix:
+    """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
+    froze; the summariser is asked what the preparation asked), with the messages after them
+    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all
+    (and ``fixed``)."""
+
+    def __init__(self, inner: Compactor, length: int) -> None:
+        self.inner, self.length = inner, length
+        self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
+
+    def plan(
+        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
+    ) -> CompactionPlan:
+        plan = self.inner.plan(msgs[: self.length], force=force, fixed=fixed)
+        return replace(plan, tokens_before=estimate_tokens(msgs) + fixed)
+
+    def compact(
+        self,
+        msgs: Sequence[Message],
+        *,
+        force: bool = False,
+        fixed: int = 0,
+        instructions: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CompactionResult:
+        part = msgs[: self.length]
+        head = self.inner.compact(
+            part, force=force, fixed=fixed, instructions=instructions, on_progress=on_progress
+        )
+        before = estimate_tokens(msgs) + fixed
+        if not head.plan.would_compact:
+            plan = replace(head.plan, tokens_before=before, tokens_after=before)
+            return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
+        out = [*head.messages, *msgs[self.length :]]
+        if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
+            out = stub_old_results(out, self.inner.steps.keep_groups)
+        out = repair_orphaned_tool_pairs(out)
+        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out) + fixed)
+        return replace(head, messages=out, plan=plan)
 
 
 def topic_compactor(

@@ -9,7 +9,7 @@ commands call the policy: docs/architecture.md, "One request, built in one place
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
@@ -31,18 +31,12 @@ from harness9.context.pipeline import (
     ContextEventSink,
     MessageBound,
     Notice,
+    OverPrefix,
     SummarizationCompactor,
     discard,
     strategy_pipeline,
     tail_compactor,
     topic_compactor,
-)
-from harness9.context.prepared import (
-    AheadOfThreshold,
-    OverPrefix,
-    PreparedAnswers,
-    PreparedRun,
-    Preparer,
 )
 from harness9.context.stubs import is_summary, repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
@@ -77,6 +71,61 @@ class TokenCounter(Protocol):
     """Counts a request's tokens for display (the provider's tokenizer when it has one)."""
 
     def count(self, msgs: list[Message]) -> int: ...
+
+
+# At the threshold, the compaction over a prepared prefix: (the framing the preparation
+# counted, the prefix, seconds waited for it) -> its notice (None: not stored).
+ApplyPrepared = Callable[[int, ModelView, float], Compaction | None]
+
+
+class Preparations(Protocol):
+    """Summaries prepared ahead of the threshold, at most one per session: what the policy
+    calls. Running them on threads and timing them is the engine's (harness9.engine.prepared,
+    docs/prepared-summaries.md); the policy decides when and what."""
+
+    @property
+    def trigger_lookahead(self) -> int: ...  # the smart trigger's own lookahead, in calls
+    @property
+    def applied(self) -> Mapping[str, int]: ...  # per session
+    @property
+    def discarded(self) -> Mapping[str, int]: ...  # thrown away: prefix changed, late, failed
+
+    def preparing(self, session_id: str) -> bool: ...
+
+    def consider(
+        self,
+        session_id: str,
+        view: ModelView,
+        checkpoint_key: object,
+        framing: int,
+        forecast: Callable[[int], bool],
+        needs_model: Callable[[list[Message]], bool],
+        compact: Callable[[list[Message]], object],
+        emit: ContextEventSink,
+    ) -> bool:
+        """Starts ``compact`` of (a copy of) ``view``'s messages when ``forecast`` of the
+        calls left says it is past the early mark and it ``needs_model``. True: started."""
+        ...
+
+    def pending(self, session_id: str, view: ModelView, checkpoint_key: object) -> bool:
+        """A preparation of a prefix of ``view`` is still running."""
+        ...
+
+    def apply(
+        self,
+        session_id: str,
+        view: ModelView,
+        checkpoint_key: object,
+        compact: ApplyPrepared,
+        emit: ContextEventSink,
+    ) -> Compaction | None:
+        """At the threshold: ``compact`` over the prefix prepared, while it is unchanged;
+        None: nothing prepared, or thrown away."""
+        ...
+
+    def cancel(self, session_id: str | None = None, *, wait: bool = False) -> int:
+        """Cancels the preparation of ``session_id`` (None: every session's); how many."""
+        ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -168,23 +217,15 @@ class ContextPolicy:
         *,
         token_counter: TokenCounter | None = None,
         compactor_factory: CompactorFactory | None = None,
-        preparer: Preparer | None = None,
+        ahead: Preparations | None = None,
     ) -> None:
         """``compactor_factory`` replaces the strategy's compactor (benchmarks' peers);
-        ``preparer``: where summaries are prepared ahead of the threshold (None: not)."""
+        ``ahead``: summaries prepared ahead of the threshold (None: not), served to the
+        compactions through ``summarizer`` (harness9.engine.prepared.prepared_ahead)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
-        self.answers = PreparedAnswers(summarizer)
-        self.compactor = make(self.answers, context_window, opts.threshold_tokens(context_window))
-        self.ahead = None
-        if preparer is not None and opts.prepare_ahead:
-            self.ahead = AheadOfThreshold(
-                preparer,
-                self.answers,
-                lookahead=opts.prepare_lookahead,
-                share=opts.prepare_at,
-                trigger_lookahead=opts.lookahead_iterations if opts.smart_triggers else 0,
-            )
+        self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
+        self.ahead = ahead
         self.topics = None  # experimental topic isolation, run by ``begin_turn``
         if opts.enable_topic_isolation:
             detector = TopicDetector(opts.topic_similarity_threshold, opts.topic_min_segment_size)
@@ -615,7 +656,7 @@ class ContextPolicy:
         self._states.pop(session_id, None)
         self.views.forget(session_id)
 
-    # -- summaries prepared ahead (harness9.context.prepared) ----------------------------
+    # -- summaries prepared ahead (``Preparations``) ---------------------------------------
 
     def _compact_due(self, at: Attempt) -> Compaction | None:
         """The compaction ``_decide`` found due: the one prepared ahead when it still
@@ -630,12 +671,10 @@ class ContextPolicy:
             if at.force and ahead.pending(sid, view, key):
                 return None
 
-            def over_prefix(
-                run: PreparedRun, prefix: ModelView, waited: float
-            ) -> Compaction | None:
+            def over_prefix(framing: int, prefix: ModelView, waited: float) -> Compaction | None:
                 whole = OverPrefix(at.comp, len(prefix.messages))
                 return self._compact(
-                    replace(at, comp=whole, force=True, framing=run.framing, waited=waited)
+                    replace(at, comp=whole, force=True, framing=framing, waited=waited)
                 )
 
             notice = ahead.apply(sid, view, key, over_prefix, at.emit)

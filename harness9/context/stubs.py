@@ -9,7 +9,6 @@ preserved facts'.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -33,28 +32,20 @@ from harness9.store.session import (
     message_handle,
 )
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
-from harness9.tool_output import arguments_of
+from harness9.tool_output import (
+    STUBBED_PREFIX,
+    argument_stub,
+    arguments_of,
+    long_arguments,
+    recallable,
+)
 
 # -- stand-ins for tool results ------------------------------------------------------------
 
-STUBBED_PREFIX = "[stubbed] "
 EVICTED_PREFIX = "[evicted] "
-_RECALL_CALL = "offload_recall("
-
-
-def _named(content: str, handle: str) -> str:
-    return f'{content}; {_RECALL_CALL}id="{handle}") for it'
-
-
 # What a handle adds to a stub, for size estimates made before ids are known.
-HANDLE_ALLOWANCE_BYTES = len(_named("", message_handle(1_000_000)))
+HANDLE_ALLOWANCE_BYTES = len(recallable("", message_handle(1_000_000)))
 _message_fields = attrgetter("role", "content", "tool_calls", "tool_call_id")
-# A call's string argument of this many bytes or more is stubbed once the call is old: a
-# file's content, an edit's strings, a long heredoc. Shorter ones say what the call did.
-LONG_ARGUMENT_BYTES = 512
-_ARGUMENT_STUB_RE = re.compile(
-    re.escape(STUBBED_PREFIX) + r'\d+ tokens of [^;\s]+(?:; offload_recall\(id="[^"]*"\) for it)?'
-)
 
 
 def is_stub(msg: Message) -> bool:
@@ -79,7 +70,7 @@ def awaits_handle(msg: Message) -> bool:
 
 def with_handle(content: str, message_id: int) -> str:
     """``content`` made recallable by its message's handle."""
-    return _named(content, message_handle(message_id))
+    return recallable(content, message_handle(message_id))
 
 
 def render_stub(stub: Stub, message_id: int | None = None) -> str:
@@ -91,18 +82,20 @@ def render_stub(stub: Stub, message_id: int | None = None) -> str:
     else:
         return stub.text
     handle = stub.offload_id or (message_handle(message_id) if message_id else "")
-    return _named(text, handle) if handle else text
+    return recallable(text, handle) if handle else text
 
 
 @dataclass(slots=True, eq=False)
 class RenderedMessage(Message):
     """A message whose text harness9 rendered from its ``stub`` or its ``summary`` prose
-    (without the sections the view adds). Equal to any Message with the same fields: the
-    data is where the text came from, not what the model sees."""
+    (without the sections the view adds) and the ``facts`` that summary keeps (None: its
+    checkpoint predates kept facts). Equal to any Message with the same fields: the data
+    is where the text came from, not what the model sees."""
 
     stub: Stub | None = None
     summary: str | None = None
     message_id: int | None = None  # the stored message whose handle the stub names, if any
+    facts: list[str] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -149,15 +142,23 @@ def evicted_stub(summary: str, tokens: int) -> Stub:
     return Stub(STUB_EVICTED, tokens, text=summary)
 
 
-def summary_message(summary: str, text: str | None = None) -> RenderedMessage:
-    """The message in place of a folded head: ``summary``, or the ``text`` the view renders."""
+def summary_message(
+    summary: str, text: str | None = None, facts: list[str] | None = None
+) -> RenderedMessage:
+    """The message in place of a folded head: ``summary``, or the ``text`` the view renders,
+    carrying the ``facts`` the summary keeps."""
     shown = SUMMARY_PREFIX + (summary if text is None else text)
-    return RenderedMessage(ROLE_USER, shown, summary=summary)
+    return RenderedMessage(ROLE_USER, shown, summary=summary, facts=facts)
 
 
 def is_summary(msg: Message) -> bool:
     """Made by ``summary_message``, carrying its summary: text that only looks like one is not."""
     return isinstance(msg, RenderedMessage) and msg.summary is not None
+
+
+def facts_of(msg: Message) -> list[str] | None:
+    """The facts a summary message's checkpoint keeps (None: kept before facts were)."""
+    return msg.facts if isinstance(msg, RenderedMessage) and msg.summary is not None else None
 
 
 def summary_of(msg: Message) -> str:
@@ -168,29 +169,6 @@ def summary_of(msg: Message) -> str:
 
 
 # -- calls' long arguments ------------------------------------------------------------------
-
-
-def is_argument_stub(value: object) -> bool:
-    """``value`` is an old call's argument stub (a model may copy one into a new call)."""
-    return isinstance(value, str) and _ARGUMENT_STUB_RE.fullmatch(value) is not None
-
-
-def long_arguments(call: ToolCall) -> dict[str, str]:
-    """``call``'s string arguments of ``LONG_ARGUMENT_BYTES`` or more, by name."""
-    args = arguments_of(call.arguments)
-    if args is None:
-        return {}
-    return {
-        k: v
-        for k, v in args.items()
-        if isinstance(v, str) and utf8_len(v) >= LONG_ARGUMENT_BYTES and not is_argument_stub(v)
-    }
-
-
-def argument_stub(name: str, value: str, handle: str = "") -> str:
-    """The text in place of an old call's argument ``name`` (its value ``value``)."""
-    text = f"{STUBBED_PREFIX}{utf8_len(value) // BYTES_PER_TOKEN} tokens of {name}"
-    return _named(text, handle) if handle else text
 
 
 def _stubbed_calls(calls: list[ToolCall], names: str, handle: str) -> list[ToolCall]:
@@ -219,7 +197,7 @@ def stub_arguments(msg: Message) -> Message:
     names: list[str] = []
     tokens = 0
     for i, call in enumerate(msg.tool_calls):
-        for key, value in long_arguments(call).items():
+        for key, value in long_arguments(call.arguments).items():
             names.append(f"{i}:{key}")
             tokens += utf8_len(value) // BYTES_PER_TOKEN
     if not names:

@@ -11,10 +11,10 @@ from dataclasses import KW_ONLY, dataclass
 from itertools import count
 from typing import Protocol
 
-from harness9.context.facts import extract_fingerprint, facts_focus, repair_summary
-from harness9.context.prompts import prompt
+from harness9.context.facts import extract_fingerprint, facts_focus, keep_facts
 from harness9.context.stubs import is_offloaded, is_summary, summary_of
 from harness9.errors import HarnessError
+from harness9.prompts import prompt
 from harness9.schema import ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, Message, ToolDefinition, Usage
 from harness9.tokens import BYTES_PER_TOKEN, utf8_len
 
@@ -242,10 +242,10 @@ def structured_summary(
     preserved_budget: int | None = None,
     instructions: str | None = None,
     text_budget: int | None = None,
-) -> str:
+) -> tuple[str, list[str]]:
     """``span.summarize``, ``clipped`` to ``text_budget``, then the fingerprint repair within
-    ``preserved_budget``. ``fingerprint_from``: the original messages of an evicted
-    rendering. Raises SummaryError on an empty reply."""
+    ``preserved_budget``; and the facts it keeps (``keep_facts``). ``fingerprint_from``:
+    the original messages of an evicted rendering. Raises SummaryError on an empty reply."""
     fp = extract_fingerprint(fingerprint_from if fingerprint_from is not None else msgs)
     focus = facts_focus(fp, preserved_budget)
     if instructions:  # the user's own focus (/compact <instructions>) comes first
@@ -253,4 +253,5 @@ def structured_summary(
     text = span.summarize(msgs, focus=focus, on_progress=on_progress).strip()
     if not text:
         raise SummaryError("the summariser returned an empty summary")
-    return repair_summary(clipped(text, text_budget), fp, budget_tokens=preserved_budget)
+    text = clipped(text, text_budget)
+    return keep_facts(text, fp, preserved_budget, reply=text)

@@ -9,6 +9,7 @@ renders a view from stored values only, so every request between two compactions
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from harness9.context.pipeline import CompactionResult
-from harness9.context.prompts import prompt
 from harness9.context.stubs import (
     is_summary,
     offload_source,
@@ -26,6 +26,7 @@ from harness9.context.stubs import (
     summary_message,
     with_handle,
 )
+from harness9.prompts import prompt
 from harness9.request import (
     PART_INSTRUCTIONS,
     PART_PINS,
@@ -84,6 +85,28 @@ class ModelView:
     ids: list[int | None]  # stored id of each message; None for the system and summary messages
 
 
+def prefix_digest(view: ModelView, checkpoint_key: object) -> str:
+    """A digest of the checkpoint ``view`` starts from and of each stored message in it (id,
+    role, content, tool calls): equal only when the log's prefix is the one ``view`` shows."""
+    h = hashlib.sha256(repr(checkpoint_key).encode())
+    for mid, m in zip(view.ids, view.messages, strict=True):
+        if mid is None:
+            continue
+        calls = [(c.id, c.name, c.arguments) for c in m.tool_calls]
+        record = [mid, m.role, m.content, calls, m.tool_call_id]
+        h.update(json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def prefix_of(view: ModelView, last_id: int) -> ModelView | None:
+    """``view`` up to the message stored as ``last_id`` (None: it is not in the view)."""
+    try:
+        end = view.ids.index(last_id) + 1
+    except ValueError:
+        return None
+    return ModelView(view.messages[:end], view.ids[:end])
+
+
 def build_view(
     system: SystemPrompt,
     records: list[StoredMessage],
@@ -98,7 +121,7 @@ def build_view(
     if checkpoint is not None:
         last, stubs, text = checkpoint.last_message_id, checkpoint.stubs, summary_text(checkpoint)
         if text:
-            view.messages.append(summary_message(checkpoint.summary, text))
+            view.messages.append(summary_message(checkpoint.summary, text, checkpoint.facts))
             view.ids.append(None)
     for rec in records:
         if rec.id > last:
@@ -322,6 +345,8 @@ def checkpoint_for(
         instructions=carry_instructions(
             prev.instructions, [m for m, _ in folded], instruction_budget
         ),
+        # A new summary's facts as the compaction found them; none without a summary.
+        facts=prev.facts if kept_summary else list(result.facts or []),
     )
 
 

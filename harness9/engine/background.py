@@ -1,12 +1,13 @@
 """Summaries prepared in the background: the threads and the cancellable model calls.
 
-The context policy decides what to prepare and when to apply it (harness9.context.prepared);
-this module runs it. ``BackgroundSummaries`` (one per chat, shared by its sub-agents) owns
-an event loop on one thread, on which every background summary call is a task, and one
-worker thread per preparation running the compaction's pure steps. Cancelling a
-preparation cancels its task: the HTTP connection is closed at once, whatever the server
-is doing, and the worker, its call failed, ends. ``close`` cancels everything and joins
-every thread it started, so a chat that ends leaves no thread or request behind.
+The context policy decides what to prepare and when to apply it; harness9.engine.prepared
+keeps each preparation (its answers, its timings, one per session); this module runs it.
+``BackgroundSummaries`` (one per chat, shared by its sub-agents) owns an event loop on one
+thread, on which every background summary call is a task, and one worker thread per
+preparation running the compaction's pure steps. Cancelling a preparation cancels its
+task: the HTTP connection is closed at once, whatever the server is doing, and the worker,
+its call failed, ends. ``close`` cancels everything and joins every thread it started, so
+a chat that ends leaves no thread or request behind.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness9.context.prepared import PreparedRun
 from harness9.engine import events as ev
+from harness9.engine.prepared import PreparedRun
 from harness9.schema import Message, ToolDefinition, Usage
 
 if TYPE_CHECKING:

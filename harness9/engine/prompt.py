@@ -24,6 +24,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness9.prompts import prompt
 from harness9.request import PART_PROMPT, PART_SEPARATOR, PART_STATE, SystemPart, system_message
 from harness9.schema import Message
 from harness9.store.session import Session
@@ -35,19 +36,7 @@ AGENTS_MAX_BYTES = 32 * 1024
 STATE_HEADER = "# Session state\n"
 STATE_MARK = PART_SEPARATOR + STATE_HEADER
 
-BASE_PROMPT = """\
-You are harness9, a careful software agent working in a terminal.
-You can call tools to run shell commands, read, edit and write files in the working
-directory, and keep a todo list. Work step by step until the user's task is
-done, then answer briefly with what you did. Prefer reading files over guessing.
-To change part of an existing file use edit_file (an exact replacement), not a
-write_file of the whole file.
-Paths are relative to the working directory; you cannot reach outside it.
-When a tool result starts with "📂 [offload:<id>]", the full output was stored
-aside: call offload_recall with that id if you need more than the summary.
-Nothing you saw is lost when the conversation is compacted: stubs and the summary's
-recall index give handles (msg_<n>, ofl_<id>) that offload_recall pages back, and
-history_search finds any earlier text of this session."""
+BASE_PROMPT = prompt("agent")
 
 
 @dataclass(slots=True)

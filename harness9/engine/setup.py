@@ -157,6 +157,7 @@ class _Parts:
         """A context policy of its own; its summaries' usage goes to ``report``."""
         from harness9.context.policy import ContextPolicy
         from harness9.engine.metering import MeteredSummarizer
+        from harness9.engine.prepared import prepared_ahead
         from harness9.provider import make_token_counter
 
         opts = self.opts
@@ -167,13 +168,14 @@ class _Parts:
             from harness9.engine.background import BackgroundPreparer
 
             preparer = BackgroundPreparer(self.background, summarizer, report)
+        answers, ahead = prepared_ahead(opts, MeteredSummarizer(summarizer, report), preparer)
         policy = ContextPolicy(
             opts,
-            MeteredSummarizer(summarizer, report),
+            answers,
             self.context_window,
             token_counter=make_token_counter(self.settings.model),
             compactor_factory=self.compactor_factory,
-            preparer=preparer,
+            ahead=ahead,
         )
         policy.window_listeners.append(summarizer.fit_window)
         return policy

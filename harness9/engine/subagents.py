@@ -2,7 +2,7 @@
 
 A sub-agent is an ``AgentEngine`` of its own: a fresh session in the store (linked to
 the parent session and its tool call), its own context policy (so it compacts by
-itself), the sub-agent system prompt (subagent_prompt.md), the parent's tools minus
+itself), the sub-agent system prompt (harness9/prompts/subagent.txt), the parent's tools minus
 `task`, the same working directory and approvals. It runs one turn, the job, to its
 final reply; that reply is the `task` result. Its bounds (model calls, tokens, wall
 time) are checked before each of its model calls by ``BoundedProvider``: a run that
@@ -19,10 +19,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness9.engine import events as ev
+from harness9.prompts import prompt
 from harness9.provider.errors import ProviderError
 from harness9.request import Request
 from harness9.schema import ROLE_ASSISTANT, Message, Usage
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from harness9.engine.engine import AgentEngine, ModelProvider, TurnResult
 
 __all__ = [
-    "SUBAGENT_PROMPT",
     "BoundedProvider",
     "Bounds",
     "ChildSessions",
@@ -42,13 +41,12 @@ __all__ = [
     "subagent_prompt",
 ]
 
-SUBAGENT_PROMPT = Path(__file__).with_name("subagent_prompt.md")
 TRAIL_SHOWN = 12  # tool calls a partial result lists
 
 
 def subagent_prompt() -> str:
-    """The sub-agent's system prompt (a text file in the package, read once per use)."""
-    return SUBAGENT_PROMPT.read_text(encoding="utf-8").strip()
+    """The sub-agent's system prompt (harness9/prompts/subagent.txt)."""
+    return prompt("subagent").strip()
 
 
 class SubAgentStopped(ProviderError):

@@ -18,6 +18,9 @@ in one place.
   in the ``compaction_data`` table, one row when any is set, and the same keys follow
   in JSON. Rows stored before that keep prose in ``compaction_details``, read by
   harness9.store.legacy_checkpoint.
+- The facts a checkpoint's summary keeps (``Checkpoint.facts``) are a JSON list of
+  ``"<kind>: <value>"`` text in the ``compactions.facts`` column (JSON ``"facts"``);
+  NULL/null for a checkpoint stored before they were kept.
 """
 
 from __future__ import annotations
@@ -72,7 +75,9 @@ SELECT_CHECKPOINTS_FROM = (
     "LEFT JOIN compaction_details AS d ON d.compaction_id = compactions.id "
     "LEFT JOIN compaction_instructions AS i ON i.compaction_id = compactions.id "
 )
-CHECKPOINT_EXTRA_COLUMNS = "s.data, d.recall_index, d.rewrites, d.state_note, i.messages"
+CHECKPOINT_EXTRA_COLUMNS = (
+    "s.data, d.recall_index, d.rewrites, d.state_note, i.messages, compactions.facts"
+)
 
 
 def select_checkpoints(param: str) -> str:
@@ -227,12 +232,13 @@ def checkpoint_from_values(values: tuple[Any, ...] | list[Any]) -> Checkpoint:
     base = len(CHECKPOINT_FIELDS)
     cp = Checkpoint(**dict(zip(CHECKPOINT_FIELDS, values[:base], strict=True)))
     if len(values) > base:
-        data, index, rewrites, note, instructions = values[base:]
+        data, index, rewrites, note, instructions, facts = values[base:]
         if data:
             read_details(cp, data)
         elif index or rewrites or note:  # stored before checkpoints were data
             read_legacy_details(cp, index or "", rewrites or "", note or "")
         cp.instructions = decode_instructions(instructions or "")
+        cp.facts = decode_facts(facts)
     return cp
 
 
@@ -324,6 +330,7 @@ def checkpoint_to_json(cp: Checkpoint) -> dict[str, Any]:
     out = {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
     out.update(details_to_json(cp))
     out["instructions"] = list(cp.instructions)
+    out["facts"] = None if cp.facts is None else list(cp.facts)
     return out
 
 
@@ -342,6 +349,26 @@ def decode_instructions(text: str | list[Any] | None) -> list[str]:
     except ValueError:
         return []
     return [m for m in raw if isinstance(m, str)] if isinstance(raw, list) else []
+
+
+def encode_facts(facts: list[str] | None) -> str | None:
+    """The ``compactions.facts`` value: JSON text of the kept facts, None when not known."""
+    # ASCII JSON: a fact may quote a tool's output, lone surrogates and all.
+    return None if facts is None else json.dumps(facts)
+
+
+def decode_facts(value: object) -> list[str] | None:
+    """The inverse of ``encode_facts`` (its JSON text, or the list an export holds). None
+    (NULL) for a checkpoint stored before facts were kept; a damaged value reads as none
+    too, so the next compaction reads that summary's facts from its text as for those."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        return None
+    return list(value)
 
 
 def encode_todos(items: list[TodoItem]) -> str:

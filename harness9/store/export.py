@@ -20,7 +20,7 @@ Format (version 1)::
                       "recall": [{"handle", "tool", "key_argument", "tokens"}],
                       "recall_overflow", "stubs": {"<message id>": {"kind", "tokens",
                       "offload_id", "text"}}, "state": [{"content", "status"}],
-                      "instructions": [text]}],
+                      "instructions": [text], "facts": [text] or null}],
      "offloads": [{"id", "content"}],
      "pins": [text], "forked_from": {"session_id", "message"} or null,
      "usage": {"model_calls", "input_tokens", "output_tokens", "cached_tokens",
@@ -36,6 +36,11 @@ A checkpoint's ``recall``, ``recall_overflow``, ``stubs`` and ``state`` are its 
 (harness9.store.codec ``details_to_json``). A file written before checkpoints were data
 has the rendered ``recall_index`` and ``state_note`` and the stub texts ``rewrites``
 instead; they are converted on import (harness9.store.legacy_checkpoint).
+
+A checkpoint's ``facts`` are the facts its summary keeps (``"<kind>: <value>"``, ranked;
+harness9.store.codec ``encode_facts``), null for one made before they were kept. Optional
+in version 1: a file without the key imports its checkpoints with null, and the next
+compaction reads such a summary's facts from its text.
 
 A message's ``offload`` names the offload its text summarises (null: none); a file
 without the key (written before links were data) has it read from that text on import
@@ -378,6 +383,7 @@ def from_document(doc: object) -> SessionSnapshot:
         cp = checkpoint_from_values([_checkpoint_field(c, key, where) for key in CHECKPOINT_FIELDS])
         _details(cp, c, where)  # optional: files written before checkpoints had it have none
         cp.instructions = _strings(c, "instructions", where)
+        cp.facts = _facts(c, where)
         if cp.last_message_id != 0 and cp.last_message_id not in message_ids:
             raise ImportFormatError(
                 f"{where} covers message {cp.last_message_id}, which is not in the file"
@@ -417,6 +423,13 @@ def _strings(obj: dict[str, Any], key: str, where: str) -> list[str]:
     if not all(isinstance(x, str) for x in raw):
         raise ImportFormatError(f"{where}.{key} holds something that is not text")
     return list(raw)
+
+
+def _facts(c: dict[str, Any], where: str) -> list[str] | None:
+    """A checkpoint's optional ``facts``: a list of text, or null (kept before them)."""
+    if c.get("facts") is None:
+        return None
+    return _strings(c, "facts", where)
 
 
 def _family_from_json(doc: dict[str, Any], snap: SessionSnapshot) -> None:

@@ -483,6 +483,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE messages ADD COLUMN metadata TEXT;
         """,
     ),
+    (
+        # The facts a checkpoint's summary keeps, as data (issue 33): a JSON list of
+        # "<kind>: <value>" (harness9.store.codec encode_facts), so the next compaction
+        # never reads them back from the summary's text, which is largely harness9's own
+        # (its preserved facts, the recall index, the todo state). NULL marks a checkpoint
+        # stored before this: its summary's facts are read from its text.
+        "checkpoint_facts",
+        """
+        ALTER TABLE compactions ADD COLUMN facts TEXT;
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -463,6 +463,17 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's checkpoint_facts: the facts a checkpoint's summary keeps, a JSON list;
+        # NULL marks a checkpoint stored before, whose summary's facts are read from its text.
+        "checkpoint_facts",
+        """
+        ALTER TABLE harness9.compactions ADD COLUMN facts text;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -26,7 +26,7 @@ import psycopg
 
 from harness9.schema import Message
 from harness9.store import pg_index
-from harness9.store.codec import message_values, select_checkpoints
+from harness9.store.codec import encode_facts, message_values, select_checkpoints
 from harness9.store.lineage import family
 from harness9.store.pg_blobs import PostgresBlobStore
 from harness9.store.pg_migrations import SEARCH_MAX_CHARS, PgSchemaError, migrate
@@ -109,6 +109,7 @@ def _compaction_row(session_id: str, cp: Checkpoint) -> tuple[object, ...]:
         cp.messages_before,
         cp.messages_after,
         cp.created_at,
+        encode_facts(cp.facts),
     )
 
 
@@ -409,7 +410,7 @@ class PostgresManager(SqlManagerBase["PostgresSession"]):
     def _insert_checkpoint(self, conn: psycopg.Connection, session_id: str, cp: Checkpoint) -> int:
         columns = (
             "session_id, last_message_id, summary, strategy, tokens_before, tokens_after, "
-            "messages_before, messages_after, created_at"
+            "messages_before, messages_after, created_at, facts"
         )
         values = _compaction_row(session_id, cp)
         if cp.id:  # a restore that keeps its ids

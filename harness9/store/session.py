@@ -259,6 +259,11 @@ class Checkpoint:
     # The user's messages this and earlier compactions folded, verbatim, oldest first
     # (within a budget, newest kept): the view repeats them as earlier instructions.
     instructions: list[str] = field(default_factory=list)
+    # The facts the summary keeps, as data ("file: src/a.py", "error: …"; kinds as the
+    # fingerprint's, harness9.context.facts), ranked first to last: the next compaction
+    # reads them here, never from the summary's text. None: stored before they were kept
+    # (that summary's facts are read from its text); [] for a summary keeping none.
+    facts: list[str] | None = None
 
     @property
     def has_details(self) -> bool:

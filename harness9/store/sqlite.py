@@ -30,6 +30,7 @@ from harness9.store.codec import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_FIELDS,
     checkpoint_values,
+    encode_facts,
     message_values,
     select_checkpoints,
 )
@@ -85,8 +86,8 @@ _RESTORE_MESSAGE = (
     "offload_tokens, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_CHECKPOINT = (
-    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}) "
-    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))})"
+    f"INSERT INTO compactions (session_id, {CHECKPOINT_COLUMNS}, facts) "
+    f"VALUES (?, {', '.join('?' * len(CHECKPOINT_FIELDS))}, ?)"
 )
 # A session's checkpoints with their data; append ORDER BY.
 _SELECT_CHECKPOINTS = select_checkpoints("?")
@@ -478,7 +479,8 @@ class Manager(SqlManagerBase["SQLiteSession"]):
     # -- the driver's half of checkpoints and moving sessions ---------------------------
 
     def _insert_checkpoint(self, conn: sqlite3.Connection, session_id: str, cp: Checkpoint) -> int:
-        cur = conn.execute(_INSERT_CHECKPOINT, (session_id, *checkpoint_values(cp)))
+        values = (session_id, *checkpoint_values(cp), encode_facts(cp.facts))
+        cur = conn.execute(_INSERT_CHECKPOINT, values)
         return int(cur.lastrowid or 0)
 
     @contextmanager

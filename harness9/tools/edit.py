@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness9.context.stubs import is_argument_stub
 from harness9.schema import ToolDefinition
+from harness9.tool_output import is_argument_stub
 from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, refusal
 from harness9.tools.files import (
     BINARY_SNIFF_BYTES,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from harness9.context.stubs import is_argument_stub
 from harness9.schema import ToolDefinition
+from harness9.tool_output import is_argument_stub
 from harness9.tools.base import Approval, ToolContext, ToolError, ToolResult, refusal
 from harness9.tools.sandbox import display_path, resolve_in_workdir
 

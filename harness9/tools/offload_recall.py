@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness9.context.stubs import long_arguments
 from harness9.schema import ToolCall, ToolDefinition
 from harness9.store.offloads import RECALL_MAX_CHARS, OffloadError, page_text
 from harness9.store.session import CheckpointedSession, handle_message_id
+from harness9.tool_output import long_arguments
 from harness9.tools.base import ToolContext, ToolResult
 from harness9.tools.offload import OffloadStore
 
@@ -126,7 +126,7 @@ class OffloadRecallTool:
 def call_text(call: ToolCall) -> str:
     """A call as recall shows it: its name and arguments, the long ones (those an old call
     shows as stubs) as plain text after it, so a recalled file reads as the file."""
-    long = long_arguments(call)
+    long = long_arguments(call.arguments)
     if not long:
         return f"-> {call.name}({call.arguments})"
     args = json.loads(call.arguments)  # long arguments come only from a JSON object

@@ -207,6 +207,7 @@ def test_show_json_prints_messages_todos_and_checkpoints():
                 "stubs": {},
                 "state": [],
                 "instructions": [],
+                "facts": None,  # a checkpoint stored without its facts
             }
         ],
         "corrupt_rows": [],

@@ -88,6 +88,7 @@ def test_json_export_is_versioned_and_complete():
             "stubs": {},
             "state": [],
             "instructions": [],
+            "facts": None,  # a checkpoint stored without its facts
         }
     ]
     assert doc["pins"] == [] and doc["forked_from"] is None

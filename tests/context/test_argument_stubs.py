@@ -12,12 +12,13 @@ from harness9.context.pipeline import (
     evict_by_density,
     stub_old_results,
 )
-from harness9.context.stubs import LONG_ARGUMENT_BYTES, is_argument_stub, stub_of
+from harness9.context.stubs import stub_of
 from harness9.context.view import ModelView, build_view, checkpoint_for
 from harness9.schema import Message, ToolCall
 from harness9.store import Manager
 from harness9.store.codec import details_from_json, details_to_json
 from harness9.store.session import STUB_ARGUMENTS, Checkpoint, StoredMessage, Stub
+from harness9.tool_output import LONG_ARGUMENT_BYTES, is_argument_stub
 from harness9.tools.offload_recall import call_text
 from tests.support.cli import chat
 from tests.support.llm_server import ToolCallsReply

@@ -162,7 +162,7 @@ def test_marker_summariser_merges_a_previous_summary():
 
 def test_structured_summary_uses_marker_prompt_and_repairs_omissions():
     s = ScriptedSummarizer("@file:src/db/migrate.py\nProgress: migration half done")
-    summary = structured_summary(marker_summarizer(s, window=10**6), conversation()[1:])
+    summary = structured_summary(marker_summarizer(s, window=10**6), conversation()[1:])[0]
     sent = s.calls[0]
     assert sent[0].content == STRUCTURED_COMPRESSION_PROMPT
     assert "<facts-to-keep>\n@file:src/db/models.py\n@file:src/db/migrate.py" in sent[1].content

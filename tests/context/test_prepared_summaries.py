@@ -14,17 +14,16 @@ from typing import Any
 import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
-from harness9.context import prepared
 from harness9.context.pipeline import discard
 from harness9.context.policy import Attempt, ContextPolicy, Frame
-from harness9.context.prepared import (
+from harness9.context.view import ModelView, load_view, prefix_digest, prefix_of
+from harness9.engine import prepared
+from harness9.engine.prepared import (
     AheadOfThreshold,
     PreparedAnswers,
     PreparedRun,
-    prefix_digest,
-    prefix_of,
+    prepared_ahead,
 )
-from harness9.context.view import ModelView, load_view
 from harness9.schema import Message
 from harness9.store import Manager
 from harness9.store.backend import open_store
@@ -388,22 +387,47 @@ def test_the_applied_checkpoint_equals_one_made_at_the_threshold_over_the_prefix
     after it: the checkpoint is the one the compaction of that prefix makes when made at
     once (counting, as the preparation does, the growth still to come before the
     threshold), and the new messages stay verbatim. Runs on both stores."""
-    from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
+    from harness9.engine.background import BackgroundSummaries
 
     with open_store(store_url) as manager:
         owner = BackgroundSummaries()
         model = Fixed()
-        prepared = ContextPolicy(
-            ContextOptions(prepare_ahead=True, prepare_at=0.3),
-            model,
-            8000,
-            preparer=BackgroundPreparer(owner, model, lambda e: None),  # type: ignore[arg-type]
+        prepared = preparing_policy(
+            ContextOptions(prepare_ahead=True, prepare_at=0.3), model, owner
         )
         made = _compacted(manager, prepared, ahead=True)
         owner.close()
         reference = _compacted(manager, ContextPolicy(ContextOptions(), model, 8000), ahead=False)
     assert made == reference
     assert model.calls == 2  # one summary each: the prepared one was not made again
+
+
+def preparing_policy(
+    opts: ContextOptions, model: Any, owner: Any, window: int = 8000
+) -> ContextPolicy:
+    """A policy of a ``window``-token window whose summaries of ``model`` are prepared ahead
+    on ``owner``'s threads, made as the engine makes it."""
+    from harness9.engine.background import BackgroundPreparer
+
+    answers, ahead = prepared_ahead(opts, model, BackgroundPreparer(owner, model, lambda e: None))
+    return ContextPolicy(opts, answers, window, ahead=ahead)
+
+
+def test_after_the_server_names_a_smaller_window_the_prepared_summary_is_still_served(
+    store_url,
+):
+    """The compactor made anew for the smaller window asks the same summariser: the summary
+    is made once, in the background, and applied without a second model call."""
+    from harness9.engine.background import BackgroundSummaries
+
+    with open_store(store_url) as manager:
+        owner, model = BackgroundSummaries(), Fixed()
+        opts = ContextOptions(prepare_ahead=True, prepare_at=0.3)
+        policy = preparing_policy(opts, model, owner, window=16000)
+        assert policy.adopt_window(8000)
+        _compacted(manager, policy, ahead=True)
+        owner.close()
+    assert model.calls == 1
 
 
 class Fixed:
@@ -536,8 +560,7 @@ def test_applied_over_its_prefix_the_tool_results_added_since_are_stubbed_as_at_
     """The prefix (six long exchanges) folds into the prepared summary; of the five tool
     groups added after it, the two oldest lose their results to stubs, as a compaction at
     the threshold stubs every group but the newest three, and the three stay whole."""
-    from harness9.context.pipeline import HybridCompactor
-    from harness9.context.prepared import OverPrefix
+    from harness9.context.pipeline import HybridCompactor, OverPrefix
     from harness9.context.stubs import is_stub
     from harness9.schema import ToolCall
 
@@ -584,15 +607,10 @@ def test_due_early_while_its_summary_is_prepared_the_call_goes_uncompacted_then_
     """The smart trigger fires under the threshold while the prepared summary is still on
     its way: that call is sent as it is (nothing stored, no summary made again); the next
     one applies the prepared summary. Runs on both stores."""
-    from harness9.engine.background import BackgroundPreparer, BackgroundSummaries
+    from harness9.engine.background import BackgroundSummaries
 
     owner, model = BackgroundSummaries(), Held()
-    policy = ContextPolicy(
-        ContextOptions(prepare_ahead=True, prepare_at=0.45),
-        model,
-        8000,
-        preparer=BackgroundPreparer(owner, model, lambda e: None),  # type: ignore[arg-type]
-    )
+    policy = preparing_policy(ContextOptions(prepare_ahead=True, prepare_at=0.45), model, owner)
     manager = open_store(store_url)
     try:
         s = manager.new_session()

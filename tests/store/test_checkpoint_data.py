@@ -111,8 +111,8 @@ def driver(backend: str, url: str) -> Iterator[tuple[object, str, str]]:
 
 def as_before_the_migration(backend: str, url: str) -> None:
     """Undo ``checkpoint_data_as_json`` (and the migrations after it: the messages' offload
-    link and result metadata) as if the store predated it."""
-    columns = ["offload_id", "offload_tokens", "metadata"]
+    link and result metadata, the checkpoints' facts) as if the store predated it."""
+    columns = ["offload_id", "offload_tokens", "metadata", "compactions.facts"]
     undo_migrations(backend, url, MIGRATION, columns=columns, tables=["compaction_data"])
 
 

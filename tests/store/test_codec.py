@@ -100,6 +100,7 @@ def test_a_checkpoint_round_trips_in_field_order_through_values_and_json():
         "stubs",
         "state",
         "instructions",
+        "facts",
     ]
 
 
@@ -141,14 +142,16 @@ def test_a_checkpoints_data_is_one_json_value_in_its_row():
         },
         "state": [{"content": "ship it", "status": "in_progress"}],
     }
-    assert checkpoint_from_values([*checkpoint_values(cp), data, None, None, None, None]) == cp
+    assert (
+        checkpoint_from_values([*checkpoint_values(cp), data, None, None, None, None, None]) == cp
+    )
     assert encode_details(Checkpoint(1, "s", "summarize", 1, 1, 1, 1)) is None
 
 
 def test_a_damaged_data_value_reads_as_no_data():
     cp = data_checkpoint()
     for bad in ("{damaged", '{"stubs": {"7": {"kind": "shouted"}}}', '{"recall": [3]}'):
-        read = checkpoint_from_values([*checkpoint_values(cp), bad, None, None, None, None])
+        read = checkpoint_from_values([*checkpoint_values(cp), bad, None, None, None, None, None])
         assert read.recall == [] and read.stubs == {} and read.state == []
 
 
@@ -169,7 +172,7 @@ def test_a_row_stored_before_checkpoints_were_data_is_converted_on_read():
     )
     rewrites = '{"12": "[stubbed] 3 tokens stubbed; offload_recall(id=\\"msg_12\\") for it"}'
     note = "## State at the last compaction\nTodo list:\n[~] ship it\n[x] plan"
-    read = checkpoint_from_values([*checkpoint_values(cp), None, index, rewrites, note, None])
+    read = checkpoint_from_values([*checkpoint_values(cp), None, index, rewrites, note, None, None])
     assert read.recall == [
         RecallEntry("msg_4", "bash", "cat é.log", 1200),
         RecallEntry("ofl_0123456789ab", "read_file", "", 45200),
@@ -186,8 +189,30 @@ def test_a_checkpoints_kept_instructions_round_trip_through_their_row_and_json()
 
     cp = Checkpoint(7, "sum", "summarize", 900, 300, 12, 4, created_at=1.5, id=3)
     cp.instructions = ["use tabs", 'say "oui"']
-    row = [*checkpoint_values(cp), None, "", "", "", encode_instructions(cp.instructions)]
+    row = [*checkpoint_values(cp), None, "", "", "", encode_instructions(cp.instructions), None]
     assert checkpoint_from_values(row).instructions == ["use tabs", 'say "oui"']
     assert checkpoint_to_json(cp)["instructions"] == ["use tabs", 'say "oui"']
-    damaged = [*checkpoint_values(cp), None, "", "", "", "{damaged"]
+    damaged = [*checkpoint_values(cp), None, "", "", "", "{damaged", None]
     assert checkpoint_from_values(damaged).instructions == []
+
+
+def test_a_checkpoints_facts_round_trip_through_their_column_and_json():
+    from harness9.store.codec import encode_facts
+
+    cp = Checkpoint(7, "sum", "hybrid", 900, 300, 12, 4, created_at=1.5, id=3)
+    cp.facts = ["constraint: never touch migrations/", "file: src/é.py"]
+    row = [*checkpoint_values(cp), None, "", "", "", None, encode_facts(cp.facts)]
+    assert checkpoint_from_values(row).facts == [
+        "constraint: never touch migrations/",
+        "file: src/é.py",
+    ]
+    assert checkpoint_to_json(cp)["facts"] == cp.facts
+    assert checkpoint_from_values([*row[:-1], encode_facts([])]).facts == []
+
+
+def test_a_checkpoint_stored_before_facts_were_kept_or_damaged_has_none():
+    cp = Checkpoint(7, "sum", "hybrid", 900, 300, 12, 4, created_at=1.5, id=3)
+    for value in (None, "{damaged", "[1, 2]", '"file: a.py"'):
+        row = [*checkpoint_values(cp), None, "", "", "", None, value]
+        assert checkpoint_from_values(row).facts is None
+    assert checkpoint_to_json(cp)["facts"] is None

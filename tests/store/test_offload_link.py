@@ -151,9 +151,9 @@ def test_the_view_between_calls_carries_the_link_of_a_result_logged_after_it():
 
 
 def as_before_the_migration(backend: str) -> None:
-    """Undo ``message_offload_link`` (and the later ``message_result_metadata``): the rows
-    lose their links, as if stored before."""
-    columns = ["offload_id", "offload_tokens", "metadata"]
+    """Undo ``message_offload_link`` (and the later ``message_result_metadata`` and
+    ``checkpoint_facts``): the rows lose their links, as if stored before."""
+    columns = ["offload_id", "offload_tokens", "metadata", "compactions.facts"]
     undo_migrations(backend, str(store_location()), MIGRATION, columns=columns)
 
 

@@ -107,8 +107,10 @@ def test_a_result_whose_tool_reported_no_exit_code_reads_the_code_from_its_text(
 
 
 def as_before_the_migration(backend: str) -> None:
-    """Undo ``message_result_metadata``: the rows lose their facts, as if stored before."""
-    undo_migrations(backend, str(store_location()), MIGRATION, columns=["metadata"])
+    """Undo ``message_result_metadata`` (and the later ``checkpoint_facts``): the rows lose
+    their facts, as if stored before."""
+    columns = ["metadata", "compactions.facts"]
+    undo_migrations(backend, str(store_location()), MIGRATION, columns=columns)
 
 
 def test_a_row_stored_before_the_facts_were_kept_is_summarised_from_its_text(backend: str):

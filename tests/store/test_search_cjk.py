@@ -122,6 +122,7 @@ def test_an_existing_store_is_back_filled_by_the_migration():
                     f"ALTER TABLE messages DROP COLUMN offload_{c}" for c in ("id", "tokens")
                 ],
                 "message_result_metadata": ["ALTER TABLE messages DROP COLUMN metadata"],
+                "checkpoint_facts": ["ALTER TABLE compactions DROP COLUMN facts"],
             }.get(name, [])
             for statement in undo:
                 conn.execute(statement)

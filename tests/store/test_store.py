@@ -189,6 +189,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("messages_before", "INTEGER", 1),
         ("messages_after", "INTEGER", 1),
         ("created_at", "REAL", 1),
+        ("facts", "TEXT", 0),
     ]
     assert columns(conn, "compaction_details") == [
         ("compaction_id", "INTEGER", 0),

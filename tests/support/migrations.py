@@ -20,14 +20,16 @@ def undo_migrations(
     tables: Sequence[str] = (),
 ) -> None:
     """Undo the migration named ``since`` and every one after it: drop the ``tables`` and
-    the messages' ``columns`` they added, and forget that they ran (the next open
-    migrates again)."""
+    the ``columns`` they added (``"table.column"``; a bare name is the messages'), and
+    forget that they ran (the next open migrates again)."""
     postgres = backend == "postgres"
     prefix = "harness9." if postgres else ""
     names = [n for n, _ in (pg_migrations if postgres else sqlite_migrations).MIGRATIONS]
     version = names.index(since) + 1
     statements = [f"DROP TABLE {prefix}{table}" for table in tables]
-    statements += [f"ALTER TABLE {prefix}messages DROP COLUMN {column}" for column in columns]
+    for column in columns:
+        table, _, name = column.rpartition(".")
+        statements.append(f"ALTER TABLE {prefix}{table or 'messages'} DROP COLUMN {name}")
     if postgres:
         with psycopg.connect(url, autocommit=True) as pg:
             for sql in statements:

@@ -1,10 +1,13 @@
 """Compaction prepared ahead: the summary of a frozen prefix, made while the session goes on.
 
-Past an early mark the policy freezes the view (the prefix) and a ``Preparer`` (the engine's,
-harness9.engine.background) runs its compaction on a worker thread, recording each summariser
-answer by its request. At the threshold the same compaction runs again over the same prefix,
-served those answers, so it stores the checkpoint a compaction at the threshold would; a
-digest of the prefix tells whether it is still the one summarised (docs/prepared-summaries.md).
+The context policy decides what to prepare and when (past an early mark it hands over the
+view, which is frozen as the prefix, and the compaction to run on it); this module runs it
+and times it. A ``Preparer`` (``BackgroundPreparer``, harness9.engine.background) runs the
+compaction on a worker thread, each summariser answer recorded by its request. At the
+threshold the same compaction runs again over the same prefix, served those answers, so it
+stores the checkpoint a compaction at the threshold would; a digest of the prefix
+(``harness9.context.view.prefix_digest``) tells whether it is still the one summarised
+(docs/prepared-summaries.md).
 """
 
 from __future__ import annotations
@@ -19,25 +22,32 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from harness9.config import ContextOptions
 from harness9.context.pipeline import (
     Compaction,
-    CompactionPlan,
-    CompactionResult,
     CompactionStarted,
-    Compactor,
     ContextEventSink,
-    Pipeline,
     SummaryPreparing,
-    stub_old_results,
 )
-from harness9.context.stubs import repair_orphaned_tool_pairs
-from harness9.context.summarize import ProgressCallback, Summarizer
-from harness9.context.view import ModelView
+from harness9.context.policy import ApplyPrepared
+from harness9.context.summarize import Summarizer
+from harness9.context.view import ModelView, prefix_digest, prefix_of
 from harness9.schema import Message, ToolDefinition, Usage
 from harness9.tokens import estimate_tokens
+
+__all__ = [
+    "CALL_TIMES",
+    "AheadOfThreshold",
+    "PreparedAnswers",
+    "PreparedCall",
+    "PreparedRun",
+    "Preparer",
+    "prepared_ahead",
+    "request_key",
+]
 
 CALL_TIMES = 11  # the recent model calls whose interval paces the early mark
 # A summariser call made in the background: the reply (its usage already reported).
@@ -51,28 +61,6 @@ class Preparer(Protocol):
         ...
 
 
-def prefix_digest(view: ModelView, checkpoint_key: object) -> str:
-    """A digest of the checkpoint ``view`` starts from and of each stored message in it (id,
-    role, content, tool calls): equal only when the log's prefix is the one ``view`` shows."""
-    h = hashlib.sha256(repr(checkpoint_key).encode())
-    for mid, m in zip(view.ids, view.messages, strict=True):
-        if mid is None:
-            continue
-        calls = [(c.id, c.name, c.arguments) for c in m.tool_calls]
-        record = [mid, m.role, m.content, calls, m.tool_call_id]
-        h.update(json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
-
-
-def prefix_of(view: ModelView, last_id: int) -> ModelView | None:
-    """``view`` up to the message stored as ``last_id`` (None: it is not in the view)."""
-    try:
-        end = view.ids.index(last_id) + 1
-    except ValueError:
-        return None
-    return ModelView(view.messages[:end], view.ids[:end])
-
-
 def request_key(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> str:
     """What identifies a summariser request: its messages and tools, byte for byte."""
     body = [[m.role, m.content, m.tool_call_id] for m in messages]
@@ -80,45 +68,23 @@ def request_key(messages: Sequence[Message], tools: Sequence[ToolDefinition]) ->
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class OverPrefix:
-    """``inner``'s compaction of a view's first ``length`` messages (the prefix a preparation
-    froze; the summariser is asked what the preparation asked), with the messages after them
-    reduced as ``inner`` reduces what it keeps (old tool results stubbed), figures over all
-    (and ``fixed``)."""
-
-    def __init__(self, inner: Compactor, length: int) -> None:
-        self.inner, self.length = inner, length
-        self.strategy, self.threshold_tokens = inner.strategy, inner.threshold_tokens
-
-    def plan(
-        self, msgs: Sequence[Message], *, force: bool = False, fixed: int = 0
-    ) -> CompactionPlan:
-        plan = self.inner.plan(msgs[: self.length], force=force, fixed=fixed)
-        return replace(plan, tokens_before=estimate_tokens(msgs) + fixed)
-
-    def compact(
-        self,
-        msgs: Sequence[Message],
-        *,
-        force: bool = False,
-        fixed: int = 0,
-        instructions: str | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> CompactionResult:
-        part = msgs[: self.length]
-        head = self.inner.compact(
-            part, force=force, fixed=fixed, instructions=instructions, on_progress=on_progress
-        )
-        before = estimate_tokens(msgs) + fixed
-        if not head.plan.would_compact:
-            plan = replace(head.plan, tokens_before=before, tokens_after=before)
-            return CompactionResult(list(msgs), plan, None, head.strategy, head.error)
-        out = [*head.messages, *msgs[self.length :]]
-        if isinstance(self.inner, Pipeline) and self.inner.steps.stub:
-            out = stub_old_results(out, self.inner.steps.keep_groups)
-        out = repair_orphaned_tool_pairs(out)
-        plan = replace(head.plan, tokens_before=before, tokens_after=estimate_tokens(out) + fixed)
-        return replace(head, messages=out, plan=plan)
+def prepared_ahead(
+    opts: ContextOptions, summarizer: Summarizer, preparer: Preparer | None
+) -> tuple[PreparedAnswers, AheadOfThreshold | None]:
+    """A context policy's summariser (``summarizer``, served prepared answers on the threads
+    that apply them) and its preparations (None: ``preparer`` is None or ``prepare_ahead``
+    is off), which ``ContextPolicy(summarizer=..., ahead=...)`` takes."""
+    answers = PreparedAnswers(summarizer)
+    if preparer is None or not opts.prepare_ahead:
+        return answers, None
+    ahead = AheadOfThreshold(
+        preparer,
+        answers,
+        lookahead=opts.prepare_lookahead,
+        share=opts.prepare_at,
+        trigger_lookahead=opts.lookahead_iterations if opts.smart_triggers else 0,
+    )
+    return answers, ahead
 
 
 @dataclass(eq=False)
@@ -236,10 +202,10 @@ class AheadOfThreshold:
         compact: Callable[[list[Message]], object],
         emit: ContextEventSink,
     ) -> bool:
-        """Starts preparing ``compact`` of ``view``'s messages (counting ``framing``) when past
-        the early mark (``forecast`` of ``calls_ahead``, or of 0 with a share), none is under
-        way for this prefix and it calls a model (``needs_model``; one that does not costs
-        nothing at the threshold). True: started."""
+        """Starts preparing ``compact`` of ``view``'s messages when it is past the
+        early mark (``forecast`` of ``calls_ahead``, or of 0 with a share), none is under way
+        for this prefix and it calls a model (``needs_model``; one that does not costs nothing
+        at the threshold). True: started."""
         with self._lock:
             self._seen.setdefault(session_id, deque(maxlen=CALL_TIMES)).append(time.monotonic())
             current = self._runs.get(session_id)
@@ -251,7 +217,7 @@ class AheadOfThreshold:
         last = view.ids[-1] if view.ids else None
         if last is None or not forecast(0 if self.share > 0 else self.calls_ahead(session_id)):
             return False
-        msgs = list(view.messages)
+        msgs = list(view.messages)  # the view grows in place; the worker gets this prefix
         if not needs_model(msgs):
             return False
         digest = prefix_digest(view, checkpoint_key)
@@ -312,10 +278,11 @@ class AheadOfThreshold:
         session_id: str,
         view: ModelView,
         checkpoint_key: object,
-        compact: Callable[[PreparedRun, ModelView, float], Compaction | None],
+        compact: ApplyPrepared,
         emit: ContextEventSink,
     ) -> Compaction | None:
-        """At the threshold: ``compact(run, prefix, waited)`` served the prepared answers,
+        """At the threshold: ``compact(framing, prefix, waited)`` (the framing the preparation
+        counted) served the prepared answers,
         when the log's prefix is still the one summarised (after waiting for it while that
         is cheaper than summarising again); None: nothing prepared, or thrown away."""
         with self._lock:
@@ -340,7 +307,7 @@ class AheadOfThreshold:
             if run.finished is not None:
                 self.expected = run.finished - run.started
             with self.answers.using(run):
-                notice = compact(run, prefix, waited)
+                notice = compact(run.framing, prefix, waited)
         if notice is None:
             self._discard(session_id, run)
             return None
