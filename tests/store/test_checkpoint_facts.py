@@ -16,7 +16,7 @@ from harness9.context.view import load_view
 from harness9.schema import Message
 from harness9.store.backend import SessionStore, open_store
 from harness9.store.session import Checkpoint
-from tests.support.cli import export_json, import_json
+from tests.support.cli import export_json, reimport_json
 from tests.support.migrations import undo_migrations
 
 pytestmark = pytest.mark.usefixtures("on_each_store")
@@ -87,13 +87,6 @@ def test_a_checkpoint_stored_before_the_facts_were_kept_has_none(backend: str):
         assert [cp.facts for cp in s.list_checkpoints()] == [None, ["file: a.py"]]
 
 
-def reimport(doc: dict, tmp_path: Path) -> str:
-    with store() as m:
-        m.delete_session(doc["id"])
-    import_json(doc, tmp_path)
-    return doc["id"]
-
-
 def test_export_then_import_keeps_the_facts(tmp_path: Path):
     with store() as m:
         s = m.new_session()
@@ -101,7 +94,7 @@ def test_export_then_import_keeps_the_facts(tmp_path: Path):
     doc = export_json(s.session_id)
     assert [c["facts"] for c in doc["checkpoints"]] == [FACTS]
 
-    sid = reimport(doc, tmp_path)
+    sid = reimport_json(doc, tmp_path)
 
     with store() as m:
         assert [cp.facts for cp in m.open_session(sid).list_checkpoints()] == [FACTS]
@@ -115,7 +108,7 @@ def test_an_export_from_before_the_facts_imports_without_them(tmp_path: Path):
     doc = export_json(s.session_id)
     del doc["checkpoints"][0]["facts"]
 
-    sid = reimport(doc, tmp_path)
+    sid = reimport_json(doc, tmp_path)
 
     with store() as m:
         assert [cp.facts for cp in m.open_session(sid).list_checkpoints()] == [None]

@@ -17,7 +17,7 @@ from harness9.context.pipeline import evict_by_density
 from harness9.context.view import LiveViews, load_view
 from harness9.schema import Message, ToolCall
 from harness9.store.backend import SessionStore, open_store
-from tests.support.cli import cli, export_json, import_json
+from tests.support.cli import cli, export_json, reimport_json
 from tests.support.migrations import undo_migrations
 
 pytestmark = pytest.mark.usefixtures("on_each_store")
@@ -140,13 +140,6 @@ def test_a_fork_and_a_rewind_keep_the_facts():
         assert evicted_summary(fork).startswith(f"[evicted] bash `{COMMAND}`: exit code 1,")
 
 
-def reimport(doc: dict, tmp_path: Path) -> str:
-    with store() as m:
-        m.delete_session(doc["id"])
-    import_json(doc, tmp_path)
-    return doc["id"]
-
-
 def test_export_then_import_keeps_the_facts(tmp_path: Path):
     with store() as m:
         s = m.new_session()
@@ -154,7 +147,7 @@ def test_export_then_import_keeps_the_facts(tmp_path: Path):
     doc = export_json(s.session_id)
     assert [msg["metadata"] for msg in doc["messages"]] == [None, None, FAILED, None]
 
-    sid = reimport(doc, tmp_path)
+    sid = reimport_json(doc, tmp_path)
 
     with store() as m:
         s = m.open_session(sid)
@@ -171,7 +164,7 @@ def test_an_export_from_before_the_facts_imports_without_them(tmp_path: Path):
     for msg in doc["messages"]:
         del msg["metadata"]
 
-    sid = reimport(doc, tmp_path)
+    sid = reimport_json(doc, tmp_path)
 
     with store() as m:
         s = m.open_session(sid)

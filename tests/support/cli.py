@@ -206,3 +206,12 @@ def import_json(doc: dict, tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     result = cli("sessions", "import", str(path))
     assert result.exit_code == 0, result.stderr
+
+
+def reimport_json(doc: dict, tmp_path: Path) -> str:
+    """``doc``'s session deleted (``harness9 sessions delete``), then imported back from
+    ``doc``; its id."""
+    result = cli("sessions", "delete", doc["id"], "--yes")
+    assert result.exit_code == 0, result.stderr
+    import_json(doc, tmp_path)
+    return doc["id"]
