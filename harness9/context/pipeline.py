@@ -1,7 +1,7 @@
 """What compaction does: one ``Pipeline`` of ordered, pure steps (gate, reduce, cut, fold,
 fallback; ``Steps`` configures them) and ``STRATEGIES``, the one table from a strategy's
-name to its pipeline. Also the ``Compactor`` seam, its plan and result, and the events the
-UI shows of a compaction. docs/architecture.md, 'The compaction pipeline', walks the steps.
+name to its pipeline. Also the ``Compactor`` seam, its plan and result.
+docs/architecture.md, 'The compaction pipeline', walks the steps.
 """
 
 from __future__ import annotations
@@ -61,50 +61,6 @@ from harness9.schema import (
 )
 from harness9.tokens import BYTES_PER_TOKEN, estimate_tokens, message_bytes, utf8_len
 from harness9.tool_output import GREP_LINE_RE, stats_of, summarize_output
-
-# -- the events the UI shows of a compaction -----------------------------------------------
-
-
-@dataclass(slots=True)
-class CompactionStarted:
-    strategy: str
-    tokens_before: int
-
-
-@dataclass(slots=True)
-class CompactionProgress:
-    chunk: int
-    total: int
-
-
-@dataclass(slots=True)
-class Compaction:  # a compaction that cut the context by more than 5 %
-    tokens_before: int
-    tokens_after: int
-    msgs_before: int
-    msgs_after: int
-    strategy: str
-    fallback_reason: str | None = None
-    waited: float | None = None  # seconds the turn waited for a prepared summary
-
-
-@dataclass(slots=True)
-class Notice:  # something the user should know that is not an error
-    text: str
-
-
-@dataclass(slots=True)
-class SummaryPreparing:
-    active: bool  # a summary is being prepared in the background, or no longer is
-
-
-ContextEvent = CompactionStarted | CompactionProgress | Compaction | Notice | SummaryPreparing
-ContextEventSink = Callable[[ContextEvent], None]
-
-
-def discard(_event: ContextEvent) -> None:
-    """The sink used when nobody listens."""
-
 
 # -- the Compactor seam, its plan and result, the cut rule ---------------------------------
 

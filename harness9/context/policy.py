@@ -21,19 +21,13 @@ from harness9.context.pipeline import (
     MODEL_FREE_STRATEGIES,
     RECALL_SHARE,
     STRATEGIES,
-    Compaction,
     CompactionPlan,
-    CompactionProgress,
     CompactionResult,
-    CompactionStarted,
     Compactor,
     CompactorFactory,
-    ContextEventSink,
     MessageBound,
-    Notice,
     OverPrefix,
     SummarizationCompactor,
-    discard,
     strategy_pipeline,
     tail_compactor,
     topic_compactor,
@@ -52,6 +46,14 @@ from harness9.context.view import (
     state_items,
     summary_text,
     with_notes,
+)
+from harness9.context_events import (
+    Compaction,
+    CompactionProgress,
+    CompactionStarted,
+    ContextEventSink,
+    Notice,
+    discard,
 )
 from harness9.errors import UsageError
 from harness9.request import Request, SystemPart, SystemPrompt, prompt_parts, system_message

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness9.context.pipeline import (
+from harness9.context_events import (
     Compaction,
     CompactionProgress,
     CompactionStarted,

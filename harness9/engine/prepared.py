@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from harness9.config import ContextOptions
-from harness9.context.pipeline import (
+from harness9.context.policy import ApplyPrepared
+from harness9.context.summarize import Summarizer
+from harness9.context.view import ModelView, prefix_digest, prefix_of
+from harness9.context_events import (
     Compaction,
     CompactionStarted,
     ContextEventSink,
     SummaryPreparing,
 )
-from harness9.context.policy import ApplyPrepared
-from harness9.context.summarize import Summarizer
-from harness9.context.view import ModelView, prefix_digest, prefix_of
 from harness9.schema import Message, ToolDefinition, Usage
 from harness9.tokens import estimate_tokens
 

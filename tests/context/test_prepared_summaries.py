@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from harness9.config import ContextOptions, db_path, harness9_home
-from harness9.context.pipeline import discard
 from harness9.context.policy import Attempt, ContextPolicy, Frame
 from harness9.context.view import ModelView, load_view, prefix_digest, prefix_of
+from harness9.context_events import (
+    discard,
+)
 from harness9.engine import prepared
 from harness9.engine.prepared import (
     AheadOfThreshold,

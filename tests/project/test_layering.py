@@ -81,6 +81,20 @@ def test_the_request_is_a_bottom_layer_module_the_provider_and_the_context_share
     assert offenders("context", ("harness9.provider",)) == set()
 
 
+def test_the_compaction_events_are_a_bottom_layer_module_their_emitters_share():
+    # The policy emits them, so do the engine's summaries prepared ahead, and the UI shows them:
+    # they import nothing of harness9, and the context package no longer defines them.
+    imported = {n for n in imported_modules(PACKAGE / "context_events.py")}
+    assert not {n for n in imported if n.startswith("harness9")}
+    defined = {
+        node.name
+        for path in context_modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+    }
+    assert not defined & {"CompactionStarted", "Compaction", "Notice", "SummaryPreparing"}
+
+
 def test_every_prompt_is_a_text_file_in_the_bottom_layer_prompts_package():
     # The agent's, the sub-agent's and the summariser's prompts are reviewed as text, loaded by
     # one function that every layer may use.
