@@ -9,7 +9,7 @@ commands call the policy: docs/architecture.md, "One request, built in one place
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
@@ -32,7 +32,7 @@ from harness9.context.pipeline import (
     tail_compactor,
     topic_compactor,
 )
-from harness9.context.stubs import is_summary, repair_orphaned_tool_pairs
+from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
@@ -87,12 +87,6 @@ class Preparations(Protocol):
 
     @property
     def trigger_lookahead(self) -> int: ...  # the smart trigger's own lookahead, in calls
-    @property
-    def applied(self) -> Mapping[str, int]: ...  # per session
-    @property
-    def discarded(self) -> Mapping[str, int]: ...  # thrown away: prefix changed, late, failed
-
-    def preparing(self, session_id: str) -> bool: ...
 
     def consider(
         self,
@@ -171,27 +165,6 @@ class Attempt:
     def planned(self, force: bool = False, framing: int = 0) -> CompactionPlan:
         """The compactor's plan, counting the tool definitions (and ``framing``)."""
         return self.comp.plan(self.view.messages, force=force, fixed=self.frame.fixed + framing)
-
-
-@dataclass(slots=True)
-class ContextBreakdown:
-    """What one request would carry, by part (for /context)."""
-
-    system: int
-    tools: int
-    summary: int
-    messages: int
-    message_count: int
-    context_window: int
-    threshold: int
-    served: int | None = None  # the server's expected count (None: none reported yet)
-    prepared_applied: int = 0  # summaries prepared in the background: applied, thrown away
-    prepared_discarded: int = 0
-    preparing: bool = False
-
-    @property
-    def total(self) -> int:
-        return self.system + self.tools + self.summary + self.messages
 
 
 def build_compactor(
@@ -627,25 +600,13 @@ class ContextPolicy:
         grown = estimate_tokens([noted]) - estimate_tokens(msgs[:1])
         return grown + utf8_len(summary_text(cp)) // BYTES_PER_TOKEN
 
-    def breakdown(
+    def uncompacted_request(
         self, session: CheckpointedSession, system: SystemPrompt, tools: Sequence[ToolDefinition]
-    ) -> ContextBreakdown:
-        """The request ``prepare`` would build if nothing were compacted, by part (/context)."""
+    ) -> Request:
+        """The request ``prepare`` would build now if nothing were compacted, measured by the
+        estimate alone (/context): it compacts nothing, prepares nothing, counts no tokens."""
         frame = Frame.of(system, tools)
-        request = self._request(self.views.load(session, frame.system, frame.fixed), frame)
-        msgs = request.messages
-        system_tokens = estimate_tokens(msgs[:1])
-        summary = sum(estimate_tokens([m]) for m in request.history if is_summary(m))
-        rest = max(estimate_tokens(msgs) - system_tokens - summary, 0)
-        window, threshold, n = self.context_window, self.threshold_tokens, len(msgs) - 1
-        b = ContextBreakdown(system_tokens, frame.fixed, summary, rest, n, window, threshold)
-        b.served = self.count.count(b.total) if self.count.known else None
-        if self.ahead is not None:
-            sid = session.session_id
-            b.prepared_applied = self.ahead.applied.get(sid, 0)
-            b.prepared_discarded = self.ahead.discarded.get(sid, 0)
-            b.preparing = self.ahead.preparing(sid)
-        return b
+        return self._request(self.views.load(session, frame.system, frame.fixed), frame)
 
     def state(self, session_id: str) -> SessionContextState:
         """The session's state, created on first use (``setdefault``: atomic)."""

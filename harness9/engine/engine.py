@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness9.context.pipeline import CompactionPlan
-from harness9.context.policy import ContextBreakdown, ContextPolicy
+from harness9.context.policy import ContextPolicy
 from harness9.context.view import ModelView
 from harness9.engine import events as ev
+from harness9.engine.breakdown import ContextBreakdown, measure
 from harness9.engine.parallel import run_side_by_side
+from harness9.engine.prepared import AheadOfThreshold
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider.errors import (
     ContextWindowExceededError,
@@ -145,6 +147,9 @@ class AgentEngine:
         # The threads of summaries prepared ahead (harness9.engine.background); build_engine
         # sets it, ``close`` ends them.
         self.background: Closeable | None = None
+        # The summaries the policy prepares ahead (the object it was given as ``ahead``), which
+        # /context counts; build_engine sets it (None: none are prepared).
+        self.preparations: AheadOfThreshold | None = None
 
     @property
     def context_window(self) -> int:
@@ -205,8 +210,10 @@ class AgentEngine:
 
     def context_breakdown(self) -> ContextBreakdown:
         """/context: what the next request would carry, and where compaction starts."""
-        sess = self.session
-        return self.policy.breakdown(sess, self.system_parts(sess), self.registry.definitions())
+        sess, policy = self.session, self.policy
+        tools = self.registry.definitions()
+        request = policy.uncompacted_request(sess, self.system_parts(sess), tools)
+        return measure(request, policy, self.preparations, sess.session_id)
 
     def plan_compaction(self, *, force: bool = False) -> tuple[ModelView, CompactionPlan]:
         """What a compaction would fold right now, without calling any model (--dry-run)."""

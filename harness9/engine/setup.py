@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from harness9.engine.background import BackgroundSummaries
     from harness9.engine.engine import AgentEngine, ModelProvider
     from harness9.engine.events import Event, EventSink
+    from harness9.engine.prepared import AheadOfThreshold
     from harness9.engine.subagents import ChildSessions
     from harness9.provider import LLMProvider
     from harness9.schema import Usage
@@ -91,7 +92,7 @@ def build_engine(
         from harness9.engine.background import BackgroundSummaries
 
         parts.background = BackgroundSummaries()  # threads start when a summary does
-    policy = parts.policy(lambda event: engine.on_event(event))
+    policy, preparations = parts.policy(lambda event: engine.on_event(event))
     policy.window_listeners.append(provider.fit_window)
     offload = parts.offload(policy)
     sub = subagents if subagents is not None and subagents.enabled else None
@@ -116,7 +117,7 @@ def build_engine(
         ),
     )
     _report_to(provider, lambda event: engine.on_event(event), summary=False)
-    engine.background = parts.background
+    engine.background, engine.preparations = parts.background, preparations
     return engine
 
 
@@ -153,8 +154,9 @@ class _Parts:
             self.sleep,
         )
 
-    def policy(self, report: EventSink) -> ContextPolicy:
-        """A context policy of its own; its summaries' usage goes to ``report``."""
+    def policy(self, report: EventSink) -> tuple[ContextPolicy, AheadOfThreshold | None]:
+        """A context policy of its own and the summaries it prepares ahead (None: none);
+        its summaries' usage goes to ``report``."""
         from harness9.context.policy import ContextPolicy
         from harness9.engine.metering import MeteredSummarizer
         from harness9.engine.prepared import prepared_ahead
@@ -178,7 +180,7 @@ class _Parts:
             ahead=ahead,
         )
         policy.window_listeners.append(summarizer.fit_window)
-        return policy
+        return policy, ahead
 
     def offload(self, policy: ContextPolicy) -> OffloadStore | None:
         """Where big tool results go (None: ``offload`` is off); its inline limit follows
@@ -247,7 +249,7 @@ class _Parts:
             def child_report(event: Event) -> None:
                 child.on_event(event)  # the runner installs its forwarder after this
 
-            policy = self.policy(child_report)
+            policy, preparations = self.policy(child_report)
             offload = self.offload(policy)
             registry = self.registry(offload, children)
             if sub.nested and level < 2:
@@ -271,6 +273,7 @@ class _Parts:
                     api_base=self.settings.api_base or "",
                 ),
             )
+            child.preparations = preparations
             return child
 
         def make_provider() -> LLMProvider:

@@ -20,8 +20,8 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from harness9.context.policy import ContextBreakdown
 from harness9.engine import events as ev
+from harness9.engine.breakdown import ContextBreakdown
 from harness9.engine.engine import AgentEngine
 from harness9.engine.metering import record_usage
 from harness9.errors import HarnessError

@@ -9,10 +9,13 @@ import pytest
 
 from harness9.config import ContextOptions
 from harness9.context import is_valid_tool_sequence
+from harness9.context.pipeline import discard
 from harness9.context.policy import ContextPolicy
 from harness9.context.stubs import repair_orphaned_tool_pairs
+from harness9.context.view import load_view
 from harness9.engine import events as ev
 from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine, EngineOptions
+from harness9.engine.prepared import AheadOfThreshold, PreparedAnswers, PreparedRun
 from harness9.engine.prompt import PromptBuilder
 from harness9.provider import LLMProvider
 from harness9.schema import Message, ToolDefinition
@@ -404,6 +407,46 @@ def test_context_breakdown_counts_system_tools_summary_and_messages(llm_server, 
     assert b.system > 50 and b.tools > 100 and b.messages > 40
     assert b.total == b.system + b.tools + b.summary + b.messages
     assert b.context_window == 10_000 and b.threshold == 8_000
+
+
+def test_context_breakdown_over_the_threshold_compacts_nothing_and_calls_no_model(
+    llm_server, manager, workdir
+):
+    session = manager.new_session()
+    _fill(session, 20)  # ~4.2K tokens of history against a 4K window (threshold 3.2K)
+    engine, seen = make_engine(llm_server, session, workdir, context_window=4000)
+
+    b = engine.context_breakdown()
+
+    assert b.total > b.threshold == 3200 and b.message_count == 40
+    assert session.latest_checkpoint() is None
+    assert llm_server.requests == [] and seen == []
+
+
+class HeldPreparer:
+    """A ``Preparer`` that takes each preparation and never runs it: it stays under way."""
+
+    def start(self, run: PreparedRun) -> bool:
+        return True
+
+
+def test_context_breakdown_counts_the_summaries_the_engine_prepares_ahead(
+    llm_server, manager, workdir
+):
+    session = manager.new_session()
+    _fill(session, 2, size=40)
+    engine, _ = make_engine(llm_server, session, workdir, context_window=10_000)
+    sid = session.session_id
+    ahead = AheadOfThreshold(HeldPreparer(), PreparedAnswers(None), lookahead=1, share=0.5)
+    ahead.applied[sid], ahead.discarded[sid], ahead.discarded["another session"] = 2, 1, 5
+    view = load_view(session, Message("system", "s"))
+    yes = lambda *_: True  # noqa: E731 - past the mark, needing a model
+    assert ahead.consider(sid, view, None, 0, yes, yes, lambda msgs: None, discard)
+    engine.preparations = ahead
+
+    b = engine.context_breakdown()
+
+    assert (b.prepared_applied, b.prepared_discarded, b.preparing) == (2, 1, True)
 
 
 # -- a reply cut off mid-stream: one rule for Ctrl-C and a dropped connection ---------------
