@@ -36,9 +36,10 @@ from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.summarize import Summarizer
 from harness9.context.topics import TopicDetector
 from harness9.context.view import (
-    LiveViews,
+    FreshViews,
     MeasuredView,
     ModelView,
+    Views,
     build_view,
     checkpoint_for,
     instruction_budget,
@@ -193,10 +194,13 @@ class ContextPolicy:
         token_counter: TokenCounter | None = None,
         compactor_factory: CompactorFactory | None = None,
         ahead: Preparations | None = None,
+        views: Views | None = None,
     ) -> None:
         """``compactor_factory`` replaces the strategy's compactor (benchmarks' peers);
         ``ahead``: summaries prepared ahead of the threshold (None: not), served to the
-        compactions through ``summarizer`` (harness9.engine.prepared.prepared_ahead)."""
+        compactions through ``summarizer`` (harness9.engine.prepared.prepared_ahead);
+        ``views``: where each call's view comes from (None: read whole from the store every
+        call; the engine's ``LiveViews`` keeps them between calls)."""
         self.opts, self.context_window = opts, context_window
         make = compactor_factory or partial(build_compactor, opts.strategy, target=opts.target)
         self.compactor = make(summarizer, context_window, opts.threshold_tokens(context_window))
@@ -212,7 +216,7 @@ class ContextPolicy:
         self.largest_answered = 0
         self._make, self._summarizer = make, summarizer
         self.window_listeners: list[Callable[[int], object]] = []  # told ``adopt_window``
-        self.views = LiveViews()  # each session's view between calls: reads only new rows
+        self.views: Views = views if views is not None else FreshViews()
         self._states: dict[str, SessionContextState] = {}
 
     @property

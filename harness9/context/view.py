@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from harness9.context.pipeline import CompactionResult
 from harness9.context.stubs import (
@@ -43,7 +42,6 @@ from harness9.schema import (
     Message,
     TodoItem,
 )
-from harness9.store.holding import HoldingSession
 from harness9.store.session import (
     STUB_VERBATIM,
     Checkpoint,
@@ -140,9 +138,17 @@ def shown_message(rec: StoredMessage, stub: Stub | None = None) -> Message:
 
 
 def load_view(session: CheckpointedSession, system: SystemPrompt) -> ModelView:
-    checkpoint = session.latest_checkpoint()
-    records = session.get_records(after_id=_last_id(checkpoint))
-    return build_view(system, records, checkpoint, session.pins())
+    return measure_view(session, system).view
+
+
+def measure_view(
+    session: CheckpointedSession, system: SystemPrompt, fixed: int = 0
+) -> MeasuredView:
+    """The session's view read whole from the store, measured, counting ``fixed``."""
+    checkpoint, pins = session.latest_checkpoint(), session.pins()
+    view = build_view(system, session.get_records(after_id=_last_id(checkpoint)), checkpoint, pins)
+    parts = system_parts(system, pins, _instructions(checkpoint))
+    return MeasuredView(view, sum(map(message_bytes, view.messages)), checkpoint, parts, fixed)
 
 
 def summary_text(checkpoint: Checkpoint) -> str:
@@ -222,60 +228,29 @@ class MeasuredView:
         return self.nbytes // BYTES_PER_TOKEN + self.fixed
 
 
-class LiveViews:
-    """Each session's view between model calls, so a call reads only the rows added since;
-    ``load`` equals ``load_view`` on the same store. The log only grows, but for ``/undo``
-    popping the newest rows and a new checkpoint replacing the view: a load checks both.
-    Messages a locked database holds in memory carry provisional ids: nothing is kept then.
-    """
+class Views(Protocol):
+    """Where the policy gets the view a model call starts from: ``load`` equals
+    ``measure_view`` on the same store. The engine's cache (harness9.engine.views) keeps
+    each session's view between calls and reads only the rows added since; ``forget``
+    drops what it keeps of a session."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # Each session's view; its system message, a placeholder, is not counted in nbytes.
-        self._kept: dict[str, MeasuredView] = {}
-        self.rebuilds = 0  # views built from the whole log after the checkpoint
-        self.rows_read = 0  # rows read from the store, in all
+    def load(
+        self, session: CheckpointedSession, system: SystemPrompt, fixed: int = 0
+    ) -> MeasuredView: ...
 
-    def forget(self, session_id: str) -> None:
-        with self._lock:
-            self._kept.pop(session_id, None)
+    def forget(self, session_id: str) -> None: ...
+
+
+class FreshViews:
+    """``Views`` read whole from the store on every call: nothing kept, nothing to forget."""
 
     def load(
         self, session: CheckpointedSession, system: SystemPrompt, fixed: int = 0
     ) -> MeasuredView:
-        """The view the next request starts from (``system`` first), counting ``fixed``."""
-        with self._lock:
-            kept = self._kept.pop(session.session_id, None)
-        held = isinstance(session, HoldingSession) and bool(session.held)
-        if held or kept is None or self._stale(session, kept):
-            checkpoint = session.latest_checkpoint()
-            view = build_view(Message("system"), [], checkpoint)  # its summary message only
-            kept = MeasuredView(view, sum(message_bytes(m) for m in view.messages[1:]), checkpoint)
-            self.rebuilds += 1
-        cp = kept.checkpoint
-        records = session.get_records(after_id=kept.view.ids[-1] or _last_id(cp))
-        self.rows_read += len(records)
-        for rec in records:
-            msg = shown_message(rec, cp.stubs.get(rec.id) if cp is not None else None)
-            kept.view.messages.append(msg)
-            kept.view.ids.append(rec.id)
-            kept.nbytes += message_bytes(msg)
-        if not held:
-            with self._lock:
-                self._kept[session.session_id] = kept
-        parts = system_parts(system, session.pins(), _instructions(cp))
-        head = system_message(parts)
-        view = ModelView([head, *kept.view.messages[1:]], [None, *kept.view.ids[1:]])
-        return MeasuredView(view, message_bytes(head) + kept.nbytes, cp, parts, fixed)
+        return measure_view(session, system, fixed)
 
-    @staticmethod
-    def _stale(session: CheckpointedSession, kept: MeasuredView) -> bool:
-        """Another checkpoint since ``kept`` was made, or ``/undo`` removed its newest row."""
-        cp, newest = kept.checkpoint, kept.view.ids[-1]
-        key = (cp.id, cp.last_message_id, cp.created_at) if cp is not None else None
-        if key != session.latest_checkpoint_key():
-            return True
-        return newest is not None and session.get_record(newest) is None
+    def forget(self, session_id: str) -> None:
+        pass
 
 
 def kept_stubs(view: ModelView, result: CompactionResult, cut: int) -> dict[int, Stub]:

@@ -160,6 +160,7 @@ class _Parts:
         from harness9.context.policy import ContextPolicy
         from harness9.engine.metering import MeteredSummarizer
         from harness9.engine.prepared import prepared_ahead
+        from harness9.engine.views import LiveViews
         from harness9.provider import make_token_counter
 
         opts = self.opts
@@ -178,6 +179,7 @@ class _Parts:
             token_counter=make_token_counter(self.settings.model),
             compactor_factory=self.compactor_factory,
             ahead=ahead,
+            views=LiveViews(),  # each session's view between calls: reads only new rows
         )
         policy.window_listeners.append(summarizer.fit_window)
         return policy, ahead

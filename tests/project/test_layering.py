@@ -119,43 +119,40 @@ def context_modules() -> list[Path]:
     return sorted((PACKAGE / "context").rglob("*.py"))
 
 
-# Reading a clock or running anything on a thread or a loop is the engine's (summaries
-# prepared ahead: harness9.engine.prepared, .background); a lock that guards shared state
-# (LiveViews' cache) may stay.
-CLOCKS_AND_LOOPS = ("time", "datetime", "asyncio", "concurrent", "sched")
-CONTEXT_LOCKS = frozenset({"Lock", "RLock"})
+# Reading a clock, running anything on a thread or a loop, or guarding state shared between
+# threads is the engine's (summaries prepared ahead: harness9.engine.prepared, .background;
+# the views kept between model calls: harness9.engine.views).
+CLOCKS_AND_LOOPS = ("time", "datetime", "asyncio", "concurrent", "sched", "threading")
 
 
 def threads_and_clocks(path: Path) -> set[str]:
-    """What ``path`` imports of ``CLOCKS_AND_LOOPS`` and the names of ``threading`` it uses
-    beyond its locks."""
-    found = {name for name in imported_modules(path) if name.split(".")[0] in CLOCKS_AND_LOOPS}
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == "threading":
-            found.update(f"threading.{a.name}" for a in node.names if a.name not in CONTEXT_LOCKS)
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "threading"
-            and node.attr not in CONTEXT_LOCKS
-        ):
-            found.add(f"threading.{node.attr}")
-    return found
+    """What ``path`` imports of ``CLOCKS_AND_LOOPS``."""
+    return {name for name in imported_modules(path) if name.split(".")[0] in CLOCKS_AND_LOOPS}
 
 
-def test_context_reads_no_clock_and_starts_no_thread():
+def test_context_reads_no_clock_starts_no_thread_and_holds_no_lock():
     found = {f"{p.name}: {name}" for p in context_modules() for name in threads_and_clocks(p)}
     assert found == set()
 
 
-def test_a_thread_event_or_a_clock_in_context_would_be_caught(tmp_path):
+def test_a_thread_a_lock_or_a_clock_in_context_would_be_caught(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import threading\nimport time\nfrom threading import local, Lock\n"
-        "lock = threading.Lock()\ndone = threading.Event()\n",
-        encoding="utf-8",
-    )
-    assert threads_and_clocks(probe) == {"time", "threading.local", "threading.Event"}
+    probe.write_text("import time\nfrom concurrent.futures import Future\n", encoding="utf-8")
+    lock = tmp_path / "lock.py"
+    lock.write_text("from threading import Lock\n\nlock = Lock()\n", encoding="utf-8")
+    assert threads_and_clocks(probe) == {"time", "concurrent.futures"}
+    assert threads_and_clocks(lock) == {"threading"}
+
+
+def test_the_views_kept_between_calls_are_the_engines_and_context_only_says_what_one_is():
+    # The policy loads views through its ``Views`` protocol; the cache that keeps them
+    # between calls is the engine's, which builds the policy with it.
+    from harness9.context import view
+    from harness9.engine.views import LiveViews
+
+    assert not hasattr(view, "LiveViews")
+    assert LiveViews.__module__ == "harness9.engine.views"
+    assert "harness9.engine.views" in imported_modules(PACKAGE / "engine" / "setup.py")
 
 
 def test_summaries_prepared_ahead_run_in_the_engine_and_context_only_decides():

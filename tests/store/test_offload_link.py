@@ -17,7 +17,8 @@ import pytest
 from harness9.config import store_location
 from harness9.context.pipeline import STRATEGY_STUBS, HybridCompactor
 from harness9.context.stubs import offload_source, stub_for, stub_message
-from harness9.context.view import LiveViews, checkpoint_for, load_view
+from harness9.context.view import checkpoint_for, load_view
+from harness9.engine.views import LiveViews
 from harness9.schema import Message, ToolCall, Usage
 from harness9.store import MemorySession
 from harness9.store.backend import SessionStore, open_store

@@ -14,7 +14,8 @@ import pytest
 
 from harness9.config import store_location
 from harness9.context.pipeline import evict_by_density
-from harness9.context.view import LiveViews, load_view
+from harness9.context.view import load_view
+from harness9.engine.views import LiveViews
 from harness9.schema import Message, ToolCall
 from harness9.store.backend import SessionStore, open_store
 from tests.support.cli import cli, export_json, reimport_json

@@ -3,6 +3,8 @@
 ``LiveViews.load`` reads only the rows after the newest one it holds; these tests
 check it against ``load_view`` (a from-scratch read) after appends, compactions,
 ``/undo``, and another process appending to the same session, on SQLite and in memory.
+The engine's policy keeps its views so; a policy given none reads each view whole, and
+sends the same requests.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness9.context.stubs import offload_source
-from harness9.context.view import LiveViews, load_view
-from harness9.request import system_message
-from harness9.schema import Message, ToolCall
+from harness9.config import ContextOptions, Settings
+from harness9.context.policy import ContextPolicy
+from harness9.context.stubs import is_summary, offload_source
+from harness9.context.view import FreshViews, load_view
+from harness9.engine.setup import build_engine
+from harness9.engine.views import LiveViews
+from harness9.request import Request, system_message
+from harness9.schema import Message, ToolCall, ToolDefinition
 from harness9.store import Manager, MemorySession
 from harness9.store.holding import HoldingSession
 from harness9.store.session import (
@@ -32,6 +38,7 @@ from harness9.store.session import (
 )
 from harness9.tokens import estimate_tokens
 from tests.support.cli import REPO_ROOT, cli_env
+from tests.support.history import ScriptedSummarizer
 
 SYSTEM = Message("system", "You are a test agent.")
 
@@ -306,3 +313,64 @@ def test_after_undo_in_chat_the_next_request_no_longer_carries_the_undone_exchan
     assert result.exit_code == 0, result.output
     sent = [[m["content"] for m in body["messages"][1:]] for body in llm_server.requests]
     assert sent == [["first question"], ["second question"]]
+
+
+def test_the_engines_policy_reads_only_the_rows_added_since_its_last_call(
+    llm_server, manager, tmp_path: Path
+) -> None:
+    (tmp_path / "f.txt").write_text("forty-two")
+    llm_server.reply_tool_calls([("c1", "read_file", '{"path": "f.txt"}')])
+    llm_server.reply_text("it says forty-two")
+    llm_server.reply_text("you are welcome")
+    settings = Settings("openai/test-model", llm_server.base_url)
+    session = manager.new_session()
+    engine = build_engine(settings, ContextOptions(), session, tmp_path, 128_000, stream=False)
+    views = engine.policy.views
+    assert isinstance(views, LiveViews)
+
+    engine.run_turn("read f.txt")  # two calls: [user], then + [call, result]
+    assert (views.rebuilds, views.rows_read) == (1, 1 + 2)
+    engine.run_turn("thanks")  # one call: + [answer, user]
+
+    assert len(session.get_records()) == 6
+    assert (views.rebuilds, views.rows_read) == (1, 1 + 2 + 2)
+
+
+def test_a_policy_given_no_views_reads_each_view_whole_from_the_store() -> None:
+    policy = ContextPolicy(ContextOptions(), ScriptedSummarizer(), 128_000)
+    assert isinstance(policy.views, FreshViews)
+
+
+TOOLS = [ToolDefinition("read_file", "Reads a file.", {"type": "object", "properties": {}})]
+
+
+def requests_of_a_growing_session(db: Path, views: LiveViews | None) -> list[Request]:
+    """The requests a policy in a 4K window prepares while a session grows past its
+    threshold (compacted), is pinned to, and has its newest exchange undone."""
+    summarizer = ScriptedSummarizer("**Goal:** read the files.")
+    policy = ContextPolicy(ContextOptions(), summarizer, 4_000, views=views)
+    requests: list[Request] = []
+    with Manager(db) as m:
+        s = m.new_session()
+        s.add_messages([Message("user", "read the files")])
+        for i in range(24):
+            requests.append(policy.prepare(s, SYSTEM, TOOLS, ["read_file"]))
+            s.add_messages(exchange(i))
+            s.add_messages([Message("user", f"and now file {i + 1} " + "x" * 800)])
+            if i == 5:
+                s.add_pin("answer in French")
+            if i == 9:
+                s.pop_message()
+                s.pop_message()
+    return requests
+
+
+def test_a_policy_without_views_sends_what_the_cached_views_send(tmp_path: Path) -> None:
+    cached = requests_of_a_growing_session(tmp_path / "cached.db", LiveViews())
+    fresh = requests_of_a_growing_session(tmp_path / "fresh.db", None)
+
+    assert any(is_summary(m) for m in cached[-1].messages)  # compacted on the way
+    assert "answer in French" in cached[-1].messages[0].content
+    assert [(r.system, r.messages, r.tools, r.estimated, r.shown_tokens) for r in fresh] == [
+        (r.system, r.messages, r.tools, r.estimated, r.shown_tokens) for r in cached
+    ]
