@@ -109,9 +109,9 @@ def test_every_prompt_is_a_text_file_in_the_bottom_layer_prompts_package():
 # compaction (pipeline and its strategy table, facts, stubs, summaries, topics). Its prompts
 # are text files in harness9/prompts.
 MAX_CONTEXT_MODULES = 8
-# A ceiling, not the goal: the package is 3,354 lines today and is meant to come down to
+# A ceiling, not the goal: the package is 3,252 lines today and is meant to come down to
 # 3,000; lower this as it shrinks, never raise it.
-MAX_CONTEXT_LINES = 3400
+MAX_CONTEXT_LINES = 3300
 
 
 def context_modules() -> list[Path]:
