@@ -14,7 +14,8 @@ session of ``--calls`` turns is that many model calls (and the summaries on top)
 
 Measures per server:
 - over: requests the server received over its window (refused), and of those after the
-  first refusal (target: 0);
+  first refusal (target: 0); a request asked again unstreamed after its stream died is
+  the same refusal;
 - lost: turns that ended in an error instead of a reply (target: 0);
 - early: compactions made while the server's own count of the context they replaced was
   under the threshold (80 % of the window, less the reply's budget), not counting the one
@@ -64,6 +65,11 @@ SERVERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("vLLM (max_tokens counted)", "vllm", {}),
     ("llama.cpp (n_ctx in the body)", "llama.cpp", {}),
     ("llama-cpp-python (stream fails)", "llama-cpp-python", {"counts_tools": False}),
+    (
+        "stream fails, no window named",
+        "llama-cpp-python",
+        {"counts_tools": False, "names_window": False},
+    ),
     ("LM Studio wording", "lm-studio", {}),
     ("tools not counted", "openai", {"counts_tools": False}),
     ("count 1.5x the estimate", "openai", {"ratio": 1.5}),
@@ -104,9 +110,12 @@ class Watch:
                 self.notes.append(f"early at {replaced} < {threshold}")
         reply = self.local(body)
         refused = len(self.local.over) > over_before
+        # A dead stream's request asked again unstreamed is the same refusal, not another.
+        again = self.previous_refused and self.previous is not None
+        again = again and body["messages"] == self.previous["messages"]
         if refused and self.first_refusal is None:
             self.first_refusal = self.agent_requests
-        elif refused:
+        elif refused and not again:
             self.over_after_first += 1
         self.agent_requests += 1
         self.previous, self.previous_refused = body, refused

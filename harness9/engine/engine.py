@@ -370,6 +370,12 @@ class AgentEngine:
             reply, usage = self.provider.send(
                 request, stream=self.options.stream, on_delta=self._on_delta
             )
+            died = _nothing(reply) and usage is None
+            if died and self.options.stream and request.shown_tokens > policy.largest_answered:
+                # A stream that ended with nothing after a 200, on a request larger than any
+                # this server answered: llama-cpp-python fails a stream over its window so,
+                # and refuses the same request unstreamed in words that name the window.
+                reply, usage = self.provider.send(request, stream=False)
         except ContextWindowExceededError as exc:
             if exc.window is not None:
                 self._adopt_window(sess, exc.window)
@@ -378,12 +384,10 @@ class AgentEngine:
         except StreamInterruptedError:
             self._keep_partial(sess)
             raise
-        empty = not reply.content.strip() and not reply.tool_calls
-        if empty and usage is None and request.shown_tokens > policy.largest_answered:
-            # A stream that ended with nothing after a 200, on a request larger than any
-            # this server answered: how a server that fails the stream says "too long".
-            # The window is then taken as the largest request answered (at least half of
-            # this one): every later request fits it.
+        if died and _nothing(reply) and request.shown_tokens > policy.largest_answered:
+            # Nothing came back, asked again too: how a server that fails the stream says
+            # "too long" when it names no window. The window is then taken as the largest
+            # request answered (at least half of this one): every later request fits it.
             if policy.largest_answered > 0:
                 guess = max(policy.largest_answered, request.shown_tokens // 2)
                 self._adopt_window(sess, guess)
@@ -574,3 +578,8 @@ class AgentEngine:
         self.on_event(ev.ToolFinished(call, content, outcome.is_error, exit_code, link))
         kept = result_metadata(outcome.metadata)
         return Message(ROLE_TOOL, content, tool_call_id=call.id, metadata=kept), link
+
+
+def _nothing(reply: Message) -> bool:
+    """A reply with no text and no tool call."""
+    return not reply.content.strip() and not reply.tool_calls

@@ -54,11 +54,12 @@ def test_a_refusal_naming_a_smaller_window_is_adopted_stored_and_never_exceeded_
 
 
 @pytest.mark.parametrize("finishes", [False, True])
-def test_a_stream_that_dies_after_a_200_on_a_larger_request_is_a_suspected_overflow(
+def test_a_stream_that_dies_after_a_200_is_asked_again_unstreamed_and_its_refusal_names_the_window(
     llm_server, finishes
 ):
     # llama-cpp-python: a streamed request over its window gets a 200 whose stream ends
-    # empty; its chat template drops the tool definitions.
+    # empty; the same request unstreamed is refused in OpenAI's words, which name the window.
+    # Its chat template drops the tool definitions.
     local = LocalServer("llama-cpp-python", 2048, counts_tools=False)
     local.dead_stream_finishes = finishes
     llm_server.respond_with(local)
@@ -67,9 +68,47 @@ def test_a_stream_that_dies_after_a_200_on_a_larger_request_is_a_suspected_overf
 
     assert result.exit_code == 0, result.output
     assert "sent an empty reply" not in result.output
-    assert "the server sent nothing back for a request of ~" in result.output
-    assert len(local.over) == 1  # the first failed stream only
+    assert "the server's window is 2,048 tokens, not 32.8K: compacting to it" in result.output
+    assert len(local.over) == 2 and len(set(local.over)) == 1  # one request, asked twice
+    [dead, asked_again] = [b for b in llm_server.requests if local.count(b) > 2048]
+    assert dead.get("stream") is True and not asked_again.get("stream")
     assert len([b for b in agent_requests(llm_server) if local.count(b) <= 2048]) >= 10
+    _, settings = latest_settings()
+    assert settings is not None and settings.context_window == 2048
+
+
+def test_a_dead_stream_whose_server_names_no_window_is_taken_as_a_suspected_overflow(llm_server):
+    # Nothing back streamed, nothing unstreamed: the window is taken as the largest request
+    # answered (a lower bound), and no later request goes over the real one.
+    local = LocalServer("llama-cpp-python", 2048, counts_tools=False, names_window=False)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i) for i in range(10)))
+
+    assert result.exit_code == 0, result.output
+    assert "sent an empty reply" not in result.output
+    assert "the server sent nothing back for a request of ~" in result.output
+    assert len(local.over) == 2  # the first request over the window, streamed and not
+    assert len([b for b in agent_requests(llm_server) if local.count(b) <= 2048]) >= 10
+    _, settings = latest_settings()
+    assert settings is not None and settings.context_window < 2048
+
+
+def test_a_stream_that_dies_once_on_a_request_that_fits_is_answered_unstreamed(llm_server):
+    # A stream that breaks for another reason: asked again, the answer arrives whole and
+    # nothing is compacted or learnt.
+    from tests.support.llm_server import DeadStreamReply, TextReply
+
+    llm_server.reply(DeadStreamReply())
+    llm_server.reply(TextReply("the answer, whole", usage=(50, 5)))
+
+    result = chat(llm_server, "hello")
+
+    assert result.exit_code == 0, result.output
+    assert "the answer, whole" in result.output
+    assert "context compacted" not in result.output
+    assert "the server's window is" not in result.output
+    assert [bool(b.get("stream")) for b in llm_server.requests] == [True, False]
 
 
 def test_an_honest_empty_reply_keeps_its_message(llm_server):

@@ -11,7 +11,8 @@ and its real count as usage, and refuses one that does not in the server's own w
 - ``llama.cpp``: 400 ``exceed_context_size_error``, the window only as ``n_ctx`` in the body;
   ``max_tokens`` counted too (a slot's context holds the reply)
 - ``llama-cpp-python``: a streamed request gets a 200 whose stream then ends empty (no
-  window anywhere); an unstreamed one OpenAI's words
+  window anywhere); an unstreamed one OpenAI's words (``names_window=False``: an empty
+  200 too, as a server that names its window nowhere)
 - ``lm-studio``: 400 ``... loaded with context length of only N tokens ...``
 
 The window is only ever in the refusal: the discovery routes are not served.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.llm_server import DeadStreamReply, ErrorReply, Reply, TextReply
+from tests.support.llm_server import DeadStreamReply, EmptyReply, ErrorReply, Reply, TextReply
 
 KINDS = ("openai", "vllm", "llama.cpp", "llama-cpp-python", "lm-studio")
 
@@ -54,6 +55,7 @@ class LocalServer:
     reply: Callable[[dict[str, Any]], str] = lambda body: "noted."
     # llama-cpp-python's failed stream: with a finish reason (else it just ends).
     dead_stream_finishes: bool = False
+    names_window: bool = True  # False: an unstreamed request over the window gets an empty 200
     summary: str = "**Goal:** keep notes\n**Critical Context:** the notes so far"
     counts_max_tokens: bool | None = None  # None: as the kind does (vLLM, llama.cpp)
     over: list[int] = field(default_factory=list)
@@ -97,6 +99,8 @@ class LocalServer:
             )
         if self.kind == "llama-cpp-python" and body.get("stream"):
             return DeadStreamReply(finish=self.dead_stream_finishes)
+        if self.kind == "llama-cpp-python" and not self.names_window:
+            return EmptyReply()
         if self.kind == "lm-studio":
             return ErrorReply(
                 400,
