@@ -9,10 +9,10 @@ import pytest
 
 from harness9.config import ContextOptions
 from harness9.context import is_valid_tool_sequence
-from harness9.context.pipeline import discard
 from harness9.context.policy import ContextPolicy
 from harness9.context.stubs import repair_orphaned_tool_pairs
 from harness9.context.view import load_view
+from harness9.context_events import discard
 from harness9.engine import events as ev
 from harness9.engine.engine import INTERRUPTED_STUB, AgentEngine, EngineOptions
 from harness9.engine.prepared import AheadOfThreshold, PreparedAnswers, PreparedRun
