@@ -97,6 +97,17 @@ class ServerCount:
         """Whether a server has reported any count yet."""
         return bool(self._samples)
 
+    def samples(self) -> tuple[tuple[int, int], ...]:
+        """The (estimate, reported) pairs the fit stands on, oldest first: what a session
+        stores so the next process counts as this one does (``seed``)."""
+        return tuple(self._samples)
+
+    def seed(self, samples: Iterable[tuple[int, int]]) -> None:
+        """Take up stored ``samples`` (as ``samples`` hands them out) by replaying them in
+        order through ``observe``: the fit is the one that learnt them."""
+        for estimated, actual in list(samples)[-self.SAMPLES :]:
+            self.observe(estimated, actual)
+
     def observe(self, estimated: int, actual: int) -> None:
         """One reply's reported input tokens (``actual``) for a request of ``estimated``."""
         if estimated <= 0 or actual <= 0:

@@ -233,9 +233,11 @@ class ChatRun:
         return limits.context_tokens
 
     def make_engine(self, model_name: str, window: int, session: Any) -> Any:
+        """An engine for ``session`` on ``model_name``, counting as the server did the last
+        time the session ran on that model and API base (before any reply of this chat)."""
         from harness9.engine.setup import build_engine
 
-        return build_engine(
+        engine = build_engine(
             replace(self.settings, model=model_name),
             self.opts,
             session,
@@ -254,6 +256,8 @@ class ChatRun:
             compactor_factory=self.env.compactor_factory,
             mcp=self.mcp,
         )
+        engine.seed_count(session.model_settings())
+        return engine
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:
         """/model NAME [WINDOW]: the same session on another model, window recomputed."""

@@ -72,8 +72,9 @@ def compact(
         sess = _target(manager, session)
         # Judged against another window or sent to another server, the session would
         # compact at another point, or leave the machine: what chat last used, unless told.
+        stored = sess.model_settings()
         settings = resolve_settings(
-            sess.model_settings(),
+            stored,
             model=model,
             api_base=api_base,
             context_window=context_window,
@@ -82,6 +83,7 @@ def compact(
         engine = _engine(
             env, manager, sess, settings, opts, work, float(timeout or options.DEFAULT_TIMEOUT_S)
         )
+        engine.seed_count(stored)  # its figures are the server's count, as chat showed them
         if dry_run:
             _dry_run(env, engine, sess.session_id, as_json=as_json, force=force)
             return

@@ -142,8 +142,9 @@ class AgentEngine:
         self._streamed: list[str] = []
         self._lock = threading.RLock()
         self._session = self._holding(session)
-        self._remembered = ""  # the session whose model and window were last stored
-        self._remembered_model = ""  # /model may switch it
+        # What was last stored with the session's settings: (session id, model, the
+        # count's samples); /model switches the model, each reply the samples.
+        self._remembered: tuple[str, str, tuple[tuple[int, int], ...]] | None = None
         # The threads of summaries prepared ahead (harness9.engine.background); build_engine
         # sets it, ``close`` ends them.
         self.background: Closeable | None = None
@@ -286,6 +287,7 @@ class AgentEngine:
                 sess.add_messages([reply])
                 # Reported after the save: accounting must never delay keeping the reply.
                 self._report_usage(usage)
+                self._remember_model(sess)  # the count it reported, for the next process
                 emit(ev.AssistantReply(reply))
                 result.reply = reply
                 if not reply.tool_calls:
@@ -337,19 +339,33 @@ class AgentEngine:
             self._run_next(sess, pending, tools_used)
 
     def _remember_model(self, sess: HoldingSession) -> None:
-        """Store the model and window the session uses (``harness9 compact`` reads them)."""
-        if self._remembered == sess.session_id and self._remembered_model == self.provider.model:
+        """Store the model, window and server's count the session uses (``--resume`` and
+        ``harness9 compact`` read them): one write, and none when nothing changed."""
+        samples = self.policy.count.samples()
+        remembered = (sess.session_id, self.provider.model, samples)
+        if self._remembered == remembered:
             return
-        self._remembered = sess.session_id
-        self._remembered_model = self.provider.model
+        self._remembered = remembered
         sess.remember_model(
             SessionSettings(
                 self.provider.model,
                 self.policy.context_window,
                 api_base=self.options.api_base,
                 workdir=str(self.workdir),
+                count_samples=samples,
             )
         )
+
+    def seed_count(self, stored: SessionSettings | None) -> bool:
+        """Count as the server did when ``stored`` was recorded: the policy's count starts
+        from its samples, when they were learnt from this model at this API base (another
+        server counts otherwise) and this engine has learnt nothing yet. True if seeded."""
+        if stored is None or not stored.count_samples or self.policy.count.known:
+            return False
+        if (stored.model, stored.api_base) != (self.provider.model, self.options.api_base):
+            return False
+        self.policy.count.seed(stored.count_samples)
+        return True
 
     def _report_usage(self, usage: Usage | None) -> None:
         if usage is not None:
@@ -445,7 +461,7 @@ class AgentEngine:
                 "compacting to it"
             )
         )
-        self._remembered = ""  # stored again, with the new window
+        self._remembered = None  # stored again, with the new window
         self._remember_model(sess)
 
     def _on_delta(self, text: str) -> None:

@@ -371,6 +371,30 @@ def decode_facts(value: object) -> list[str] | None:
     return list(value)
 
 
+def encode_count_samples(samples: tuple[tuple[int, int], ...]) -> str:
+    """The ``session_settings.count_samples`` value: JSON [[estimate, reported], ...]."""
+    return json.dumps([[e, a] for e, a in samples])
+
+
+def decode_count_samples(value: object) -> tuple[tuple[int, int], ...]:
+    """The inverse of ``encode_count_samples``. A row stored before samples were kept ('')
+    and a damaged value read as none: the count is then learnt again from the next reply."""
+    try:
+        raw = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return ()
+    if not isinstance(raw, list):
+        return ()
+    pairs = [p for p in raw if isinstance(p, list) and len(p) == 2]
+    if len(pairs) != len(raw) or not all(_positive(n) for p in pairs for n in p):
+        return ()
+    return tuple((p[0], p[1]) for p in pairs)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def encode_todos(items: list[TodoItem]) -> str:
     """A todo list as ``todo_lists.items`` keeps it: JSON [{content, status}], in order."""
     return json.dumps([{"content": t.content, "status": t.status} for t in items])

@@ -46,7 +46,7 @@ from harness9.store.sql_base import S, SqlStoreBase
 # What a fork copies of its origin as it is (table, columns after session_id, order).
 _FORK_COPIES = (
     ("session_pins", "text, created_at", " ORDER BY id"),  # pins keep their order
-    ("session_settings", "model, context_window, api_base, workdir", ""),
+    ("session_settings", "model, context_window, api_base, workdir, count_samples", ""),
 )
 
 

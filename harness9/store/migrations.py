@@ -494,6 +494,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE compactions ADD COLUMN facts TEXT;
         """,
     ),
+    (
+        # How the server counted a session's last requests, beside the model and API base
+        # they were learnt from (harness9.tokens.ServerCount's samples): a JSON list of
+        # [estimate, reported input tokens] (harness9.store.codec encode_count_samples), so
+        # --continue/--resume and `compact` count as chat last did. '' marks a row stored
+        # before this; it reads as no samples, as a damaged value does.
+        "session_count_samples",
+        """
+        ALTER TABLE session_settings ADD COLUMN count_samples TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 ]
 
 # The text the current schema indexes for a row aliased ``new``. A migration that changes

@@ -474,6 +474,18 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # As SQLite's session_count_samples: how the server counted the session's last
+        # requests, a JSON list of [estimate, reported]; '' (stored before) reads as none.
+        "session_count_samples",
+        """
+        ALTER TABLE harness9.session_settings
+            ADD COLUMN count_samples text NOT NULL DEFAULT '';
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -503,7 +503,7 @@ class PostgresSession(SqlSessionBase):
         """Record how the session runs (does not count as activity)."""
         with self._m.transaction() as conn:
             conn.execute(
-                REMEMBER_SQL + " SELECT %s, %s, %s, %s, %s "
+                REMEMBER_SQL + " SELECT %s, %s, %s, %s, %s, %s "
                 "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s)" + REMEMBER_CONFLICT_SQL,
                 (self._id, *settings_values(settings), self._id),
             )

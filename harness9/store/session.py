@@ -85,6 +85,9 @@ class SessionSettings:
     context_window: int  # 0: not recorded
     api_base: str = ""  # "" : the provider's own endpoint
     workdir: str = ""
+    # How the server counted the last requests, (estimate, reported input tokens) oldest
+    # first (harness9.tokens.ServerCount's samples), learnt from ``model`` at ``api_base``.
+    count_samples: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

@@ -22,6 +22,8 @@ from harness9.schema import ROLE_USER, Message, TodoItem
 from harness9.store.codec import (
     CorruptValueError,
     checkpoint_from_values,
+    decode_count_samples,
+    encode_count_samples,
     encode_todos,
     message_from_values,
     metadata_from_value,
@@ -167,13 +169,19 @@ class SqlSessionBase:
         """How chat last ran this session; None if never recorded."""
         with self._m.read() as conn:
             row = conn.execute(
-                "SELECT model, context_window, api_base, workdir FROM session_settings "
-                f"WHERE session_id = {self.PARAM}",
+                "SELECT model, context_window, api_base, workdir, count_samples "
+                f"FROM session_settings WHERE session_id = {self.PARAM}",
                 (self._id,),
             ).fetchone()
         if row is None or not row[0]:
             return None
-        return SessionSettings(str(row[0]), int(row[1] or 0), str(row[2] or ""), str(row[3] or ""))
+        return SessionSettings(
+            str(row[0]),
+            int(row[1] or 0),
+            str(row[2] or ""),
+            str(row[3] or ""),
+            count_samples=decode_count_samples(row[4]),
+        )
 
     # -- pins --------------------------------------------------------------------
 
@@ -371,13 +379,22 @@ class SqlSessionBase:
 
 
 # One statement for both stores: the columns in order, and the upsert's update.
-REMEMBER_SQL = "INSERT INTO session_settings (session_id, model, context_window, api_base, workdir)"
+REMEMBER_SQL = (
+    "INSERT INTO session_settings "
+    "(session_id, model, context_window, api_base, workdir, count_samples)"
+)
 REMEMBER_CONFLICT_SQL = (
     " ON CONFLICT (session_id) DO UPDATE SET model = excluded.model, "
     "context_window = excluded.context_window, api_base = excluded.api_base, "
-    "workdir = excluded.workdir"
+    "workdir = excluded.workdir, count_samples = excluded.count_samples"
 )
 
 
-def settings_values(settings: SessionSettings) -> tuple[str, int, str, str]:
-    return settings.model, settings.context_window, settings.api_base, settings.workdir
+def settings_values(settings: SessionSettings) -> tuple[str, int, str, str, str]:
+    return (
+        settings.model,
+        settings.context_window,
+        settings.api_base,
+        settings.workdir,
+        encode_count_samples(settings.count_samples),
+    )

@@ -596,7 +596,7 @@ class SQLiteSession(SqlSessionBase):
             if not self._m._exists(conn, self._id):
                 raise SessionNotFoundError(self._id, "it was deleted")
             conn.execute(
-                REMEMBER_SQL + " VALUES (?, ?, ?, ?, ?)" + REMEMBER_CONFLICT_SQL,
+                REMEMBER_SQL + " VALUES (?, ?, ?, ?, ?, ?)" + REMEMBER_CONFLICT_SQL,
                 (self._id, *settings_values(settings)),
             )
 

@@ -4,6 +4,7 @@ and window; --continue prefers the current directory's sessions; listings say wh
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -26,14 +27,16 @@ def only_session() -> tuple[str, SessionSettings | None]:
 
 
 def test_chat_records_the_model_api_base_window_and_workdir_of_a_session(llm_server, tmp_path):
-    llm_server.reply_text("hello")
+    llm_server.reply_text("hello", usage=(1400, 3))
     result = chat(llm_server, "hi\n", "--context-window", "5000", workdir=tmp_path)
 
     assert result.exit_code == 0, result.output
     _, settings = only_session()
-    assert settings == SessionSettings(
+    assert settings is not None
+    assert replace(settings, count_samples=()) == SessionSettings(
         "openai/test-model", 5000, api_base=llm_server.base_url, workdir=str(tmp_path.resolve())
     )
+    assert [reported for _, reported in settings.count_samples] == [1400]  # the server's count
 
 
 def test_continue_goes_on_with_the_sessions_model_server_and_window(llm_server, monkeypatch):

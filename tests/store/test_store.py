@@ -151,6 +151,7 @@ def test_final_schema(manager: Manager, db: Path):
         ("context_window", "INTEGER", 1),
         ("api_base", "TEXT", 1),
         ("workdir", "TEXT", 1),
+        ("count_samples", "TEXT", 1),
     ]
     assert columns(conn, "messages") == [
         ("id", "INTEGER", 0),
