@@ -618,10 +618,10 @@ class ChatLoop:
                 table.add_row("of which sub-agents", calls_line(self.subagent_usage))
         self.io.err.print(table)
         self.io.err.print(
-            token_line(
+            token_line(  # as the turns' token lines count it: the server's count once known
                 self.model,
                 self.engine.session.session_id,
-                b.total,
+                b.total if b.served is None else b.served,
                 b.context_window,
                 estimated=True,
                 cost=self.session_cost(),

@@ -277,6 +277,9 @@ def test_context_shows_the_servers_count_beside_the_estimates(llm_server):
     [row] = [line for line in lines if "as the server counts" in line]
     total = next(line for line in lines if line.strip().startswith("total")).split()[-1]
     assert kilo(total) < local.answered[-1] <= kilo(row.split()[-1]) + 50  # shown to 0.1K
+    # The token line under the table counts as the turns' lines do: the server's count.
+    [line] = [line for line in lines[lines.index(row) :] if "ctx " in line]
+    assert line.split("ctx ")[1].split("/")[0] == "~" + row.split()[-1]
 
 
 def test_a_one_shot_on_a_vllm_server_fits_the_reply_into_the_window_it_learns(llm_server):
