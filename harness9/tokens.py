@@ -75,6 +75,12 @@ class ServerCount:
     above it: a chat template that drops the tool definitions (a negative fixed part), a
     denser tokenizer or CJK text (a ratio under 1), a tokenizer that splits more, framing.
 
+    A request smaller than the one before starts a new run of calls (a compaction, an
+    undo): its messages are fewer for their size, so a server that counts a little per
+    message counts it lower than the calls before at the same estimate. The ratio is the
+    runs' common slope and the fixed part the latest run's level, so the calls from before
+    a compaction neither tilt the slope nor lift the level after it.
+
     Until the calls differ enough in size to tell the two parts apart, the count is the
     larger of the two one-part readings (``ratio`` alone, ``fixed`` alone): each is exact
     for its own kind of server, and the larger never under-counts a growing context for
@@ -114,20 +120,39 @@ class ServerCount:
             return  # no request, or a server that reports no usage
         self._samples.append((estimated, actual))
         samples = list(self._samples)
-        n = len(samples)
-        mean_e = sum(e for e, _ in samples) / n
-        mean_a = sum(a for _, a in samples) / n
-        var = sum((e - mean_e) ** 2 for e, _ in samples)
-        spread = max(e for e, _ in samples) - min(e for e, _ in samples)
-        if spread < self.MIN_SPREAD * mean_e or var == 0:
-            ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, mean_a / mean_e))
-            self._one_part = (ratio, mean_a - mean_e)
-            self.ratio, self.fixed = ratio, 0.0
-            return
-        cov = sum((e - mean_e) * (a - mean_a) for e, a in samples)
-        self.ratio = min(self.RATIO_MAX, max(self.RATIO_MIN, cov / var))
-        self.fixed = mean_a - self.ratio * mean_e
-        self._one_part = None
+        mean_e = sum(e for e, _ in samples) / len(samples)
+        runs = _runs(samples)
+        # The runs apart; when none spreads enough, all the calls as one run.
+        for grouped in (runs, [samples]) if len(runs) > 1 else (runs,):
+            fitted = self._fit(grouped, self.MIN_SPREAD * mean_e)
+            if fitted is not None:
+                (self.ratio, self.fixed), self._one_part = fitted, None
+                return
+        mean_a = sum(a for _, a in samples) / len(samples)
+        ratio = self._clamp(mean_a / mean_e)
+        self._one_part = (ratio, mean_a - mean_e)
+        self.ratio, self.fixed = ratio, 0.0
+
+    def _fit(
+        self, runs: list[list[tuple[int, int]]], min_spread: float
+    ) -> tuple[float, float] | None:
+        """(ratio, fixed): the slope the runs share, at the latest run's level; None when
+        no run spreads over ``min_spread`` tokens of estimate."""
+        var = cov = 0.0
+        widest = 0
+        for run in runs:
+            mean_e, mean_a = _means(run)
+            var += sum((e - mean_e) ** 2 for e, _ in run)
+            cov += sum((e - mean_e) * (a - mean_a) for e, a in run)
+            widest = max(widest, max(e for e, _ in run) - min(e for e, _ in run))
+        if widest < min_spread or var == 0:
+            return None
+        ratio = self._clamp(cov / var)
+        mean_e, mean_a = _means(runs[-1])
+        return ratio, mean_a - ratio * mean_e
+
+    def _clamp(self, ratio: float) -> float:
+        return min(self.RATIO_MAX, max(self.RATIO_MIN, ratio))
 
     def count(self, estimated: int) -> int:
         """The server's expected count of a request whose estimate is ``estimated``."""
@@ -137,3 +162,17 @@ class ServerCount:
             ratio, fixed = self._one_part
             return max(0, round(max(ratio * estimated, estimated + fixed)))
         return max(0, round(self.ratio * estimated + self.fixed))
+
+
+def _runs(samples: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """``samples`` split where a request is smaller than the one before."""
+    runs = [samples[:1]]
+    for before, sample in zip(samples, samples[1:], strict=False):
+        if sample[0] < before[0]:
+            runs.append([])
+        runs[-1].append(sample)
+    return runs
+
+
+def _means(run: list[tuple[int, int]]) -> tuple[float, float]:
+    return sum(e for e, _ in run) / len(run), sum(a for _, a in run) / len(run)

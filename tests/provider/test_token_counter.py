@@ -176,6 +176,37 @@ def test_requests_of_different_sizes_fit_a_ratio_and_a_fixed_part() -> None:
     assert model.count(4000) == 2400  # below the estimate: believed
 
 
+def notes(messages: int, summary: bool = False) -> tuple[int, int]:
+    """(estimate, server's count) of a request of ``messages`` messages of 75 tokens each
+    (``summary``: one of them is a 675-token summary of 22 folded messages) to a server
+    that counts 4 tokens a message beyond the estimate and 200 tokens of tool definitions."""
+    estimate = 75 * messages + (600 if summary else 0)
+    return estimate, estimate + 4 * messages + 200
+
+
+def test_the_calls_before_a_compaction_do_not_tilt_the_count_after_it() -> None:
+    # After the compaction the same estimate holds fewer messages, so the server counts it
+    # lower; fitted across both, the slope steepens and the next request was counted 24
+    # tokens over the server's 5,066 (a threshold in between compacted a call early).
+    model = ServerCount()
+    for messages in range(52, 66, 2):
+        model.observe(*notes(messages))
+    for messages in range(44, 54, 2):
+        model.observe(*notes(messages, summary=True))
+    estimate, served = notes(54, summary=True)
+    assert (estimate, served) == (4650, 5066)
+    assert model.count(estimate) == 5066
+
+
+def test_one_reply_after_a_compaction_sets_the_level_at_the_slope_learnt_before() -> None:
+    model = ServerCount()
+    for messages in range(50, 66, 2):
+        model.observe(*notes(messages))
+    model.observe(*notes(44, summary=True))
+    estimate, served = notes(46, summary=True)
+    assert model.count(estimate) == served == 4434
+
+
 def test_a_ratio_outside_four_times_either_way_is_clamped() -> None:
     model = ServerCount()
     model.observe(1000, 10_000)
