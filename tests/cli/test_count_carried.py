@@ -6,31 +6,11 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.store import open_manager
+from tests.support.window_chat import chat, kilo, note, runner
 from tests.support.window_server import LocalServer
-
-runner = CliRunner()
-
-
-def note(i: int, tokens: int = 400) -> str:
-    """A note of about ``tokens`` tokens (bytes / 4), one line."""
-    head = f"note {i}: "
-    return head + f"remember the figure {i}. " * ((tokens * 4 - len(head)) // 24)
-
-
-def chat(server, *lines: str, extra: tuple[str, ...] = ()) -> object:
-    argv = ["chat", "--model", "openai/smol", "--api-base", server.base_url, "--yes", *extra]
-    return runner.invoke(app, argv, input="".join(line + "\n" for line in lines))
-
-
-def kilo(figure: str) -> float:
-    """ "3.2K" -> 3200.0, "710" -> 710.0 (a token line's figure, "~" dropped)."""
-    figure = figure.lstrip("~")
-    return float(figure[:-1]) * 1000 if figure.endswith("K") else float(figure)
 
 
 def last_token_line_figure(output: str) -> float:
@@ -55,7 +35,7 @@ def test_compact_dry_run_counts_as_the_chats_token_line_did(llm_server):
     # and so does a preview in a new process, before anything is sent anywhere.
     local = LocalServer("openai", 8192, ratio=1.5)
     llm_server.respond_with(local)
-    result = chat(llm_server, *(note(i) for i in range(3)), extra=("--context-window", "8192"))
+    result = chat(llm_server, *(note(i, 400) for i in range(3)), extra=("--context-window", "8192"))
     assert result.exit_code == 0, result.output
     shown = last_token_line_figure(result.output)
     requests = len(llm_server.requests)
@@ -76,7 +56,7 @@ def test_a_resumed_session_is_compacted_before_its_first_request_goes_over_the_w
     # counted as the server counts, it is compacted before it is sent, never refused.
     local = LocalServer("openai", 8192, ratio=1.5)
     llm_server.respond_with(local)
-    grown = chat(llm_server, *(note(i) for i in range(9)), extra=("--context-window", "32768"))
+    grown = chat(llm_server, *(note(i, 400) for i in range(9)), extra=("--context-window", "32768"))
     assert grown.exit_code == 0, grown.output
     assert local.over == []
     sid, _ = stored_settings()
@@ -92,11 +72,11 @@ def test_a_resumed_session_is_compacted_before_its_first_request_goes_over_the_w
 def test_a_session_resumed_with_another_model_learns_its_count_anew(llm_server):
     local = LocalServer("openai", 32_768, ratio=1.5)
     llm_server.respond_with(local)
-    assert chat(llm_server, note(1), note(2)).exit_code == 0
+    assert chat(llm_server, note(1, 400), note(2, 400)).exit_code == 0
     sid, _ = stored_settings()
 
     argv = ["chat", "--resume", sid, "--model", "openai/other", "--api-base"]
-    result = runner.invoke(app, [*argv, llm_server.base_url, "--yes"], input=note(3) + "\n")
+    result = runner.invoke(app, [*argv, llm_server.base_url, "--yes"], input=note(3, 400) + "\n")
 
     assert result.exit_code == 0, result.output
     _, settings = stored_settings()

@@ -4,26 +4,13 @@ of the server at start, and its own count believed either way (issue 32)."""
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.store import open_manager
 from harness9.tokens import format_token_count
+from tests.support.window_chat import chat, kilo, note, runner
 from tests.support.window_server import LocalServer, is_summary_request
-
-runner = CliRunner()
-
-
-def note(i: int, tokens: int = 300) -> str:
-    """A note of about ``tokens`` tokens (bytes / 4), one line."""
-    head = f"note {i}: "
-    return head + f"remember the figure {i}. " * ((tokens * 4 - len(head)) // 24)
-
-
-def chat(server, *lines: str, extra: tuple[str, ...] = ()) -> object:
-    argv = ["chat", "--model", "openai/smol", "--api-base", server.base_url, "--yes", *extra]
-    return runner.invoke(app, argv, input="".join(line + "\n" for line in lines))
 
 
 def agent_requests(server) -> list[dict]:
@@ -233,12 +220,6 @@ def test_told_the_right_small_window_no_request_goes_over_it(llm_server):
     assert result.exit_code == 0, result.output
     assert local.over == []
     assert len(agent_requests(llm_server)) >= 8
-
-
-def kilo(figure: str) -> float:
-    """ "3.2K" -> 3200.0, "710" -> 710.0 (a token line's figure, "~" dropped)."""
-    figure = figure.lstrip("~")
-    return float(figure[:-1]) * 1000 if figure.endswith("K") else float(figure)
 
 
 def test_the_compaction_notice_counts_as_the_token_line_does(llm_server):

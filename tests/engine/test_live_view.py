@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,12 @@ from harness9.store.session import (
     STUB_STUBBED,
     Checkpoint,
     CheckpointedSession,
-    StoreBusyError,
     Stub,
 )
 from harness9.tokens import estimate_tokens
 from tests.support.cli import REPO_ROOT, cli_env
 from tests.support.history import ScriptedSummarizer
+from tests.support.stores import LockedMemorySession
 
 SYSTEM = Message("system", "You are a test agent.")
 
@@ -165,17 +164,6 @@ def test_rows_another_process_appends_to_the_same_session_are_seen(tmp_path: Pat
         assert_fresh(views, s)
         contents = [msg.content for msg in views.load(s, SYSTEM).view.messages]
         assert contents.index("from elsewhere") == 4  # in id order, before this process's rows
-
-
-class LockedMemorySession(MemorySession):
-    """A store whose writes fail while ``locked``, as a database another process locks."""
-
-    locked = False
-
-    def add_messages(self, msgs: list[Message], offloads: Sequence = ()) -> list[int]:
-        if self.locked:
-            raise StoreBusyError("database is locked")
-        return super().add_messages(msgs, offloads)
 
 
 def test_messages_held_by_a_locked_database_are_never_kept(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ on the SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from harness9.context.stubs import offload_source, stub_for, stub_message
 from harness9.context.view import checkpoint_for, load_view
 from harness9.engine.views import LiveViews
 from harness9.schema import Message, ToolCall, Usage
-from harness9.store import MemorySession
 from harness9.store.backend import SessionStore, open_store
 from harness9.store.holding import HoldingSession
 from harness9.store.legacy_checkpoint import legacy_stubs
@@ -28,11 +26,11 @@ from harness9.store.session import (
     STUB_STUBBED,
     STUB_VERBATIM,
     OffloadLink,
-    StoreBusyError,
     Stub,
 )
 from tests.support.cli import chat, cli, export_json, import_json
 from tests.support.migrations import undo_migrations
+from tests.support.stores import LockedMemorySession
 
 OID = "ofl_0123456789ab"
 LINK = OffloadLink(OID, 5000)
@@ -243,17 +241,9 @@ def test_an_old_eviction_stub_naming_its_offload_keeps_its_id_and_size():
     assert stub_for(shown).stub == Stub(STUB_STUBBED, 900, OID)
 
 
-class LockedSession(MemorySession):
-    locked = True
-
-    def add_messages(self, msgs: list[Message], offloads: Sequence = ()) -> list[int]:
-        if self.locked:
-            raise StoreBusyError("database is locked")
-        return super().add_messages(msgs, offloads)
-
-
 def test_a_result_held_while_the_database_is_locked_keeps_its_link():
-    inner = LockedSession("held")
+    inner = LockedMemorySession("held")
+    inner.locked = True
     held = HoldingSession(inner, retry_s=0.0)
     result = Message("tool", "reworded: " + BODY, tool_call_id="c0")
 
