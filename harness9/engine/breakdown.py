@@ -39,6 +39,11 @@ class ContextBreakdown:
     def total(self) -> int:
         return self.system + self.tools + self.summary + self.messages
 
+    @property
+    def shown(self) -> int:
+        """The size the token lines show: the server's count once known, else the estimate."""
+        return self.total if self.served is None else self.served
+
 
 def measure(
     request: Request,

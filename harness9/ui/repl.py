@@ -621,7 +621,7 @@ class ChatLoop:
             token_line(  # as the turns' token lines count it: the server's count once known
                 self.model,
                 self.engine.session.session_id,
-                b.total if b.served is None else b.served,
+                b.shown,
                 b.context_window,
                 estimated=True,
                 cost=self.session_cost(),
@@ -745,7 +745,7 @@ class ChatLoop:
         sid = self.engine.session.session_id
         info = self.manager.session_info(sid)
         b = self.engine.context_breakdown()
-        for line in recap(info, self.engine.session.get_messages(), b.total, b.context_window):
+        for line in recap(info, self.engine.session.get_messages(), b.shown, b.context_window):
             self.io.err.print(line)
 
     def switch_to(self, session: Any) -> None:
@@ -949,10 +949,10 @@ def prepared_line(b: ContextBreakdown) -> str:
 def nothing_left_to_fold(b: ContextBreakdown) -> str:
     """Why /compact folded nothing and, when the context is still over the threshold,
     what would help."""
-    if b.total <= b.threshold:
+    if b.shown <= b.threshold:
         return "nothing to compact: the context is already as small as compaction can make it"
     return (
-        f"nothing to compact: the context ({format_token_count(b.total)} tokens) is over the "
+        f"nothing to compact: the context ({format_token_count(b.shown)} tokens) is over the "
         f"{format_token_count(b.threshold)}-token threshold and nothing but its newest message "
         "is left; /new starts a fresh session, or a larger --context-window (a model with a "
         "bigger window) would help"

@@ -69,6 +69,21 @@ def test_a_resumed_session_is_compacted_before_its_first_request_goes_over_the_w
     assert local.over == []  # no request was refused
 
 
+def test_the_resume_recap_shows_the_size_the_last_token_line_showed(llm_server):
+    # The recap's "ctx" figure is the server's count, as the token line before /exit was,
+    # not harness9's estimate (about two thirds of it on this server).
+    local = LocalServer("openai", 32_768, ratio=1.5)
+    llm_server.respond_with(local)
+    grown = chat(llm_server, *(note(i, 400) for i in range(3)))
+    last = last_token_line_figure(grown.output)
+    sid, _ = stored_settings()
+
+    result = runner.invoke(app, ["chat", "--resume", sid, "--yes"], input="")
+
+    [recap] = [line for line in result.output.splitlines() if "resumed session" in line]
+    assert abs(kilo(recap.split("ctx ")[1].split("/")[0]) - last) <= 60
+
+
 def test_a_session_resumed_with_another_model_learns_its_count_anew(llm_server):
     local = LocalServer("openai", 32_768, ratio=1.5)
     llm_server.respond_with(local)
