@@ -47,6 +47,7 @@ class HistorySearchTool:
 
         return ToolDefinition(
             name=self.name,
+            read_only=True,
             description=(
                 "Search everything said and every tool result in this session, including "
                 "what compaction folded out of the context. All words must match. Returns "

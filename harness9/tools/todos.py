@@ -81,6 +81,7 @@ class ReadTodosTool:
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,
+            read_only=True,
             description="Show your current todo list for this task.",
             parameters={"type": "object", "properties": {}},
         )
