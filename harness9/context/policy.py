@@ -708,14 +708,14 @@ GROWTH_WINDOW = 10  # the calls the growth is averaged over
 
 
 def read_heavy(recent_tools: Sequence[str], tools: Sequence[ToolDefinition]) -> bool:
-    """Of the last ``RECENT_TOOLS`` calls, more than half are of tools declared read-only
-    and none is of one that runs a sub-agent (``ToolDefinition.read_only``, ``sub_agent``):
-    the smart trigger then looks further ahead."""
+    """Of the last ``RECENT_TOOLS`` calls, more than half are of tools that read content in
+    and none is of one that runs a sub-agent (as the tools declare: ``ToolDefinition.reads``,
+    ``sub_agent``): the smart trigger then looks further ahead."""
     declared = {t.name: t for t in tools}
     calls = [declared.get(name) for name in recent_tools[-RECENT_TOOLS:]]
     if any(t is not None and t.sub_agent for t in calls):
         return False
-    return sum(t is not None and t.read_only for t in calls) * 2 > len(calls)
+    return sum(t is not None and t.reads for t in calls) * 2 > len(calls)
 
 
 @dataclass(slots=True)

@@ -81,7 +81,6 @@ class ReadTodosTool:
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,
-            read_only=True,
             description="Show your current todo list for this task.",
             parameters={"type": "object", "properties": {}},
         )

@@ -121,22 +121,22 @@ def tool(name, **declared):
 
 # As the tools declare themselves (tests/tools checks that the built-in ones do).
 TOOLS = [
-    tool("read_file", read_only=True),
-    tool("mcp__fs__list_directory", read_only=True),
+    tool("read_file", reads=True),
+    tool("mcp__fs__list_directory", reads=True),
     tool("write_file"),
     tool("bash"),
     tool("task", sub_agent=True),
 ]
 
 
-def test_read_heavy_means_more_than_half_of_the_calls_are_of_read_only_tools():
+def test_read_heavy_means_more_than_half_of_the_calls_are_of_tools_that_read():
     assert not read_heavy([], TOOLS)
     assert read_heavy(["read_file", "mcp__fs__list_directory", "write_file"], TOOLS)
     assert not read_heavy(["read_file", "mcp__fs__list_directory", "write_file", "bash"], TOOLS)
     assert not read_heavy(["write_file", "bash", "read_file"], TOOLS)
 
 
-def test_a_tool_that_does_not_declare_itself_read_only_is_not_a_read_whatever_its_name():
+def test_a_tool_that_does_not_declare_that_it_reads_is_not_a_read_whatever_its_name():
     assert not read_heavy(["grep", "grep", "bash"], [*TOOLS, tool("grep")])
     # Nor is a call of a tool no longer offered (a server that went away).
     assert not read_heavy(["list_files", "list_files", "read_file"], TOOLS)

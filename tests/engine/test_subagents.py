@@ -422,8 +422,8 @@ def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_pa
     llm_server.respond_with(Family(make_files(work)))
     assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
     # The parent's second call follows its two `task` calls (the tool declares its
-    # sub-agent); the sub-agents' own calls follow read_file (it declares that it only
-    # reads: read-heavy) or nothing (conversation).
+    # sub-agent); the sub-agents' own calls follow read_file (it declares that it
+    # reads content in: read-heavy) or nothing (conversation).
     assert (["task", "task"], False) in seen
     assert sum("task" in tools for tools, _ in seen) == 1
     assert (["read_file"], True) in seen

@@ -195,7 +195,7 @@ def test_a_servers_read_only_hint_reaches_the_tools_definition():
         definitions = McpToolset(manager, window=1_000_000, defer="never").definitions()
     finally:
         manager.close()
-    read_only = {d.name: d.read_only for d in definitions}
-    assert read_only["mcp__demo__reverse"] is True
-    assert read_only["mcp__demo__add"] is False
-    assert read_only["mcp__demo__crash"] is False
+    reads = {d.name: d.reads for d in definitions}
+    assert reads["mcp__demo__reverse"] is True
+    assert reads["mcp__demo__add"] is False
+    assert reads["mcp__demo__crash"] is False

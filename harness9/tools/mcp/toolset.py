@@ -64,7 +64,7 @@ class McpTool:
         if why:
             desc = f"[unavailable: {why}; a call starts the server again] {desc}"
         schema = self.remote.input_schema or {"type": "object", "properties": {}}
-        return ToolDefinition(self.name, desc, schema, read_only=self.remote.read_only)
+        return ToolDefinition(self.name, desc, schema, reads=self.remote.read_only)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         server, tool = self.remote.server, self.remote.name
@@ -110,7 +110,6 @@ class ToolSearchTool:
         lines += self.toolset.server_lines()
         return ToolDefinition(
             name=self.name,
-            read_only=True,
             description="\n".join(lines),
             parameters={
                 "type": "object",
