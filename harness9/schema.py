@@ -154,6 +154,11 @@ class ToolDefinition:
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # What its calls do, for the smart trigger (never sent): ``reads``, they read content
+    # into the context and change nothing (read_file, offload_recall, an MCP tool its server
+    # marks ``readOnlyHint``); ``sub_agent``, they run a sub-agent (task).
+    reads: bool = False
+    sub_agent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {

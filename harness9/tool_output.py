@@ -36,8 +36,8 @@ _LINE_PREFIX_BYTES = 4096  # only the start of a line matters to the anchored pa
 MAX_DECLARATIONS = 20
 GENERIC_CHARS = 300
 
-# Tools whose output is one file's text (summarised as that file); not the smart trigger's
-# READ_ONLY_TOOLS (harness9.context.policy), which are every tool that only looks.
+# Tools whose output is one file's text (summarised as that file); the smart trigger's
+# reads are the tools that declare themselves read-only (``ToolDefinition.read_only``).
 FILE_READ_TOOLS = frozenset({"read_file", "read", "Read", "cat_file", "view_file"})
 GREP_TOOLS = frozenset({"grep", "Grep", "rg", "search", "search_files"})
 SHELL_TOOLS = frozenset({"bash", "shell", "Shell", "sh", "run_command", "exec"})

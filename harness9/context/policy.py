@@ -316,7 +316,8 @@ class ContextPolicy:
             return None
         early = False
         if self.opts.smart_triggers and limit > 0:  # 0: blind to tokens
-            early = st.smart_trigger(served, recent, self.context_window, limit)
+            reads = read_heavy(recent, at.frame.tools)
+            early = st.smart_trigger(served, reads, self.context_window, limit)
         # Forced when only the server's count or the trigger says so: the compactor's own
         # check counts the estimate alone. Once the server has reported, its count decides
         # either way: a server that counts less than the estimate compacts later.
@@ -701,22 +702,20 @@ def _gained(before: int, after: int, force: bool) -> bool:
     return after < before * (1 - MIN_COMPACTION_GAIN) or (force and after < before)
 
 
-# The smart trigger looks further ahead while the recent calls mostly read (every tool that
-# only looks; wider than tool_output's FILE_READ_TOOLS), but not when a sub-agent was called.
-READ_ONLY_TOOLS = frozenset(
-    {"read_file", "grep", "glob", "ls", "list_dir", "list_files", "search", "offload_recall"}
-)
-SUB_AGENT_TOOLS = frozenset({"task", "sub_agent", "spawn_agent", "delegate", "agent"})
 READ_HEAVY_LOOKAHEAD = 3  # model calls
 RECENT_TOOLS = 5  # the calls whose tools decide "read-heavy"
 GROWTH_WINDOW = 10  # the calls the growth is averaged over
 
 
-def read_heavy(recent_tools: Sequence[str]) -> bool:
-    """More than half of the calls read, and none is a sub-agent's."""
-    if any(t in SUB_AGENT_TOOLS for t in recent_tools):
+def read_heavy(recent_tools: Sequence[str], tools: Sequence[ToolDefinition]) -> bool:
+    """Of the last ``RECENT_TOOLS`` calls, more than half are of tools that read content in
+    and none is of one that runs a sub-agent (as the tools declare: ``ToolDefinition.reads``,
+    ``sub_agent``): the smart trigger then looks further ahead."""
+    declared = {t.name: t for t in tools}
+    calls = [declared.get(name) for name in recent_tools[-RECENT_TOOLS:]]
+    if any(t is not None and t.sub_agent for t in calls):
         return False
-    return sum(t in READ_ONLY_TOOLS for t in recent_tools) * 2 > len(recent_tools)
+    return sum(t is not None and t.reads for t in calls) * 2 > len(calls)
 
 
 @dataclass(slots=True)
@@ -745,12 +744,11 @@ class SessionContextState:
             return False
         return 0 <= iteration - self.last_compaction < self.cooldown_iterations
 
-    def smart_trigger(
-        self, tokens: int, recent_tools: Sequence[str], window: int, threshold: int
-    ) -> bool:
+    def smart_trigger(self, tokens: int, reads: bool, window: int, threshold: int) -> bool:
         """Counts a model call of ``tokens``; whether to compact before it, a little before
         the threshold is crossed: always at the window, never in the cooldown, else when
-        ``tokens + growth * lookahead`` reaches the threshold (docs/compaction.md)."""
+        ``tokens + growth * lookahead`` reaches the threshold, looking further ahead when
+        the recent calls mostly read (``reads``; docs/compaction.md)."""
         self.iterations += 1
         growth = self.growth()
         if self.tokens and tokens < self.tokens[-1]:
@@ -761,7 +759,6 @@ class SessionContextState:
             return True
         if self.in_cooldown(self.iterations):
             return False
-        reads = read_heavy(recent_tools[-RECENT_TOOLS:])
         ahead = READ_HEAVY_LOOKAHEAD if reads else self.lookahead_iterations
         # A shrinking context predicts no crossing: only the threshold itself counts then.
         return tokens + max(0.0, growth) * ahead >= threshold

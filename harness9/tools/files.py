@@ -36,6 +36,7 @@ class ReadFileTool:
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,
+            reads=True,
             description=(
                 "Read a UTF-8 text file inside the working directory. Returns the lines "
                 "prefixed with their 1-based line numbers. For large files read a window "

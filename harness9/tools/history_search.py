@@ -45,6 +45,9 @@ class HistorySearchTool:
     def definition(self) -> Any:
         from harness9.schema import ToolDefinition
 
+        # Not ``reads`` for the smart trigger: a search brings back a few lines, mostly of
+        # what a compaction folded, and counting the searches that follow a compaction
+        # compacted again sooner (bench_session's probe: one compaction more).
         return ToolDefinition(
             name=self.name,
             description=(

@@ -52,6 +52,7 @@ class OffloadRecallTool:
             )
         return ToolDefinition(
             name=self.name,
+            reads=True,
             description=(
                 "Recall the full content of a stored tool result: "
                 + "; or ".join(where)

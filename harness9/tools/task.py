@@ -36,6 +36,7 @@ class TaskTool:
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
             name=self.name,
+            sub_agent=True,
             description=(
                 "Hand a self-contained job (explore code, search logs, run and read tests) "
                 "to a sub-agent with a fresh context and the same tools and working "

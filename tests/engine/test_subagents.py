@@ -410,22 +410,23 @@ def test_history_search_finds_what_the_sub_agents_read(llm_server, tmp_path):
 def test_task_calls_feed_the_smart_triggers_sub_agent_pattern(llm_server, tmp_path, monkeypatch):
     from harness9.context import policy
 
-    seen: list[list[str]] = []
+    seen: list[tuple[list[str], bool]] = []
     real = policy.read_heavy
 
-    def spy(recent_tools):
-        seen.append(list(recent_tools))
-        return real(recent_tools)
+    def spy(recent_tools, tools):
+        seen.append((list(recent_tools), real(recent_tools, tools)))
+        return seen[-1][1]
 
     monkeypatch.setattr(policy, "read_heavy", spy)
     work = tmp_path / "w"
     llm_server.respond_with(Family(make_files(work)))
     assert chat(llm_server, "find the secrets\n", "--yes", workdir=work).exit_code == 0
-    # The parent's second call follows its two `task` calls; the sub-agents' own calls
-    # follow read_file (read-heavy) or nothing (conversation).
-    assert ["task", "task"] in seen
-    assert sum("task" in tools for tools in seen) == 1
-    assert ["read_file"] in seen and policy.read_heavy(["read_file"])
+    # The parent's second call follows its two `task` calls (the tool declares its
+    # sub-agent); the sub-agents' own calls follow read_file (it declares that it
+    # reads content in: read-heavy) or nothing (conversation).
+    assert (["task", "task"], False) in seen
+    assert sum("task" in tools for tools, _ in seen) == 1
+    assert (["read_file"], True) in seen
 
 
 def test_the_sub_agent_is_told_what_it_is(llm_server, tmp_path):

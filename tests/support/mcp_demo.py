@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ToolAnnotations
 
 # A 1x1 transparent PNG.
 PNG = bytes.fromhex(
@@ -32,7 +33,10 @@ def build(tools: int, marker: str = "") -> MCPServer:
     def add(a: int, b: int) -> str:
         return f"sum={a + b}"
 
-    @server.tool(description="Return the text given, reversed.")
+    @server.tool(
+        description="Return the text given, reversed.",
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
     def reverse(text: str) -> str:
         return text[::-1]
 

@@ -177,3 +177,25 @@ def test_an_unset_variable_without_a_default_is_one_line(workdir, monkeypatch):
     write(workdir, {"gh": {"command": "x", "env": {"T": "${NOT_SET_ANYWHERE}"}}})
     with pytest.raises(ConfigError, match=r"\$\{NOT_SET_ANYWHERE\} is not set"):
         project_servers(workdir)
+
+
+def test_a_servers_read_only_hint_reaches_the_tools_definition():
+    """The smart trigger looks further ahead while the recent calls mostly read; a server
+    tool counts as a read when the server says so (``readOnlyHint``), never by its name."""
+    import sys
+
+    from harness9.tools.mcp.manager import McpManager
+    from harness9.tools.mcp.toolset import McpToolset
+
+    demo = str(Path(__file__).parents[1] / "support" / "mcp_demo.py")
+    manager = McpManager([McpServer("demo", command=sys.executable, args=(demo,))])
+    manager.start()
+    try:
+        manager.wait_ready()
+        definitions = McpToolset(manager, window=1_000_000, defer="never").definitions()
+    finally:
+        manager.close()
+    reads = {d.name: d.reads for d in definitions}
+    assert reads["mcp__demo__reverse"] is True
+    assert reads["mcp__demo__add"] is False
+    assert reads["mcp__demo__crash"] is False

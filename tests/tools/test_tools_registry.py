@@ -136,3 +136,19 @@ def test_get_returns_none_for_an_unknown_name() -> None:
     registry = default_registry()
     assert registry.get("nope") is None
     assert registry.get("bash") is not None
+
+
+def test_the_tools_that_read_content_in_declare_it_and_task_declares_its_sub_agent() -> None:
+    from harness9.tools.history_search import HistorySearchTool
+    from harness9.tools.offload_recall import OffloadRecallTool
+    from harness9.tools.task import TaskTool
+
+    tools = [*default_registry().definitions()]
+    tools += [HistorySearchTool().definition(), OffloadRecallTool(None).definition()]
+    tools.append(TaskTool(runner=None).definition())  # type: ignore[arg-type]
+    # history_search and read_todos only read too, but bring back a few lines the session
+    # already holds: they do not count as reads for the smart trigger.
+    assert {t.name for t in tools if t.reads} == {"read_file", "offload_recall"}
+    assert [t.name for t in tools if t.sub_agent] == ["task"]
+    # What the smart trigger reads is never sent to the model.
+    assert all(set(t.to_dict()["function"]) == {"name", "description", "parameters"} for t in tools)

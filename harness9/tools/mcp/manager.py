@@ -38,12 +38,14 @@ LOG_DIR = "mcp-logs"
 
 @dataclass(slots=True, frozen=True)
 class RemoteTool:
-    """One tool a server lists: its own name, description and JSON schema."""
+    """One tool a server lists: its own name, description and JSON schema, and whether it
+    declares that it only reads (``readOnlyHint``)."""
 
     server: str
     name: str
     description: str
     input_schema: dict[str, Any]
+    read_only: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -228,7 +230,13 @@ class McpManager:
             async with Client(_transport(cfg, errlog), message_handler=on_message) as client:
                 listed = await _list_tools(client)
                 srv.tools = [
-                    RemoteTool(cfg.name, t.name, t.description or "", dict(t.input_schema))
+                    RemoteTool(
+                        cfg.name,
+                        t.name,
+                        t.description or "",
+                        dict(t.input_schema),
+                        bool(t.annotations and t.annotations.read_only_hint),
+                    )
                     for t in listed
                 ]
                 srv.client, srv.state = client, READY

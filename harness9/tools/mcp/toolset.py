@@ -64,7 +64,7 @@ class McpTool:
         if why:
             desc = f"[unavailable: {why}; a call starts the server again] {desc}"
         schema = self.remote.input_schema or {"type": "object", "properties": {}}
-        return ToolDefinition(name=self.name, description=desc, parameters=schema)
+        return ToolDefinition(self.name, desc, schema, reads=self.remote.read_only)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         server, tool = self.remote.server, self.remote.name
