@@ -89,7 +89,7 @@ def list_tools(
 ) -> None:
     """A server's tools: the name the model calls, the tokens of its definition, its text."""
     from harness9.tokens import estimate_tool_tokens
-    from harness9.tools.mcp.toolset import McpTool
+    from harness9.tools.mcp.toolset import tools_of
 
     env = environment(ctx)
     work, servers = _servers(workdir)
@@ -100,7 +100,7 @@ def list_tools(
     manager = _connected(work, chosen)
     try:
         view = manager.views()[0]
-        defs = [McpTool(manager, t, auto_approve=False).definition() for t in view.tools]
+        defs = [t.definition() for t in tools_of(manager, view.tools)]
     finally:
         manager.close()
     if view.state != "ready" and not defs:
