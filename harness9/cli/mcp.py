@@ -14,7 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
-from harness9.errors import ConfigError, UsageError
+from harness9.errors import ConfigError, HarnessError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,7 +104,7 @@ def list_tools(
     finally:
         manager.close()
     if view.state != "ready" and not defs:
-        raise UsageError(f"server {name} is {view.state}{': ' + view.error if view.error else ''}")
+        raise HarnessError(_not_ready(view.config, view.state, view.error))
     rows: list[dict[str, Any]] = [
         {"name": d.name, "tokens": estimate_tool_tokens([d]), "description": d.description}
         for d in defs
@@ -135,13 +135,35 @@ def approve_servers(
     if not names and not all_:
         raise UsageError("name the servers to approve, or pass --all")
     chosen = list(project) if all_ else list(names or [])
+    if not chosen:
+        env.echo(f"nothing to approve: {work / '.mcp.json'} names no server", err=True)
+    configured = {s.name for s in servers if s.source != SOURCE_PROJECT}
     for name in chosen:
+        if name in configured and name not in project:
+            raise UsageError(f"server {name} is in config.toml: it runs without approval")
         if name not in project:
             known = ", ".join(project) or "none"
             raise UsageError(f"no server {name!r} in {work / '.mcp.json'} (servers: {known})")
     for name in chosen:
         approve(work, project[name])
         env.echo(f"approved {name}: {describe_server(project[name])}")
+
+
+def _not_ready(server: McpServer, state: str, error: str) -> str:
+    """Why ``mcp tools`` has no tools to show, and what to do about it."""
+    from harness9.tools.mcp.manager import DISABLED, FAILED, NOT_APPROVED
+
+    if state == FAILED:
+        return f"server {server.name} failed: {error}"
+    if state == NOT_APPROVED:
+        return (
+            f"server {server.name} of .mcp.json is not approved for this directory; "
+            f"approve it with: harness9 mcp approve {server.name}"
+        )
+    if state == DISABLED:
+        where = "config.toml" if server.source == "config" else server.source
+        return f"server {server.name} is disabled (enabled = false in {where})"
+    return f"server {server.name} is {state}"
 
 
 def describe_server(server: McpServer) -> str:
