@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness9.config import McpServer, harness9_home
 
@@ -199,7 +200,7 @@ class McpManager:
         log = _log_path(srv.config.name)
         started = _log_size(log)
         try:
-            with log.open("a", encoding="utf-8", errors="replace") as errlog:
+            with _log_file(log) as errlog:
                 await self._session(srv, errlog)
         except BaseException as exc:  # noqa: BLE001 - the server's failure, reported as one line
             if srv.generation == generation and srv.state in (CONNECTING, READY):
@@ -390,7 +391,13 @@ def _quiet_sdk_logging() -> None:
     logger = logging.getLogger("mcp")
     if logger.handlers:
         return
-    handler = logging.FileHandler(_log_path("client"), encoding="utf-8")
+    handler: logging.Handler
+    try:
+        path = _log_path("client")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:  # a home that cannot hold logs (read-only): not a reason to fail
+        handler = logging.NullHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
@@ -408,9 +415,20 @@ def _wait(event: threading.Event, timeout: float) -> None:
 
 
 def _log_path(name: str) -> Path:
-    folder = harness9_home() / LOG_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{name}.log"
+    return harness9_home() / LOG_DIR / f"{name}.log"
+
+
+@contextlib.contextmanager
+def _log_file(path: Path) -> Iterator[IO[str]]:
+    """A stdio server's stderr: its log file, or the null device when the home cannot hold
+    one (a read-only HARNESS9_HOME, say): the server runs all the same, unlogged."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = path.open("a", encoding="utf-8", errors="replace")
+    except OSError:
+        fh = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    with fh:
+        yield fh
 
 
 def _log_size(path: Path) -> int:
