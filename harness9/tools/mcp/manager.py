@@ -82,6 +82,7 @@ class _Server:
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None  # the task holding the session
     generation: int = 0
+    http_status: str = ""  # an HTTP server's last error status ("HTTP 401 Unauthorized")
 
 
 class McpManager:
@@ -205,7 +206,8 @@ class McpManager:
         except BaseException as exc:  # noqa: BLE001 - the server's failure, reported as one line
             if srv.generation == generation and srv.state in (CONNECTING, READY):
                 what = "did not start" if srv.state == CONNECTING else "stopped"
-                self._fail(srv, f"{what}: {describe(exc)}{_last_line(log, started)}")
+                why = f"{describe(exc)}{_status(srv)}{_last_line(log, started)}"
+                self._fail(srv, f"{what}: {why}")
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
         finally:
@@ -225,8 +227,14 @@ class McpManager:
             if isinstance(message, Exception):  # a line that is not JSON-RPC: not MCP
                 self._fail(srv, f"answered garbage: {_garbage(message)}")
 
+        async def on_response(response: Any) -> None:
+            if response.status_code >= 400:  # the SDK's error leaves the status out
+                srv.http_status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+        srv.http_status = ""
+        transport = _transport(cfg, errlog, on_response)
         async with asyncio.timeout(_start_timeout(cfg)) as deadline:
-            async with Client(_transport(cfg, errlog), message_handler=on_message) as client:
+            async with Client(transport, message_handler=on_message) as client:
                 listed = await _list_tools(client)
                 srv.tools = [
                     RemoteTool(cfg.name, t.name, t.description or "", dict(t.input_schema))
@@ -339,13 +347,20 @@ async def _list_tools(client: Any) -> list[Any]:
             return tools
 
 
-def _transport(cfg: McpServer, errlog: Any) -> Any:
+def _status(srv: _Server) -> str:
+    """`` (HTTP 401 Unauthorized)`` when an HTTP server's last answer was an error status."""
+    return f" ({srv.http_status})" if srv.http_status else ""
+
+
+def _transport(cfg: McpServer, errlog: Any, on_response: Callable[[Any], Any]) -> Any:
     if cfg.url:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         http = httpx2.AsyncClient(
-            headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            headers=dict(cfg.headers),
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            event_hooks={"response": [on_response]},
         )
         return streamable_http_client(cfg.url, http_client=http)
     from mcp.client.stdio import StdioServerParameters, stdio_client
