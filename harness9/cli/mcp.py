@@ -52,9 +52,19 @@ def _connected(work: Path, servers: list[McpServer]) -> McpManager:
     from harness9.tools.mcp.project import is_approved
 
     manager = McpManager(servers, approved=lambda s: is_approved(work, s))
-    manager.start()
-    manager.wait_ready()
+    _start_and_wait(manager)
     return manager
+
+
+def _start_and_wait(manager: McpManager) -> None:
+    """Start every server and wait until each is ready or failed. Whatever ends the wait
+    early (Ctrl-C) stops them again: no server's process outlives the command."""
+    try:
+        manager.start()
+        manager.wait_ready()
+    except BaseException:
+        manager.close()
+        raise
 
 
 @mcp_app.command("list", cls=HarnessCommand)
@@ -208,8 +218,7 @@ def chat_mcp(
     if not repl:
         # Nobody waits at a prompt: the first request may as well carry every tool. (The
         # REPL starts them once its prompt shows: ChatRun._on_shown.)
-        manager.start()
-        manager.wait_ready()
+        _start_and_wait(manager)
     auto = frozenset(s.name for s in servers if s.auto_approve)
     placement = None if opts.loaded == "auto" else opts.loaded
     return McpTools(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import math
 import os
 import threading
 import time
@@ -33,6 +34,9 @@ OFF = "off"  # not started yet (or stopped on purpose)
 NOT_APPROVED = "not approved"
 DISABLED = "disabled"
 START_AT_LEAST_S = 30.0  # a server may take this long to start, even with a shorter call timeout
+# A start that timed out or was called off still stops the server's process: the SDK closes
+# its stdin, waits 2 s, then kills it; a wait for the start to settle allows for that.
+STOP_GRACE_S = 5.0
 WAIT_STEP_S = 0.05  # how often a waiting call looks up (and can take a Ctrl-C)
 LOG_DIR = "mcp-logs"
 
@@ -81,6 +85,9 @@ class _Server:
     released: threading.Event = field(default_factory=threading.Event)  # the session is closed
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None  # the task holding the session
+    # The start's cancel scope: a start is called off through it, never by cancelling the
+    # task, whose cancellation could cut the SDK's shielded stop of the process short.
+    starting: Any = None
     generation: int = 0
     http_status: str = ""  # an HTTP server's last error status ("HTTP 401 Unauthorized")
 
@@ -124,7 +131,7 @@ class McpManager:
         deadline = None if timeout is None else time.monotonic() + timeout
         for srv in list(self._servers.values()):
             if srv.state == CONNECTING:
-                left = _start_timeout(srv.config) + 1
+                left = _start_timeout(srv.config) + STOP_GRACE_S
                 if deadline is not None:
                     left = min(left, max(0.0, deadline - time.monotonic()))
                 _wait(srv.done, left)
@@ -198,6 +205,7 @@ class McpManager:
         """Open the session, list the tools, then keep it open until stopped."""
         srv.stop = asyncio.Event()
         srv.task = asyncio.current_task()
+        srv.starting = None
         log = _log_path(srv.config.name)
         started = _log_size(log)
         try:
@@ -219,6 +227,7 @@ class McpManager:
                 srv.released.set()
 
     async def _session(self, srv: _Server, errlog: Any) -> None:
+        import anyio
         from mcp import Client
 
         cfg = srv.config
@@ -233,7 +242,8 @@ class McpManager:
 
         srv.http_status = ""
         transport = _transport(cfg, errlog, on_response)
-        async with asyncio.timeout(_start_timeout(cfg)) as deadline:
+        with anyio.CancelScope(deadline=anyio.current_time() + _start_timeout(cfg)) as scope:
+            srv.starting = scope
             async with Client(transport, message_handler=on_message) as client:
                 listed = await _list_tools(client)
                 srv.tools = [
@@ -242,9 +252,11 @@ class McpManager:
                 ]
                 srv.client, srv.state = client, READY
                 srv.done.set()
-                deadline.reschedule(None)
+                scope.deadline = math.inf
                 assert srv.stop is not None
                 await srv.stop.wait()
+        if scope.cancelled_caught and srv.state == CONNECTING:  # the deadline, not a stop
+            raise TimeoutError
 
     def _fail(self, srv: _Server, why: str) -> None:
         srv.state, srv.error = FAILED, why
@@ -258,7 +270,7 @@ class McpManager:
         if loop is None:
             return
         if srv.client is None and task is not None:
-            loop.call_soon_threadsafe(task.cancel)
+            loop.call_soon_threadsafe(_call_off, srv, task)
         elif stop is not None:
             loop.call_soon_threadsafe(stop.set)
 
@@ -272,7 +284,7 @@ class McpManager:
             if srv.state in (FAILED, OFF):
                 self._connect(srv)
         if srv.state == CONNECTING:
-            _wait(srv.done, _start_timeout(srv.config) + 1)
+            _wait(srv.done, _start_timeout(srv.config) + STOP_GRACE_S)
         if srv.state != READY:
             raise ServerUnavailable(f"server {name} {srv.error or 'is not ready'}")
 
@@ -334,6 +346,16 @@ class McpManager:
             raise ServerUnavailable(f"server {srv.config.name} {srv.error}") from None
         content = [item.model_dump(by_alias=True, exclude_none=True) for item in result.content]
         return CallResult(content, result.structured_content, bool(result.is_error))
+
+
+def _call_off(srv: _Server, task: asyncio.Task[None]) -> None:
+    """Stop a start (on the loop's thread): through its cancel scope once it has one, so the
+    SDK still stops the server's process; before that no process exists, and the task
+    itself is cancelled."""
+    if srv.starting is not None:
+        srv.starting.cancel()
+    else:
+        task.cancel()
 
 
 async def _list_tools(client: Any) -> list[Any]:
