@@ -69,7 +69,12 @@ def _start_and_wait(manager: McpManager) -> None:
 
 @mcp_app.command("list", cls=HarnessCommand)
 def list_servers(ctx: typer.Context, as_json: JsonOpt = False, workdir: WorkdirOpt = None) -> None:
-    """Each server: source, transport, state, tool count and its definitions' tokens."""
+    """Each server: source, transport, state, tool count and its definitions' tokens.
+
+    Starts every enabled, approved server to ask for its tools (one that does not answer
+    is waited for up to its timeout, and at least 30 s), then stops them. A server that
+    failed is a row saying why; the exit code is still 0.
+    """
     from harness9.tools.mcp.toolset import server_rows
 
     env = environment(ctx)
@@ -97,7 +102,11 @@ def list_tools(
     as_json: JsonOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """A server's tools: the name the model calls, the tokens of its definition, its text."""
+    """A server's tools: the name the model calls, the tokens of its definition, its text.
+
+    Starts the server to ask it. Exit 1 when it has no tools to show (it failed, is not
+    approved or is disabled), with one line saying why.
+    """
     from harness9.tokens import estimate_tool_tokens
     from harness9.tools.mcp.toolset import tools_of
 
@@ -136,7 +145,11 @@ def approve_servers(
     all_: Annotated[bool, typer.Option("--all", help="Approve every server of .mcp.json.")] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Let servers of this directory's .mcp.json run (remembered; a changed entry asks again)."""
+    """Let servers of this directory's .mcp.json run (remembered; a changed entry asks again).
+
+    Approvals are kept in $HARNESS9_HOME/mcp_approvals.json, per directory and per entry as
+    written; --yes never approves a server, and config.toml's servers need no approval.
+    """
     from harness9.tools.mcp.project import SOURCE_PROJECT, approve
 
     env = environment(ctx)

@@ -56,3 +56,16 @@ def test_approving_a_config_server_says_it_needs_no_approval(harness9_home, work
 
     assert result.exit_code == 2
     assert result.stderr == "harness9: server demo is in config.toml: it runs without approval\n"
+
+
+def test_mcp_list_help_says_it_starts_the_servers_and_how_it_exits():
+    text = " ".join(cli("mcp", "list", "--help").stdout.split())
+
+    assert "Starts every enabled, approved server to ask for its tools" in text
+    assert "A server that failed is a row saying why; the exit code is still 0." in text
+
+
+def test_mcp_tools_help_says_when_it_exits_1():
+    text = " ".join(cli("mcp", "tools", "--help").stdout.split())
+
+    assert "Exit 1 when it has no tools to show (it failed, is not approved or is disabled)" in text
