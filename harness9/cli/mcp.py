@@ -216,9 +216,12 @@ def chat_mcp(
         servers = list(opts.servers)
     if not servers:
         return None
-    for server in servers:
-        if server.enabled and not is_approved(work, server):
-            _ask_approval(env, work, server, err, ask, approve)
+    # Approved at the question this time: they run even when the answer cannot be saved.
+    allowed = {
+        s.name
+        for s in servers
+        if s.enabled and not is_approved(work, s) and _ask_approval(env, work, s, err, ask, approve)
+    }
 
     def notice(text: str) -> None:
         from harness9.ui.mcp_table import above_prompt
@@ -227,7 +230,9 @@ def chat_mcp(
             lambda: err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
         )
 
-    manager = McpManager(servers, approved=lambda s: is_approved(work, s), on_notice=notice)
+    manager = McpManager(
+        servers, approved=lambda s: s.name in allowed or is_approved(work, s), on_notice=notice
+    )
     if not repl:
         # Nobody waits at a prompt: the first request may as well carry every tool. (The
         # REPL starts them once its prompt shows: ChatRun._on_shown.)
@@ -241,7 +246,8 @@ def chat_mcp(
 
 def _ask_approval(
     env: Environment, work: Path, server: McpServer, err: Console, ask: bool, approve: Any
-) -> None:
+) -> bool:
+    """Ask (at a terminal) whether ``server`` may run; True when the user said yes."""
     what = describe_server(server)
     if ask:
         err.print(
@@ -253,8 +259,17 @@ def _ask_approval(
         err.print("Allow it (remembered for this directory)? [y/N] ", end="", markup=False)
         answer = env.stdin.readline()
         if answer.strip().lower() in ("y", "yes"):
-            approve(work, server)
-            return
+            try:
+                approve(work, server)
+            except HarnessError as exc:
+                err.print(
+                    f"mcp: {exc}; it runs for this chat only",
+                    style="yellow",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            return True
     err.print(
         f"mcp: server {server.name} of .mcp.json is not approved for this directory, so it "
         f"was not started; approve it with: harness9 mcp approve {server.name}",
@@ -263,3 +278,4 @@ def _ask_approval(
         highlight=False,
         soft_wrap=True,
     )
+    return False

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness9.config import McpServer, harness9_home, mcp_server
-from harness9.errors import ConfigError
+from harness9.errors import ConfigError, HarnessError
 
 PROJECT_FILE = ".mcp.json"
 APPROVALS_FILE = "mcp_approvals.json"
@@ -109,17 +109,23 @@ def is_approved(workdir: Path, server: McpServer) -> bool:
 
 
 def approve(workdir: Path, server: McpServer) -> None:
-    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically)."""
+    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically);
+    HarnessError when the file cannot be written."""
     data = _load_approvals()
     entry = data.get(str(workdir))
     entry = entry if isinstance(entry, dict) else {}
     entry[server.name] = fingerprint(server)
     data[str(workdir)] = entry
     path = _approvals_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only home, a full disk
+        raise HarnessError(
+            f"cannot save the approval of {server.name} in {path}: {exc.strerror or exc}"
+        ) from None
 
 
 def all_servers(configured: tuple[McpServer, ...], workdir: Path) -> list[McpServer]:
