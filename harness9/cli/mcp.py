@@ -131,6 +131,8 @@ def list_tools(
     if as_json:
         env.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
+    if not rows:
+        env.echo(f"server {name} lists no tools")
     for r in rows:
         first = r["description"].strip().splitlines()[0] if r["description"].strip() else ""
         env.echo(f"{r['name']}  ({r['tokens']} tokens)  {first}")

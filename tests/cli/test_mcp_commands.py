@@ -3,6 +3,8 @@ line saying why and what to do (exit 1 when the server is at fault, not the comm
 
 from __future__ import annotations
 
+import sys
+
 from tests.support.cli import cli
 from tests.tools.test_mcp import configure, demo, write_project
 
@@ -69,3 +71,14 @@ def test_mcp_tools_help_says_when_it_exits_1():
     text = " ".join(cli("mcp", "tools", "--help").stdout.split())
 
     assert "Exit 1 when it has no tools to show (it failed, is not approved or is disabled)" in text
+
+
+def test_tools_of_a_server_without_tools_says_so(harness9_home, workdir):
+    empty = "from mcp.server.mcpserver import MCPServer; MCPServer('empty').run()"
+    configure(harness9_home, {"empty": {"command": sys.executable, "args": ["-c", empty]}})
+
+    human = cli("mcp", "tools", "empty", "--workdir", str(workdir))
+    as_json = cli("mcp", "tools", "empty", "--workdir", str(workdir), "--json")
+
+    assert (human.exit_code, human.stdout) == (0, "server empty lists no tools\n")
+    assert (as_json.exit_code, as_json.stdout) == (0, "[]\n")
