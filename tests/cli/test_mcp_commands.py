@@ -3,6 +3,7 @@ line saying why and what to do (exit 1 when the server is at fault, not the comm
 
 from __future__ import annotations
 
+import json
 import sys
 
 from tests.support.cli import cli
@@ -82,3 +83,17 @@ def test_tools_of_a_server_without_tools_says_so(harness9_home, workdir):
 
     assert (human.exit_code, human.stdout) == (0, "server empty lists no tools\n")
     assert (as_json.exit_code, as_json.stdout) == (0, "[]\n")
+
+
+def test_a_server_whose_cwd_does_not_exist_is_told_apart_from_a_missing_command(
+    harness9_home, workdir
+):
+    gone = workdir / "gone"
+    configure(harness9_home, {"demo": {**demo(), "cwd": str(gone)}})
+
+    result = cli("mcp", "list", "--json", "--workdir", str(workdir))
+
+    assert result.exit_code == 0, result.output
+    assert (
+        json.loads(result.stdout)[0]["error"] == f"did not start: its cwd does not exist ({gone})"
+    )

@@ -214,7 +214,7 @@ class McpManager:
         except BaseException as exc:  # noqa: BLE001 - the server's failure, reported as one line
             if srv.generation == generation and srv.state in (CONNECTING, READY):
                 what = "did not start" if srv.state == CONNECTING else "stopped"
-                why = f"{describe(exc)}{_status(srv)}{_last_line(log, started)}"
+                why = f"{describe(exc, srv.config.cwd)}{_status(srv)}{_last_line(log, started)}"
                 self._fail(srv, f"{what}: {why}")
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
@@ -393,8 +393,9 @@ def _transport(cfg: McpServer, errlog: Any, on_response: Callable[[Any], Any]) -
     return stdio_client(params, errlog=errlog)
 
 
-def describe(exc: BaseException) -> str:
-    """One line for a failure, the first real error inside an exception group."""
+def describe(exc: BaseException, cwd: str = "") -> str:
+    """One line for a failure, the first real error inside an exception group (``cwd``:
+    the server's configured directory, which a missing one names instead of its command)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, TimeoutError):
@@ -404,6 +405,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return exc.error.message.lower()
     if isinstance(exc, FileNotFoundError):
+        if cwd and exc.filename == cwd:
+            return f"its cwd does not exist ({cwd})"
         return f"command not found ({exc.filename or exc})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
