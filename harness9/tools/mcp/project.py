@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def expand(value: Any, where: str) -> Any:
 
 def _server(name: str, entry: Any, path: Path) -> McpServer:
     where = f'server "{name}" in {path}'
+    written = entry
     entry = expand(entry, where)
     kind = (
         entry.get("type", "stdio" if "command" in entry else "http")
@@ -79,11 +81,20 @@ def _server(name: str, entry: Any, path: Path) -> McpServer:
     )
     if kind not in _TRANSPORTS:
         raise ConfigError(f"{where}: transport {kind!r} is not supported (stdio or http)")
-    return mcp_server(name, entry, source=SOURCE_PROJECT, where=where)
+    server = mcp_server(name, entry, source=SOURCE_PROJECT, where=where)
+    # The approval is for the entry as written: a token the user's environment gives it
+    # (${VAR}) may change without the checked-out file, or what runs, changing.
+    as_written = mcp_server(name, written, source=SOURCE_PROJECT, where=where)
+    return replace(server, approval_key=_digest(as_written))
 
 
 def fingerprint(server: McpServer) -> str:
-    """What an approval is for: everything that says what runs and where it connects."""
+    """What an approval is for: everything that says what runs and where it connects, as
+    its .mcp.json writes it (``${VAR}`` unexpanded)."""
+    return server.approval_key or _digest(server)
+
+
+def _digest(server: McpServer) -> str:
     what = [server.command, list(server.args), dict(server.env), server.cwd, server.url]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
