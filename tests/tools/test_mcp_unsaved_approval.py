@@ -1,6 +1,7 @@
 """Approving a project's server when the approval cannot be saved (a read-only home, a full
-disk): `mcp approve` says so in one line, exit 1; at chat's question the server runs for
-that chat, and a line says the answer was not kept."""
+disk, a damaged approvals file): `mcp approve` says so in one line, exit 1, and keeps the
+file as it was; at chat's question the server runs for that chat, and a line says the
+answer was not kept."""
 
 from __future__ import annotations
 
@@ -52,3 +53,16 @@ def test_a_yes_at_chats_question_that_cannot_be_saved_runs_the_server_for_that_c
         "it runs for this chat only"
     ) in env.stderr.getvalue()
     assert tool_messages(llm_server.requests[1]) == ["sum=4"]
+
+
+def test_approving_with_a_damaged_approvals_file_keeps_it_and_says_so(harness9_home, workdir):
+    project(workdir)
+    path = harness9_home / "mcp_approvals.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"/other/project": {"db": "0123', encoding="utf-8")  # cut short
+
+    result = cli("mcp", "approve", "proj", "--workdir", str(workdir))
+
+    assert result.exit_code == 1
+    assert result.stderr == f"harness9: cannot read {path} (not valid JSON): fix or remove it\n"
+    assert path.read_text(encoding="utf-8") == '{"/other/project": {"db": "0123'

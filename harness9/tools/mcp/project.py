@@ -103,12 +103,25 @@ def _approvals_path() -> Path:
     return harness9_home() / APPROVALS_FILE
 
 
-def _load_approvals() -> dict[str, dict[str, str]]:
+def _load_approvals(*, strict: bool = False) -> dict[str, dict[str, str]]:
+    """The approvals file's contents ({} when there is none). A file that cannot be read
+    as approvals approves nothing; ``strict`` (before writing it) is a HarnessError then,
+    so that writing one approval never wipes the others."""
+    path = _approvals_path()
     try:
-        data = json.loads(_approvals_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError) as exc:
+        if strict:
+            why = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+            raise HarnessError(f"cannot read {path} ({why}): fix or remove it") from None
+        return {}
+    if not isinstance(data, dict):
+        if strict:
+            raise HarnessError(f"cannot read {path} (not a JSON object): fix or remove it")
+        return {}
+    return data
 
 
 def is_approved(workdir: Path, server: McpServer) -> bool:
@@ -122,7 +135,7 @@ def is_approved(workdir: Path, server: McpServer) -> bool:
 def approve(workdir: Path, server: McpServer) -> None:
     """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically);
     HarnessError when the file cannot be written."""
-    data = _load_approvals()
+    data = _load_approvals(strict=True)
     entry = data.get(str(workdir))
     entry = entry if isinstance(entry, dict) else {}
     entry[server.name] = fingerprint(server)
