@@ -39,6 +39,7 @@ START_AT_LEAST_S = 30.0  # a server may take this long to start, even with a sho
 STOP_GRACE_S = 5.0
 WAIT_STEP_S = 0.05  # how often a waiting call looks up (and can take a Ctrl-C)
 LOG_DIR = "mcp-logs"
+LOG_MAX_BYTES = 1 << 20  # a server's log past this is moved to NAME.log.1 when it starts
 
 
 @dataclass(slots=True, frozen=True)
@@ -207,6 +208,7 @@ class McpManager:
         srv.task = asyncio.current_task()
         srv.starting = None
         log = _log_path(srv.config.name)
+        _rotate(log)
         started = _log_size(log)
         try:
             with _log_file(log) as errlog:
@@ -469,6 +471,14 @@ def _log_file(path: Path) -> Iterator[IO[str]]:
         fh = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
     with fh:
         yield fh
+
+
+def _rotate(path: Path) -> None:
+    """Keep a chatty server's log from growing without end: past LOG_MAX_BYTES it becomes
+    NAME.log.1 (replacing the one before), and the server starts a new NAME.log."""
+    if _log_size(path) > LOG_MAX_BYTES:
+        with contextlib.suppress(OSError):
+            path.replace(path.with_name(path.name + ".1"))
 
 
 def _log_size(path: Path) -> int:
