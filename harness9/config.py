@@ -711,6 +711,9 @@ class McpServer:
     enabled: bool = True
     timeout: float = MCP_DEFAULT_TIMEOUT
     auto_approve: bool = False  # its tools run without asking (config.toml only)
+    # What an approval of a .mcp.json server is for: a digest of its entry as the file writes
+    # it, before ${VAR} expansion ("" for config.toml's; harness9.tools.mcp.project).
+    approval_key: str = ""
 
     @property
     def transport(self) -> str:

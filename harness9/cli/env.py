@@ -98,6 +98,8 @@ class Environment:
         """Ask on stdout, read one line from stdin; only "y"/"yes" is a yes (EOF is a no)."""
         self.write(f"{question} [y/N]: ")
         answer = self.stdin.readline()
+        if not answer:  # Ctrl-D: the terminal left the cursor after the question
+            self.write("\n")
         return answer.strip().lower() in ("y", "yes")
 
     def console(self, *, err: bool = False, soft_wrap: bool | None = None) -> Console:

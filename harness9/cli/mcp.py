@@ -14,7 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
-from harness9.errors import ConfigError, UsageError
+from harness9.errors import ConfigError, HarnessError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,14 +52,29 @@ def _connected(work: Path, servers: list[McpServer]) -> McpManager:
     from harness9.tools.mcp.project import is_approved
 
     manager = McpManager(servers, approved=lambda s: is_approved(work, s))
-    manager.start()
-    manager.wait_ready()
+    _start_and_wait(manager)
     return manager
+
+
+def _start_and_wait(manager: McpManager) -> None:
+    """Start every server and wait until each is ready or failed. Whatever ends the wait
+    early (Ctrl-C) stops them again: no server's process outlives the command."""
+    try:
+        manager.start()
+        manager.wait_ready()
+    except BaseException:
+        manager.close()
+        raise
 
 
 @mcp_app.command("list", cls=HarnessCommand)
 def list_servers(ctx: typer.Context, as_json: JsonOpt = False, workdir: WorkdirOpt = None) -> None:
-    """Each server: source, transport, state, tool count and its definitions' tokens."""
+    """Each server: source, transport, state, tool count and its definitions' tokens.
+
+    Starts every enabled, approved server to ask for its tools (one that does not answer
+    is waited for up to its timeout, and at least 30 s), then stops them. A server that
+    failed is a row saying why; the exit code is still 0.
+    """
     from harness9.tools.mcp.toolset import server_rows
 
     env = environment(ctx)
@@ -87,9 +102,13 @@ def list_tools(
     as_json: JsonOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """A server's tools: the name the model calls, the tokens of its definition, its text."""
+    """A server's tools: the name the model calls, the tokens of its definition, its text.
+
+    Starts the server to ask it. Exit 1 when it has no tools to show (it failed, is not
+    approved or is disabled), with one line saying why.
+    """
     from harness9.tokens import estimate_tool_tokens
-    from harness9.tools.mcp.toolset import McpTool
+    from harness9.tools.mcp.toolset import tools_of
 
     env = environment(ctx)
     work, servers = _servers(workdir)
@@ -100,11 +119,11 @@ def list_tools(
     manager = _connected(work, chosen)
     try:
         view = manager.views()[0]
-        defs = [McpTool(manager, t, auto_approve=False).definition() for t in view.tools]
+        defs = [t.definition() for t in tools_of(manager, view.tools)]
     finally:
         manager.close()
     if view.state != "ready" and not defs:
-        raise UsageError(f"server {name} is {view.state}{': ' + view.error if view.error else ''}")
+        raise HarnessError(_not_ready(view.config, view.state, view.error))
     rows: list[dict[str, Any]] = [
         {"name": d.name, "tokens": estimate_tool_tokens([d]), "description": d.description}
         for d in defs
@@ -112,6 +131,8 @@ def list_tools(
     if as_json:
         env.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
+    if not rows:
+        env.echo(f"server {name} lists no tools")
     for r in rows:
         first = r["description"].strip().splitlines()[0] if r["description"].strip() else ""
         env.echo(f"{r['name']}  ({r['tokens']} tokens)  {first}")
@@ -126,7 +147,11 @@ def approve_servers(
     all_: Annotated[bool, typer.Option("--all", help="Approve every server of .mcp.json.")] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Let servers of this directory's .mcp.json run (remembered; a changed entry asks again)."""
+    """Let servers of this directory's .mcp.json run (remembered; a changed entry asks again).
+
+    Approvals are kept in $HARNESS9_HOME/mcp_approvals.json, per directory and per entry as
+    written; --yes never approves a server, and config.toml's servers need no approval.
+    """
     from harness9.tools.mcp.project import SOURCE_PROJECT, approve
 
     env = environment(ctx)
@@ -135,13 +160,35 @@ def approve_servers(
     if not names and not all_:
         raise UsageError("name the servers to approve, or pass --all")
     chosen = list(project) if all_ else list(names or [])
+    if not chosen:
+        env.echo(f"nothing to approve: {work / '.mcp.json'} names no server", err=True)
+    configured = {s.name for s in servers if s.source != SOURCE_PROJECT}
     for name in chosen:
+        if name in configured and name not in project:
+            raise UsageError(f"server {name} is in config.toml: it runs without approval")
         if name not in project:
             known = ", ".join(project) or "none"
             raise UsageError(f"no server {name!r} in {work / '.mcp.json'} (servers: {known})")
     for name in chosen:
         approve(work, project[name])
         env.echo(f"approved {name}: {describe_server(project[name])}")
+
+
+def _not_ready(server: McpServer, state: str, error: str) -> str:
+    """Why ``mcp tools`` has no tools to show, and what to do about it."""
+    from harness9.tools.mcp.manager import DISABLED, FAILED, NOT_APPROVED
+
+    if state == FAILED:
+        return f"server {server.name} failed: {error}"
+    if state == NOT_APPROVED:
+        return (
+            f"server {server.name} of .mcp.json is not approved for this directory; "
+            f"approve it with: harness9 mcp approve {server.name}"
+        )
+    if state == DISABLED:
+        where = "config.toml" if server.source == "config" else server.source
+        return f"server {server.name} is disabled (enabled = false in {where})"
+    return f"server {server.name} is {state}"
 
 
 def describe_server(server: McpServer) -> str:
@@ -171,9 +218,12 @@ def chat_mcp(
         servers = list(opts.servers)
     if not servers:
         return None
-    for server in servers:
-        if server.enabled and not is_approved(work, server):
-            _ask_approval(env, work, server, err, ask, approve)
+    # Approved at the question this time: they run even when the answer cannot be saved.
+    allowed = {
+        s.name
+        for s in servers
+        if s.enabled and not is_approved(work, s) and _ask_approval(env, work, s, err, ask, approve)
+    }
 
     def notice(text: str) -> None:
         from harness9.ui.mcp_table import above_prompt
@@ -182,12 +232,13 @@ def chat_mcp(
             lambda: err.print(text, style="yellow", markup=False, highlight=False, soft_wrap=True)
         )
 
-    manager = McpManager(servers, approved=lambda s: is_approved(work, s), on_notice=notice)
+    manager = McpManager(
+        servers, approved=lambda s: s.name in allowed or is_approved(work, s), on_notice=notice
+    )
     if not repl:
         # Nobody waits at a prompt: the first request may as well carry every tool. (The
         # REPL starts them once its prompt shows: ChatRun._on_shown.)
-        manager.start()
-        manager.wait_ready()
+        _start_and_wait(manager)
     auto = frozenset(s.name for s in servers if s.auto_approve)
     placement = None if opts.loaded == "auto" else opts.loaded
     return McpTools(
@@ -197,7 +248,8 @@ def chat_mcp(
 
 def _ask_approval(
     env: Environment, work: Path, server: McpServer, err: Console, ask: bool, approve: Any
-) -> None:
+) -> bool:
+    """Ask (at a terminal) whether ``server`` may run; True when the user said yes."""
     what = describe_server(server)
     if ask:
         err.print(
@@ -209,8 +261,17 @@ def _ask_approval(
         err.print("Allow it (remembered for this directory)? [y/N] ", end="", markup=False)
         answer = env.stdin.readline()
         if answer.strip().lower() in ("y", "yes"):
-            approve(work, server)
-            return
+            try:
+                approve(work, server)
+            except HarnessError as exc:
+                err.print(
+                    f"mcp: {exc}; it runs for this chat only",
+                    style="yellow",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            return True
     err.print(
         f"mcp: server {server.name} of .mcp.json is not approved for this directory, so it "
         f"was not started; approve it with: harness9 mcp approve {server.name}",
@@ -219,3 +280,4 @@ def _ask_approval(
         highlight=False,
         soft_wrap=True,
     )
+    return False

@@ -198,7 +198,12 @@ def list_sessions(
         bool, typer.Option("--all", "-a", help="Include the sessions of sub-agents (`task`).")
     ] = False,
 ) -> None:
-    """List sessions, most recently updated first (sub-agents' sessions with --all)."""
+    """List sessions, most recently updated first (sub-agents' sessions with --all).
+
+    --json prints an array of {id, parent_id, title, created_at, updated_at, message_count,
+    workdir, usage, forked_from}; times are ISO-8601 UTC. A store that does not exist yet
+    lists nothing (and is not created).
+    """
     env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
@@ -230,7 +235,12 @@ def show_session(
         int, typer.Option("--limit", "-n", min=0, help="Show only the newest N messages (0: all).")
     ] = 0,
 ) -> None:
-    """Show a session's messages, todos and compaction checkpoints."""
+    """Show a session's messages, todos and compaction checkpoints.
+
+    A damaged message row is skipped with a warning on stderr; the rest is shown. --json
+    adds the messages, todos, checkpoints, pins, corrupt_rows, children and forks to what
+    list --json prints of a session.
+    """
     env = environment(ctx)
     store = _open_store()
     if store is None:
@@ -348,7 +358,16 @@ def delete_sessions(
         ),
     ] = False,
 ) -> None:
-    """Delete sessions by id, or all sessions older than an age (for cron)."""
+    """Delete sessions by id, or all sessions older than an age (for cron).
+
+    A session goes with its sub-agents' sessions and its offloaded tool outputs; its forks
+    stay. Without a terminal nothing is deleted unless --yes (exit 1). --older-than goes by
+    the last update and keeps a session written to meanwhile. A crontab line that keeps
+    a month of history:
+
+    \b
+      0 4 * * * harness9 sessions delete --older-than 30d --yes
+    """
     env = environment(ctx)
     if session_ids and older_than is not None:
         raise UsageError("give session ids or --older-than, not both")

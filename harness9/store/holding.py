@@ -21,6 +21,7 @@ from harness9.store.session import (
     ChatSession,
     Checkpoint,
     OffloadLink,
+    SessionNotFoundError,
     SessionSettings,
     StoreBusyError,
     StoredMessage,
@@ -120,6 +121,13 @@ class HoldingSession:
                 pause = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
                 time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
                 attempt += 1
+            except SessionNotFoundError:
+                # Another process deleted the session (`sessions delete`): nothing held for
+                # it can ever be saved. Holding it would fail every later write of the chat,
+                # and its exit, with this same error.
+                self._held = []
+                self._told = False
+                raise
             except StoreError:
                 # Not a lock that passes by itself (a full disk, a damaged file): this
                 # write fails here, with the store's one-line error, exactly as it would

@@ -326,7 +326,7 @@ class LineageStore(SqlStoreBase[S]):
                 f"SELECT origin_id, origin_message FROM session_forks WHERE session_id = {p}",
                 (session_id,),
             ).fetchone()
-        return ForkOrigin(str(row[0]), int(row[1])) if row is not None else None
+        return _origin(row[0], row[1]) if row is not None else None
 
     def fork_origins(self) -> dict[str, ForkOrigin]:
         """Every fork's origin, by fork id (for listings)."""
@@ -334,7 +334,8 @@ class LineageStore(SqlStoreBase[S]):
             rows = conn.execute(
                 "SELECT session_id, origin_id, origin_message FROM session_forks"
             ).fetchall()
-        return {str(r[0]): ForkOrigin(str(r[1]), int(r[2])) for r in rows}
+        origins = {str(r[0]): _origin(r[1], r[2]) for r in rows}
+        return {sid: o for sid, o in origins.items() if o is not None}
 
     def forks_of(self, session_id: str) -> list[tuple[str, int]]:
         """The sessions forked from ``session_id``: (fork id, message number), oldest first."""
@@ -346,4 +347,15 @@ class LineageStore(SqlStoreBase[S]):
                 "ORDER BY s.created_at, f.session_id",
                 (session_id,),
             ).fetchall()
-        return [(str(r[0]), int(r[1])) for r in rows]
+        return [(str(r[0]), r[1]) for r in rows if _message_number(r[1])]
+
+
+def _message_number(value: Any) -> bool:
+    """Whether a fork row's message number is one (a hand-edited row may hold anything)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _origin(origin_id: Any, message: Any) -> ForkOrigin | None:
+    """A fork row's origin; None for a damaged row, which a listing must survive: the
+    fork is then shown as an original."""
+    return ForkOrigin(str(origin_id), message) if _message_number(message) else None

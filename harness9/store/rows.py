@@ -58,4 +58,6 @@ def info_from_row(row: Sequence[Any]) -> SessionInfo:
         title = "" if title is None else str(title)
     if isinstance(count, bool) or not isinstance(count, int):
         count = 0
+    if isinstance(workdir, bytes):
+        workdir = workdir.decode("utf-8", "replace")
     return SessionInfo(sid, created, updated, count, title, str(workdir or ""), parent or "")

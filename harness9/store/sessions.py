@@ -35,6 +35,13 @@ INFO_SQL = (
     "LEFT JOIN subagent_sessions ON subagent_sessions.session_id = sessions.id"
 )
 TOP_LEVEL_SQL = "parent_id IS NULL"
+# SQLite keeps whatever bytes a hand edit or a faulty tool wrote into a TEXT column, and its
+# driver refuses a whole query over one that is not UTF-8: read as bytes, a damaged title or
+# workdir is decoded with replacement characters (``info_from_row``) instead of making every
+# listing, and the cron clean-up, fail.
+INFO_SQL_BYTES = INFO_SQL.replace(" title, ", " CAST(title AS BLOB), ").replace(
+    "(SELECT st.workdir ", "(SELECT CAST(st.workdir AS BLOB) "
+)
 
 
 def aged_sql(param: str) -> str:
@@ -57,6 +64,8 @@ class AmbiguousSessionError(HarnessError):
 
 class SessionCatalog(SqlStoreBase[S]):
     """Create, open, list, resolve and delete the sessions of an SQL store."""
+
+    INFO_SQL = INFO_SQL  # a store whose driver chokes on bad text reads INFO_SQL_BYTES
 
     def new_session(self) -> S:
         import uuid  # not at import time: listing sessions never needs it
@@ -96,7 +105,7 @@ class SessionCatalog(SqlStoreBase[S]):
         """Most recently updated first; ties go to the most recently created.
 
         Top-level sessions only, unless ``children``: sub-agents' sessions too."""
-        sql = INFO_SQL + ("" if children else f" WHERE {TOP_LEVEL_SQL}") + self.ORDER_SQL
+        sql = self.INFO_SQL + ("" if children else f" WHERE {TOP_LEVEL_SQL}") + self.ORDER_SQL
         args: tuple[int, ...] = ()
         if limit > 0:
             sql, args = sql + f" LIMIT {self.PARAM}", (limit,)
@@ -110,7 +119,7 @@ class SessionCatalog(SqlStoreBase[S]):
         p = self.PARAM
         with self.read() as conn:
             rows = conn.execute(
-                f"{INFO_SQL} WHERE {aged_sql(p)} AND {TOP_LEVEL_SQL} AND NOT EXISTS ("
+                f"{self.INFO_SQL} WHERE {aged_sql(p)} AND {TOP_LEVEL_SQL} AND NOT EXISTS ("
                 "SELECT 1 FROM subagent_sessions AS k JOIN sessions AS c ON c.id = k.session_id "
                 f"WHERE k.parent_id = sessions.id AND c.updated_at >= {p}){self.ORDER_SQL}",
                 (cutoff_unix, cutoff_unix, cutoff_unix),
@@ -120,7 +129,7 @@ class SessionCatalog(SqlStoreBase[S]):
     def session_info(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
         with self.read() as conn:
-            row = conn.execute(f"{INFO_SQL} WHERE id = {self.PARAM}", (session_id,)).fetchone()
+            row = conn.execute(f"{self.INFO_SQL} WHERE id = {self.PARAM}", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
         return info_from_row(row)

@@ -54,7 +54,7 @@ from harness9.store.session import (
     check_session_id,
     offload_links,
 )
-from harness9.store.sessions import aged_sql
+from harness9.store.sessions import INFO_SQL_BYTES, aged_sql
 from harness9.store.sql_manager import SqlManagerBase
 from harness9.store.sql_session import (
     REMEMBER_CONFLICT_SQL,
@@ -171,6 +171,7 @@ class Manager(SqlManagerBase["SQLiteSession"]):
 
     PARAM = "?"
     ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
+    INFO_SQL = INFO_SQL_BYTES
     PREFIX_MATCH, PREFIX_WILDCARD = "GLOB", "*"
 
     def __init__(

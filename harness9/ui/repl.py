@@ -399,6 +399,10 @@ class ChatLoop:
             result = self.engine.run_turn(text)
         except KeyboardInterrupt:
             result = None
+        except SessionNotFoundError as exc:
+            self.renderer.error(self._gone(exc))
+            self.failed_turns += 1
+            return
         except HarnessError as exc:
             self.renderer.error(str(exc))
             self.failed_turns += 1
@@ -424,6 +428,17 @@ class ChatLoop:
             self.renderer.print_token_line()
         if result.error:
             self.failed_turns += 1
+
+    def _gone(self, exc: SessionNotFoundError) -> str:
+        """The turn's error when the chat's own session was deleted meanwhile (by
+        ``sessions delete`` in another process): nothing more is saved to it, so say how
+        to go on."""
+        if exc.session_id != self.engine.session.session_id:
+            return str(exc)
+        return (
+            f"session {exc.session_id[:8]} was deleted by another harness9, so this turn was "
+            "not saved; /new starts a new session"
+        )
 
     # -- usage and cost ------------------------------------------------------------
 

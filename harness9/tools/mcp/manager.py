@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import math
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness9.config import McpServer, harness9_home
 
@@ -32,8 +34,12 @@ OFF = "off"  # not started yet (or stopped on purpose)
 NOT_APPROVED = "not approved"
 DISABLED = "disabled"
 START_AT_LEAST_S = 30.0  # a server may take this long to start, even with a shorter call timeout
+# A start that timed out or was called off still stops the server's process: the SDK closes
+# its stdin, waits 2 s, then kills it; a wait for the start to settle allows for that.
+STOP_GRACE_S = 5.0
 WAIT_STEP_S = 0.05  # how often a waiting call looks up (and can take a Ctrl-C)
 LOG_DIR = "mcp-logs"
+LOG_MAX_BYTES = 1 << 20  # a server's log past this is moved to NAME.log.1 when it starts
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,7 +88,11 @@ class _Server:
     released: threading.Event = field(default_factory=threading.Event)  # the session is closed
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None  # the task holding the session
+    # The start's cancel scope: a start is called off through it, never by cancelling the
+    # task, whose cancellation could cut the SDK's shielded stop of the process short.
+    starting: Any = None
     generation: int = 0
+    http_status: str = ""  # an HTTP server's last error status ("HTTP 401 Unauthorized")
 
 
 class McpManager:
@@ -124,7 +134,7 @@ class McpManager:
         deadline = None if timeout is None else time.monotonic() + timeout
         for srv in list(self._servers.values()):
             if srv.state == CONNECTING:
-                left = _start_timeout(srv.config) + 1
+                left = _start_timeout(srv.config) + STOP_GRACE_S
                 if deadline is not None:
                     left = min(left, max(0.0, deadline - time.monotonic()))
                 _wait(srv.done, left)
@@ -198,15 +208,18 @@ class McpManager:
         """Open the session, list the tools, then keep it open until stopped."""
         srv.stop = asyncio.Event()
         srv.task = asyncio.current_task()
+        srv.starting = None
         log = _log_path(srv.config.name)
+        _rotate(log)
         started = _log_size(log)
         try:
-            with log.open("a", encoding="utf-8", errors="replace") as errlog:
+            with _log_file(log) as errlog:
                 await self._session(srv, errlog)
         except BaseException as exc:  # noqa: BLE001 - the server's failure, reported as one line
             if srv.generation == generation and srv.state in (CONNECTING, READY):
                 what = "did not start" if srv.state == CONNECTING else "stopped"
-                self._fail(srv, f"{what}: {describe(exc)}{_last_line(log, started)}")
+                why = f"{describe(exc, srv.config.cwd)}{_status(srv)}{_last_line(log, started)}"
+                self._fail(srv, f"{what}: {why}")
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
         finally:
@@ -218,6 +231,7 @@ class McpManager:
                 srv.released.set()
 
     async def _session(self, srv: _Server, errlog: Any) -> None:
+        import anyio
         from mcp import Client
 
         cfg = srv.config
@@ -226,8 +240,15 @@ class McpManager:
             if isinstance(message, Exception):  # a line that is not JSON-RPC: not MCP
                 self._fail(srv, f"answered garbage: {_garbage(message)}")
 
-        async with asyncio.timeout(_start_timeout(cfg)) as deadline:
-            async with Client(_transport(cfg, errlog), message_handler=on_message) as client:
+        async def on_response(response: Any) -> None:
+            if response.status_code >= 400:  # the SDK's error leaves the status out
+                srv.http_status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+        srv.http_status = ""
+        transport = _transport(cfg, errlog, on_response)
+        with anyio.CancelScope(deadline=anyio.current_time() + _start_timeout(cfg)) as scope:
+            srv.starting = scope
+            async with Client(transport, message_handler=on_message) as client:
                 listed = await _list_tools(client)
                 srv.tools = [
                     RemoteTool(
@@ -241,9 +262,11 @@ class McpManager:
                 ]
                 srv.client, srv.state = client, READY
                 srv.done.set()
-                deadline.reschedule(None)
+                scope.deadline = math.inf
                 assert srv.stop is not None
                 await srv.stop.wait()
+        if scope.cancelled_caught and srv.state == CONNECTING:  # the deadline, not a stop
+            raise TimeoutError
 
     def _fail(self, srv: _Server, why: str) -> None:
         srv.state, srv.error = FAILED, why
@@ -257,7 +280,7 @@ class McpManager:
         if loop is None:
             return
         if srv.client is None and task is not None:
-            loop.call_soon_threadsafe(task.cancel)
+            loop.call_soon_threadsafe(_call_off, srv, task)
         elif stop is not None:
             loop.call_soon_threadsafe(stop.set)
 
@@ -271,7 +294,7 @@ class McpManager:
             if srv.state in (FAILED, OFF):
                 self._connect(srv)
         if srv.state == CONNECTING:
-            _wait(srv.done, _start_timeout(srv.config) + 1)
+            _wait(srv.done, _start_timeout(srv.config) + STOP_GRACE_S)
         if srv.state != READY:
             raise ServerUnavailable(f"server {name} {srv.error or 'is not ready'}")
 
@@ -335,6 +358,16 @@ class McpManager:
         return CallResult(content, result.structured_content, bool(result.is_error))
 
 
+def _call_off(srv: _Server, task: asyncio.Task[None]) -> None:
+    """Stop a start (on the loop's thread): through its cancel scope once it has one, so the
+    SDK still stops the server's process; before that no process exists, and the task
+    itself is cancelled."""
+    if srv.starting is not None:
+        srv.starting.cancel()
+    else:
+        task.cancel()
+
+
 async def _list_tools(client: Any) -> list[Any]:
     tools: list[Any] = []
     cursor: str | None = None
@@ -346,13 +379,20 @@ async def _list_tools(client: Any) -> list[Any]:
             return tools
 
 
-def _transport(cfg: McpServer, errlog: Any) -> Any:
+def _status(srv: _Server) -> str:
+    """`` (HTTP 401 Unauthorized)`` when an HTTP server's last answer was an error status."""
+    return f" ({srv.http_status})" if srv.http_status else ""
+
+
+def _transport(cfg: McpServer, errlog: Any, on_response: Callable[[Any], Any]) -> Any:
     if cfg.url:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         http = httpx2.AsyncClient(
-            headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            headers=dict(cfg.headers),
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            event_hooks={"response": [on_response]},
         )
         return streamable_http_client(cfg.url, http_client=http)
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -363,8 +403,9 @@ def _transport(cfg: McpServer, errlog: Any) -> Any:
     return stdio_client(params, errlog=errlog)
 
 
-def describe(exc: BaseException) -> str:
-    """One line for a failure, the first real error inside an exception group."""
+def describe(exc: BaseException, cwd: str = "") -> str:
+    """One line for a failure, the first real error inside an exception group (``cwd``:
+    the server's configured directory, which a missing one names instead of its command)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, TimeoutError):
@@ -374,6 +415,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return exc.error.message.lower()
     if isinstance(exc, FileNotFoundError):
+        if cwd and exc.filename == cwd:
+            return f"its cwd does not exist ({cwd})"
         return f"command not found ({exc.filename or exc})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -398,7 +441,13 @@ def _quiet_sdk_logging() -> None:
     logger = logging.getLogger("mcp")
     if logger.handlers:
         return
-    handler = logging.FileHandler(_log_path("client"), encoding="utf-8")
+    handler: logging.Handler
+    try:
+        path = _log_path("client")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:  # a home that cannot hold logs (read-only): not a reason to fail
+        handler = logging.NullHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
@@ -416,9 +465,28 @@ def _wait(event: threading.Event, timeout: float) -> None:
 
 
 def _log_path(name: str) -> Path:
-    folder = harness9_home() / LOG_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{name}.log"
+    return harness9_home() / LOG_DIR / f"{name}.log"
+
+
+@contextlib.contextmanager
+def _log_file(path: Path) -> Iterator[IO[str]]:
+    """A stdio server's stderr: its log file, or the null device when the home cannot hold
+    one (a read-only HARNESS9_HOME, say): the server runs all the same, unlogged."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = path.open("a", encoding="utf-8", errors="replace")
+    except OSError:
+        fh = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    with fh:
+        yield fh
+
+
+def _rotate(path: Path) -> None:
+    """Keep a chatty server's log from growing without end: past LOG_MAX_BYTES it becomes
+    NAME.log.1 (replacing the one before), and the server starts a new NAME.log."""
+    if _log_size(path) > LOG_MAX_BYTES:
+        with contextlib.suppress(OSError):
+            path.replace(path.with_name(path.name + ".1"))
 
 
 def _log_size(path: Path) -> int:

@@ -13,11 +13,12 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness9.config import McpServer, harness9_home, mcp_server
-from harness9.errors import ConfigError
+from harness9.errors import ConfigError, HarnessError
 
 PROJECT_FILE = ".mcp.json"
 APPROVALS_FILE = "mcp_approvals.json"
@@ -71,6 +72,7 @@ def expand(value: Any, where: str) -> Any:
 
 def _server(name: str, entry: Any, path: Path) -> McpServer:
     where = f'server "{name}" in {path}'
+    written = entry
     entry = expand(entry, where)
     kind = (
         entry.get("type", "stdio" if "command" in entry else "http")
@@ -79,11 +81,20 @@ def _server(name: str, entry: Any, path: Path) -> McpServer:
     )
     if kind not in _TRANSPORTS:
         raise ConfigError(f"{where}: transport {kind!r} is not supported (stdio or http)")
-    return mcp_server(name, entry, source=SOURCE_PROJECT, where=where)
+    server = mcp_server(name, entry, source=SOURCE_PROJECT, where=where)
+    # The approval is for the entry as written: a token the user's environment gives it
+    # (${VAR}) may change without the checked-out file, or what runs, changing.
+    as_written = mcp_server(name, written, source=SOURCE_PROJECT, where=where)
+    return replace(server, approval_key=_digest(as_written))
 
 
 def fingerprint(server: McpServer) -> str:
-    """What an approval is for: everything that says what runs and where it connects."""
+    """What an approval is for: everything that says what runs and where it connects, as
+    its .mcp.json writes it (``${VAR}`` unexpanded)."""
+    return server.approval_key or _digest(server)
+
+
+def _digest(server: McpServer) -> str:
     what = [server.command, list(server.args), dict(server.env), server.cwd, server.url]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -92,12 +103,25 @@ def _approvals_path() -> Path:
     return harness9_home() / APPROVALS_FILE
 
 
-def _load_approvals() -> dict[str, dict[str, str]]:
+def _load_approvals(*, strict: bool = False) -> dict[str, dict[str, str]]:
+    """The approvals file's contents ({} when there is none). A file that cannot be read
+    as approvals approves nothing; ``strict`` (before writing it) is a HarnessError then,
+    so that writing one approval never wipes the others."""
+    path = _approvals_path()
     try:
-        data = json.loads(_approvals_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError) as exc:
+        if strict:
+            why = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+            raise HarnessError(f"cannot read {path} ({why}): fix or remove it") from None
+        return {}
+    if not isinstance(data, dict):
+        if strict:
+            raise HarnessError(f"cannot read {path} (not a JSON object): fix or remove it")
+        return {}
+    return data
 
 
 def is_approved(workdir: Path, server: McpServer) -> bool:
@@ -109,17 +133,23 @@ def is_approved(workdir: Path, server: McpServer) -> bool:
 
 
 def approve(workdir: Path, server: McpServer) -> None:
-    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically)."""
-    data = _load_approvals()
+    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically);
+    HarnessError when the file cannot be written."""
+    data = _load_approvals(strict=True)
     entry = data.get(str(workdir))
     entry = entry if isinstance(entry, dict) else {}
     entry[server.name] = fingerprint(server)
     data[str(workdir)] = entry
     path = _approvals_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only home, a full disk
+        raise HarnessError(
+            f"cannot save the approval of {server.name} in {path}: {exc.strerror or exc}"
+        ) from None
 
 
 def all_servers(configured: tuple[McpServer, ...], workdir: Path) -> list[McpServer]:

@@ -49,13 +49,41 @@ def tool_name(server: str, tool: str) -> str:
     return f"{name[: MAX_NAME - 9]}_{digest}"
 
 
+def called_names(remotes: list[RemoteTool]) -> list[str]:
+    """Each tool's ``tool_name``, kept apart: a tool whose name another tool of the list
+    already took (``a.b`` and ``a_b`` both become ``a_b``) gets a hash of its own name,
+    so that neither is hidden behind the other."""
+    taken: set[str] = set()
+    names = []
+    for remote in remotes:
+        name = tool_name(remote.server, remote.name)
+        if name in taken:
+            own = hashlib.sha256(f"{remote.server}\0{remote.name}".encode()).hexdigest()[:8]
+            name = f"{name[: MAX_NAME - 9]}_{own}"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def tools_of(
+    manager: McpManager, remotes: list[RemoteTool], auto_approve: frozenset[str] = frozenset()
+) -> list[McpTool]:
+    """The tools ``remotes`` offer, each under its called name (``called_names``)."""
+    return [
+        McpTool(manager, r, auto_approve=r.server in auto_approve, name=n)
+        for r, n in zip(remotes, called_names(remotes), strict=True)
+    ]
+
+
 class McpTool:
     """One server tool; its run asks the user, calls the server and maps the result."""
 
-    def __init__(self, manager: McpManager, remote: RemoteTool, *, auto_approve: bool) -> None:
+    def __init__(
+        self, manager: McpManager, remote: RemoteTool, *, auto_approve: bool, name: str = ""
+    ) -> None:
         self.manager = manager
         self.remote = remote
-        self.name = tool_name(remote.server, remote.name)
+        self.name = name or tool_name(remote.server, remote.name)
         self.auto_approve = auto_approve
 
     def definition(self) -> ToolDefinition:
@@ -171,10 +199,8 @@ class McpToolset:
         remote = self.manager.tools()
         if remote != self._seen:  # a server connected, failed or restarted
             self._seen = remote
-            self._tools = {}
-            for r in remote:
-                tool = McpTool(self.manager, r, auto_approve=r.server in self.auto_approve)
-                self._tools.setdefault(tool.name, tool)
+            tools = tools_of(self.manager, remote, self.auto_approve)
+            self._tools = {t.name: t for t in tools}
         return self._tools
 
     def all_tokens(self) -> int:
@@ -291,7 +317,7 @@ def server_rows(manager: McpManager) -> list[dict[str, Any]]:
     rows = []
     for view in manager.views():
         cfg = view.config
-        defs = [McpTool(manager, t, auto_approve=False).definition() for t in view.tools]
+        defs = [t.definition() for t in tools_of(manager, view.tools)]
         rows.append(
             {
                 "name": cfg.name,
