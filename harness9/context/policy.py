@@ -466,9 +466,10 @@ class ContextPolicy:
         *,
         emit: ContextEventSink = discard,
         may_compact: bool = True,
+        announce: bool = True,
     ) -> str | None:
         """The model rejected the request as too long: compacts (once per model call) and
-        returns None to retry, or the error to report."""
+        returns None to retry, or the error to report (``announce``: say so first)."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
@@ -476,8 +477,9 @@ class ContextPolicy:
                 return reason
             window = format_token_count(self.context_window)
             return f"{reason} (if the server's window is smaller than {window}, set --context-window N)"
-        what = f"the model rejected the context as too long ({reason})"
-        emit(Notice(f"{what}; compacting and retrying"))
+        if announce:
+            what = f"the model rejected the context as too long ({reason})"
+            emit(Notice(f"{what}; compacting and retrying"))
         self.compact(session, system, tools=tools, emit=emit, rejected=True)
         return None
 

@@ -393,9 +393,12 @@ class AgentEngine:
                 # and refuses the same request unstreamed in words that name the window.
                 reply, usage = self.provider.send(request, stream=False)
         except ContextWindowExceededError as exc:
-            if exc.window is not None:
-                self._adopt_window(sess, exc.window)
-            self._overflowed(sess, system, request.tools, str(exc), may_compact, exc)
+            # A window learnt from the refusal has just been announced: the refusal's own
+            # words would say the same thing a second time.
+            learnt = exc.window is not None and self._adopt_window(sess, exc.window)
+            self._overflowed(
+                sess, system, request.tools, str(exc), may_compact, exc, announce=not learnt
+            )
             return None
         except StreamInterruptedError:
             self._keep_partial(sess)
@@ -421,13 +424,36 @@ class AgentEngine:
         reason: str,
         may_compact: bool,
         cause: Exception | None,
+        *,
+        announce: bool = True,
     ) -> None:
         """The request was (or is taken to be) too long: compacted for the caller to retry
         (once), or the error raised."""
+        if not may_compact:
+            self._never_fitted(sess, cause)
         why = self.policy.after_overflow(
-            sess, system, tools, reason, emit=self.on_event, may_compact=may_compact
+            sess,
+            system,
+            tools,
+            reason,
+            emit=self.on_event,
+            may_compact=may_compact,
+            announce=announce,
         )
         if why is not None:
+            raise ContextWindowExceededError(why) from cause
+
+    def _never_fitted(self, sess: CheckpointedSession, cause: Exception | None) -> None:
+        """Refused again after compacting, while the turn's message is still the last one
+        stored: when that message alone can never fit the window the server has now named,
+        it is taken back (as one refused before sending is never stored, so --resume is not
+        left with it) and the turn ends saying so, instead of blaming the window setting."""
+        stored = sess.get_messages(limit=1)
+        if not stored or stored[-1].role != ROLE_USER:
+            return
+        why = self._never_fits(sess, stored[-1].content, sent=True)
+        if why is not None:
+            sess.pop_message()
             raise ContextWindowExceededError(why) from cause
 
     def _never_the_same(self, request: Request, refused: Request | None) -> None:
@@ -448,13 +474,13 @@ class AgentEngine:
             "--context-window N"
         )
 
-    def _adopt_window(self, sess: HoldingSession, window: int) -> None:
+    def _adopt_window(self, sess: HoldingSession, window: int) -> bool:
         """Work with the server's ``window`` from now on, when smaller than the one in use:
         say so, fit the reply's budget into it, and store it with the session's settings
-        (``--resume``, ``--continue`` and ``compact`` use it)."""
+        (``--resume``, ``--continue`` and ``compact`` use it). True when it was adopted."""
         old = self.policy.context_window
         if not self.policy.adopt_window(window):
-            return
+            return False
         self.on_event(
             ev.Notice(
                 f"the server's window is {window:,} tokens, not {format_token_count(old)}: "
@@ -463,6 +489,7 @@ class AgentEngine:
         )
         self._remembered = None  # stored again, with the new window
         self._remember_model(sess)
+        return True
 
     def _on_delta(self, text: str) -> None:
         self._streamed.append(text)
@@ -475,7 +502,9 @@ class AgentEngine:
         if text.strip():
             sess.add_messages([Message(ROLE_ASSISTANT, text + REPLY_INTERRUPTED)])
 
-    def _never_fits(self, sess: CheckpointedSession, user_text: str) -> str | None:
+    def _never_fits(
+        self, sess: CheckpointedSession, user_text: str, *, sent: bool = False
+    ) -> str | None:
         """Why a message cannot be sent at all, or None: with the system prompt and the
         tool definitions it would exceed the whole window, so no compaction of the
         history could ever make room. Refused before it is stored, so nothing is lost
@@ -489,9 +518,10 @@ class AgentEngine:
         )
         if self.policy.count.count(size + fixed) <= window:  # as the server counts it
             return None
+        what = "the server refused it and it was not kept" if sent else "nothing was sent"
         return (
             f"this message is about {format_token_count(size)} tokens and can never fit the "
-            f"{format_token_count(window)}-token context window; nothing was sent "
+            f"{format_token_count(window)}-token context window; {what} "
             "(save it to a file in the working directory and ask the agent to read it)"
         )
 

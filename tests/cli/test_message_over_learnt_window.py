@@ -1,0 +1,48 @@
+"""A message that the server's window, learnt from its refusal, can never hold: the turn ends
+saying so about the message, and the message is not kept (as one refused before sending)."""
+
+from __future__ import annotations
+
+from harness9.config import db_path
+from harness9.store import open_manager
+from tests.support.window_chat import chat, note
+from tests.support.window_server import LocalServer
+
+
+def stored_contents() -> list[str]:
+    with open_manager(db_path()) as m:
+        return [
+            msg.content
+            for info in m.list_sessions()
+            for msg in m.open_session(info.id).get_messages()
+        ]
+
+
+def test_a_message_larger_than_the_window_the_server_names_ends_the_turn_about_the_message(
+    llm_server,
+):
+    # The window is not known up front (32.8K assumed), so the ~3K-token message is sent;
+    # the server refuses it naming its 2,048 tokens, which the message alone exceeds.
+    llm_server.respond_with(LocalServer("openai", 2048))
+
+    result = chat(llm_server, note(1, tokens=3000), "hello")
+
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        "error: this message is about 2.9K tokens and can never fit the 2K-token context "
+        "window; the server refused it and it was not kept (save it to a file in the "
+        "working directory and ask the agent to read it)"
+    ]
+    assert result.exit_code == 1  # a piped turn failed
+    assert result.stdout == "noted.\n"  # the next message is answered
+    assert stored_contents() == ["hello", "noted."]
+
+
+def test_a_learnt_window_is_announced_once_not_again_in_the_refusals_words(llm_server):
+    llm_server.respond_with(LocalServer("openai", 2048))
+
+    result = chat(llm_server, note(1, tokens=3000))
+
+    assert result.stderr.count("the server's window is 2,048 tokens, not 32.8K") == 1
+    assert "maximum context length" not in result.stderr
+    assert "compacting and retrying" not in result.stderr
