@@ -47,7 +47,13 @@ from harness9.schema import (
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
-from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
+from harness9.tools.base import (
+    Approval,
+    ApprovalAnswer,
+    ToolContext,
+    ToolInterrupted,
+    ToolResult,
+)
 from harness9.tools.offload import OffloadStore
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
@@ -299,20 +305,31 @@ class AgentEngine:
                 f"stopped after {self.options.max_iterations} model calls in one turn; "
                 "send another message to let the agent continue",
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             policy.cancel_prepared(wait=True)  # Ctrl-C stops the background summary too
             # Keep what is complete, and of a reply cut off mid-stream what was shown (the
             # rule a dropped stream follows too); give every call that did not finish a
             # stub result so the stored sequence stays valid for the next request and --resume.
             self._keep_partial(sess)
-            if pending:
-                sess.add_messages(
-                    [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
-                )
+            self._stub_unfinished(sess, pending, exc)
             result.interrupted = True
             return result
         except ProviderError as exc:
             return self._failed(result, str(exc))
+
+    def _stub_unfinished(
+        self, sess: CheckpointedSession, pending: list[ToolCall], exc: KeyboardInterrupt
+    ) -> None:
+        """A result for each call an interrupt left unfinished: for the one stopped, what its
+        tool said of it (never run, or the output it had), for the rest the plain stub."""
+        if not pending:
+            return
+        stubs = [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
+        if isinstance(exc, ToolInterrupted):
+            stubs[0] = Message(ROLE_TOOL, exc.result, tool_call_id=pending[0].id)
+            if not exc.ran:  # it was only asked about: no tool is running any more
+                self.on_event(ev.ToolFinished(pending[0], exc.result, True, None, None))
+        sess.add_messages(stubs)
 
     def _failed(self, result: TurnResult, error: str) -> TurnResult:
         """The turn ends with ``error``, shown to the user."""

@@ -114,6 +114,9 @@ class TerminalApprover:
                 answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
             except EOFError:
                 answer = "n"
+            except KeyboardInterrupt:
+                self.console.print()  # the question's line ends at the ^C, not what follows
+                raise
             word, reason = split_answer(answer)
             if word in ("y", "yes"):
                 self._decision(f"✓ allowed once: {subject}", "green")
