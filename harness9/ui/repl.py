@@ -106,8 +106,12 @@ class EventRenderer:
         on_usage: Callable[[ev.ModelUsage], None] | None = None,
         session_cost: Callable[[], float | None] | None = None,
         on_subagent_usage: Callable[[str, ev.ModelUsage], None] | None = None,
+        window: Callable[[], int] | None = None,
     ) -> None:
         self.io = io
+        # The window in use now (it shrinks when the server names a smaller one mid-turn);
+        # None: the one the last token count came with.
+        self.window = window
         self.model = model
         self.session_id = session_id
         self.on_usage = on_usage
@@ -191,6 +195,8 @@ class EventRenderer:
                 self._end_line()
                 self.io.err.print(compaction_notice(c))
                 window = (self._actual or self._estimate or (0, 0))[1]
+                if window and self.window is not None:
+                    window = self.window()
                 if window:
                     self._estimate, self._actual = (c.tokens_after, window), None
                     self.print_token_line()
@@ -330,6 +336,7 @@ class ChatLoop:
             on_usage=self._record_usage,
             session_cost=self.session_cost,
             on_subagent_usage=self._record_subagent_usage,
+            window=lambda: self.engine.context_window,
         )
         self.engine.on_event = self.renderer
         self._load_usage(self.engine.session.session_id)

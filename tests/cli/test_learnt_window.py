@@ -1,5 +1,6 @@
-"""A message that the server's window, learnt from its refusal, can never hold: the turn ends
-saying so about the message, and the message is not kept (as one refused before sending)."""
+"""A window learnt from the server's refusal mid-turn: announced once, shown at once, and a
+message it can never hold ends the turn saying so (and is not kept, as one refused before
+sending is not)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def test_a_learnt_window_is_announced_once_not_again_in_the_refusals_words(llm_s
     assert result.stderr.count("the server's window is 2,048 tokens, not 32.8K") == 1
     assert "maximum context length" not in result.stderr
     assert "compacting and retrying" not in result.stderr
+
+
+def test_the_token_line_after_compacting_to_a_learnt_window_shows_that_window(llm_server):
+    llm_server.respond_with(LocalServer("openai", 4096))
+
+    result = chat(llm_server, *(note(i) for i in range(14)))
+
+    lines = result.stderr.splitlines()
+    learnt = lines.index("the server's window is 4,096 tokens, not 32.8K: compacting to it")
+    compacted = next(i for i, ln in enumerate(lines) if i > learnt and ln.startswith("⚡"))
+    assert "/4.1K (" in lines[compacted + 1], lines[compacted + 1]
