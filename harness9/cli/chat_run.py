@@ -70,6 +70,11 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
     opts = context_options(
         cfg, strategy=flags.strategy, summary_model=flags.summary_model, auto=flags.auto_compact
     )
+    if flags.one_shot is not None:
+        # One turn, then the process exits: a summary prepared ahead is cancelled unused at
+        # the exit, a model call paid for by every one-shot between the early mark and the
+        # threshold (`chat -c -p` in a loop). The compaction at the threshold makes its own.
+        opts = replace(opts, prepare_ahead=False)
     tools = tool_options(cfg)
     popts = provider_options(
         cfg, cache_ttl=flags.cache_ttl, max_output_tokens=flags.max_output_tokens
