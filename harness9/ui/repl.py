@@ -179,6 +179,8 @@ class EventRenderer:
                 self.running = (call.name, time.monotonic())
                 self.io.err.print(tool_call_line(call.name, call.arguments))
             case ev.ToolOutput(call=call, text=text):
+                if self._progress is None:  # it starts now: the time it waited to be approved
+                    self.running = (call.name, time.monotonic())  # is not time it ran
                 self._tool_output(call.name, text)
             case ev.ToolFinished(content=content, is_error=is_error, exit_code=code) as done:
                 self._stop_spin()

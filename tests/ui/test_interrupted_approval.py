@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 from rich.console import Console
 
 from harness9.config import ContextOptions, Settings, db_path
+from harness9.engine import events as ev
 from harness9.engine.setup import build_engine
+from harness9.schema import ToolCall
 from harness9.store import Manager
 from harness9.tools.base import NOT_RUN
 from harness9.ui.approval import TerminalApprover
-from harness9.ui.repl import ChatIO, ChatLoop
+from harness9.ui.repl import ChatIO, ChatLoop, EventRenderer
 
 
 def test_ctrl_c_at_the_question_shows_the_call_as_not_run_and_the_chat_goes_on(
@@ -60,3 +63,16 @@ def test_ctrl_c_at_the_question_shows_the_call_as_not_run_and_the_chat_goes_on(
     assert not any(line.startswith("stopped bash") for line in shown)
     assert "next answer" in shown
     assert not (tmp_path / "made").exists()
+
+
+def test_a_stopped_command_counts_the_time_it_ran_not_the_time_it_waited_for_approval():
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    renderer = EventRenderer(ChatIO(console, console, input, interactive=False), "m", str)
+    call = ToolCall("call_1", "bash", json.dumps({"command": "make"}))
+
+    renderer(ev.ToolStarted(call))
+    time.sleep(1.2)  # the question waits for an answer
+    renderer(ev.ToolOutput(call, ""))  # approved: the command starts
+
+    stopped = renderer.stopped_tool()
+    assert stopped is not None and stopped.plain == "stopped bash after 0s: the command was ended"
