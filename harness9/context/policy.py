@@ -369,8 +369,9 @@ class ContextPolicy:
         """Once a session: the system prompt and tool definitions take at least half of the
         target, so compactions come every few turns; say why, and what leaves more room."""
         window, target = self.context_window, int(self.context_window * self.opts.target)
-        fixed = at.frame.size([system_message(prompt_parts(at.frame.system))])
-        if st.explained_fixed_part or after <= target or fixed * 2 < target:
+        served = self.count.count  # as the server counts: a chat template may drop the tools
+        fixed = served(at.frame.size([system_message(prompt_parts(at.frame.system))]))
+        if st.explained_fixed_part or served(after) <= target or fixed * 2 < target:
             return
         st.explained_fixed_part = True
         n = format_token_count

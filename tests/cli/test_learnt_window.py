@@ -58,3 +58,16 @@ def test_the_token_line_after_compacting_to_a_learnt_window_shows_that_window(ll
     learnt = lines.index("the server's window is 4,096 tokens, not 32.8K: compacting to it")
     compacted = next(i for i, ln in enumerate(lines) if i > learnt and ln.startswith("⚡"))
     assert "/4.1K (" in lines[compacted + 1], lines[compacted + 1]
+
+
+def test_a_server_whose_template_drops_the_tools_is_not_told_they_crowd_its_window(llm_server):
+    # llama-cpp-python's chat template leaves the tool definitions out: as it counts them,
+    # the system prompt and tools are a few hundred tokens, far under a 2K window's target.
+    local = LocalServer("llama-cpp-python", 2048, counts_tools=False)
+    llm_server.respond_with(local)
+
+    result = chat(llm_server, *(note(i) for i in range(10)))
+
+    assert result.exit_code == 0, result.output
+    assert "⚡ context compacted" in result.stderr
+    assert "the system prompt and tool definitions take" not in result.stderr
