@@ -142,6 +142,9 @@ class AgentEngine:
         self.prompt_builder = prompt_builder or PromptBuilder(self.workdir)
         self.options = options or EngineOptions()
         self.on_event = on_event
+        # Told the window a server named in a refusal, once adopted (chat remembers it for
+        # the next session on this model and server).
+        self.on_window_named: Callable[[int], None] | None = None
         self.last_usage: Usage | None = None
         # Text of the reply streaming now, kept until the reply is stored, so that a
         # reply cut off mid-stream can be stored as far as it was shown.
@@ -413,6 +416,8 @@ class AgentEngine:
             # A window learnt from the refusal has just been announced: the refusal's own
             # words would say the same thing a second time.
             learnt = exc.window is not None and self._adopt_window(sess, exc.window)
+            if learnt and exc.window is not None and self.on_window_named is not None:
+                self.on_window_named(exc.window)
             self._overflowed(
                 sess, system, request.tools, str(exc), may_compact, exc, announce=not learnt
             )

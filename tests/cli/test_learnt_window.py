@@ -71,3 +71,35 @@ def test_a_server_whose_template_drops_the_tools_is_not_told_they_crowd_its_wind
     assert result.exit_code == 0, result.output
     assert "⚡ context compacted" in result.stderr
     assert "the system prompt and tool definitions take" not in result.stderr
+
+
+def test_a_new_session_starts_with_the_window_the_server_named_in_an_earlier_chat(llm_server):
+    local = LocalServer("openai", 4096)
+    llm_server.respond_with(local)
+    first = chat(llm_server, *(note(i) for i in range(14)))
+    assert "the server's window is 4,096 tokens, not 32.8K: compacting to it" in first.stderr
+    refused = local.refusals
+
+    second = chat(llm_server, *(note(i) for i in range(14)))  # a new session
+
+    assert second.exit_code == 0, second.output
+    assert local.refusals == refused  # it started with the window: nothing went over it
+    assert (
+        "the context window of openai/smol is 4,096 tokens, as its server said when it refused "
+        "a longer request (not 32.8K); set --context-window N if it now runs with more."
+    ) in second.stderr
+    token_lines = [ln for ln in second.stderr.splitlines() if ln.startswith("openai/smol │")]
+    assert "/4.1K (" in token_lines[0], token_lines[0]
+
+
+def test_a_window_given_on_the_command_line_wins_over_the_one_a_server_named_before(
+    llm_server,
+):
+    local = LocalServer("openai", 4096)
+    llm_server.respond_with(local)
+    chat(llm_server, *(note(i) for i in range(14)))
+
+    result = chat(llm_server, note(0), extra=("--context-window", "8192"))
+
+    assert "as its server said" not in result.stderr
+    assert "/8.2K (" in result.stderr
