@@ -21,6 +21,7 @@ from rich.text import Text
 
 from harness9.tools.base import Approval, ApprovalAnswer, Declined
 from harness9.ui.text import inert, plural
+from harness9.ui.typing_ahead import answering
 
 # The default (Enter) is the capital: no.
 ANSWERS = "[y/N/a]"
@@ -111,7 +112,8 @@ class TerminalApprover:
         self.flush()
         while True:
             try:
-                answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
+                with answering():
+                    answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
             except EOFError:
                 answer = "n"
             except KeyboardInterrupt:

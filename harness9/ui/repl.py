@@ -8,6 +8,7 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from harness9.ui.status import (
 from harness9.ui.subagents import SubAgentLines
 from harness9.ui.text import inert, plural
 from harness9.ui.tool_progress import ToolProgress
+from harness9.ui.typing_ahead import keys_kept_quiet
 
 if TYPE_CHECKING:
     from harness9.ui.line_editor import PromptReader
@@ -405,7 +407,8 @@ class ChatLoop:
         self._settle_window()
         # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
-            result = self.engine.run_turn(text)
+            with keys_kept_quiet() if self.io.interactive else contextlib.nullcontext():
+                result = self.engine.run_turn(text)
         except KeyboardInterrupt:
             result = None
         except HarnessError as exc:
