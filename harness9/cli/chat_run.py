@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,11 @@ def run_chat(env: Environment, flags: ChatFlags) -> int:
     opts = context_options(
         cfg, strategy=flags.strategy, summary_model=flags.summary_model, auto=flags.auto_compact
     )
+    if flags.one_shot is not None:
+        # One turn, then the process exits: a summary prepared ahead is cancelled unused at
+        # the exit, a model call paid for by every one-shot between the early mark and the
+        # threshold (`chat -c -p` in a loop). The compaction at the threshold makes its own.
+        opts = replace(opts, prepare_ahead=False)
     tools = tool_options(cfg)
     popts = provider_options(
         cfg, cache_ttl=flags.cache_ttl, max_output_tokens=flags.max_output_tokens
@@ -186,6 +192,7 @@ class ChatRun:
         self.approver = self._approver()
         self.probe: Any = None
         self.notes: list[Text] = []
+        self.learnt = False  # the window is one the server named in an earlier chat
         self.loop: Any = None
         self.provider_opts: Any = None  # the provider's knobs (cache TTL, max output tokens)
         self.subagents: Any = None  # the `task` tool's settings (None: the defaults)
@@ -230,11 +237,35 @@ class ChatRun:
             limits, source = chat_limits(s.model, s.api_base, override=s.context_window)
             notes = window_notes(s.model, s.api_base, s.context_window, limits, source)
             self.notes = once_per_model(notes, s.model, s.api_base, source)
-        return limits.context_tokens
+        return self._learnt(source, limits.context_tokens)
+
+    def _learnt(self, source: str, window: int) -> int:
+        """``window``, or the smaller one this model's server named in an earlier chat when
+        nothing better than the tables says otherwise (a flag, the server itself)."""
+        from rich.text import Text
+
+        from harness9.cli.learnt_windows import learnt_window
+        from harness9.tokens import format_token_count
+
+        s = self.settings
+        learnt = None if source in ("override", "server") else learnt_window(s.model, s.api_base)
+        if learnt is None or learnt >= window:
+            return window
+        self.learnt = True
+        self.notes = [
+            Text(
+                f"the context window of {s.model} is {learnt:,} tokens, as its server said when "
+                f"it refused a longer request (not {format_token_count(window)}); set "
+                "--context-window N if it now runs with more.",
+                style="dim",
+            )
+        ]
+        return learnt
 
     def make_engine(self, model_name: str, window: int, session: Any) -> Any:
         """An engine for ``session`` on ``model_name``, counting as the server did the last
         time the session ran on that model and API base (before any reply of this chat)."""
+        from harness9.cli.learnt_windows import remember_window
         from harness9.engine.setup import build_engine
 
         engine = build_engine(
@@ -257,6 +288,7 @@ class ChatRun:
             mcp=self.mcp,
         )
         engine.seed_count(session.model_settings())
+        engine.on_window_named = partial(remember_window, model_name, self.settings.api_base)
         return engine
 
     def switch_model(self, name: str, window: int | None) -> tuple[Any, list[Text]]:
@@ -330,6 +362,8 @@ class ChatRun:
 
         s = self.settings
         reported = self.probe.result()
+        if reported is None and self.learnt:  # the window the server named before stands
+            return None, self.notes
         if reported is None:  # the guess stands: warn about it, once per model
             return None, once_per_model(self.notes, s.model, s.api_base, window_source(s.model))
         return reported.context_tokens, window_notes(s.model, s.api_base, None, reported, "server")

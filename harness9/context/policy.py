@@ -370,8 +370,9 @@ class ContextPolicy:
         """Once a session: the system prompt and tool definitions take at least half of the
         target, so compactions come every few turns; say why, and what leaves more room."""
         window, target = self.context_window, int(self.context_window * self.opts.target)
-        fixed = at.frame.size([system_message(prompt_parts(at.frame.system))])
-        if st.explained_fixed_part or after <= target or fixed * 2 < target:
+        served = self.count.count  # as the server counts: a chat template may drop the tools
+        fixed = served(at.frame.size([system_message(prompt_parts(at.frame.system))]))
+        if st.explained_fixed_part or served(after) <= target or fixed * 2 < target:
             return
         st.explained_fixed_part = True
         n = format_token_count
@@ -467,9 +468,10 @@ class ContextPolicy:
         *,
         emit: ContextEventSink = discard,
         may_compact: bool = True,
+        announce: bool = True,
     ) -> str | None:
         """The model rejected the request as too long: compacts (once per model call) and
-        returns None to retry, or the error to report."""
+        returns None to retry, or the error to report (``announce``: say so first)."""
         if not self.opts.auto:
             return f"{reason} — automatic compaction is off: run /compact, then send again"
         if not may_compact:
@@ -477,8 +479,9 @@ class ContextPolicy:
                 return reason
             window = format_token_count(self.context_window)
             return f"{reason} (if the server's window is smaller than {window}, set --context-window N)"
-        what = f"the model rejected the context as too long ({reason})"
-        emit(Notice(f"{what}; compacting and retrying"))
+        if announce:
+            what = f"the model rejected the context as too long ({reason})"
+            emit(Notice(f"{what}; compacting and retrying"))
         self.compact(session, system, tools=tools, emit=emit, rejected=True)
         return None
 

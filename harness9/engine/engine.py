@@ -47,7 +47,13 @@ from harness9.schema import (
 from harness9.store.holding import SAVE_RETRY_S, HoldingSession
 from harness9.store.session import ChatSession, CheckpointedSession, OffloadLink, SessionSettings
 from harness9.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
-from harness9.tools.base import Approval, ApprovalAnswer, ToolContext, ToolResult
+from harness9.tools.base import (
+    Approval,
+    ApprovalAnswer,
+    ToolContext,
+    ToolInterrupted,
+    ToolResult,
+)
 from harness9.tools.offload import OffloadStore
 from harness9.tools.registry import ToolRegistry
 from harness9.tools.task import TASK_TOOL, TaskTool
@@ -136,6 +142,9 @@ class AgentEngine:
         self.prompt_builder = prompt_builder or PromptBuilder(self.workdir)
         self.options = options or EngineOptions()
         self.on_event = on_event
+        # Told the window a server named in a refusal, once adopted (chat remembers it for
+        # the next session on this model and server).
+        self.on_window_named: Callable[[int], None] | None = None
         self.last_usage: Usage | None = None
         # Text of the reply streaming now, kept until the reply is stored, so that a
         # reply cut off mid-stream can be stored as far as it was shown.
@@ -299,20 +308,31 @@ class AgentEngine:
                 f"stopped after {self.options.max_iterations} model calls in one turn; "
                 "send another message to let the agent continue",
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             policy.cancel_prepared(wait=True)  # Ctrl-C stops the background summary too
             # Keep what is complete, and of a reply cut off mid-stream what was shown (the
             # rule a dropped stream follows too); give every call that did not finish a
             # stub result so the stored sequence stays valid for the next request and --resume.
             self._keep_partial(sess)
-            if pending:
-                sess.add_messages(
-                    [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
-                )
+            self._stub_unfinished(sess, pending, exc)
             result.interrupted = True
             return result
         except ProviderError as exc:
             return self._failed(result, str(exc))
+
+    def _stub_unfinished(
+        self, sess: CheckpointedSession, pending: list[ToolCall], exc: KeyboardInterrupt
+    ) -> None:
+        """A result for each call an interrupt left unfinished: for the one stopped, what its
+        tool said of it (never run, or the output it had), for the rest the plain stub."""
+        if not pending:
+            return
+        stubs = [Message(ROLE_TOOL, INTERRUPTED_STUB, tool_call_id=c.id) for c in pending]
+        if isinstance(exc, ToolInterrupted):
+            stubs[0] = Message(ROLE_TOOL, exc.result, tool_call_id=pending[0].id)
+            if not exc.ran:  # it was only asked about: no tool is running any more
+                self.on_event(ev.ToolFinished(pending[0], exc.result, True, None, None))
+        sess.add_messages(stubs)
 
     def _failed(self, result: TurnResult, error: str) -> TurnResult:
         """The turn ends with ``error``, shown to the user."""
@@ -393,9 +413,14 @@ class AgentEngine:
                 # and refuses the same request unstreamed in words that name the window.
                 reply, usage = self.provider.send(request, stream=False)
         except ContextWindowExceededError as exc:
-            if exc.window is not None:
-                self._adopt_window(sess, exc.window)
-            self._overflowed(sess, system, request.tools, str(exc), may_compact, exc)
+            # A window learnt from the refusal has just been announced: the refusal's own
+            # words would say the same thing a second time.
+            learnt = exc.window is not None and self._adopt_window(sess, exc.window)
+            if learnt and exc.window is not None and self.on_window_named is not None:
+                self.on_window_named(exc.window)
+            self._overflowed(
+                sess, system, request.tools, str(exc), may_compact, exc, announce=not learnt
+            )
             return None
         except StreamInterruptedError:
             self._keep_partial(sess)
@@ -421,13 +446,36 @@ class AgentEngine:
         reason: str,
         may_compact: bool,
         cause: Exception | None,
+        *,
+        announce: bool = True,
     ) -> None:
         """The request was (or is taken to be) too long: compacted for the caller to retry
         (once), or the error raised."""
+        if not may_compact:
+            self._never_fitted(sess, cause)
         why = self.policy.after_overflow(
-            sess, system, tools, reason, emit=self.on_event, may_compact=may_compact
+            sess,
+            system,
+            tools,
+            reason,
+            emit=self.on_event,
+            may_compact=may_compact,
+            announce=announce,
         )
         if why is not None:
+            raise ContextWindowExceededError(why) from cause
+
+    def _never_fitted(self, sess: CheckpointedSession, cause: Exception | None) -> None:
+        """Refused again after compacting, while the turn's message is still the last one
+        stored: when that message alone can never fit the window the server has now named,
+        it is taken back (as one refused before sending is never stored, so --resume is not
+        left with it) and the turn ends saying so, instead of blaming the window setting."""
+        stored = sess.get_messages(limit=1)
+        if not stored or stored[-1].role != ROLE_USER:
+            return
+        why = self._never_fits(sess, stored[-1].content, sent=True)
+        if why is not None:
+            sess.pop_message()
             raise ContextWindowExceededError(why) from cause
 
     def _never_the_same(self, request: Request, refused: Request | None) -> None:
@@ -448,13 +496,13 @@ class AgentEngine:
             "--context-window N"
         )
 
-    def _adopt_window(self, sess: HoldingSession, window: int) -> None:
+    def _adopt_window(self, sess: HoldingSession, window: int) -> bool:
         """Work with the server's ``window`` from now on, when smaller than the one in use:
         say so, fit the reply's budget into it, and store it with the session's settings
-        (``--resume``, ``--continue`` and ``compact`` use it)."""
+        (``--resume``, ``--continue`` and ``compact`` use it). True when it was adopted."""
         old = self.policy.context_window
         if not self.policy.adopt_window(window):
-            return
+            return False
         self.on_event(
             ev.Notice(
                 f"the server's window is {window:,} tokens, not {format_token_count(old)}: "
@@ -463,6 +511,7 @@ class AgentEngine:
         )
         self._remembered = None  # stored again, with the new window
         self._remember_model(sess)
+        return True
 
     def _on_delta(self, text: str) -> None:
         self._streamed.append(text)
@@ -475,7 +524,9 @@ class AgentEngine:
         if text.strip():
             sess.add_messages([Message(ROLE_ASSISTANT, text + REPLY_INTERRUPTED)])
 
-    def _never_fits(self, sess: CheckpointedSession, user_text: str) -> str | None:
+    def _never_fits(
+        self, sess: CheckpointedSession, user_text: str, *, sent: bool = False
+    ) -> str | None:
         """Why a message cannot be sent at all, or None: with the system prompt and the
         tool definitions it would exceed the whole window, so no compaction of the
         history could ever make room. Refused before it is stored, so nothing is lost
@@ -489,9 +540,10 @@ class AgentEngine:
         )
         if self.policy.count.count(size + fixed) <= window:  # as the server counts it
             return None
+        what = "the server refused it and it was not kept" if sent else "nothing was sent"
         return (
             f"this message is about {format_token_count(size)} tokens and can never fit the "
-            f"{format_token_count(window)}-token context window; nothing was sent "
+            f"{format_token_count(window)}-token context window; {what} "
             "(save it to a file in the working directory and ask the agent to read it)"
         )
 

@@ -69,15 +69,36 @@ def declined(message: str, answer: ApprovalAnswer) -> str:
     return message
 
 
+# What the model is told of a call the user stopped the turn at instead of answering.
+NOT_RUN = "[not run: the user stopped the turn when asked to approve this call]"
+
+
+class ToolInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a tool was asked about or ran: the turn stops as on any Ctrl-C, and
+    ``result`` is what the model is told of this call (it was never run, or the output
+    the command had printed when it was stopped)."""
+
+    def __init__(self, result: str, *, ran: bool) -> None:
+        super().__init__(result)
+        self.result = result
+        self.ran = ran
+
+
 def refusal(
     ctx: ToolContext, approval: Callable[[], Approval], *, refused: str, declined_as: str
 ) -> str | None:
     """Why an action that needs the user's approval may not go ahead, None when it may:
     ``refused`` with nobody to ask, ``declined_as`` (with their reason) when they say no.
-    ``approval`` is made only when there is someone to ask (a diff costs reading a file)."""
+    ``approval`` is made only when there is someone to ask (a diff costs reading a file).
+    Ctrl-C at the question stops the turn with ``ToolInterrupted`` (``NOT_RUN``)."""
     if ctx.confirm is None:
         return refused
-    answer = ctx.confirm(approval())
+    try:
+        answer = ctx.confirm(approval())
+    except ToolInterrupted:
+        raise
+    except KeyboardInterrupt as exc:
+        raise ToolInterrupted(NOT_RUN, ran=False) from exc
     return None if answer else declined(declined_as, answer)
 
 

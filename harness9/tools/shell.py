@@ -15,13 +15,23 @@ from typing import Any
 
 from harness9.schema import ToolDefinition
 from harness9.store.session import OffloadLink
-from harness9.tools.base import Approval, OutputSink, ToolContext, ToolResult, refusal
+from harness9.tools.base import (
+    Approval,
+    OutputSink,
+    ToolContext,
+    ToolInterrupted,
+    ToolResult,
+    refusal,
+)
 
 DEFAULT_TIMEOUT = 120  # seconds
 MAX_TIMEOUT = 600
 HEAD_BYTES = 20 * 1024  # output kept from the start ...
 TAIL_BYTES = 20 * 1024  # ... and from the end; the middle is dropped as it streams
 READ_CHUNK = 64 * 1024
+# Of a command the user stopped, the end of its output the model is told (what it was
+# doing when stopped); the rest is not kept.
+STOPPED_TAIL_CHARS = 4000
 # After the shell exits, a background job may still hold the pipe open; stop
 # waiting for it after this long instead of hanging the turn.
 DRAIN_GRACE = 1.0
@@ -212,6 +222,7 @@ def _supervise(
     # printing hundreds of megabytes stays recallable without being held in memory.
     sink = ctx.open_output("bash", json.dumps({"command": command})) if ctx.open_output else None
     timed_out = False
+    started = time.monotonic()
     try:
         if ctx.on_output is not None:
             ctx.on_output(b"")  # started: the watcher shows it running from now on
@@ -219,11 +230,16 @@ def _supervise(
         if timed_out:
             _kill_group(proc)
         exit_code = proc.wait()
-    except BaseException:  # KeyboardInterrupt above all: never leave the command running
+    except BaseException as exc:  # KeyboardInterrupt above all: never leave it running
         _kill_group(proc)
         proc.wait()
         if sink is not None:
             sink.abort()
+        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, ToolInterrupted):
+            # The model is told what the command had printed, and that it was stopped.
+            raise ToolInterrupted(
+                stopped_result(out, time.monotonic() - started), ran=True
+            ) from exc
         raise
     finally:
         proc.stdout.close()
@@ -252,6 +268,16 @@ def _supervise(
     return ToolResult(
         content=(text or "(no output)\n") + trailer, is_error=timed_out, metadata=metadata
     )
+
+
+def stopped_result(out: HeadTail, seconds: float) -> str:
+    """A command stopped by the user: the end of what it printed, and that it was stopped."""
+    text = out.render()
+    if len(text) > STOPPED_TAIL_CHARS:
+        text = "... " + text[-STOPPED_TAIL_CHARS:]
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return f"{text}[interrupted by the user after {int(seconds)}s: the command was stopped]"
 
 
 def _pump(

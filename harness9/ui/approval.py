@@ -21,6 +21,7 @@ from rich.text import Text
 
 from harness9.tools.base import Approval, ApprovalAnswer, Declined
 from harness9.ui.text import inert, plural
+from harness9.ui.typing_ahead import answering
 
 # The default (Enter) is the capital: no.
 ANSWERS = "[y/N/a]"
@@ -111,9 +112,13 @@ class TerminalApprover:
         self.flush()
         while True:
             try:
-                answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
+                with answering():
+                    answer = self.ask(f"{inert(approval.question)} {ANSWERS} ").strip()
             except EOFError:
                 answer = "n"
+            except KeyboardInterrupt:
+                self.console.print()  # the question's line ends at the ^C, not what follows
+                raise
             word, reason = split_answer(answer)
             if word in ("y", "yes"):
                 self._decision(f"✓ allowed once: {subject}", "green")

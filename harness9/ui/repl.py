@@ -8,6 +8,7 @@ stderr, and exits at EOF: ``printf 'hi\\n' | harness9 chat`` is scriptable.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from harness9.ui.status import (
 from harness9.ui.subagents import SubAgentLines
 from harness9.ui.text import inert, plural
 from harness9.ui.tool_progress import ToolProgress
+from harness9.ui.typing_ahead import keys_kept_quiet
 
 if TYPE_CHECKING:
     from harness9.ui.line_editor import PromptReader
@@ -106,8 +108,12 @@ class EventRenderer:
         on_usage: Callable[[ev.ModelUsage], None] | None = None,
         session_cost: Callable[[], float | None] | None = None,
         on_subagent_usage: Callable[[str, ev.ModelUsage], None] | None = None,
+        window: Callable[[], int] | None = None,
     ) -> None:
         self.io = io
+        # The window in use now (it shrinks when the server names a smaller one mid-turn);
+        # None: the one the last token count came with.
+        self.window = window
         self.model = model
         self.session_id = session_id
         self.on_usage = on_usage
@@ -175,6 +181,8 @@ class EventRenderer:
                 self.running = (call.name, time.monotonic())
                 self.io.err.print(tool_call_line(call.name, call.arguments))
             case ev.ToolOutput(call=call, text=text):
+                if self._progress is None:  # it starts now: the time it waited to be approved
+                    self.running = (call.name, time.monotonic())  # is not time it ran
                 self._tool_output(call.name, text)
             case ev.ToolFinished(content=content, is_error=is_error, exit_code=code) as done:
                 self._stop_spin()
@@ -191,6 +199,8 @@ class EventRenderer:
                 self._end_line()
                 self.io.err.print(compaction_notice(c))
                 window = (self._actual or self._estimate or (0, 0))[1]
+                if window and self.window is not None:
+                    window = self.window()
                 if window:
                     self._estimate, self._actual = (c.tokens_after, window), None
                     self.print_token_line()
@@ -330,6 +340,7 @@ class ChatLoop:
             on_usage=self._record_usage,
             session_cost=self.session_cost,
             on_subagent_usage=self._record_subagent_usage,
+            window=lambda: self.engine.context_window,
         )
         self.engine.on_event = self.renderer
         self._load_usage(self.engine.session.session_id)
@@ -396,7 +407,8 @@ class ChatLoop:
         self._settle_window()
         # The per-turn error boundary: whatever fails, the chat (and what was saved) goes on.
         try:
-            result = self.engine.run_turn(text)
+            with keys_kept_quiet() if self.io.interactive else contextlib.nullcontext():
+                result = self.engine.run_turn(text)
         except KeyboardInterrupt:
             result = None
         except SessionNotFoundError as exc:

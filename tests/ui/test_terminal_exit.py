@@ -37,11 +37,11 @@ def test_an_interrupted_turn_starts_its_notice_on_a_new_line(llm_server, harness
         ChatLoop(engine, manager, io_, "openai/test-model").turn("wait a while")
 
     shown = console.export_text()
-    # The ^C the terminal echoed is ended first: the tool's stop line starts a line of its
-    # own, and the notice the next one.
+    # The ^C the terminal echoed is ended first: the call's line (it never ran) starts a
+    # line of its own, and the notice a later one.
     assert re.search(
-        r"\n\nstopped bash after \d+s: the command was ended\n"
-        r"interrupted — the completed part of the turn is kept",
+        r"\n  ✗ \[not run: the user stopped the turn when asked to approve this call\]\n"
+        r"\n?interrupted — the completed part of the turn is kept",
         shown,
     )
 
