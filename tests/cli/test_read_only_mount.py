@@ -6,8 +6,6 @@ root needed), with harness9 run inside it."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,29 +14,15 @@ import pytest
 from harness9.config import store_location
 from harness9.schema import Message
 from harness9.store import open_manager
-from tests.support.cli import REPO_ROOT, cli, cli_env
-
-# Mount a read-only tmpfs on $0 (the home), then run the rest of the arguments there.
-_MOUNT_THEN_RUN = 'mount -t tmpfs -o ro,size=64k tmpfs "$0" && exec "$@"'
-
-
-def in_read_only_home(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["unshare", "-rm", "sh", "-c", _MOUNT_THEN_RUN, str(home), sys.executable, "-m", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO_ROOT,
-        env=cli_env(HARNESS9_HOME=str(home)),
-    )
+from tests.support.cli import cli
+from tests.support.read_only import EMPTY, can_mount_read_only, run_read_only
 
 
 @pytest.fixture
 def read_only_mount(tmp_path: Path) -> Path:
     home = tmp_path / "ro-home"
     home.mkdir()
-    probe = ["unshare", "-rm", "sh", "-c", _MOUNT_THEN_RUN, str(home), "true"]
-    if shutil.which("unshare") is None or subprocess.run(probe).returncode != 0:
+    if not can_mount_read_only(home, EMPTY):
         pytest.skip("no mount namespaces here: cannot make a read-only file system")
     return home
 
@@ -52,7 +36,10 @@ def test_a_home_on_a_read_only_file_system_is_called_that_and_no_chmod_is_advise
     export = tmp_path / "s.json"
     assert cli("sessions", "export", s.session_id, "-f", "json", "-o", str(export)).exit_code == 0
 
-    result = in_read_only_home(read_only_mount, "harness9", "sessions", "import", str(export))
+    result = run_read_only(
+        read_only_mount, sys.executable, "-m", "harness9", "sessions", "import", str(export),
+        mount=EMPTY,
+    )  # fmt: skip
 
     assert result.returncode == 1
     [line] = result.stderr.splitlines()

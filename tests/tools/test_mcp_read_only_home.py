@@ -6,35 +6,19 @@ its own (``unshare -rm``, no root needed), with harness9 run inside it."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO_ROOT, cli_env
+from tests.support.read_only import can_mount_read_only, run_read_only
 from tests.tools.test_mcp import configure, demo
-
-# Bind the home ($0) read-only onto itself, then run the rest of the arguments.
-_READ_ONLY_THEN_RUN = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
-
-
-def in_read_only(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["unshare", "-rm", "sh", "-c", _READ_ONLY_THEN_RUN, str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO_ROOT,
-        env=cli_env(HARNESS9_HOME=str(home)),
-    )
 
 
 @pytest.fixture
 def read_only_home(harness9_home: Path) -> Path:
     harness9_home.mkdir(parents=True, exist_ok=True)
-    if shutil.which("unshare") is None or in_read_only(harness9_home, "true").returncode != 0:
+    if not can_mount_read_only(harness9_home):
         pytest.skip("no mount namespaces here: cannot make a read-only file system")
     return harness9_home
 
@@ -42,7 +26,7 @@ def read_only_home(harness9_home: Path) -> Path:
 def test_a_stdio_server_lists_its_tools_from_a_read_only_home(read_only_home, workdir):
     configure(read_only_home, {"demo": demo()})
 
-    done = in_read_only(
+    done = run_read_only(
         read_only_home, sys.executable, "-m", "harness9", "mcp", "list", "--json",
         "--workdir", str(workdir),
     )  # fmt: skip

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness9.config import ContextOptions, Settings, db_path
+from harness9.config import db_path
 from harness9.engine import events as ev
-from harness9.engine.setup import build_engine
 from harness9.schema import ToolCall
 from harness9.store import Manager
 from harness9.tools.base import NOT_RUN
 from harness9.ui.approval import TerminalApprover
-from harness9.ui.repl import ChatIO, ChatLoop, EventRenderer
+from harness9.ui.repl import ChatIO, EventRenderer
+from tests.support.chat_loop import chat_loop
 
 
 def test_ctrl_c_at_the_question_shows_the_call_as_not_run_and_the_chat_goes_on(
@@ -43,16 +43,11 @@ def test_ctrl_c_at_the_question_shows_the_call_as_not_run_and_the_chat_goes_on(
 
     approver = TerminalApprover(console, ask=ctrl_c, flush=lambda: None)
     with Manager(db_path()) as manager:
-        engine = build_engine(
-            Settings(model="openai/test-model", api_base=llm_server.base_url),
-            ContextOptions(),
-            manager.new_session(),
-            tmp_path,
-            128_000,
-            confirm=approver,
-        )
-        io_ = ChatIO(console, console, read_line, interactive=False)
-        ChatLoop(engine, manager, io_, "openai/test-model", approver=approver).run()
+        loop = chat_loop(
+            llm_server, manager, tmp_path, console, read_line,
+            model="openai/test-model", approver=approver, markdown=False,
+        )  # fmt: skip
+        loop.run()
 
     shown = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     asked = shown.index("Run: touch made? [y/N/a] ")

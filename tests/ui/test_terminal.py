@@ -21,8 +21,7 @@ from typer.testing import CliRunner
 
 from harness9.cli import app
 from harness9.cli.chat import window_notes
-from harness9.config import ContextOptions, Settings, db_path, tool_options
-from harness9.engine.setup import build_engine
+from harness9.config import db_path, tool_options
 from harness9.errors import ConfigError
 from harness9.provider import get_model_limits
 from harness9.provider.limits import asks_server, server_limits
@@ -33,7 +32,8 @@ from harness9.tools.shell import is_auto_approved
 from harness9.ui.approval import TerminalApprover, split_answer
 from harness9.ui.line_editor import prompt_reader
 from harness9.ui.markdown import MarkdownReply, split_blocks
-from harness9.ui.repl import SLASH_COMMANDS, ChatIO, ChatLoop
+from harness9.ui.repl import SLASH_COMMANDS
+from tests.support.chat_loop import chat_loop
 from tests.support.cli import NO_SUBAGENTS, NO_SUMMARIES, answering
 from tests.support.pty_terminal import drive_pty
 
@@ -69,30 +69,6 @@ def terminal(width: int = 80, height: int = 24) -> Console:
         record=True,
         highlight=False,
     )
-
-
-def chat_loop(
-    server,
-    manager: Manager,
-    workdir: Path,
-    console: Console,
-    read_line,
-    *,
-    model: str = "openai/gpt-4o-mini",
-    approver=None,
-    markdown: bool = True,
-) -> ChatLoop:
-    settings = Settings(model=model, api_base=server.base_url)
-    engine = build_engine(
-        settings,
-        ContextOptions(),
-        manager.new_session(),
-        workdir,
-        get_model_limits(model).context_tokens,
-        confirm=approver,
-    )
-    io_ = ChatIO(console, console, read_line, interactive=False, markdown=markdown)
-    return ChatLoop(engine, manager, io_, model, pricing=call_cost, approver=approver)
 
 
 def lines_of(*lines: str):

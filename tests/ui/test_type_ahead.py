@@ -14,12 +14,12 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from harness9.config import ContextOptions, Settings, db_path
-from harness9.engine.setup import build_engine
+from harness9.config import db_path
 from harness9.store import Manager
 from harness9.ui.approval import TerminalApprover
 from harness9.ui.line_editor import prompt_reader
-from harness9.ui.repl import SLASH_COMMANDS, ChatIO, ChatLoop
+from harness9.ui.repl import SLASH_COMMANDS
+from tests.support.chat_loop import chat_loop
 
 
 def test_a_key_typed_right_after_enter_is_not_prepended_to_the_next_message(
@@ -40,17 +40,12 @@ def test_a_key_typed_right_after_enter_is_not_prepended_to_the_next_message(
             return "y"
 
         approver = TerminalApprover(console, ask=answer)  # the real type-ahead discard
-        engine = build_engine(
-            Settings(model="openai/test-model", api_base=llm_server.base_url),
-            ContextOptions(),
-            manager.new_session(),
-            tmp_path,
-            128_000,
-            confirm=approver,
-        )
         read = prompt_reader([*SLASH_COMMANDS], None, pt_input=keys, pt_output=DummyOutput())
-        io_ = ChatIO(console, console, read, interactive=False)
-        assert ChatLoop(engine, manager, io_, "openai/test-model", approver=approver).run() == 0
+        loop = chat_loop(
+            llm_server, manager, tmp_path, console, read,
+            model="openai/test-model", approver=approver, markdown=False,
+        )  # fmt: skip
+        assert loop.run() == 0
 
     assert questions == ["Run: echo hi? [y/N/a] "]
     users = [m["content"] for m in llm_server.requests[-1]["messages"] if m["role"] == "user"]
