@@ -9,10 +9,13 @@ arguments, environment or URL needs approving again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from harness9.errors import ConfigError, HarnessError
 
 PROJECT_FILE = ".mcp.json"
 APPROVALS_FILE = "mcp_approvals.json"
+APPROVALS_LOCK = "mcp_approvals.lock"  # held while the approvals file is read and rewritten
 SOURCE_PROJECT = ".mcp.json"
 _TRANSPORTS = ("stdio", "http", "streamable-http", "streamableHttp")
 
@@ -133,23 +137,54 @@ def is_approved(workdir: Path, server: McpServer) -> bool:
 
 
 def approve(workdir: Path, server: McpServer) -> None:
-    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically);
-    HarnessError when the file cannot be written."""
-    data = _load_approvals(strict=True)
-    entry = data.get(str(workdir))
-    entry = entry if isinstance(entry, dict) else {}
-    entry[server.name] = fingerprint(server)
-    data[str(workdir)] = entry
+    """Remember that ``server`` of ``workdir``'s .mcp.json may run; HarnessError when the
+    file cannot be written. Two approvals at once (two terminals) both stay: the file is
+    read, changed and replaced under a lock, through a temporary file of its own."""
     path = _approvals_path()
-    tmp = path.with_suffix(".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        with _locked(path.with_name(APPROVALS_LOCK)):
+            data = _load_approvals(strict=True)
+            entry = data.get(str(workdir))
+            entry = entry if isinstance(entry, dict) else {}
+            entry[server.name] = fingerprint(server)
+            data[str(workdir)] = entry
+            _replace(path, json.dumps(data, indent=2, sort_keys=True))
     except OSError as exc:  # a read-only home, a full disk
         raise HarnessError(
             f"cannot save the approval of {server.name} in {path}: {exc.strerror or exc}"
         ) from None
+
+
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock`` (created if need be) across processes; where
+    there is no fcntl (Windows) the write is still atomic, only not serialised."""
+    with lock.open("a", encoding="utf-8") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            yield
+            return
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file no other writer uses, then
+    os.replace (removed again when anything fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def all_servers(configured: tuple[McpServer, ...], workdir: Path) -> list[McpServer]:
