@@ -32,7 +32,8 @@ _TRANSPORTS = ("stdio", "http", "streamable-http", "streamableHttp")
 
 def project_servers(workdir: Path) -> list[McpServer]:
     """The servers of ``workdir``'s .mcp.json ([] when there is none); ConfigError for a
-    file that cannot be read as one."""
+    file that cannot be read as one. Each entry is read on its own: a wrong one is a server
+    whose ``invalid`` says why (it never starts), and does not take the others down."""
     path = workdir / PROJECT_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -47,7 +48,16 @@ def project_servers(workdir: Path) -> list[McpServer]:
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise ConfigError(f'{path}: "mcpServers" must be an object of servers')
-    return [_server(name, entry, path) for name, entry in servers.items()]
+    return [_entry(name, entry, path) for name, entry in servers.items()]
+
+
+def _entry(name: str, entry: Any, path: Path) -> McpServer:
+    try:
+        return _server(name, entry, path)
+    except ConfigError as exc:
+        # A name that would break the one line it is reported in is shown quoted.
+        shown = name if name.isprintable() and name.strip() else json.dumps(name)
+        return McpServer(shown, source=SOURCE_PROJECT, invalid=f"not started: {exc}")
 
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -75,7 +85,7 @@ def expand(value: Any, where: str) -> Any:
 
 
 def _server(name: str, entry: Any, path: Path) -> McpServer:
-    where = f'server "{name}" in {path}'
+    where = f"its entry in {path}"
     written = entry
     entry = expand(entry, where)
     kind = (
