@@ -151,6 +151,7 @@ def approve_servers(
 
     Approvals are kept in $HARNESS9_HOME/mcp_approvals.json, per directory and per entry as
     written; --yes never approves a server, and config.toml's servers need no approval.
+    An entry that is wrong is not approved: a line says why, the others are, and it exits 1.
     """
     from harness9.tools.mcp.project import SOURCE_PROJECT, approve
 
