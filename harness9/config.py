@@ -714,6 +714,9 @@ class McpServer:
     # What an approval of a .mcp.json server is for: a digest of its entry as the file writes
     # it, before ${VAR} expansion ("" for config.toml's; harness9.tools.mcp.project).
     approval_key: str = ""
+    # Why the entry cannot run ("" when it can): a .mcp.json entry that is wrong is kept as a
+    # server that is never started, so that it is reported and the file's others still run.
+    invalid: str = ""
 
     @property
     def transport(self) -> str:

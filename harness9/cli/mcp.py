@@ -14,7 +14,7 @@ import typer
 
 from harness9.cli.env import Environment, environment
 from harness9.cli.help import HarnessCommand
-from harness9.errors import ConfigError, HarnessError, UsageError
+from harness9.errors import ConfigError, ExitCode, HarnessError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -151,6 +151,7 @@ def approve_servers(
 
     Approvals are kept in $HARNESS9_HOME/mcp_approvals.json, per directory and per entry as
     written; --yes never approves a server, and config.toml's servers need no approval.
+    An entry that is wrong is not approved: a line says why, the others are, and it exits 1.
     """
     from harness9.tools.mcp.project import SOURCE_PROJECT, approve
 
@@ -169,9 +170,15 @@ def approve_servers(
         if name not in project:
             known = ", ".join(project) or "none"
             raise UsageError(f"no server {name!r} in {work / '.mcp.json'} (servers: {known})")
+    refused = [project[name] for name in chosen if project[name].invalid]
     for name in chosen:
-        approve(work, project[name])
-        env.echo(f"approved {name}: {describe_server(project[name])}")
+        if not project[name].invalid:
+            approve(work, project[name])
+            env.echo(f"approved {name}: {describe_server(project[name])}")
+    for bad in refused:  # the file's other servers are approved all the same
+        env.echo(f"harness9: cannot approve {bad.name}: {bad.invalid}", err=True)
+    if refused:
+        raise typer.Exit(ExitCode.ERROR)
 
 
 def _not_ready(server: McpServer, state: str, error: str) -> str:
@@ -218,11 +225,17 @@ def chat_mcp(
         servers = list(opts.servers)
     if not servers:
         return None
+    for bad in (s for s in servers if s.invalid):  # the others run all the same
+        line = f"mcp: server {bad.name} {bad.invalid}"
+        err.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     # Approved at the question this time: they run even when the answer cannot be saved.
     allowed = {
         s.name
         for s in servers
-        if s.enabled and not is_approved(work, s) and _ask_approval(env, work, s, err, ask, approve)
+        if s.enabled
+        and not s.invalid
+        and not is_approved(work, s)
+        and _ask_approval(env, work, s, err, ask, approve)
     }
 
     def notice(text: str) -> None:

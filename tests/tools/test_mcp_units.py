@@ -85,8 +85,11 @@ def test_mcp_json_stdio_and_http_servers_are_read(workdir):
 
 def test_an_sse_server_in_mcp_json_is_refused_with_the_reason(workdir):
     write(workdir, {"old": {"type": "sse", "url": "http://127.0.0.1:9/sse"}})
-    with pytest.raises(ConfigError, match="transport 'sse' is not supported"):
-        project_servers(workdir)
+    (old,) = project_servers(workdir)
+    assert old.invalid == (
+        f"not started: its entry in {workdir / '.mcp.json'}: "
+        "transport 'sse' is not supported (stdio or http)"
+    )
 
 
 def test_a_mcp_json_that_is_not_json_is_one_line(workdir):
@@ -175,8 +178,11 @@ def test_mcp_json_expands_environment_variables_and_defaults(workdir, monkeypatc
 def test_an_unset_variable_without_a_default_is_one_line(workdir, monkeypatch):
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     write(workdir, {"gh": {"command": "x", "env": {"T": "${NOT_SET_ANYWHERE}"}}})
-    with pytest.raises(ConfigError, match=r"\$\{NOT_SET_ANYWHERE\} is not set"):
-        project_servers(workdir)
+    (gh,) = project_servers(workdir)
+    assert gh.invalid == (
+        f"not started: its entry in {workdir / '.mcp.json'}: "
+        "${NOT_SET_ANYWHERE} is not set in the environment"
+    )
 
 
 def test_a_servers_read_only_hint_reaches_the_tools_definition():

@@ -20,9 +20,9 @@ def project(workdir: Path) -> None:
 
 
 def unwritable_approvals(home: Path) -> Path:
-    """A home where the approvals file cannot be written: where its new copy goes first
-    is a directory (an OSError for anyone, root included, as a read-only mount is)."""
-    (home / "mcp_approvals.tmp").mkdir(parents=True)
+    """A home where the approvals file cannot be written: its lock file is a directory
+    (an OSError for anyone, root included, as a read-only mount is)."""
+    (home / "mcp_approvals.lock").mkdir(parents=True)
     return home / "mcp_approvals.json"
 
 

@@ -107,7 +107,9 @@ class McpManager:
     ) -> None:
         self._servers = {s.name: _Server(s) for s in servers}
         for srv in self._servers.values():
-            if not srv.config.enabled:
+            if srv.config.invalid:  # a wrong .mcp.json entry: reported, never started
+                srv.state, srv.error = FAILED, srv.config.invalid
+            elif not srv.config.enabled:
                 srv.state = DISABLED
             elif not approved(srv.config):
                 srv.state = NOT_APPROVED
@@ -290,6 +292,8 @@ class McpManager:
         srv = self._servers[name]
         if srv.state in (NOT_APPROVED, DISABLED):
             raise ServerUnavailable(f"server {name} is {srv.state}")
+        if srv.config.invalid:  # starting it again cannot help: its entry is wrong
+            raise ServerUnavailable(f"server {name} {srv.error}")
         with self._restarting:  # sub-agents side by side start it once, not once each
             if srv.state in (FAILED, OFF):
                 self._connect(srv)

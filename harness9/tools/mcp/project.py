@@ -9,10 +9,13 @@ arguments, environment or URL needs approving again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,13 +25,15 @@ from harness9.errors import ConfigError, HarnessError
 
 PROJECT_FILE = ".mcp.json"
 APPROVALS_FILE = "mcp_approvals.json"
+APPROVALS_LOCK = "mcp_approvals.lock"  # held while the approvals file is read and rewritten
 SOURCE_PROJECT = ".mcp.json"
 _TRANSPORTS = ("stdio", "http", "streamable-http", "streamableHttp")
 
 
 def project_servers(workdir: Path) -> list[McpServer]:
     """The servers of ``workdir``'s .mcp.json ([] when there is none); ConfigError for a
-    file that cannot be read as one."""
+    file that cannot be read as one. Each entry is read on its own: a wrong one is a server
+    whose ``invalid`` says why (it never starts), and does not take the others down."""
     path = workdir / PROJECT_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -43,7 +48,16 @@ def project_servers(workdir: Path) -> list[McpServer]:
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise ConfigError(f'{path}: "mcpServers" must be an object of servers')
-    return [_server(name, entry, path) for name, entry in servers.items()]
+    return [_entry(name, entry, path) for name, entry in servers.items()]
+
+
+def _entry(name: str, entry: Any, path: Path) -> McpServer:
+    try:
+        return _server(name, entry, path)
+    except ConfigError as exc:
+        # A name that would break the one line it is reported in is shown quoted.
+        shown = name if name.isprintable() and name.strip() else json.dumps(name)
+        return McpServer(shown, source=SOURCE_PROJECT, invalid=f"not started: {exc}")
 
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -71,7 +85,7 @@ def expand(value: Any, where: str) -> Any:
 
 
 def _server(name: str, entry: Any, path: Path) -> McpServer:
-    where = f'server "{name}" in {path}'
+    where = f"its entry in {path}"
     written = entry
     entry = expand(entry, where)
     kind = (
@@ -133,23 +147,54 @@ def is_approved(workdir: Path, server: McpServer) -> bool:
 
 
 def approve(workdir: Path, server: McpServer) -> None:
-    """Remember that ``server`` of ``workdir``'s .mcp.json may run (written atomically);
-    HarnessError when the file cannot be written."""
-    data = _load_approvals(strict=True)
-    entry = data.get(str(workdir))
-    entry = entry if isinstance(entry, dict) else {}
-    entry[server.name] = fingerprint(server)
-    data[str(workdir)] = entry
+    """Remember that ``server`` of ``workdir``'s .mcp.json may run; HarnessError when the
+    file cannot be written. Two approvals at once (two terminals) both stay: the file is
+    read, changed and replaced under a lock, through a temporary file of its own."""
     path = _approvals_path()
-    tmp = path.with_suffix(".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        with _locked(path.with_name(APPROVALS_LOCK)):
+            data = _load_approvals(strict=True)
+            entry = data.get(str(workdir))
+            entry = entry if isinstance(entry, dict) else {}
+            entry[server.name] = fingerprint(server)
+            data[str(workdir)] = entry
+            _replace(path, json.dumps(data, indent=2, sort_keys=True))
     except OSError as exc:  # a read-only home, a full disk
         raise HarnessError(
             f"cannot save the approval of {server.name} in {path}: {exc.strerror or exc}"
         ) from None
+
+
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock`` (created if need be) across processes; where
+    there is no fcntl (Windows) the write is still atomic, only not serialised."""
+    with lock.open("a", encoding="utf-8") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            yield
+            return
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file no other writer uses, then
+    os.replace (removed again when anything fails)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def all_servers(configured: tuple[McpServer, ...], workdir: Path) -> list[McpServer]:
