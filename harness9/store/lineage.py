@@ -198,6 +198,10 @@ class LineageStore(SqlStoreBase[S]):
             (count,) = conn.execute(
                 f"SELECT message_count FROM sessions WHERE id = {p}", (session_id,)
             ).fetchone()
+            if not _message_number(count):  # a damaged count: count what the fork shares
+                (count,) = conn.execute(
+                    f"SELECT count(*) FROM messages WHERE {mine}", args
+                ).fetchone()
             tops = [
                 conn.execute(
                     f"SELECT max(id) FROM messages WHERE session_id = {p}"
@@ -246,18 +250,19 @@ class LineageStore(SqlStoreBase[S]):
         check_session_id(session_id)
         sid, now, p = str(uuid.uuid4()), time.time(), self.PARAM
         with self.transaction() as conn:
-            row = conn.execute(
-                f"SELECT title FROM sessions WHERE id = {p}", (session_id,)
-            ).fetchone()
+            # The title as a listing shows it: one that is not UTF-8 is copied with
+            # replacement characters rather than failing the fork.
+            row = conn.execute(f"{self.INFO_SQL} WHERE id = {p}", (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
+            title = info_from_row(row).title
             # An /undo in the origin meanwhile must see this fork's share (PostgreSQL).
             self._session(session_id)._lock_session(conn)
             point = self._fork_point(conn, session_id, at)
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
                 f"VALUES ({p}, {p}, {p}, {p}, {p})",
-                (sid, now, now, row[0] if point.number else "", point.number),
+                (sid, now, now, self._stored_text(title) if point.number else "", point.number),
             )
             if point.last_id:
                 conn.execute(

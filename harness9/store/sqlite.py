@@ -548,6 +548,10 @@ class SQLiteSession(SqlSessionBase):
 
     PARAM = "?"
     SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
+    SELECT_TODOS = (
+        "SELECT CAST(content AS BLOB), CAST(status AS BLOB) FROM todos "
+        "WHERE session_id = {p} ORDER BY position"
+    )
     _m: Manager
 
     def _fetch_records(
