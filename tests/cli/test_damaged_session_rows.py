@@ -125,3 +125,40 @@ def test_export_gives_a_todo_that_is_not_utf8_with_replacement_characters():
     assert (exported.exit_code, markdown.exit_code) == (0, 0), exported.output + markdown.output
     assert json.loads(exported.stdout)["todos"][1] == {"content": "\ufffdA", "status": "pending"}
     assert "\ufffdA" in markdown.stdout
+
+
+def session_with_a_sub_agent() -> tuple[str, str]:
+    sid, _ = session_with_four_messages()
+    with open_manager(db_path()) as m:
+        kid = m.new_child_session(sid, "call_1", "look around").session_id
+    return sid, kid
+
+
+def test_show_of_a_parent_gives_a_sub_agent_title_that_is_not_utf8_with_replacement():
+    sid, kid = session_with_a_sub_agent()
+    damage("UPDATE sessions SET title = CAST(X'ff41' AS TEXT) WHERE id = ?", kid)
+
+    shown = cli("sessions", "show", sid, "--json")
+
+    assert shown.exit_code == 0, shown.output
+    children = json.loads(shown.stdout)["children"]
+    assert [(c["id"], c["title"], c["description"]) for c in children] == [
+        (kid, "\ufffdA", "look around")
+    ]
+
+
+def test_a_sub_agent_description_that_is_not_utf8_leaves_show_and_export_working():
+    sid, kid = session_with_a_sub_agent()
+    damage(
+        "UPDATE subagent_sessions SET description = CAST(X'ff41' AS TEXT) WHERE session_id = ?",
+        kid,
+    )
+
+    parent = cli("sessions", "show", sid, "--json")
+    child = cli("sessions", "show", kid, "--json")
+    exported = cli("sessions", "export", sid, "-f", "json")
+
+    assert (parent.exit_code, child.exit_code, exported.exit_code) == (0, 0, 0), parent.output
+    assert json.loads(parent.stdout)["children"][0]["description"] == "\ufffdA"
+    assert json.loads(child.stdout)["tool_call_id"] == "call_1"
+    assert "\ufffdA" in exported.stdout
