@@ -94,12 +94,16 @@ class Environment:
         self.stdout.write(text)
         self.stdout.flush()
 
-    def confirm(self, question: str) -> bool:
-        """Ask on stdout, read one line from stdin; only "y"/"yes" is a yes (EOF is a no)."""
-        self.write(f"{question} [y/N]: ")
+    def confirm(self, question: str, *, err: bool = False) -> bool:
+        """Ask on stdout (or stderr, when stdout is for a program), read one line from
+        stdin; only "y"/"yes" is a yes (EOF is a no)."""
+        out = self.stderr if err else self.stdout
+        out.write(f"{question} [y/N]: ")
+        out.flush()
         answer = self.stdin.readline()
         if not answer:  # Ctrl-D: the terminal left the cursor after the question
-            self.write("\n")
+            out.write("\n")
+            out.flush()
         return answer.strip().lower() in ("y", "yes")
 
     def console(self, *, err: bool = False, soft_wrap: bool | None = None) -> Console:

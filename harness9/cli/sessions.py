@@ -91,11 +91,20 @@ def _remove_offloads(session_id: str) -> None:
 
 
 def _print_lines(
-    env: Environment, infos: list[SessionInfo], origins: dict[str, ForkOrigin] | None = None
+    env: Environment,
+    infos: list[SessionInfo],
+    origins: dict[str, ForkOrigin] | None = None,
+    *,
+    err: bool = False,
 ) -> None:
     from harness9.ui.listing import session_lines
 
-    env.write("\n".join(session_lines(infos, env.columns, origins)) + "\n")
+    text = "\n".join(session_lines(infos, env.columns, origins)) + "\n"
+    if err:
+        env.stderr.write(text)
+        env.stderr.flush()
+    else:
+        env.write(text)
 
 
 def _print_json(env: Environment, data: Any) -> None:
@@ -207,21 +216,27 @@ def list_sessions(
     env = environment(ctx)
     store = _open_store()
     infos: list[SessionInfo] = []
-    usage: dict[str, UsageTotals] = {}
     origins: dict[str, ForkOrigin] = {}
-    below: dict[str, UsageTotals] = {}
+    rows: list[dict[str, Any]] = []
     if store is not None:
         with store:
             infos = store.list_sessions(limit, children=all_)
             origins = store.fork_origins()
             if as_json:
-                usage = store.usage_by_session()
-                below = _subagent_totals(store.list_sessions(children=True), usage)
+                rows = _listed_json(store, infos, origins)
     if as_json:
-        rows = [_info_json(i, usage.get(i.id), origins.get(i.id), below.get(i.id)) for i in infos]
         _print_json(env, rows)
         return
     _print_lines(env, infos, origins)
+
+
+def _listed_json(
+    store: SessionStore, infos: list[SessionInfo], origins: dict[str, ForkOrigin]
+) -> list[dict[str, Any]]:
+    """``infos`` as ``sessions list --json`` prints them (usage with their sub-agents')."""
+    usage = store.usage_by_session()
+    below = _subagent_totals(store.list_sessions(children=True), usage)
+    return [_info_json(i, usage.get(i.id), origins.get(i.id), below.get(i.id)) for i in infos]
 
 
 @sessions_app.command("show", cls=HarnessCommand)
@@ -357,13 +372,22 @@ def delete_sessions(
             "--yes", "-y", help="Do not ask for confirmation (needed without a terminal)."
         ),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the sessions deleted (or, with --dry-run, listed) as JSON on stdout; "
+            "messages go to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Delete sessions by id, or all sessions older than an age (for cron).
 
     A session goes with its sub-agents' sessions and its offloaded tool outputs; its forks
     stay. Without a terminal nothing is deleted unless --yes (exit 1). --older-than goes by
-    the last update and keeps a session written to meanwhile. A crontab line that keeps
-    a month of history:
+    the last update and keeps a session written to meanwhile. --json prints an array of
+    the sessions as list --json does, each with "deleted": true, or false when --dry-run
+    only listed it (or it was skipped). A crontab line that keeps a month of history:
 
     \b
       0 4 * * * harness9 sessions delete --older-than 30d --yes
@@ -376,51 +400,74 @@ def delete_sessions(
     age = parse_age(older_than) if older_than is not None else 0.0
     cutoff = env.clock() - age
     store = _open_store()
-    if store is None:
-        if session_ids:
-            raise SessionNotFoundError(session_ids[0])
-        env.echo(f"No sessions older than {older_than}.")
-        return
-    with store:
-        if session_ids:
-            full_ids = list(dict.fromkeys(store.resolve_id(p) for p in session_ids))
-            targets = [store.session_info(i) for i in full_ids]
-        else:
-            targets = store.sessions_older_than(cutoff)
-            if not targets:
-                env.echo(f"No sessions older than {older_than}.")
-                return
-        _confirm_or_refuse(env, targets, dry_run=dry_run, yes=yes)
-        if dry_run:
-            return
-        deleted = store.delete_sessions(
-            [t.id for t in targets], updated_before=None if session_ids else cutoff
-        )
-    skipped = len(targets) - len(deleted)
-    note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
-    env.echo(f"Deleted {plural(len(deleted), 'session')}.{note}")
+    if store is None and session_ids:
+        raise SessionNotFoundError(session_ids[0])
+    targets: list[SessionInfo] = []
+    rows: list[dict[str, Any]] = []
+    deleted: list[str] | None = None  # None: nothing was asked of the store (dry run, a no)
+    if store is not None:
+        with store:
+            targets, rows, deleted = _delete_chosen(
+                env, store, session_ids, cutoff, dry_run=dry_run, yes=yes, as_json=as_json
+            )
+    if as_json:
+        gone = set(deleted or [])
+        _print_json(env, [{**r, "deleted": r["id"] in gone} for r in rows])
+    if not targets:
+        env.echo(f"No sessions older than {older_than}.", err=as_json)
+    elif deleted is not None:
+        skipped = len(targets) - len(deleted)
+        note = f" ({skipped} skipped: written to or deleted meanwhile)" if skipped else ""
+        env.echo(f"Deleted {plural(len(deleted), 'session')}.{note}", err=as_json)
 
 
-def _confirm_or_refuse(
-    env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool
-) -> None:
+def _delete_chosen(
+    env: Environment,
+    store: SessionStore,
+    session_ids: list[str] | None,
+    cutoff: float,
+    *,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> tuple[list[SessionInfo], list[dict[str, Any]], list[str] | None]:
+    """The sessions named (or idle since ``cutoff``), their ``list --json`` rows (read
+    before they are gone; only for --json) and the ids deleted (None: none were asked
+    for, a dry run or a no)."""
+    if session_ids:
+        full_ids = list(dict.fromkeys(store.resolve_id(p) for p in session_ids))
+        targets = [store.session_info(i) for i in full_ids]
+    else:
+        targets = store.sessions_older_than(cutoff)
+    rows = _listed_json(store, targets, store.fork_origins()) if as_json else []
+    if not targets or not _confirmed(env, targets, dry_run=dry_run, yes=yes, err=as_json):
+        return targets, rows, None
+    ids = [t.id for t in targets]
+    return targets, rows, store.delete_sessions(ids, updated_before=None if session_ids else cutoff)
+
+
+def _confirmed(
+    env: Environment, targets: list[SessionInfo], *, dry_run: bool, yes: bool, err: bool
+) -> bool:
+    """Whether to delete ``targets``; ``err``: what people read goes to stderr (--json)."""
     what = plural(len(targets), "session")
     if dry_run:
-        env.echo(f"Would delete {what}:")
-        _print_lines(env, targets)
-        return
+        env.echo(f"Would delete {what}:", err=err)
+        _print_lines(env, targets, err=err)
+        return False
     if yes:
-        return
+        return True
     if not env.stdin_isatty:
         raise NotConfirmedError(
             f"refusing to delete {what} without --yes (stdin is not a terminal); nothing deleted"
         )
-    env.echo(f"About to delete {what}:")
-    _print_lines(env, targets)
-    if not env.confirm(f"Delete {what}?"):
+    env.echo(f"About to delete {what}:", err=err)
+    _print_lines(env, targets, err=err)
+    if not env.confirm(f"Delete {what}?", err=err):
         # The user's choice, not an error: exit 0, and say what happened.
-        env.echo("Nothing deleted.")
-        raise typer.Exit(0)
+        env.echo("Nothing deleted.", err=err)
+        return False
+    return True
 
 
 @sessions_app.command("search", cls=HarnessCommand)

@@ -27,11 +27,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from harness9.errors import UsageError
 from harness9.store.codec import decode_todos
-from harness9.store.rows import info_from_row
+from harness9.store.rows import info_from_row, shown_text
 from harness9.store.scope import read_scope
 from harness9.store.session import (
     Checkpoint,
@@ -121,6 +121,13 @@ def _linked(conn: Any, param: str, session_ids: Sequence[str], found: str, known
 class LineageStore(SqlStoreBase[S]):
     """Forks and sub-agents' sessions in an SQL store."""
 
+    # A sub-agent link as ``_link_from_row`` takes it; append WHERE. A store whose driver
+    # chokes on text that is not UTF-8 reads the texts as bytes (SQLite keeps what a hand
+    # edit wrote): a damaged description must not make the family unreadable.
+    LINK_SQL: ClassVar[str] = (
+        "SELECT session_id, parent_id, tool_call_id, description FROM subagent_sessions"
+    )
+
     # -- sub-agents' sessions --------------------------------------------------------
 
     def new_child_session(self, parent_id: str, tool_call_id: str, description: str = "") -> S:
@@ -159,25 +166,21 @@ class LineageStore(SqlStoreBase[S]):
         """Whose `task` call ran this session; None for a top-level session."""
         with self.read() as conn:
             row = conn.execute(
-                "SELECT session_id, parent_id, tool_call_id, description FROM subagent_sessions "
-                f"WHERE session_id = {self.PARAM}",
-                (session_id,),
+                f"{self.LINK_SQL} WHERE session_id = {self.PARAM}", (session_id,)
             ).fetchone()
-        return SubAgentLink(*row) if row is not None else None
+        return _link_from_row(row) if row is not None else None
 
     def children(self, session_id: str) -> list[tuple[SubAgentLink, SessionInfo]]:
         """The sessions of the sub-agents ``session_id`` ran, oldest first."""
+        p = self.PARAM
         with self.read() as conn:
+            links = conn.execute(f"{self.LINK_SQL} WHERE parent_id = {p}", (session_id,))
+            by_id = {str(r[0]): _link_from_row(r) for r in links.fetchall()}
             rows = conn.execute(
-                "SELECT l.session_id, l.parent_id, l.tool_call_id, l.description, "
-                "s.id, s.created_at, s.updated_at, s.message_count, s.title, "
-                "coalesce((SELECT st.workdir FROM session_settings st "
-                "WHERE st.session_id = s.id), ''), l.parent_id "
-                "FROM subagent_sessions AS l JOIN sessions AS s ON s.id = l.session_id "
-                f"WHERE l.parent_id = {self.PARAM} ORDER BY s.created_at, s.id",
-                (session_id,),
+                f"{self.INFO_SQL} WHERE parent_id = {p} ORDER BY created_at, id", (session_id,)
             ).fetchall()
-        return [(SubAgentLink(*r[:4]), info_from_row(r[4:])) for r in rows]
+        infos = [info_from_row(r) for r in rows]
+        return [(by_id[i.id], i) for i in infos if i.id in by_id]
 
     def with_parents(self, session_ids: Iterable[str]) -> list[str]:
         """``session_ids`` and the sessions above them (whose sub-agents they are)."""
@@ -198,6 +201,10 @@ class LineageStore(SqlStoreBase[S]):
             (count,) = conn.execute(
                 f"SELECT message_count FROM sessions WHERE id = {p}", (session_id,)
             ).fetchone()
+            if not _message_number(count):  # a damaged count: count what the fork shares
+                (count,) = conn.execute(
+                    f"SELECT count(*) FROM messages WHERE {mine}", args
+                ).fetchone()
             tops = [
                 conn.execute(
                     f"SELECT max(id) FROM messages WHERE session_id = {p}"
@@ -246,18 +253,19 @@ class LineageStore(SqlStoreBase[S]):
         check_session_id(session_id)
         sid, now, p = str(uuid.uuid4()), time.time(), self.PARAM
         with self.transaction() as conn:
-            row = conn.execute(
-                f"SELECT title FROM sessions WHERE id = {p}", (session_id,)
-            ).fetchone()
+            # The title as a listing shows it: one that is not UTF-8 is copied with
+            # replacement characters rather than failing the fork.
+            row = conn.execute(f"{self.INFO_SQL} WHERE id = {p}", (session_id,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id)
+            title = info_from_row(row).title
             # An /undo in the origin meanwhile must see this fork's share (PostgreSQL).
             self._session(session_id)._lock_session(conn)
             point = self._fork_point(conn, session_id, at)
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, message_count) "
                 f"VALUES ({p}, {p}, {p}, {p}, {p})",
-                (sid, now, now, row[0] if point.number else "", point.number),
+                (sid, now, now, self._stored_text(title) if point.number else "", point.number),
             )
             if point.last_id:
                 conn.execute(
@@ -348,6 +356,11 @@ class LineageStore(SqlStoreBase[S]):
                 (session_id,),
             ).fetchall()
         return [(str(r[0]), r[1]) for r in rows if _message_number(r[1])]
+
+
+def _link_from_row(row: Sequence[Any]) -> SubAgentLink:
+    sid, parent, call_id, description = row
+    return SubAgentLink(str(sid), str(parent), shown_text(call_id), shown_text(description))
 
 
 def _message_number(value: Any) -> bool:

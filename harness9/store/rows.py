@@ -52,12 +52,20 @@ def info_from_row(row: Sequence[Any]) -> SessionInfo:
     what is shown never differs from what an export writes.
     """
     sid, created, updated, count, title, workdir, parent = row
-    if isinstance(title, bytes):
-        title = title.decode("utf-8", "replace")
-    elif not isinstance(title, str):
-        title = "" if title is None else str(title)
+    title = shown_text(title)
     if isinstance(count, bool) or not isinstance(count, int):
         count = 0
     if isinstance(workdir, bytes):
         workdir = workdir.decode("utf-8", "replace")
     return SessionInfo(sid, created, updated, count, title, str(workdir or ""), parent or "")
+
+
+def shown_text(value: Any) -> str:
+    """A text column as a reader shows it: bytes that are not UTF-8 (SQLite keeps what a
+    hand edit wrote; its store reads such columns as bytes) with replacement characters,
+    a number as its digits, NULL as ""."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value
+    return "" if value is None else str(value)

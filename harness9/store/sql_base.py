@@ -31,6 +31,7 @@ class SqlStoreBase(Generic[S]):
     ORDER_SQL: ClassVar[str]  # listing order, newest first; ends in the creation order
     PREFIX_MATCH: ClassVar[str]  # how an id is matched against a prefix pattern
     PREFIX_WILDCARD: ClassVar[str]  # what the pattern ends in: "any text after"
+    INFO_SQL: ClassVar[str]  # a sessions row as ``rows.info_from_row`` takes it; append WHERE
     on_session_deleted: Callable[[str], None] | None
     _lock: threading.RLock  # held by every use of the connection
     _conn: Any  # the one connection; None once closed

@@ -28,7 +28,7 @@ from harness9.store.codec import (
     message_from_values,
     metadata_from_value,
 )
-from harness9.store.rows import records_from_rows
+from harness9.store.rows import records_from_rows, shown_text
 from harness9.store.scope import Scope, read_scope, see_below
 from harness9.store.search import SearchHit
 from harness9.store.session import (
@@ -69,6 +69,11 @@ class SqlSessionBase:
 
     PARAM: ClassVar[str]  # the driver's parameter marker: "?" or "%s"
     SELECT_CHECKPOINTS: ClassVar[str]  # a session's checkpoints; append ORDER BY
+    # A session's todos (content, status) in order; a driver that refuses a whole query
+    # over a text column that is not UTF-8 reads them as bytes (``shown_text`` decodes them).
+    SELECT_TODOS: ClassVar[str] = (
+        "SELECT content, status FROM todos WHERE session_id = {p} ORDER BY position"
+    )
     _m: SqlManager
     _id: str
 
@@ -131,12 +136,8 @@ class SqlSessionBase:
 
     def get_todos(self) -> list[TodoItem] | None:
         with self._m.read() as conn:
-            rows = conn.execute(
-                f"SELECT content, status FROM todos WHERE session_id = {self.PARAM} "
-                "ORDER BY position",
-                (self._id,),
-            ).fetchall()
-        return [TodoItem(c, s) for c, s in rows] or None
+            rows = conn.execute(self.SELECT_TODOS.format(p=self.PARAM), (self._id,)).fetchall()
+        return [TodoItem(shown_text(c), shown_text(s)) for c, s in rows] or None
 
     def _checkpoints(self, order: str) -> Iterator[Checkpoint]:
         with self._m.read() as conn:

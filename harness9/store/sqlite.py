@@ -172,6 +172,10 @@ class Manager(SqlManagerBase["SQLiteSession"]):
     PARAM = "?"
     ORDER_SQL = " ORDER BY updated_at DESC, created_at DESC, rowid DESC"
     INFO_SQL = INFO_SQL_BYTES
+    LINK_SQL = (
+        "SELECT session_id, parent_id, CAST(tool_call_id AS BLOB), CAST(description AS BLOB) "
+        "FROM subagent_sessions"
+    )
     PREFIX_MATCH, PREFIX_WILDCARD = "GLOB", "*"
 
     def __init__(
@@ -548,6 +552,10 @@ class SQLiteSession(SqlSessionBase):
 
     PARAM = "?"
     SELECT_CHECKPOINTS = _SELECT_CHECKPOINTS
+    SELECT_TODOS = (
+        "SELECT CAST(content AS BLOB), CAST(status AS BLOB) FROM todos "
+        "WHERE session_id = {p} ORDER BY position"
+    )
     _m: Manager
 
     def _fetch_records(
