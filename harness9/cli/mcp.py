@@ -105,7 +105,9 @@ def list_tools(
     """A server's tools: the name the model calls, the tokens of its definition, its text.
 
     Starts the server to ask it. Exit 1 when it has no tools to show (it failed, is not
-    approved or is disabled), with one line saying why.
+    approved or is disabled), with one line saying why. A tool whose input schema is not
+    valid JSON Schema is not offered to the model (providers refuse every request carrying
+    it): it is named on stderr.
     """
     from harness9.tokens import estimate_tool_tokens
     from harness9.tools.mcp.toolset import tools_of
@@ -124,6 +126,8 @@ def list_tools(
         manager.close()
     if view.state != "ready" and not defs:
         raise HarnessError(_not_ready(view.config, view.state, view.error))
+    for refused in view.refused:  # on stderr: --json's output stays the tools offered
+        env.echo(f"not offered, its input schema is invalid: {refused}", err=True)
     rows: list[dict[str, Any]] = [
         {"name": d.name, "tokens": estimate_tool_tokens([d]), "description": d.description}
         for d in defs

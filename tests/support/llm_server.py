@@ -445,6 +445,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(f"invalid JSON body: {exc}", None, None))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        refused = _invalid_tool_schema(body)
+        if refused is not None:
+            with self.owner._lock:
+                self.owner._requests.append(body)
+            self._send_json(400, refused)
+            return
         try:
             self._answer(body, headers)
         finally:
@@ -633,6 +639,37 @@ def _completion(spec: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": _usage(getattr(spec, "usage", None), body, out_text),
     }
+
+
+def _invalid_tool_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """OpenAI's refusal of a request one of whose tools' ``parameters`` is not a JSON Schema
+    (draft 2020-12) of an object, in its words, e.g. ``Invalid schema for function 'f':
+    [] is not of type 'object', 'boolean'.`` (code ``invalid_function_parameters``)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    for i, tool in enumerate(body.get("tools") or []):
+        function = tool.get("function") or {}
+        schema = function.get("parameters")
+        if schema is None:
+            continue
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            got = schema.get("type") if isinstance(schema, dict) else type(schema).__name__
+            why = f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'."
+        else:
+            try:
+                Draft202012Validator.check_schema(schema)
+                continue
+            except SchemaError as exc:
+                why = f"{exc.message}."
+        error = _error_body(
+            f"Invalid schema for function '{function.get('name')}': {why}",
+            "invalid_request_error",
+            "invalid_function_parameters",
+        )
+        error["error"]["param"] = f"tools[{i}].function.parameters"
+        return error
+    return None
 
 
 def _error_body(message: str, type_: str | None, code: str | None) -> dict[str, Any]:

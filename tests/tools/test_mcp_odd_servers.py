@@ -8,8 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.cli import chat, cli
 from tests.tools.test_mcp import configure, script, tool_messages
 
@@ -20,27 +18,51 @@ def odd() -> dict:
     return {"command": sys.executable, "args": [ODD], "timeout": 20}
 
 
-@pytest.mark.parametrize(
-    ("tool", "args"),
-    [
-        ("boolean_subschema", {"x": 1}),
-        ("required_string", {"text": "a"}),
-        ("properties_list", {"x": "a"}),
-        ("minimum_string", {"n": 5}),
-    ],
-)
-def test_a_tool_whose_schema_the_check_cannot_read_still_runs(
-    llm_server, harness9_home, workdir, tool, args
+def test_a_tool_whose_valid_schema_the_check_cannot_read_still_runs(
+    llm_server, harness9_home, workdir
 ):
     configure(harness9_home, {"odd": odd()})
-    script(llm_server, ("c1", f"mcp__odd__{tool}", args))
+    script(llm_server, ("c1", "mcp__odd__boolean_subschema", {"x": 1}))  # "x": true
 
     result = chat(llm_server, "go\n", "--yes", workdir=workdir)
 
     assert result.exit_code == 0, result.output
-    assert tool_messages(llm_server.requests[1]) == [
-        f"{tool} ran with {json.dumps(args, sort_keys=True)}"
-    ]
+    assert tool_messages(llm_server.requests[1]) == ['boolean_subschema ran with {"x": 1}']
+
+
+INVALID = ("required_string", "properties_list", "minimum_string")
+
+
+def test_a_tool_whose_input_schema_providers_refuse_is_not_offered_and_the_chat_goes_on(
+    llm_server, harness9_home, workdir
+):
+    """The scripted server refuses a request whose tools hold an invalid schema, as OpenAI
+    does (``Invalid schema for function …``): offered, one such tool fails every request."""
+    configure(harness9_home, {"odd": odd()})
+    llm_server.reply_text("fine")
+
+    result = chat(llm_server, "go\n", "--yes", workdir=workdir)
+
+    assert result.exit_code == 0, result.output
+    [request] = llm_server.requests
+    offered = [t["function"]["name"] for t in request["tools"]]
+    assert "mcp__odd__boolean_subschema" in offered
+    assert not any(f"mcp__odd__{tool}" in offered for tool in INVALID)
+    [notice] = [line for line in result.stderr.splitlines() if "not offering" in line]
+    assert notice.startswith("mcp: server odd: not offering required_string (")
+    assert "properties_list ([{'x': {'type': 'string'}}] is not of type 'object'" in notice
+    assert "minimum_string ('1' is not of type 'number' (at properties/n/minimum))" in notice
+
+
+def test_mcp_tools_names_the_tools_it_does_not_offer_on_stderr(harness9_home, workdir):
+    configure(harness9_home, {"odd": odd()})
+
+    result = cli("mcp", "tools", "odd", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert "mcp__odd__boolean_subschema" in [row["name"] for row in json.loads(result.stdout)]
+    refused = [line for line in result.stderr.splitlines() if line.startswith("not offered")]
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in refused] == list(INVALID)
 
 
 def listed_tools() -> dict[str, str]:
@@ -55,7 +77,7 @@ def test_two_tools_whose_names_collide_once_made_callable_are_listed_apart(harne
 
     listed = listed_tools()
 
-    assert len(listed) == 6
+    assert len(listed) == 3  # and the three whose schema is invalid, not offered
     assert listed["mcp__odd__dot_name"] == "The tool dot.name."
     [other] = [n for n, d in listed.items() if d == "The tool dot_name."]
     assert other.startswith("mcp__odd__dot_name_") and len(other) == len("mcp__odd__dot_name_") + 8

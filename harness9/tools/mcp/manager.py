@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness9.config import McpServer, harness9_home
+from harness9.tools.mcp.schemas import schema_problem
 
 READY = "ready"
 CONNECTING = "connecting"
@@ -75,6 +76,7 @@ class ServerView:
     state: str
     error: str
     tools: list[RemoteTool]
+    refused: list[str] = field(default_factory=list)  # tools not offered: "name (why)"
 
 
 @dataclass(slots=True)
@@ -93,6 +95,7 @@ class _Server:
     starting: Any = None
     generation: int = 0
     http_status: str = ""  # an HTTP server's last error status ("HTTP 401 Unauthorized")
+    refused: list[str] = field(default_factory=list)  # tools not offered, with why
 
 
 class McpManager:
@@ -180,7 +183,8 @@ class McpManager:
 
     def views(self) -> list[ServerView]:
         return [
-            ServerView(s.config, s.state, s.error, list(s.tools)) for s in self._servers.values()
+            ServerView(s.config, s.state, s.error, list(s.tools), list(s.refused))
+            for s in self._servers.values()
         ]
 
     def names(self) -> list[str]:
@@ -262,6 +266,7 @@ class McpManager:
                     )
                     for t in listed
                 ]
+                srv.tools = self._offerable(srv, srv.tools)
                 srv.client, srv.state = client, READY
                 srv.done.set()
                 scope.deadline = math.inf
@@ -269,6 +274,24 @@ class McpManager:
                 await srv.stop.wait()
         if scope.cancelled_caught and srv.state == CONNECTING:  # the deadline, not a stop
             raise TimeoutError
+
+    def _offerable(self, srv: _Server, tools: list[RemoteTool]) -> list[RemoteTool]:
+        """``tools`` but those whose input schema a provider would refuse, which would fail
+        every request of the chat (harness9.tools.mcp.schemas); each is said in one line."""
+        kept, refused = [], []
+        for tool in tools:
+            why = schema_problem(tool.input_schema)
+            if why is None:
+                kept.append(tool)
+            else:
+                refused.append(f"{tool.name} ({why})")
+        srv.refused = refused
+        if refused and self.on_notice is not None:
+            self.on_notice(
+                f"mcp: server {srv.config.name}: not offering {', '.join(refused)}: "
+                "a model provider refuses every request whose tools have an invalid input schema"
+            )
+        return kept
 
     def _fail(self, srv: _Server, why: str) -> None:
         srv.state, srv.error = FAILED, why

@@ -91,7 +91,8 @@ class McpTool:
         why = self.manager.unavailable(self.remote.server)
         if why:
             desc = f"[unavailable: {why}; a call starts the server again] {desc}"
-        schema = self.remote.input_schema or {"type": "object", "properties": {}}
+        # The top level is an object (schemas.schema_problem); some APIs want it said.
+        schema = {"type": "object", "properties": {}, **self.remote.input_schema}
         return ToolDefinition(self.name, desc, schema, reads=self.remote.read_only)
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -327,6 +328,7 @@ def server_rows(manager: McpManager) -> list[dict[str, Any]]:
                 "error": view.error,
                 "tools": len(view.tools),
                 "tokens": estimate_tool_tokens(defs),
+                "not_offered": list(view.refused),  # "name (why its schema is invalid)"
             }
         )
     return rows
