@@ -14,13 +14,17 @@ from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message, TodoItem, ToolCall
 from harness9.store import Checkpoint, open_manager
-from tests.support.cli import NO_SUBAGENTS, NO_SUMMARIES, cli, run_cli, runner, terminal
+from tests.support.cli import (
+    NO_SUBAGENTS,
+    NO_SUMMARIES,
+    cli,
+    old_and_new_sessions,
+    run_cli,
+    runner,
+    stored_ids,
+    terminal,
+)
 from tests.support.cli import stored_session as make_session
-
-
-def stored_ids() -> set[str]:
-    with open_manager(db_path()) as m:
-        return {i.id for i in m.list_sessions()}
 
 
 def insert_session(home: Path, sid: str) -> None:
@@ -373,14 +377,6 @@ def test_delete_on_a_terminal_treats_end_of_input_as_no():
     result = runner.invoke(app, ["sessions", "delete", sid], obj=env)
     assert result.exit_code == 0 and stored_ids() == {sid}  # a no, like "n": not an error
     assert env.stdout.getvalue().endswith("Nothing deleted.\n")
-
-
-def old_and_new_sessions(clock) -> tuple[str, str]:
-    old = make_session(Message("user", "ancient"))
-    clock.tick(20 * 86400)
-    new = make_session(Message("user", "recent"))
-    clock.tick(11 * 86400)  # now: old is 31 days idle, new 11 days
-    return old, new
 
 
 def test_delete_older_than_removes_only_idle_sessions():

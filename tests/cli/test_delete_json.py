@@ -13,22 +13,8 @@ from freezegun import freeze_time
 from harness9.cli import app
 from harness9.config import db_path
 from harness9.schema import Message
-from harness9.store import open_manager
-from tests.support.cli import cli, runner, terminal
+from tests.support.cli import cli, old_and_new_sessions, runner, stored_ids, terminal
 from tests.support.cli import stored_session as make_session
-
-
-def stored_ids() -> set[str]:
-    with open_manager(db_path()) as m:
-        return {i.id for i in m.list_sessions()}
-
-
-def old_and_new_sessions(clock) -> tuple[str, str]:
-    old = make_session(Message("user", "ancient"))
-    clock.tick(20 * 86400)
-    new = make_session(Message("user", "recent"))
-    clock.tick(11 * 86400)  # now: old is 31 days idle, new 11 days
-    return old, new
 
 
 def test_dry_run_json_lists_the_idle_session_as_not_deleted_and_deletes_nothing():

@@ -159,6 +159,21 @@ def stored_session(*msgs: Message) -> str:
         return s.session_id
 
 
+def stored_ids() -> set[str]:
+    """The ids of the top-level sessions in the store of $HARNESS9_HOME."""
+    with open_manager(db_path()) as m:
+        return {i.id for i in m.list_sessions()}
+
+
+def old_and_new_sessions(clock: Any) -> tuple[str, str]:
+    """Two sessions under freezegun's ``clock``: the first 31 days idle, the second 11."""
+    old = stored_session(Message("user", "ancient"))
+    clock.tick(20 * 86400)
+    new = stored_session(Message("user", "recent"))
+    clock.tick(11 * 86400)
+    return old, new
+
+
 def write_config(text: str) -> Path:
     """``text`` as the config.toml of $HARNESS9_HOME (the test's own home); its path."""
     path = config_path()
