@@ -1,10 +1,11 @@
 """A real MCP server for the tests, built with the SDK's own server class (MCPServer).
 
-Run: ``python demo.py [--http PORT] [--tools N] [--marker FILE]``. Over stdio by default;
+Run: ``python demo.py [--http PORT [--refuse-when FILE]] [--tools N] [--marker FILE]``. Over stdio by default;
 ``--http PORT`` serves Streamable HTTP on 127.0.0.1:PORT at /mcp. ``--tools N`` adds N
 filler tools (``filler_0`` ...) with long descriptions, so the definitions are big enough
 to be deferred. ``--marker FILE`` writes a line to FILE when the server starts (a test
-then knows whether it was started at all).
+then knows whether it was started at all). ``--refuse-when FILE``: while FILE exists, every
+HTTP request is answered ``401 Unauthorized``, as a gateway does once a token expired.
 """
 
 from __future__ import annotations
@@ -84,16 +85,37 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--marker", default="")
+    parser.add_argument("--refuse-when", default="")
     args = parser.parse_args()
     if args.marker:
         with Path(args.marker).open("a", encoding="utf-8") as fh:
             fh.write(f"started {os.getpid()}\n")
     server = build(args.tools, args.marker)
-    if args.http:
+    if args.http and args.refuse_when:
+        _serve_refusing(server, args.http, Path(args.refuse_when))
+    elif args.http:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:
         server.run()
     sys.exit(0)
+
+
+def _serve_refusing(server: MCPServer, port: int, flag: Path) -> None:
+    """Streamable HTTP on ``port``, answering 401 to every request while ``flag`` exists."""
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+
+    async def refusing(scope, receive, send) -> None:  # noqa: ANN001 - an ASGI app
+        if scope["type"] == "http" and flag.exists():
+            body = b'{"error": "invalid_token"}'
+            headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    uvicorn.run(refusing, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":

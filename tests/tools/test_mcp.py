@@ -4,6 +4,7 @@ scripted model that asks for the calls."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,11 +72,18 @@ def test_a_stdio_servers_result_reaches_the_model(llm_server, harness9_home, wor
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
     """demo.py serving Streamable HTTP on a free port of 127.0.0.1; yields its URL."""
+    with demo_over_http() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def demo_over_http(*args: str) -> Iterator[str]:
+    """demo.py (with ``args``) serving Streamable HTTP on a free port of 127.0.0.1: its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, DEMO, "--http", str(port)],
+        [sys.executable, DEMO, "--http", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

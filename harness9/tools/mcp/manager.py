@@ -370,14 +370,17 @@ class McpManager:
         client = srv.client
         if client is None:
             raise ServerUnavailable(f"server {srv.config.name} {srv.error or 'is not ready'}")
+        srv.http_status = ""  # an earlier answer's status says nothing of this call's
         try:
             result = await client.call_tool(tool, args)
         except MCPError as exc:
+            # An HTTP server's refusal (an expired token: 401) is named by its status.
+            said = exc.error.message + _status(srv)
             if exc.code == CONNECTION_CLOSED:
-                self._fail(srv, f"stopped: {exc.error.message.lower()}")
+                self._fail(srv, f"stopped: {exc.error.message.lower()}{_status(srv)}")
                 raise ServerUnavailable(f"server {srv.config.name} {srv.error}") from None
             # The server answered: the call failed, the server is fine.
-            return CallResult([{"type": "text", "text": exc.error.message}], None, True)
+            return CallResult([{"type": "text", "text": said}], None, True)
         except ValidationError as exc:
             self._fail(srv, f"answered garbage: {exc.error_count()} invalid fields in its reply")
             raise ServerUnavailable(f"server {srv.config.name} {srv.error}") from None
