@@ -526,33 +526,16 @@ def window_notes(
     ]
 
 
-WINDOW_WARNINGS_FILE = "window_warnings"  # in $HARNESS9_HOME: one "model<TAB>api base" a line
-
-
 def once_per_model(notes: list[Text], model: str, api_base: str | None, source: str) -> list[Text]:
     """``notes`` the first time a guessed window is warned about for this model and API
-    base, remembered in $HARNESS9_HOME; [] after that. The three lines on every one-shot
-    only repeated what the first said (and how to set the window). A window the server
-    reported (``source`` "server") is not a guess; it is said as before."""
-    from harness9.config import harness9_home
+    base (harness9.cli.learnt_windows remembers it); [] after that. The three lines on
+    every one-shot only repeated what the first said (and how to set the window). A window
+    the server reported (``source`` "server") is not a guess; it is said as before."""
+    from harness9.cli.learnt_windows import first_warning
 
     if not notes or source == "server":
         return notes
-    path = harness9_home() / WINDOW_WARNINGS_FILE
-    key = f"{model}\t{api_base or ''}"
-    try:
-        said = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        said = []
-    if key in said:
-        return []
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
-            f.write(key + "\n")
-    except OSError:
-        pass  # a home that cannot be written: warn each time rather than never
-    return notes
+    return notes if first_warning(model, api_base) else []
 
 
 def _import_line_editor_in_background() -> None:
